@@ -1,0 +1,191 @@
+//! engram's one typed configuration. Layers, each overriding the one before: built-in defaults,
+//! the TOML file (`--config FILE`), environment variables `ENGRAM_*` (nested keys joined by
+//! `__`, for example `ENGRAM_RATE_LIMIT__BURST`), then command-line flags. Validated once at
+//! start-up; `engram.example.toml` at the repository root documents every key.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(#[from] Box<figment::Error>),
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    pub listen: SocketAddr,
+    /// Directory holding the embedded store and the indexes.
+    pub data_dir: PathBuf,
+    /// Let outbound requests (webhooks, connectors) reach loopback and private addresses.
+    pub outbound_allow_private: bool,
+    pub rate_limit: RateLimitConfig,
+    pub workers: WorkersConfig,
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            outbound_allow_private: false,
+            rate_limit: RateLimitConfig::default(),
+            workers: WorkersConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Per-API-key request rate limit (token bucket).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    pub enabled: bool,
+    /// Sustained requests per second per key.
+    pub requests_per_second: u32,
+    /// Requests a key may make at once above the sustained rate.
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self { enabled: true, requests_per_second: 100, burst: 500 }
+    }
+}
+
+/// Background workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkersConfig {
+    /// How often the database lifecycle worker looks for work it was not told about (ms).
+    pub lifecycle_poll_ms: u64,
+    /// How long shutdown waits for background workers to finish (ms).
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        Self { lifecycle_poll_ms: 2_000, shutdown_grace_ms: 10_000 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A `tracing` filter, for example `info` or `engram=debug,info`. `RUST_LOG` wins when set.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { level: "info".into(), format: LogFormat::Text }
+    }
+}
+
+/// Values given on the command line; `None` leaves the lower layers' value.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Loads the layers in order and validates the result.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        Self::from_figment(Self::figment(file).merge(Serialized::defaults(overrides)))
+    }
+
+    fn figment(file: Option<&Path>) -> Figment {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment.merge(Env::prefixed("ENGRAM_").split("__"))
+    }
+
+    fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let config: Config = figment.extract().map_err(Box::new)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what types alone cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.rate_limit.enabled && (self.rate_limit.requests_per_second == 0 || self.rate_limit.burst == 0) {
+            return Err(ConfigError::Invalid(
+                "rate_limit.requests_per_second and rate_limit.burst must be positive when rate_limit.enabled".into(),
+            ));
+        }
+        if self.workers.lifecycle_poll_ms == 0 {
+            return Err(ConfigError::Invalid("workers.lifecycle_poll_ms must be positive".into()));
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::Invalid("data_dir must not be empty".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_override_in_order() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("engram.toml", "listen = \"0.0.0.0:9000\"\n[rate_limit]\nburst = 7\n")?;
+            jail.set_env("ENGRAM_DATA_DIR", "/tmp/from-env");
+            jail.set_env("ENGRAM_RATE_LIMIT__REQUESTS_PER_SECOND", "3");
+            jail.set_env("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true");
+            let overrides = Overrides { listen: Some("127.0.0.1:1234".parse().unwrap()), data_dir: None };
+            let config = Config::load(Some(Path::new("engram.toml")), &overrides).unwrap();
+            assert_eq!(config.listen, "127.0.0.1:1234".parse().unwrap());
+            assert_eq!(config.data_dir, PathBuf::from("/tmp/from-env"));
+            assert_eq!(config.rate_limit.burst, 7);
+            assert_eq!(config.rate_limit.requests_per_second, 3);
+            assert!(config.outbound_allow_private);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("bad.toml", "lisen = \"0.0.0.0:9000\"\n")?;
+            assert!(Config::load(Some(Path::new("bad.toml")), &Overrides::default()).is_err());
+            jail.create_file("zero.toml", "[rate_limit]\nburst = 0\n")?;
+            assert!(Config::load(Some(Path::new("zero.toml")), &Overrides::default()).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_documented_example_file_parses() {
+        figment::Jail::expect_with(|_jail| {
+            let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../engram.example.toml");
+            let config = Config::load(Some(Path::new(example)), &Overrides::default()).unwrap();
+            assert_eq!(config, Config::default(), "the example file documents the defaults");
+            Ok(())
+        });
+    }
+}

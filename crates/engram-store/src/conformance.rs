@@ -1,0 +1,162 @@
+//! The conformance suite: behaviour every storage backend must show, run against each backend
+//! by that backend's own test. Each case uses its own organization names, so the cases can share
+//! one store.
+
+use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
+use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
+
+use crate::{ApiKeyRecord, DatabaseScope, DatabaseState, InfraFlags, NewDatabase, Store, StoreError};
+
+/// Runs every case.
+pub async fn run_all<S: Store>(store: &S) {
+    keys_round_trip_and_revoke(store).await;
+    databases_are_unique_per_organization(store).await;
+    reads_and_writes_are_confined_to_their_organization(store).await;
+    deletion_frees_the_name_and_purge_removes_everything(store).await;
+    schema_changes_are_compare_and_swap(store).await;
+    provisioning_turns_ready_when_every_flag_is_set(store).await;
+}
+
+pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {
+    ApiKeyRecord {
+        prefix: ApiKeyPrefix::from_trusted(prefix),
+        secret_hash: vec![7; 32],
+        org: OrgId::from_trusted(org),
+        name: format!("key {prefix}"),
+        databases: vec![DatabaseName::from_trusted("only")],
+        created_at: 1_000,
+        expires_at: Some(9_000),
+        revoked_at: None,
+    }
+}
+
+fn name(value: &str) -> DatabaseName {
+    DatabaseName::from_trusted(value)
+}
+
+fn new_db(id: &str, org: &str, db: &str) -> NewDatabase {
+    NewDatabase {
+        id: DatabaseId::from_trusted(id),
+        org: OrgId::from_trusted(org),
+        name: name(db),
+        default_collection: CollectionName::from_trusted(db),
+        schema: MetadataSchema::default(),
+        embeddings_dimension: 384,
+        is_embeddings_tenant: false,
+        created_at: 5_000,
+    }
+}
+
+async fn keys_round_trip_and_revoke<S: Store>(store: &S) {
+    let a = sample_key("k_conf_a", "conf-keys-1");
+    let b = sample_key("k_conf_b", "conf-keys-2");
+    store.insert_key(&a).await.unwrap();
+    store.insert_key(&b).await.unwrap();
+    assert!(matches!(store.insert_key(&a).await, Err(StoreError::Conflict(_))));
+    assert_eq!(store.find_key(&a.prefix).await.unwrap().as_ref(), Some(&a));
+    assert_eq!(store.find_key(&ApiKeyPrefix::from_trusted("k_conf_none")).await.unwrap(), None);
+    let listed = store.list_keys(Some(&a.org)).await.unwrap();
+    assert_eq!(listed, vec![a.clone()]);
+    assert!(store.revoke_key(&a.prefix, 2_000).await.unwrap());
+    assert!(!store.revoke_key(&a.prefix, 3_000).await.unwrap(), "revoking twice reports nothing done");
+    assert_eq!(store.find_key(&a.prefix).await.unwrap().unwrap().revoked_at, Some(2_000));
+}
+
+async fn databases_are_unique_per_organization<S: Store>(store: &S) {
+    let created = store.create_database(&new_db("db_u1", "conf-u-1", "shared")).await.unwrap();
+    assert_eq!(created.state, DatabaseState::Provisioning);
+    assert_eq!(created.infra, InfraFlags::default());
+    let dup = store.create_database(&new_db("db_u2", "conf-u-1", "shared")).await;
+    assert!(matches!(dup, Err(StoreError::Conflict(_))), "{dup:?}");
+    store.create_database(&new_db("db_u3", "conf-u-2", "shared")).await.unwrap();
+    let org1 = OrgId::from_trusted("conf-u-1");
+    let org3 = OrgId::from_trusted("conf-u-3");
+    assert!(store.name_taken_elsewhere(&org1, &name("shared")).await.unwrap());
+    assert!(store.name_taken_elsewhere(&org3, &name("shared")).await.unwrap());
+    assert!(!store.name_taken_elsewhere(&org1, &name("nowhere")).await.unwrap());
+    let found = store.find_database(&org1, &name("shared")).await.unwrap().unwrap();
+    assert_eq!(found.id.as_str(), "db_u1");
+    let listed = store.list_databases(&org1).await.unwrap();
+    assert_eq!(listed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["db_u1"]);
+    let collections = store.list_collections(&found.scope()).await.unwrap();
+    assert_eq!(collections, vec![CollectionName::from_trusted("shared")], "the default collection exists");
+}
+
+async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S) {
+    let db = store.create_database(&new_db("db_iso", "conf-iso-1", "iso")).await.unwrap();
+    let foreign = DatabaseScope { org: OrgId::from_trusted("conf-iso-2"), id: db.id.clone() };
+    let extra = CollectionName::from_trusted("extra");
+    store.ensure_collection(&foreign, &extra, 6_000).await.unwrap();
+    assert!(store.list_collections(&foreign).await.unwrap().is_empty());
+    assert_eq!(store.list_collections(&db.scope()).await.unwrap().len(), 1, "a foreign scope wrote nothing");
+    assert_eq!(store.counts(&foreign).await.unwrap().collections, 0);
+    assert!(!store.schedule_deletion(&foreign, 6_000).await.unwrap());
+    let mut schema = MetadataSchema::default();
+    schema.add(vec![field("x")]).unwrap();
+    assert!(!store.replace_schema(&foreign, &MetadataSchema::default(), &schema).await.unwrap());
+    assert!(store.find_database(&foreign.org, &name("iso")).await.unwrap().is_none());
+
+    store.ensure_collection(&db.scope(), &extra, 6_000).await.unwrap();
+    store.ensure_collection(&db.scope(), &extra, 7_000).await.unwrap();
+    assert_eq!(store.counts(&db.scope()).await.unwrap().collections, 2);
+}
+
+async fn deletion_frees_the_name_and_purge_removes_everything<S: Store>(store: &S) {
+    let org = OrgId::from_trusted("conf-del");
+    let old = store.create_database(&new_db("db_del_1", "conf-del", "gone")).await.unwrap();
+    store.ensure_collection(&old.scope(), &CollectionName::from_trusted("c1"), 1).await.unwrap();
+    assert!(store.schedule_deletion(&old.scope(), 8_000).await.unwrap());
+    assert!(!store.schedule_deletion(&old.scope(), 8_001).await.unwrap());
+    assert!(store.find_database(&org, &name("gone")).await.unwrap().is_none());
+    assert!(store.list_databases(&org).await.unwrap().is_empty());
+    let pending = store.databases_needing_work().await.unwrap();
+    assert!(pending.iter().any(|d| d.id == old.id && d.state == DatabaseState::Deleting));
+
+    let new = store.create_database(&new_db("db_del_2", "conf-del", "gone")).await.unwrap();
+    assert_ne!(new.id, old.id);
+    assert_eq!(store.list_collections(&new.scope()).await.unwrap().len(), 1, "the new database starts empty");
+
+    store.purge_database(&old.id).await.unwrap();
+    assert!(store.list_collections(&old.scope()).await.unwrap().is_empty());
+    assert!(!store.databases_needing_work().await.unwrap().iter().any(|d| d.id == old.id));
+    // Purging only ever removes a database that is being deleted.
+    store.purge_database(&new.id).await.unwrap();
+    assert!(store.find_database(&org, &name("gone")).await.unwrap().is_some());
+}
+
+fn field(name: &str) -> SchemaField {
+    SchemaField {
+        name: name.into(),
+        data_type: FieldType::Varchar,
+        max_length: 16,
+        enable_match: true,
+        enable_dense_embedding: false,
+        enable_sparse_embedding: false,
+        nullable: true,
+    }
+}
+
+async fn schema_changes_are_compare_and_swap<S: Store>(store: &S) {
+    let db = store.create_database(&new_db("db_schema", "conf-schema", "schemas")).await.unwrap();
+    let mut one = MetadataSchema::default();
+    one.add(vec![field("a")]).unwrap();
+    let mut two = one.clone();
+    two.add(vec![field("b")]).unwrap();
+    assert!(store.replace_schema(&db.scope(), &db.schema, &one).await.unwrap());
+    assert!(!store.replace_schema(&db.scope(), &db.schema, &two).await.unwrap(), "stale expectation loses");
+    assert!(store.replace_schema(&db.scope(), &one, &two).await.unwrap());
+    let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
+    assert_eq!(read.schema, two);
+}
+
+async fn provisioning_turns_ready_when_every_flag_is_set<S: Store>(store: &S) {
+    let db = store.create_database(&new_db("db_prov", "conf-prov", "prov")).await.unwrap();
+    let partial = InfraFlags { scheduler: true, ..InfraFlags::default() };
+    store.set_infra(&db.id, partial, 10).await.unwrap();
+    let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
+    assert_eq!((read.state, read.infra), (DatabaseState::Provisioning, partial));
+    store.set_infra(&db.id, InfraFlags::READY, 11).await.unwrap();
+    let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
+    assert_eq!((read.state, read.infra), (DatabaseState::Ready, InfraFlags::READY));
+    assert!(!store.databases_needing_work().await.unwrap().iter().any(|d| d.id == db.id));
+}

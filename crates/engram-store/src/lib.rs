@@ -1,0 +1,76 @@
+//! engram's storage: the traits every backend implements, the embedded SQLite backend (WAL,
+//! numbered migrations) and the conformance suite each backend must pass. A PostgreSQL backend
+//! implements the same traits and runs the same suite.
+//!
+//! Tenancy is structural: every read or write of a database's data takes the organization
+//! ([`DatabaseScope`]) and the backend checks it in the query itself, so a handler bug cannot
+//! read another organization's rows.
+
+mod error;
+mod records;
+pub mod sqlite;
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+
+use async_trait::async_trait;
+use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
+
+pub use error::{StoreError, StoreResult};
+pub use records::*;
+
+/// Storage of API keys. Only hashes of secrets are stored.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    async fn insert_key(&self, key: &ApiKeyRecord) -> StoreResult<()>;
+    async fn find_key(&self, prefix: &ApiKeyPrefix) -> StoreResult<Option<ApiKeyRecord>>;
+    /// Every key, or the keys of one organization, oldest first.
+    async fn list_keys(&self, org: Option<&OrgId>) -> StoreResult<Vec<ApiKeyRecord>>;
+    /// Marks a key revoked; false when no such key exists or it was revoked already.
+    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool>;
+}
+
+/// Databases (tenants), their collections and their lifecycle.
+#[async_trait]
+pub trait DatabaseStore: Send + Sync {
+    /// Creates a database in `provisioning` with its default collection, in one transaction.
+    /// [`StoreError::Conflict`] when a live database of that name exists in the organization.
+    async fn create_database(&self, new: &NewDatabase) -> StoreResult<DatabaseRecord>;
+    /// The live (not deleting) database of that name in the organization.
+    async fn find_database(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<Option<DatabaseRecord>>;
+    /// Whether a live database of that name exists in any other organization.
+    async fn name_taken_elsewhere(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<bool>;
+    /// Live databases of the organization, by name.
+    async fn list_databases(&self, org: &OrgId) -> StoreResult<Vec<DatabaseRecord>>;
+    /// Replaces the schema only if it is still `expected` (compare-and-swap); false otherwise.
+    async fn replace_schema(
+        &self,
+        scope: &DatabaseScope,
+        expected: &engram_types::schema::MetadataSchema,
+        next: &engram_types::schema::MetadataSchema,
+    ) -> StoreResult<bool>;
+    /// Marks a live database `deleting`; its name is free at once. False when not live.
+    async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool>;
+    /// Creates the collection if it does not exist yet (collections appear on first use).
+    async fn ensure_collection(&self, scope: &DatabaseScope, name: &CollectionName, at_ms: i64) -> StoreResult<()>;
+    /// Collection names of the database, by name.
+    async fn list_collections(&self, scope: &DatabaseScope) -> StoreResult<Vec<CollectionName>>;
+    /// Object counts of the database.
+    async fn counts(&self, scope: &DatabaseScope) -> StoreResult<DatabaseCounts>;
+}
+
+/// What the background lifecycle worker needs; it works across organizations by design.
+#[async_trait]
+pub trait LifecycleStore: Send + Sync {
+    /// Databases in a state that needs background work (`provisioning` or `deleting`).
+    async fn databases_needing_work(&self) -> StoreResult<Vec<DatabaseRecord>>;
+    /// Records provisioning progress; the database turns `ready` when every flag is true.
+    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()>;
+    /// Removes a `deleting` database and every row that belongs to it.
+    async fn purge_database(&self, id: &DatabaseId) -> StoreResult<()>;
+}
+
+/// Everything engram stores, behind one handle.
+pub trait Store: KeyStore + DatabaseStore + LifecycleStore + Send + Sync + 'static {}
+
+impl<T> Store for T where T: KeyStore + DatabaseStore + LifecycleStore + Send + Sync + 'static {}

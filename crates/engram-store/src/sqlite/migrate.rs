@@ -1,0 +1,96 @@
+//! Numbered migrations, embedded in the binary and applied in order, each in its own
+//! `BEGIN IMMEDIATE` transaction so two processes opening one data directory cannot race.
+
+use sha2::{Digest, Sha256};
+use sqlx::{Connection, Row, SqliteConnection};
+
+use crate::{StoreError, StoreResult};
+
+pub(crate) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. Never edit one that has shipped: add a new one.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "foundation",
+    sql: include_str!("../../migrations/sqlite/0001_foundation.sql"),
+}];
+
+fn checksum(sql: &str) -> Vec<u8> {
+    Sha256::digest(sql.as_bytes()).to_vec()
+}
+
+pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS _engram_migrations (
+            version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum BLOB NOT NULL, applied_at INTEGER NOT NULL)",
+    )
+    .execute(&mut *conn)
+    .await?;
+    for migration in MIGRATIONS {
+        sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        match apply(conn, migration).await {
+            Ok(()) => {
+                sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+            }
+            Err(err) => {
+                sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+                return Err(err);
+            }
+        }
+    }
+    let newest: Option<i64> = sqlx::query("SELECT MAX(version) FROM _engram_migrations")
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+    let known = MIGRATIONS.last().map_or(0, |m| m.version);
+    if newest.unwrap_or(0) > known {
+        return Err(StoreError::Migration(format!(
+            "the data directory is at schema version {}, newer than this engram knows ({known}); use a newer engram",
+            newest.unwrap_or(0)
+        )));
+    }
+    conn.ping().await?;
+    Ok(())
+}
+
+async fn apply(conn: &mut SqliteConnection, migration: &Migration) -> StoreResult<()> {
+    let applied = sqlx::query("SELECT checksum FROM _engram_migrations WHERE version = ?")
+        .bind(migration.version)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some(row) = applied {
+        let stored: Vec<u8> = row.try_get(0)?;
+        if stored != checksum(migration.sql) {
+            return Err(StoreError::Migration(format!(
+                "migration {} ({}) differs from the one applied to this data directory",
+                migration.version, migration.name
+            )));
+        }
+        return Ok(());
+    }
+    sqlx::raw_sql(migration.sql).execute(&mut *conn).await?;
+    sqlx::query("INSERT INTO _engram_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, strftime('%s','now') * 1000)")
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(checksum(migration.sql))
+        .execute(&mut *conn)
+        .await?;
+    tracing::info!(version = migration.version, name = migration.name, "applied migration");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    #[test]
+    fn versions_are_numbered_in_order_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "migration {} is out of order", m.name);
+        }
+    }
+}

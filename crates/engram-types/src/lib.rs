@@ -1,0 +1,10 @@
+//! Shared vocabulary of engram: identifier newtypes, the error-code registry (code, HTTP status),
+//! the field types of a database metadata schema and the limits of the spec. No I/O, no async.
+
+pub mod codes;
+pub mod ids;
+pub mod limits;
+pub mod schema;
+
+pub use codes::ErrorCode;
+pub use ids::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
