@@ -1,1 +1,76 @@
-//! placeholder
+//! engram's use cases behind one facade ([`App`]), independent of HTTP: API keys and
+//! authentication, authorization and tenancy, rate limits, databases and their background
+//! lifecycle. Both API generations call the same functions here.
+
+mod auth;
+mod clock;
+mod databases;
+mod error;
+mod keys;
+mod lifecycle;
+mod ratelimit;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use engram_config::Config;
+use engram_store::sqlite::SqliteStore;
+use engram_store::Store;
+use tokio::sync::Notify;
+
+pub use auth::Principal;
+pub use clock::{Clock, SystemClock};
+pub use databases::{CreateDatabase, DatabaseStats, SchemaFieldSpec};
+pub use engram_store::{DatabaseCounts, DatabaseRecord, DatabaseState, InfraFlags};
+pub use error::{AppError, AppResult};
+pub use keys::{CreatedKey, KeySpec};
+pub use lifecycle::Workers;
+
+/// The application: every use case, over one store.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    data_dir: PathBuf,
+    limiter: ratelimit::RateLimiter,
+    /// Wakes the lifecycle worker when a database is created or deleted.
+    lifecycle_wake: Notify,
+    config: Config,
+}
+
+impl App {
+    /// Opens the embedded store in the configured data directory.
+    pub async fn open(config: Config) -> AppResult<Self> {
+        let store = SqliteStore::open(&config.data_dir).await?;
+        Ok(Self::with_store(config, Arc::new(store), Arc::new(SystemClock)))
+    }
+
+    pub fn with_store(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                data_dir: config.data_dir.clone(),
+                limiter: ratelimit::RateLimiter::new(&config.rate_limit),
+                lifecycle_wake: Notify::new(),
+                config,
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.inner.store.as_ref()
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+}

@@ -93,7 +93,7 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
     assert!(!store.schedule_deletion(&foreign, 6_000).await.unwrap());
     let mut schema = MetadataSchema::default();
     schema.add(vec![field("x")]).unwrap();
-    assert!(!store.replace_schema(&foreign, &MetadataSchema::default(), &schema).await.unwrap());
+    assert!(!store.replace_schema(&foreign, &MetadataSchema::default(), &schema, 1).await.unwrap());
     assert!(store.find_database(&foreign.org, &name("iso")).await.unwrap().is_none());
 
     store.ensure_collection(&db.scope(), &extra, 6_000).await.unwrap();
@@ -142,9 +142,9 @@ async fn schema_changes_are_compare_and_swap<S: Store>(store: &S) {
     one.add(vec![field("a")]).unwrap();
     let mut two = one.clone();
     two.add(vec![field("b")]).unwrap();
-    assert!(store.replace_schema(&db.scope(), &db.schema, &one).await.unwrap());
-    assert!(!store.replace_schema(&db.scope(), &db.schema, &two).await.unwrap(), "stale expectation loses");
-    assert!(store.replace_schema(&db.scope(), &one, &two).await.unwrap());
+    assert!(store.replace_schema(&db.scope(), &db.schema, &one, 1).await.unwrap());
+    assert!(!store.replace_schema(&db.scope(), &db.schema, &two, 1).await.unwrap(), "stale expectation loses");
+    assert!(store.replace_schema(&db.scope(), &one, &two, 1).await.unwrap());
     let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
     assert_eq!(read.schema, two);
 }

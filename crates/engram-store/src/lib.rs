@@ -48,6 +48,7 @@ pub trait DatabaseStore: Send + Sync {
         scope: &DatabaseScope,
         expected: &engram_types::schema::MetadataSchema,
         next: &engram_types::schema::MetadataSchema,
+        at_ms: i64,
     ) -> StoreResult<bool>;
     /// Marks a live database `deleting`; its name is free at once. False when not live.
     async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool>;

@@ -239,12 +239,14 @@ impl DatabaseStore for SqliteStore {
         scope: &DatabaseScope,
         expected: &MetadataSchema,
         next: &MetadataSchema,
+        at_ms: i64,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE databases SET metadata_schema = ?, updated_at = CAST(strftime('%s','now') AS INTEGER) * 1000
+            "UPDATE databases SET metadata_schema = ?, updated_at = ?
              WHERE id = ? AND org_id = ? AND state <> 'deleting' AND metadata_schema = ?",
         )
         .bind(schema_json(next)?)
+        .bind(at_ms)
         .bind(scope.id.as_str())
         .bind(scope.org.as_str())
         .bind(schema_json(expected)?)

@@ -1,0 +1,74 @@
+//! Authentication (who is calling), authorization (may they touch this database) and the
+//! per-key rate limit, applied to every authenticated request.
+
+use engram_store::DatabaseRecord;
+use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
+
+use crate::keys::{secret_matches, split_token};
+use crate::{App, AppError, AppResult};
+
+/// An authenticated caller: the key, its organization and what it may touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub key: ApiKeyPrefix,
+    pub org: OrgId,
+    /// Databases the key is restricted to; `None` for every database of the organization.
+    pub databases: Option<Vec<DatabaseName>>,
+}
+
+impl Principal {
+    /// Whether the key may use the database of that name (it may still not exist).
+    pub fn may_use(&self, name: &DatabaseName) -> bool {
+        self.databases.as_ref().is_none_or(|allowed| allowed.contains(name))
+    }
+}
+
+const MISSING: &str = "missing or invalid API key";
+const EXPIRED: &str = "API key expired";
+const REVOKED: &str = "API key revoked";
+
+impl App {
+    /// Authenticates the token of an `Authorization: Bearer <token>` header, then takes one
+    /// request from the key's rate limit.
+    pub async fn authenticate(&self, token: &str) -> AppResult<Principal> {
+        let Some((prefix, secret)) = split_token(token) else {
+            return Err(AppError::Unauthorized(MISSING));
+        };
+        let record = self.store().find_key(&ApiKeyPrefix::from_trusted(prefix)).await?;
+        let Some(record) = record else {
+            // Same work as a known key, so timing does not tell which prefixes exist.
+            let _ = secret_matches(prefix, secret, &[0u8; 32]);
+            return Err(AppError::Unauthorized(MISSING));
+        };
+        if !secret_matches(prefix, secret, &record.secret_hash) {
+            return Err(AppError::Unauthorized(MISSING));
+        }
+        if record.revoked_at.is_some() {
+            return Err(AppError::Unauthorized(REVOKED));
+        }
+        if record.expires_at.is_some_and(|at| at <= self.now_ms()) {
+            return Err(AppError::Unauthorized(EXPIRED));
+        }
+        self.inner.limiter.check(&record.prefix)?;
+        Ok(Principal {
+            key: record.prefix,
+            org: record.org,
+            databases: (!record.databases.is_empty()).then_some(record.databases),
+        })
+    }
+
+    /// The live database `name` as the caller may see it: 403 when the key may not use it or it
+    /// belongs to another organization, 404 when it does not exist.
+    pub(crate) async fn authorize_database(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseRecord> {
+        if !who.may_use(name) {
+            return Err(AppError::Forbidden(format!("this API key may not use database `{name}`")));
+        }
+        if let Some(db) = self.store().find_database(&who.org, name).await? {
+            return Ok(db);
+        }
+        if self.store().name_taken_elsewhere(&who.org, name).await? {
+            return Err(AppError::Forbidden(format!("this API key may not use database `{name}`")));
+        }
+        Err(AppError::DatabaseNotFound(name.to_string()))
+    }
+}

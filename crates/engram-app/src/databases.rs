@@ -1,0 +1,175 @@
+//! Databases (tenants): create, read, list, collections, stats, schema additions and delete.
+//! Provisioning and deletion are finished in the background by the lifecycle worker.
+
+use engram_store::{DatabaseCounts, DatabaseRecord, NewDatabase};
+use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
+use engram_types::{limits, CollectionName, DatabaseId, DatabaseName};
+
+use crate::{App, AppError, AppResult, Principal};
+
+/// One metadata schema field as given by a client; validated into a [`SchemaField`].
+#[derive(Debug, Clone, Default)]
+pub struct SchemaFieldSpec {
+    pub name: String,
+    pub data_type: Option<String>,
+    pub max_length: Option<u32>,
+    pub enable_match: Option<bool>,
+    pub enable_dense_embedding: Option<bool>,
+    pub enable_sparse_embedding: Option<bool>,
+    pub nullable: Option<bool>,
+}
+
+impl SchemaFieldSpec {
+    fn validate(self) -> AppResult<SchemaField> {
+        let data_type = match self.data_type.as_deref() {
+            None => FieldType::Varchar,
+            Some(raw) => FieldType::parse(raw).ok_or_else(|| {
+                AppError::Validation(format!(
+                    "metadata schema field `{}`: unknown data_type `{raw}`; expected one of {}",
+                    self.name,
+                    FieldType::NAMES
+                ))
+            })?,
+        };
+        Ok(SchemaField {
+            name: self.name,
+            data_type,
+            max_length: self.max_length.unwrap_or(SchemaField::DEFAULT_MAX_LENGTH),
+            enable_match: self.enable_match.unwrap_or(false),
+            enable_dense_embedding: self.enable_dense_embedding.unwrap_or(false),
+            enable_sparse_embedding: self.enable_sparse_embedding.unwrap_or(false),
+            nullable: self.nullable.unwrap_or(true),
+        })
+    }
+}
+
+fn validate_fields(fields: Vec<SchemaFieldSpec>) -> AppResult<Vec<SchemaField>> {
+    fields.into_iter().map(SchemaFieldSpec::validate).collect()
+}
+
+/// A request to create a database.
+#[derive(Debug, Clone, Default)]
+pub struct CreateDatabase {
+    pub name: String,
+    pub schema: Vec<SchemaFieldSpec>,
+    pub embeddings_dimension: Option<u32>,
+    pub is_embeddings_tenant: bool,
+}
+
+/// A database with its object counts.
+#[derive(Debug, Clone)]
+pub struct DatabaseStats {
+    pub database: DatabaseRecord,
+    pub counts: DatabaseCounts,
+}
+
+/// Validates a database name given under `field` (`database` or `tenant_id`).
+pub fn parse_database_name(field: &'static str, value: &str) -> AppResult<DatabaseName> {
+    DatabaseName::parse(value).map_err(|reason| AppError::InvalidName { field, reason })
+}
+
+impl App {
+    /// Creates a database; it is `provisioning` until the lifecycle worker has built its storage.
+    pub async fn create_database(&self, who: &Principal, request: CreateDatabase) -> AppResult<DatabaseRecord> {
+        let name = parse_database_name("database", &request.name)?;
+        if !who.may_use(&name) {
+            return Err(AppError::Forbidden(format!("this API key may not use database `{name}`")));
+        }
+        let dimension = request.embeddings_dimension.unwrap_or(limits::DEFAULT_EMBEDDING_DIMENSION);
+        if !limits::EMBEDDING_DIMENSION_RANGE.contains(&dimension) {
+            return Err(AppError::InvalidParameters(format!(
+                "`embeddings_dimension` must be between {} and {}",
+                limits::EMBEDDING_DIMENSION_RANGE.start(),
+                limits::EMBEDDING_DIMENSION_RANGE.end()
+            )));
+        }
+        let schema = MetadataSchema::new(validate_fields(request.schema)?)
+            .map_err(|e| AppError::Validation(e.to_string()))?;
+        let new = NewDatabase {
+            id: DatabaseId::from_trusted(format!("db_{}", uuid::Uuid::now_v7().simple())),
+            org: who.org.clone(),
+            default_collection: default_collection(&name),
+            name,
+            schema,
+            embeddings_dimension: dimension,
+            is_embeddings_tenant: request.is_embeddings_tenant,
+            created_at: self.now_ms(),
+        };
+        let created = self.store().create_database(&new).await.map_err(|e| match e {
+            engram_store::StoreError::Conflict(_) => AppError::DatabaseExists(new.name.to_string()),
+            other => other.into(),
+        })?;
+        tracing::info!(org = %who.org, database = %created.name, id = %created.id, "database created");
+        self.inner.lifecycle_wake.notify_one();
+        Ok(created)
+    }
+
+    /// The database with its readiness flags.
+    pub async fn database(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseRecord> {
+        self.authorize_database(who, name).await
+    }
+
+    /// Databases of the caller's organization that its key may use.
+    pub async fn list_databases(&self, who: &Principal) -> AppResult<Vec<DatabaseRecord>> {
+        let all = self.store().list_databases(&who.org).await?;
+        Ok(all.into_iter().filter(|db| who.may_use(&db.name)).collect())
+    }
+
+    /// Collections of the database; the default one always exists.
+    pub async fn list_collections(&self, who: &Principal, name: &DatabaseName) -> AppResult<Vec<CollectionName>> {
+        let db = self.authorize_database(who, name).await?;
+        Ok(self.store().list_collections(&db.scope()).await?)
+    }
+
+    /// The database with its object counts.
+    pub async fn database_stats(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseStats> {
+        let database = self.authorize_database(who, name).await?;
+        let counts = self.store().counts(&database.scope()).await?;
+        Ok(DatabaseStats { database, counts })
+    }
+
+    /// Adds fields to the metadata schema; existing fields can be neither changed nor removed.
+    /// Returns the names added and the database as it is now.
+    pub async fn add_schema_fields(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+        fields: Vec<SchemaFieldSpec>,
+    ) -> AppResult<(Vec<String>, DatabaseRecord)> {
+        if fields.is_empty() {
+            return Err(AppError::InvalidParameters("`add_fields` must name at least one field".into()));
+        }
+        let fields = validate_fields(fields)?;
+        let added: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
+        // Compare-and-swap, retried: two concurrent additions both land or one is refused.
+        for _ in 0..8 {
+            let mut db = self.authorize_database(who, name).await?;
+            let mut next = db.schema.clone();
+            next.add(fields.clone()).map_err(|e| AppError::Validation(e.to_string()))?;
+            if self.store().replace_schema(&db.scope(), &db.schema, &next, self.now_ms()).await? {
+                db.schema = next;
+                return Ok((added, db));
+            }
+        }
+        Err(AppError::Internal(engram_store::StoreError::Conflict(
+            "metadata schema kept changing during the update".into(),
+        )))
+    }
+
+    /// Schedules deletion: the database disappears at once (its name is free again) and the
+    /// lifecycle worker purges everything it held.
+    pub async fn delete_database(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseRecord> {
+        let db = self.authorize_database(who, name).await?;
+        if !self.store().schedule_deletion(&db.scope(), self.now_ms()).await? {
+            return Err(AppError::DatabaseNotFound(name.to_string()));
+        }
+        tracing::info!(org = %who.org, database = %db.name, id = %db.id, "database deletion scheduled");
+        self.inner.lifecycle_wake.notify_one();
+        Ok(db)
+    }
+}
+
+/// The collection every database has, used when a call names none: named after the database.
+pub fn default_collection(database: &DatabaseName) -> CollectionName {
+    CollectionName::from_trusted(database.as_str())
+}

@@ -1,0 +1,55 @@
+use engram_store::StoreError;
+use engram_types::ids::NameError;
+use engram_types::ErrorCode;
+
+/// Every failure a use case reports to its caller.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("rate limit exceeded; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("{0}")]
+    InvalidParameters(String),
+    /// A database or collection name that is not well-formed.
+    #[error("`{field}` {reason}")]
+    InvalidName { field: &'static str, reason: NameError },
+    #[error("{0}")]
+    Validation(String),
+    #[error("database `{0}` not found")]
+    DatabaseNotFound(String),
+    #[error("database `{0}` already exists")]
+    DatabaseExists(String),
+    #[error("key `{0}` not found")]
+    KeyNotFound(String),
+    /// A failure the caller cannot act on; its details are logged, never returned.
+    #[error("internal error")]
+    Internal(#[source] StoreError),
+}
+
+impl AppError {
+    /// The one code each error answers with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Unauthorized(_) => ErrorCode::Unauthorized,
+            Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::InvalidParameters(_) | Self::InvalidName { .. } => ErrorCode::InvalidParameters,
+            Self::Validation(_) => ErrorCode::ValidationError,
+            Self::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
+            Self::DatabaseExists(_) => ErrorCode::DatabaseAlreadyExists,
+            Self::KeyNotFound(_) => ErrorCode::NotFound,
+            Self::Internal(_) => ErrorCode::InternalError,
+        }
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(err: StoreError) -> Self {
+        Self::Internal(err)
+    }
+}
+
+pub type AppResult<T, E = AppError> = Result<T, E>;

@@ -1,0 +1,126 @@
+//! API keys: `prefix.secret`. The prefix is public and identifies the key; the secret is shown
+//! once at creation and stored only as a SHA-256 hash (it is 256 random bits, so a slow hash
+//! adds nothing), compared in constant time.
+
+use engram_store::ApiKeyRecord;
+use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::{App, AppError, AppResult};
+
+/// What a new key may do.
+#[derive(Debug, Clone, Default)]
+pub struct KeySpec {
+    pub org: String,
+    pub name: String,
+    /// Databases the key is restricted to; empty for every database of the organization.
+    pub databases: Vec<String>,
+    pub expires_in_secs: Option<u64>,
+}
+
+/// A key just created: the only time its secret exists outside the caller's hands.
+#[derive(Debug, Clone)]
+pub struct CreatedKey {
+    pub record: ApiKeyRecord,
+    /// The full `prefix.secret` to hand to the user.
+    pub token: String,
+}
+
+const PREFIX_TAG: &str = "egk_";
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn hash_secret(prefix: &str, secret: &str) -> Vec<u8> {
+    let mut hasher = Sha256::new();
+    hasher.update(prefix.as_bytes());
+    hasher.update(b".");
+    hasher.update(secret.as_bytes());
+    hasher.finalize().to_vec()
+}
+
+/// Splits `prefix.secret`; `None` when the token does not have that form.
+pub(crate) fn split_token(token: &str) -> Option<(&str, &str)> {
+    let (prefix, secret) = token.split_once('.')?;
+    let well_formed = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    (well_formed(prefix) && well_formed(secret)).then_some((prefix, secret))
+}
+
+/// Constant-time comparison of a presented secret with a stored hash.
+pub(crate) fn secret_matches(prefix: &str, secret: &str, stored: &[u8]) -> bool {
+    hash_secret(prefix, secret).ct_eq(stored).into()
+}
+
+impl App {
+    /// Creates a key and returns its token; the secret is not kept.
+    pub async fn create_key(&self, spec: KeySpec) -> AppResult<CreatedKey> {
+        let org = OrgId::parse(spec.org).map_err(|reason| AppError::InvalidName { field: "org", reason })?;
+        let databases = spec
+            .databases
+            .into_iter()
+            .map(|d| DatabaseName::parse(d).map_err(|reason| AppError::InvalidName { field: "database", reason }))
+            .collect::<AppResult<Vec<_>>>()?;
+        let now = self.now_ms();
+        let expires_at = spec
+            .expires_in_secs
+            .map(|secs| i64::try_from(secs.saturating_mul(1000)).map_or(i64::MAX, |ms| now.saturating_add(ms)));
+        let prefix = format!("{PREFIX_TAG}{}", random_hex(8));
+        let secret = random_hex(32);
+        let record = ApiKeyRecord {
+            prefix: ApiKeyPrefix::from_trusted(&prefix),
+            secret_hash: hash_secret(&prefix, &secret),
+            org,
+            name: spec.name,
+            databases,
+            created_at: now,
+            expires_at,
+            revoked_at: None,
+        };
+        self.store().insert_key(&record).await?;
+        Ok(CreatedKey { record, token: format!("{prefix}.{secret}") })
+    }
+
+    /// Every key (never their secrets), optionally of one organization.
+    pub async fn list_keys(&self, org: Option<&str>) -> AppResult<Vec<ApiKeyRecord>> {
+        let org = org.map(OrgId::from_trusted);
+        Ok(self.store().list_keys(org.as_ref()).await?)
+    }
+
+    /// Revokes a key at once; requests with it fail with 401 from then on.
+    pub async fn revoke_key(&self, prefix: &str) -> AppResult<()> {
+        let prefix = ApiKeyPrefix::from_trusted(prefix);
+        if self.store().revoke_key(&prefix, self.now_ms()).await? {
+            Ok(())
+        } else if self.store().find_key(&prefix).await?.is_some() {
+            Ok(()) // already revoked: revoking is idempotent
+        } else {
+            Err(AppError::KeyNotFound(prefix.to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_split_only_in_the_documented_form() {
+        assert_eq!(split_token("egk_ab.cd"), Some(("egk_ab", "cd")));
+        for bad in ["", ".", "a.", ".b", "a.b.c", "a b.c", "a.b c", "ab"] {
+            assert_eq!(split_token(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn secrets_match_only_their_own_hash() {
+        let stored = hash_secret("p", "s3cret");
+        assert!(secret_matches("p", "s3cret", &stored));
+        assert!(!secret_matches("p", "s3cres", &stored));
+        assert!(!secret_matches("q", "s3cret", &stored), "the prefix is bound into the hash");
+    }
+}

@@ -1,0 +1,146 @@
+//! The database lifecycle worker: finishes provisioning (builds each database's storage and
+//! index directories, turning its readiness flags true one by one) and deletion (removes the
+//! directories, then purges every row). The state lives in the store, so work interrupted by a
+//! crash is picked up again at the next start.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use engram_store::{DatabaseRecord, DatabaseState, InfraFlags};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::{App, AppResult};
+
+/// The running background workers; dropped or shut down together.
+pub struct Workers {
+    token: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Workers {
+    /// Asks every worker to stop after its current step and waits up to `grace` for them.
+    pub async fn shutdown(self, grace: Duration) {
+        self.token.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+            tracing::warn!("background workers did not stop within the grace period");
+        }
+    }
+}
+
+impl App {
+    /// Starts the background workers; they stop when `token` is cancelled.
+    pub fn start_workers(&self, token: CancellationToken) -> Workers {
+        let tracker = TaskTracker::new();
+        let app = self.clone();
+        let worker_token = token.clone();
+        tracker.spawn(async move { app.run_lifecycle(worker_token).await });
+        Workers { token, tracker }
+    }
+
+    async fn run_lifecycle(&self, token: CancellationToken) {
+        let poll = Duration::from_millis(self.config().workers.lifecycle_poll_ms);
+        tracing::debug!("database lifecycle worker started");
+        loop {
+            if let Err(err) = self.lifecycle_pass(&token).await {
+                tracing::error!(error = %err, source = ?std::error::Error::source(&err), "database lifecycle pass failed");
+            }
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = self.inner.lifecycle_wake.notified() => {}
+                () = tokio::time::sleep(poll) => {}
+            }
+        }
+        tracing::debug!("database lifecycle worker stopped");
+    }
+
+    /// One pass over every database that needs work. Public to the crate's tests.
+    pub(crate) async fn lifecycle_pass(&self, token: &CancellationToken) -> AppResult<()> {
+        for db in self.store().databases_needing_work().await? {
+            if token.is_cancelled() {
+                break;
+            }
+            match db.state {
+                DatabaseState::Provisioning => self.provision(&db).await?,
+                DatabaseState::Deleting => self.purge(&db).await?,
+                DatabaseState::Ready => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn database_dir(&self, db: &DatabaseRecord) -> PathBuf {
+        self.inner.data_dir.join("databases").join(db.id.as_str())
+    }
+
+    async fn provision(&self, db: &DatabaseRecord) -> AppResult<()> {
+        let dir = self.database_dir(db);
+        let mut infra = db.infra;
+        // The job queue lives in the store, which exists; the other parts get their directory.
+        let steps: [(&str, fn(&mut InfraFlags)); 4] = [
+            ("queue", |f| f.scheduler = true),
+            ("graph", |f| f.graph = true),
+            ("knowledge", |f| f.knowledge_vectors = true),
+            ("memories", |f| f.memory_vectors = true),
+        ];
+        for (part, mark) in steps {
+            tokio::fs::create_dir_all(dir.join(part)).await.map_err(engram_store::StoreError::from)?;
+            mark(&mut infra);
+            self.store().set_infra(&db.id, infra, self.now_ms()).await?;
+        }
+        tracing::info!(database = %db.name, id = %db.id, "database provisioned");
+        Ok(())
+    }
+
+    async fn purge(&self, db: &DatabaseRecord) -> AppResult<()> {
+        match tokio::fs::remove_dir_all(self.database_dir(db)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(engram_store::StoreError::from(e).into()),
+            _ => {}
+        }
+        self.store().purge_database(&db.id).await?;
+        tracing::info!(database = %db.name, id = %db.id, "database purged");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use engram_config::Config;
+    use engram_store::sqlite::SqliteStore;
+
+    use super::*;
+    use crate::{CreateDatabase, SystemClock};
+
+    async fn app(dir: &std::path::Path) -> App {
+        let config = Config { data_dir: dir.to_path_buf(), ..Config::default() };
+        let store = SqliteStore::open(dir).await.unwrap();
+        App::with_store(config, Arc::new(store), Arc::new(SystemClock))
+    }
+
+    #[tokio::test]
+    async fn provisioning_builds_storage_and_deletion_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(dir.path()).await;
+        let key = app.create_key(crate::KeySpec { org: "acme".into(), ..Default::default() }).await.unwrap();
+        let who = app.authenticate(&key.token).await.unwrap();
+        let db = app
+            .create_database(&who, CreateDatabase { name: "docs".into(), ..Default::default() })
+            .await
+            .unwrap();
+        assert_eq!(db.state, DatabaseState::Provisioning);
+        let token = CancellationToken::new();
+        app.lifecycle_pass(&token).await.unwrap();
+        let ready = app.database(&who, &db.name).await.unwrap();
+        assert_eq!((ready.state, ready.infra), (DatabaseState::Ready, InfraFlags::READY));
+        let db_dir = app.database_dir(&ready);
+        assert!(db_dir.join("knowledge").is_dir() && db_dir.join("memories").is_dir());
+
+        app.delete_database(&who, &db.name).await.unwrap();
+        app.lifecycle_pass(&token).await.unwrap();
+        assert!(!db_dir.exists());
+        assert!(app.list_databases(&who).await.unwrap().is_empty());
+    }
+}
