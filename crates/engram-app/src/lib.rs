@@ -19,8 +19,8 @@ use engram_store::Store;
 use tokio::sync::Notify;
 
 pub use auth::Principal;
-pub use clock::{Clock, SystemClock};
-pub use databases::{CreateDatabase, DatabaseStats, SchemaFieldSpec};
+pub use clock::{format_ms, Clock, SystemClock};
+pub use databases::{default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec};
 pub use engram_store::{DatabaseCounts, DatabaseRecord, DatabaseState, InfraFlags};
 pub use error::{AppError, AppResult};
 pub use keys::{CreatedKey, KeySpec};
@@ -62,6 +62,11 @@ impl App {
         }
     }
 
+    /// Closes the store; call after the server and the workers have stopped.
+    pub async fn close(&self) {
+        self.inner.store.close().await;
+    }
+
     pub fn config(&self) -> &Config {
         &self.inner.config
     }
@@ -72,5 +77,10 @@ impl App {
 
     fn now_ms(&self) -> i64 {
         self.inner.clock.now_ms()
+    }
+
+    /// The application clock's time, in Unix milliseconds.
+    pub fn now(&self) -> i64 {
+        self.now_ms()
     }
 }

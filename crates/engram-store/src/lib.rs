@@ -72,6 +72,8 @@ pub trait LifecycleStore: Send + Sync {
 }
 
 /// Everything engram stores, behind one handle.
-pub trait Store: KeyStore + DatabaseStore + LifecycleStore + Send + Sync + 'static {}
-
-impl<T> Store for T where T: KeyStore + DatabaseStore + LifecycleStore + Send + Sync + 'static {}
+#[async_trait]
+pub trait Store: KeyStore + DatabaseStore + LifecycleStore + Send + Sync + 'static {
+    /// Flushes and closes the backend; called once at shutdown.
+    async fn close(&self);
+}

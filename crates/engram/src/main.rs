@@ -1,1 +1,71 @@
-fn main(){}
+//! The `engram` binary: wires configuration, the application, its background workers and the
+//! HTTP server, and offers the administrative commands.
+
+mod keys;
+mod serve;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use engram_config::{Config, Overrides};
+
+#[derive(Parser)]
+#[command(name = "engram", version, about = "Self-hosted context retrieval: knowledge and memories, hybrid search")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the configuration comes from; shared by every command.
+#[derive(clap::Args, Clone)]
+struct ConfigArgs {
+    /// A TOML configuration file (see engram.example.toml).
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    /// Data directory [env: ENGRAM_DATA_DIR] [default: ./data].
+    #[arg(long, value_name = "DIR", global = true)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service.
+    Serve {
+        /// Address to listen on [env: ENGRAM_LISTEN] [default: 127.0.0.1:8080]; port 0 picks a free one.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Manage API keys (works while the server runs on the same data directory).
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Print the OpenAPI 3.1 document of every route.
+    Openapi,
+}
+
+impl ConfigArgs {
+    fn load(&self, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Config> {
+        let overrides = Overrides { listen, data_dir: self.data_dir.clone() };
+        Ok(Config::load(self.config.as_deref(), &overrides)?)
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
+            Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
+            Command::Openapi => {
+                println!("{}", serde_json::to_string_pretty(&engram_http::openapi_document())?);
+                Ok(())
+            }
+        }
+    })
+}

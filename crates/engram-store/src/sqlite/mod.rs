@@ -45,8 +45,12 @@ impl SqliteStore {
         Ok(Self { pool })
     }
 
+}
+
+#[async_trait]
+impl crate::Store for SqliteStore {
     /// Closes every connection (checkpointing the WAL).
-    pub async fn close(&self) {
+    async fn close(&self) {
         self.pool.close().await;
     }
 }
@@ -364,6 +368,7 @@ impl LifecycleStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Store as _;
 
     #[tokio::test]
     async fn sqlite_passes_the_conformance_suite() {

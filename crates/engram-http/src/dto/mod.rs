@@ -1,0 +1,132 @@
+//! Wire types. Each API generation has its own module; both convert into the same app calls.
+//! The legacy module is frozen: it changes only to fix a mismatch with the legacy contract.
+
+pub mod current;
+pub mod legacy;
+
+use engram_app::SchemaFieldSpec;
+use engram_types::schema::SchemaField;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// One metadata schema field, as sent at creation and as returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FieldDto {
+    /// Field name: letters, digits and `_`.
+    pub name: String,
+    /// `BOOL|INT8|INT16|INT32|INT64|FLOAT|DOUBLE|VARCHAR|JSON|ARRAY`, default `VARCHAR`.
+    #[serde(default)]
+    pub data_type: Option<String>,
+    /// Default 1024.
+    #[serde(default)]
+    pub max_length: Option<u32>,
+    /// Whether `metadata_filters` may match this field. Default false.
+    #[serde(default)]
+    pub enable_match: Option<bool>,
+    #[serde(default)]
+    pub enable_dense_embedding: Option<bool>,
+    #[serde(default)]
+    pub enable_sparse_embedding: Option<bool>,
+    /// Default true.
+    #[serde(default)]
+    pub nullable: Option<bool>,
+}
+
+impl From<FieldDto> for SchemaFieldSpec {
+    fn from(f: FieldDto) -> Self {
+        Self {
+            name: f.name,
+            data_type: f.data_type,
+            max_length: f.max_length,
+            enable_match: f.enable_match,
+            enable_dense_embedding: f.enable_dense_embedding,
+            enable_sparse_embedding: f.enable_sparse_embedding,
+            nullable: f.nullable,
+        }
+    }
+}
+
+impl From<&SchemaField> for FieldDto {
+    fn from(f: &SchemaField) -> Self {
+        let data_type = serde_json::to_value(f.data_type).ok().and_then(|v| v.as_str().map(str::to_owned));
+        Self {
+            name: f.name.clone(),
+            data_type,
+            max_length: Some(f.max_length),
+            enable_match: Some(f.enable_match),
+            enable_dense_embedding: Some(f.enable_dense_embedding),
+            enable_sparse_embedding: Some(f.enable_sparse_embedding),
+            nullable: Some(f.nullable),
+        }
+    }
+}
+
+/// Deprecated aliases a request used, reported in `meta.deprecation`.
+#[derive(Debug, Default)]
+pub struct Deprecations(Vec<Value>);
+
+impl Deprecations {
+    /// Resolves a field that may also arrive under its deprecated alias. Both present with
+    /// different values is 400; the alias alone works and is reported.
+    pub fn pick<T: PartialEq>(
+        &mut self,
+        current: Option<T>,
+        alias: Option<T>,
+        current_name: &'static str,
+        alias_name: &'static str,
+    ) -> Result<Option<T>, ApiError> {
+        match (current, alias) {
+            (Some(c), Some(a)) if c != a => Err(ApiError::invalid(format!(
+                "`{current_name}` and its deprecated alias `{alias_name}` were both given with different values"
+            ))),
+            (Some(c), _) => Ok(Some(c)),
+            (None, Some(a)) => {
+                self.0.push(json!({
+                    "deprecated": true,
+                    "deprecated_field": alias_name,
+                    "preferred_field": current_name,
+                    "deprecated_since": "2",
+                    "message": format!("`{alias_name}` is deprecated; use `{current_name}`"),
+                }));
+                Ok(Some(a))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Like [`Self::pick`] for a required field.
+    pub fn require<T: PartialEq>(
+        &mut self,
+        current: Option<T>,
+        alias: Option<T>,
+        current_name: &'static str,
+        alias_name: &'static str,
+    ) -> Result<T, ApiError> {
+        self.pick(current, alias, current_name, alias_name)?
+            .ok_or_else(|| ApiError::invalid(format!("missing required field `{current_name}`")))
+    }
+
+    pub fn into_vec(self) -> Vec<Value> {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve_and_are_reported() {
+        let mut d = Deprecations::default();
+        assert_eq!(d.pick(Some(1), None, "database", "tenant_id").unwrap(), Some(1));
+        assert!(d.0.is_empty());
+        assert_eq!(d.pick(None, Some(2), "database", "tenant_id").unwrap(), Some(2));
+        assert_eq!(d.0.len(), 1);
+        assert_eq!(d.pick(Some(3), Some(3), "database", "tenant_id").unwrap(), Some(3));
+        assert!(d.pick(Some(3), Some(4), "database", "tenant_id").is_err());
+        assert!(d.require::<i32>(None, None, "database", "tenant_id").is_err());
+    }
+}

@@ -1,0 +1,209 @@
+//! Current database routes: `/databases*`.
+
+use axum::extract::Path;
+use axum::http::StatusCode;
+use engram_app::{parse_database_name, App, CreateDatabase, DatabaseRecord};
+use engram_types::DatabaseName;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::{EnvelopeDoc, ErrorEnvelopeDoc};
+use super::Envelope;
+use crate::dto::current::*;
+use crate::dto::{Deprecations, FieldDto};
+use crate::error::ApiError;
+use crate::extract::{Auth, Json, Query};
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(create_database, list_databases, delete_database))
+        .routes(routes!(database_status))
+        .routes(routes!(list_collections))
+        .routes(routes!(database_stats))
+        .routes(routes!(add_schema_fields))
+}
+
+fn schema_dto(db: &DatabaseRecord) -> Vec<FieldDto> {
+    db.schema.fields().iter().map(FieldDto::from).collect()
+}
+
+/// Resolves `database` (or its deprecated alias `tenant_id`) from a query string.
+fn database_param(params: DatabaseParams, deprecations: &mut Deprecations) -> Result<DatabaseName, ApiError> {
+    let name = deprecations.require(params.database, params.tenant_id, "database", "tenant_id")?;
+    Ok(parse_database_name("database", &name)?)
+}
+
+/// Create a database. Provisioning continues in the background; poll `GET /databases/status`.
+#[utoipa::path(post, path = "/databases", tag = "databases", request_body = CreateDatabaseRequest,
+    responses(
+        (status = 202, body = EnvelopeDoc<CreatedDatabase>, description = "accepted; provisioning"),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS"),
+        (status = 403, body = ErrorEnvelopeDoc, description = "FORBIDDEN"),
+        (status = 409, body = ErrorEnvelopeDoc, description = "DATABASE_ALREADY_EXISTS"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: bad metadata schema"),
+    ))]
+async fn create_database(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Json(body): Json<CreateDatabaseRequest>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let name = deprecations.require(body.database, body.tenant_id, "database", "tenant_id")?;
+    let schema = deprecations.pick(
+        body.database_metadata_schema,
+        body.tenant_metadata_schema,
+        "database_metadata_schema",
+        "tenant_metadata_schema",
+    )?;
+    let request = CreateDatabase {
+        name,
+        schema: schema.unwrap_or_default().into_iter().map(Into::into).collect(),
+        embeddings_dimension: body.embeddings_dimension,
+        is_embeddings_tenant: body.is_embeddings_tenant,
+    };
+    let db = app.create_database(&who, request).await?;
+    let data = CreatedDatabase {
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        status: "accepted",
+        message: format!("database `{}` accepted; provisioning in the background", db.name),
+    };
+    Ok(Envelope::new(StatusCode::ACCEPTED, &data).scoped(&db, None).deprecations(deprecations))
+}
+
+/// List the databases the key may use.
+#[utoipa::path(get, path = "/databases", tag = "databases",
+    responses((status = 200, body = EnvelopeDoc<DatabaseList>)))]
+async fn list_databases(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+) -> Result<Envelope, ApiError> {
+    let names: Vec<String> = app.list_databases(&who).await?.into_iter().map(|db| db.name.to_string()).collect();
+    let message = format!("{} databases", names.len());
+    Ok(Envelope::ok(&DatabaseList { tenant_ids: names.clone(), databases: names, message }))
+}
+
+/// Readiness flags of a database.
+#[utoipa::path(get, path = "/databases/status", tag = "databases", params(DatabaseParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<DatabaseStatus>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn database_status(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Query(params): Query<DatabaseParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let name = database_param(params, &mut deprecations)?;
+    let db = app.database(&who, &name).await?;
+    let infra = db.infra;
+    let data = DatabaseStatus {
+        database: db.name.to_string(),
+        org_id: db.org.to_string(),
+        tenant_id: db.name.to_string(),
+        infra: Infra {
+            scheduler_status: infra.scheduler,
+            graph_status: infra.graph,
+            vectorstore_status: VectorstoreStatus { knowledge: infra.knowledge_vectors, memories: infra.memory_vectors },
+            ready_for_ingestion: infra.all_ready(),
+        },
+        database_metadata_schema: schema_dto(&db),
+        message: if infra.all_ready() { "database is ready".into() } else { "database is provisioning".into() },
+    };
+    Ok(Envelope::ok(&data).scoped(&db, None).deprecations(deprecations))
+}
+
+/// Collections of a database (created on first use; the default one always exists).
+#[utoipa::path(get, path = "/databases/collections", tag = "databases", params(DatabaseParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<CollectionList>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn list_collections(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Query(params): Query<DatabaseParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let name = database_param(params, &mut deprecations)?;
+    let names: Vec<String> = app.list_collections(&who, &name).await?.into_iter().map(|c| c.to_string()).collect();
+    let message = format!("{} collections", names.len());
+    Ok(Envelope::ok(&CollectionList { sub_tenant_ids: names.clone(), collections: names, message })
+        .deprecations(deprecations))
+}
+
+/// Object counts of a database.
+#[utoipa::path(get, path = "/databases/stats", tag = "databases", params(DatabaseParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<DatabaseStats>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn database_stats(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Query(params): Query<DatabaseParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let name = database_param(params, &mut deprecations)?;
+    let stats = app.database_stats(&who, &name).await?;
+    let db = &stats.database;
+    let data = DatabaseStats {
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        knowledge_collection: RowCount { row_count: stats.counts.knowledge_chunks },
+        memory_collection: RowCount { row_count: stats.counts.memory_chunks },
+        message: format!("{} collections", stats.counts.collections),
+    };
+    Ok(Envelope::ok(&data).scoped(db, None).deprecations(deprecations))
+}
+
+/// Delete a database: scheduled at once, purged in the background. Its name is free again.
+#[utoipa::path(delete, path = "/databases", tag = "databases", params(DatabaseParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<DeletedDatabase>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn delete_database(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Query(params): Query<DatabaseParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let name = database_param(params, &mut deprecations)?;
+    let db = app.delete_database(&who, &name).await?;
+    let data = DeletedDatabase {
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        status: "deletion_scheduled",
+        message: format!("database `{}` is scheduled for deletion", db.name),
+    };
+    Ok(Envelope::ok(&data).scoped(&db, None).deprecations(deprecations))
+}
+
+/// Add fields to a database's metadata schema. Existing fields cannot be changed or removed.
+#[utoipa::path(patch, path = "/databases/{database}/metadata-schema", tag = "databases",
+    params(("database" = String, Path, description = "database name")),
+    request_body = AddSchemaFieldsRequest,
+    responses(
+        (status = 200, body = EnvelopeDoc<AddedSchemaFields>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: bad type, or field exists"),
+    ))]
+async fn add_schema_fields(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Path(database): Path<String>,
+    Json(body): Json<AddSchemaFieldsRequest>,
+) -> Result<Envelope, ApiError> {
+    let name = parse_database_name("database", &database)?;
+    let fields = body.add_fields.into_iter().map(Into::into).collect();
+    let (added_fields, db) = app.add_schema_fields(&who, &name, fields).await?;
+    let data = AddedSchemaFields {
+        added_fields,
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        database_metadata_schema: schema_dto(&db),
+    };
+    Ok(Envelope::ok(&data).scoped(&db, None))
+}

@@ -1,0 +1,149 @@
+//! Legacy tenant routes: `/tenants/*`. Plain objects; `{detail:{…}}` errors.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use engram_app::{parse_database_name, App, AppError, CreateDatabase};
+use engram_types::{DatabaseName, ErrorCode};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::LegacyErrorDoc;
+use crate::dto::legacy::*;
+use crate::error::ApiError;
+use crate::extract::{Auth, Json, Query};
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(create_tenant))
+        .routes(routes!(infra_status))
+        .routes(routes!(monitor))
+        .routes(routes!(sub_tenant_ids))
+        .routes(routes!(tenant_ids))
+        .routes(routes!(delete_tenant))
+}
+
+/// The legacy contract's codes: a malformed tenant id is `INVALID_TENANT_ID`.
+fn legacy(err: AppError) -> ApiError {
+    match err {
+        AppError::InvalidName { .. } => ApiError::new(ErrorCode::InvalidTenantId, err.to_string()),
+        other => other.into(),
+    }
+}
+
+fn tenant_param(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
+    let tenant_id = tenant_id.ok_or_else(|| ApiError::invalid("missing required parameter `tenant_id`"))?;
+    parse_database_name("tenant_id", &tenant_id).map_err(legacy)
+}
+
+/// Create a tenant (legacy). A duplicate id is 409 `INVALID_INPUT`.
+#[utoipa::path(post, path = "/tenants/create", tag = "tenants (legacy)", request_body = CreateTenantRequest,
+    responses(
+        (status = 202, body = TenantCreated),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_TENANT_ID or INVALID_PARAMETERS"),
+        (status = 409, body = LegacyErrorDoc, description = "INVALID_INPUT: tenant id in use"),
+        (status = 422, body = LegacyErrorDoc, description = "VALIDATION_ERROR"),
+    ))]
+async fn create_tenant(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<CreateTenantRequest>,
+) -> Result<Response, ApiError> {
+    let name = tenant_param(body.tenant_id)?;
+    let request = CreateDatabase {
+        name: name.to_string(),
+        schema: body.tenant_metadata_schema.unwrap_or_default().into_iter().map(Into::into).collect(),
+        embeddings_dimension: body.embeddings_dimension,
+        is_embeddings_tenant: body.is_embeddings_tenant,
+    };
+    let db = app
+        .create_database(&who, request)
+        .await
+        .map_err(|e| legacy(e).recode(ErrorCode::DatabaseAlreadyExists, ErrorCode::InvalidInput))?;
+    let body = TenantCreated {
+        status: "accepted",
+        tenant_id: db.name.to_string(),
+        message: format!("tenant `{}` accepted; provisioning in the background", db.name),
+    };
+    Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+}
+
+/// Provisioning readiness flags (legacy).
+#[utoipa::path(get, path = "/tenants/infra/status", tag = "tenants (legacy)", params(TenantParams),
+    responses((status = 200, body = TenantInfraStatus), (status = 404, body = LegacyErrorDoc)))]
+async fn infra_status(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<TenantParams>,
+) -> Result<axum::Json<TenantInfraStatus>, ApiError> {
+    let db = app.database(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let infra = db.infra;
+    Ok(axum::Json(TenantInfraStatus {
+        tenant_id: db.name.to_string(),
+        org_id: db.org.to_string(),
+        infra: TenantInfra {
+            scheduler_status: infra.scheduler,
+            graph_status: infra.graph,
+            vectorstore_status: [infra.memory_vectors, infra.knowledge_vectors],
+        },
+        message: if infra.all_ready() { "tenant is ready".into() } else { "tenant is provisioning".into() },
+    }))
+}
+
+/// Object counts (legacy).
+#[utoipa::path(get, path = "/tenants/monitor", tag = "tenants (legacy)", params(TenantParams),
+    responses((status = 200, body = TenantMonitor), (status = 404, body = LegacyErrorDoc)))]
+async fn monitor(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<TenantParams>,
+) -> Result<axum::Json<TenantMonitor>, ApiError> {
+    let stats = app.database_stats(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let dimensions = stats.database.embeddings_dimension;
+    Ok(axum::Json(TenantMonitor {
+        tenant_id: stats.database.name.to_string(),
+        normal_collection: CollectionCount { row_count: stats.counts.knowledge_chunks, dimensions },
+        memory_collection: CollectionCount { row_count: stats.counts.memory_chunks, dimensions },
+        message: format!("{} sub-tenants", stats.counts.collections),
+    }))
+}
+
+/// Sub-tenants of a tenant (legacy).
+#[utoipa::path(get, path = "/tenants/sub_tenant_ids", tag = "tenants (legacy)", params(TenantParams),
+    responses((status = 200, body = SubTenantIds), (status = 404, body = LegacyErrorDoc)))]
+async fn sub_tenant_ids(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<TenantParams>,
+) -> Result<axum::Json<SubTenantIds>, ApiError> {
+    let names = app.list_collections(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let sub_tenant_ids: Vec<String> = names.into_iter().map(|c| c.to_string()).collect();
+    let message = format!("{} sub-tenants", sub_tenant_ids.len());
+    Ok(axum::Json(SubTenantIds { sub_tenant_ids, message }))
+}
+
+/// Tenants of the organization (legacy).
+#[utoipa::path(get, path = "/tenants/tenant_ids", tag = "tenants (legacy)",
+    responses((status = 200, body = TenantIds)))]
+async fn tenant_ids(State(app): State<App>, Auth(who): Auth) -> Result<axum::Json<TenantIds>, ApiError> {
+    let tenant_ids: Vec<String> =
+        app.list_databases(&who).await.map_err(legacy)?.into_iter().map(|d| d.name.to_string()).collect();
+    let message = format!("{} tenants", tenant_ids.len());
+    Ok(axum::Json(TenantIds { tenant_ids, message }))
+}
+
+/// Delete a tenant: scheduled, asynchronous, irreversible (legacy).
+#[utoipa::path(delete, path = "/tenants/delete", tag = "tenants (legacy)", params(TenantParams),
+    responses((status = 200, body = TenantDeleted), (status = 404, body = LegacyErrorDoc)))]
+async fn delete_tenant(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<TenantParams>,
+) -> Result<axum::Json<TenantDeleted>, ApiError> {
+    let db = app.delete_database(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    Ok(axum::Json(TenantDeleted {
+        tenant_id: db.name.to_string(),
+        status: "deletion_scheduled",
+        message: format!("tenant `{}` is scheduled for deletion", db.name),
+    }))
+}
