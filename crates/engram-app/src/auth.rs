@@ -19,7 +19,9 @@ pub struct Principal {
 impl Principal {
     /// Whether the key may use the database of that name (it may still not exist).
     pub fn may_use(&self, name: &DatabaseName) -> bool {
-        self.databases.as_ref().is_none_or(|allowed| allowed.contains(name))
+        self.databases
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(name))
     }
 }
 
@@ -34,7 +36,10 @@ impl App {
         let Some((prefix, secret)) = split_token(token) else {
             return Err(AppError::Unauthorized(MISSING));
         };
-        let record = self.store().find_key(&ApiKeyPrefix::from_trusted(prefix)).await?;
+        let record = self
+            .store()
+            .find_key(&ApiKeyPrefix::from_trusted(prefix))
+            .await?;
         let Some(record) = record else {
             // Same work as a known key, so timing does not tell which prefixes exist.
             let _ = secret_matches(prefix, secret, &[0u8; 32]);
@@ -59,15 +64,23 @@ impl App {
 
     /// The live database `name` as the caller may see it: 403 when the key may not use it or it
     /// belongs to another organization, 404 when it does not exist.
-    pub(crate) async fn authorize_database(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseRecord> {
+    pub(crate) async fn authorize_database(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+    ) -> AppResult<DatabaseRecord> {
         if !who.may_use(name) {
-            return Err(AppError::Forbidden(format!("this API key may not use database `{name}`")));
+            return Err(AppError::Forbidden(format!(
+                "this API key may not use database `{name}`"
+            )));
         }
         if let Some(db) = self.store().find_database(&who.org, name).await? {
             return Ok(db);
         }
         if self.store().name_taken_elsewhere(&who.org, name).await? {
-            return Err(AppError::Forbidden(format!("this API key may not use database `{name}`")));
+            return Err(AppError::Forbidden(format!(
+                "this API key may not use database `{name}`"
+            )));
         }
         Err(AppError::DatabaseNotFound(name.to_string()))
     }

@@ -70,12 +70,20 @@ pub fn parse_database_name(field: &'static str, value: &str) -> AppResult<Databa
 
 impl App {
     /// Creates a database; it is `provisioning` until the lifecycle worker has built its storage.
-    pub async fn create_database(&self, who: &Principal, request: CreateDatabase) -> AppResult<DatabaseRecord> {
+    pub async fn create_database(
+        &self,
+        who: &Principal,
+        request: CreateDatabase,
+    ) -> AppResult<DatabaseRecord> {
         let name = parse_database_name("database", &request.name)?;
         if !who.may_use(&name) {
-            return Err(AppError::Forbidden(format!("this API key may not use database `{name}`")));
+            return Err(AppError::Forbidden(format!(
+                "this API key may not use database `{name}`"
+            )));
         }
-        let dimension = request.embeddings_dimension.unwrap_or(limits::DEFAULT_EMBEDDING_DIMENSION);
+        let dimension = request
+            .embeddings_dimension
+            .unwrap_or(limits::DEFAULT_EMBEDDING_DIMENSION);
         if !limits::EMBEDDING_DIMENSION_RANGE.contains(&dimension) {
             return Err(AppError::InvalidParameters(format!(
                 "`embeddings_dimension` must be between {} and {}",
@@ -95,17 +103,27 @@ impl App {
             is_embeddings_tenant: request.is_embeddings_tenant,
             created_at: self.now_ms(),
         };
-        let created = self.store().create_database(&new).await.map_err(|e| match e {
-            engram_store::StoreError::Conflict(_) => AppError::DatabaseExists(new.name.to_string()),
-            other => other.into(),
-        })?;
+        let created = self
+            .store()
+            .create_database(&new)
+            .await
+            .map_err(|e| match e {
+                engram_store::StoreError::Conflict(_) => {
+                    AppError::DatabaseExists(new.name.to_string())
+                }
+                other => other.into(),
+            })?;
         tracing::info!(org = %who.org, database = %created.name, id = %created.id, "database created");
         self.inner.lifecycle_wake.notify_one();
         Ok(created)
     }
 
     /// The database with its readiness flags.
-    pub async fn database(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseRecord> {
+    pub async fn database(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+    ) -> AppResult<DatabaseRecord> {
         self.authorize_database(who, name).await
     }
 
@@ -116,13 +134,21 @@ impl App {
     }
 
     /// Collections of the database; the default one always exists.
-    pub async fn list_collections(&self, who: &Principal, name: &DatabaseName) -> AppResult<Vec<CollectionName>> {
+    pub async fn list_collections(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+    ) -> AppResult<Vec<CollectionName>> {
         let db = self.authorize_database(who, name).await?;
         Ok(self.store().list_collections(&db.scope()).await?)
     }
 
     /// The database with its object counts.
-    pub async fn database_stats(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseStats> {
+    pub async fn database_stats(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+    ) -> AppResult<DatabaseStats> {
         let database = self.authorize_database(who, name).await?;
         let counts = self.store().counts(&database.scope()).await?;
         Ok(DatabaseStats { database, counts })
@@ -137,7 +163,9 @@ impl App {
         fields: Vec<SchemaFieldSpec>,
     ) -> AppResult<(Vec<String>, DatabaseRecord)> {
         if fields.is_empty() {
-            return Err(AppError::InvalidParameters("`add_fields` must name at least one field".into()));
+            return Err(AppError::InvalidParameters(
+                "`add_fields` must name at least one field".into(),
+            ));
         }
         let fields = validate_fields(fields)?;
         let added: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
@@ -145,8 +173,13 @@ impl App {
         for _ in 0..8 {
             let mut db = self.authorize_database(who, name).await?;
             let mut next = db.schema.clone();
-            next.add(fields.clone()).map_err(|e| AppError::Validation(e.to_string()))?;
-            if self.store().replace_schema(&db.scope(), &db.schema, &next, self.now_ms()).await? {
+            next.add(fields.clone())
+                .map_err(|e| AppError::Validation(e.to_string()))?;
+            if self
+                .store()
+                .replace_schema(&db.scope(), &db.schema, &next, self.now_ms())
+                .await?
+            {
                 db.schema = next;
                 return Ok((added, db));
             }
@@ -158,9 +191,17 @@ impl App {
 
     /// Schedules deletion: the database disappears at once (its name is free again) and the
     /// lifecycle worker purges everything it held.
-    pub async fn delete_database(&self, who: &Principal, name: &DatabaseName) -> AppResult<DatabaseRecord> {
+    pub async fn delete_database(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+    ) -> AppResult<DatabaseRecord> {
         let db = self.authorize_database(who, name).await?;
-        if !self.store().schedule_deletion(&db.scope(), self.now_ms()).await? {
+        if !self
+            .store()
+            .schedule_deletion(&db.scope(), self.now_ms())
+            .await?
+        {
             return Err(AppError::DatabaseNotFound(name.to_string()));
         }
         tracing::info!(org = %who.org, database = %db.name, id = %db.id, "database deletion scheduled");

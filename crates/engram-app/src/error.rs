@@ -15,7 +15,10 @@ pub enum AppError {
     InvalidParameters(String),
     /// A database or collection name that is not well-formed.
     #[error("`{field}` {reason}")]
-    InvalidName { field: &'static str, reason: NameError },
+    InvalidName {
+        field: &'static str,
+        reason: NameError,
+    },
     #[error("{0}")]
     Validation(String),
     #[error("database `{0}` not found")]

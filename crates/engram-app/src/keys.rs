@@ -47,7 +47,11 @@ pub(crate) fn hash_secret(prefix: &str, secret: &str) -> Vec<u8> {
 /// Splits `prefix.secret`; `None` when the token does not have that form.
 pub(crate) fn split_token(token: &str) -> Option<(&str, &str)> {
     let (prefix, secret) = token.split_once('.')?;
-    let well_formed = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let well_formed = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
     (well_formed(prefix) && well_formed(secret)).then_some((prefix, secret))
 }
 
@@ -59,16 +63,24 @@ pub(crate) fn secret_matches(prefix: &str, secret: &str, stored: &[u8]) -> bool 
 impl App {
     /// Creates a key and returns its token; the secret is not kept.
     pub async fn create_key(&self, spec: KeySpec) -> AppResult<CreatedKey> {
-        let org = OrgId::parse(spec.org).map_err(|reason| AppError::InvalidName { field: "org", reason })?;
+        let org = OrgId::parse(spec.org).map_err(|reason| AppError::InvalidName {
+            field: "org",
+            reason,
+        })?;
         let databases = spec
             .databases
             .into_iter()
-            .map(|d| DatabaseName::parse(d).map_err(|reason| AppError::InvalidName { field: "database", reason }))
+            .map(|d| {
+                DatabaseName::parse(d).map_err(|reason| AppError::InvalidName {
+                    field: "database",
+                    reason,
+                })
+            })
             .collect::<AppResult<Vec<_>>>()?;
         let now = self.now_ms();
-        let expires_at = spec
-            .expires_in_secs
-            .map(|secs| i64::try_from(secs.saturating_mul(1000)).map_or(i64::MAX, |ms| now.saturating_add(ms)));
+        let expires_at = spec.expires_in_secs.map(|secs| {
+            i64::try_from(secs.saturating_mul(1000)).map_or(i64::MAX, |ms| now.saturating_add(ms))
+        });
         let prefix = format!("{PREFIX_TAG}{}", random_hex(8));
         let secret = random_hex(32);
         let record = ApiKeyRecord {
@@ -82,7 +94,10 @@ impl App {
             revoked_at: None,
         };
         self.store().insert_key(&record).await?;
-        Ok(CreatedKey { record, token: format!("{prefix}.{secret}") })
+        Ok(CreatedKey {
+            record,
+            token: format!("{prefix}.{secret}"),
+        })
     }
 
     /// Every key (never their secrets), optionally of one organization.
@@ -121,6 +136,9 @@ mod tests {
         let stored = hash_secret("p", "s3cret");
         assert!(secret_matches("p", "s3cret", &stored));
         assert!(!secret_matches("p", "s3cres", &stored));
-        assert!(!secret_matches("q", "s3cret", &stored), "the prefix is bound into the hash");
+        assert!(
+            !secret_matches("q", "s3cret", &stored),
+            "the prefix is bound into the hash"
+        );
     }
 }

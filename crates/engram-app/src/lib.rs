@@ -20,7 +20,9 @@ use tokio::sync::Notify;
 
 pub use auth::Principal;
 pub use clock::{format_ms, Clock, SystemClock};
-pub use databases::{default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec};
+pub use databases::{
+    default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
+};
 pub use engram_store::{DatabaseCounts, DatabaseRecord, DatabaseState, InfraFlags};
 pub use error::{AppError, AppResult};
 pub use keys::{CreatedKey, KeySpec};
@@ -46,7 +48,11 @@ impl App {
     /// Opens the embedded store in the configured data directory.
     pub async fn open(config: Config) -> AppResult<Self> {
         let store = SqliteStore::open(&config.data_dir).await?;
-        Ok(Self::with_store(config, Arc::new(store), Arc::new(SystemClock)))
+        Ok(Self::with_store(
+            config,
+            Arc::new(store),
+            Arc::new(SystemClock),
+        ))
     }
 
     pub fn with_store(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {

@@ -23,7 +23,10 @@ impl Workers {
     pub async fn shutdown(self, grace: Duration) {
         self.token.cancel();
         self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("background workers did not stop within the grace period");
         }
     }
@@ -85,7 +88,9 @@ impl App {
             ("memories", |f| f.memory_vectors = true),
         ];
         for (part, mark) in steps {
-            tokio::fs::create_dir_all(dir.join(part)).await.map_err(engram_store::StoreError::from)?;
+            tokio::fs::create_dir_all(dir.join(part))
+                .await
+                .map_err(engram_store::StoreError::from)?;
             mark(&mut infra);
             self.store().set_infra(&db.id, infra, self.now_ms()).await?;
         }
@@ -95,7 +100,9 @@ impl App {
 
     async fn purge(&self, db: &DatabaseRecord) -> AppResult<()> {
         match tokio::fs::remove_dir_all(self.database_dir(db)).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(engram_store::StoreError::from(e).into()),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(engram_store::StoreError::from(e).into())
+            }
             _ => {}
         }
         self.store().purge_database(&db.id).await?;
@@ -115,7 +122,10 @@ mod tests {
     use crate::{CreateDatabase, SystemClock};
 
     async fn app(dir: &std::path::Path) -> App {
-        let config = Config { data_dir: dir.to_path_buf(), ..Config::default() };
+        let config = Config {
+            data_dir: dir.to_path_buf(),
+            ..Config::default()
+        };
         let store = SqliteStore::open(dir).await.unwrap();
         App::with_store(config, Arc::new(store), Arc::new(SystemClock))
     }
@@ -124,17 +134,32 @@ mod tests {
     async fn provisioning_builds_storage_and_deletion_removes_it() {
         let dir = tempfile::tempdir().unwrap();
         let app = app(dir.path()).await;
-        let key = app.create_key(crate::KeySpec { org: "acme".into(), ..Default::default() }).await.unwrap();
+        let key = app
+            .create_key(crate::KeySpec {
+                org: "acme".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
         let who = app.authenticate(&key.token).await.unwrap();
         let db = app
-            .create_database(&who, CreateDatabase { name: "docs".into(), ..Default::default() })
+            .create_database(
+                &who,
+                CreateDatabase {
+                    name: "docs".into(),
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap();
         assert_eq!(db.state, DatabaseState::Provisioning);
         let token = CancellationToken::new();
         app.lifecycle_pass(&token).await.unwrap();
         let ready = app.database(&who, &db.name).await.unwrap();
-        assert_eq!((ready.state, ready.infra), (DatabaseState::Ready, InfraFlags::READY));
+        assert_eq!(
+            (ready.state, ready.infra),
+            (DatabaseState::Ready, InfraFlags::READY)
+        );
         let db_dir = app.database_dir(&ready);
         assert!(db_dir.join("knowledge").is_dir() && db_dir.join("memories").is_dir());
 

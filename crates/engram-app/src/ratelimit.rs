@@ -18,7 +18,11 @@ impl RateLimiter {
         let quota = NonZeroU32::new(config.requests_per_second)
             .zip(NonZeroU32::new(config.burst))
             .map(|(rate, burst)| Quota::per_second(rate).allow_burst(burst));
-        Self { limiter: quota.filter(|_| config.enabled).map(DefaultKeyedRateLimiter::keyed) }
+        Self {
+            limiter: quota
+                .filter(|_| config.enabled)
+                .map(DefaultKeyedRateLimiter::keyed),
+        }
     }
 
     /// Takes one request from the key's bucket.
@@ -29,7 +33,9 @@ impl RateLimiter {
         limiter.check_key(key).map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             let retry_after_secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            AppError::RateLimited { retry_after_secs: retry_after_secs.max(1) }
+            AppError::RateLimited {
+                retry_after_secs: retry_after_secs.max(1),
+            }
         })?;
         if limiter.len() > 100_000 {
             limiter.retain_recent();
@@ -44,7 +50,11 @@ mod tests {
 
     #[test]
     fn past_the_burst_requests_wait() {
-        let limiter = RateLimiter::new(&RateLimitConfig { enabled: true, requests_per_second: 1, burst: 3 });
+        let limiter = RateLimiter::new(&RateLimitConfig {
+            enabled: true,
+            requests_per_second: 1,
+            burst: 3,
+        });
         let a = ApiKeyPrefix::from_trusted("a");
         let b = ApiKeyPrefix::from_trusted("b");
         for _ in 0..3 {
@@ -59,7 +69,11 @@ mod tests {
 
     #[test]
     fn disabled_never_limits() {
-        let limiter = RateLimiter::new(&RateLimitConfig { enabled: false, requests_per_second: 1, burst: 1 });
+        let limiter = RateLimiter::new(&RateLimitConfig {
+            enabled: false,
+            requests_per_second: 1,
+            burst: 1,
+        });
         let a = ApiKeyPrefix::from_trusted("a");
         for _ in 0..100 {
             limiter.check(&a).unwrap();

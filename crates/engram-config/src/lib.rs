@@ -59,7 +59,11 @@ pub struct RateLimitConfig {
 
 impl Default for RateLimitConfig {
     fn default() -> Self {
-        Self { enabled: true, requests_per_second: 100, burst: 500 }
+        Self {
+            enabled: true,
+            requests_per_second: 100,
+            burst: 500,
+        }
     }
 }
 
@@ -75,7 +79,10 @@ pub struct WorkersConfig {
 
 impl Default for WorkersConfig {
     fn default() -> Self {
-        Self { lifecycle_poll_ms: 2_000, shutdown_grace_ms: 10_000 }
+        Self {
+            lifecycle_poll_ms: 2_000,
+            shutdown_grace_ms: 10_000,
+        }
     }
 }
 
@@ -96,7 +103,10 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { level: "info".into(), format: LogFormat::Text }
+        Self {
+            level: "info".into(),
+            format: LogFormat::Text,
+        }
     }
 }
 
@@ -131,13 +141,17 @@ impl Config {
 
     /// Checks what types alone cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.rate_limit.enabled && (self.rate_limit.requests_per_second == 0 || self.rate_limit.burst == 0) {
+        if self.rate_limit.enabled
+            && (self.rate_limit.requests_per_second == 0 || self.rate_limit.burst == 0)
+        {
             return Err(ConfigError::Invalid(
                 "rate_limit.requests_per_second and rate_limit.burst must be positive when rate_limit.enabled".into(),
             ));
         }
         if self.workers.lifecycle_poll_ms == 0 {
-            return Err(ConfigError::Invalid("workers.lifecycle_poll_ms must be positive".into()));
+            return Err(ConfigError::Invalid(
+                "workers.lifecycle_poll_ms must be positive".into(),
+            ));
         }
         if self.data_dir.as_os_str().is_empty() {
             return Err(ConfigError::Invalid("data_dir must not be empty".into()));
@@ -153,11 +167,17 @@ mod tests {
     #[test]
     fn layers_override_in_order() {
         figment::Jail::expect_with(|jail| {
-            jail.create_file("engram.toml", "listen = \"0.0.0.0:9000\"\n[rate_limit]\nburst = 7\n")?;
+            jail.create_file(
+                "engram.toml",
+                "listen = \"0.0.0.0:9000\"\n[rate_limit]\nburst = 7\n",
+            )?;
             jail.set_env("ENGRAM_DATA_DIR", "/tmp/from-env");
             jail.set_env("ENGRAM_RATE_LIMIT__REQUESTS_PER_SECOND", "3");
             jail.set_env("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true");
-            let overrides = Overrides { listen: Some("127.0.0.1:1234".parse().unwrap()), data_dir: None };
+            let overrides = Overrides {
+                listen: Some("127.0.0.1:1234".parse().unwrap()),
+                data_dir: None,
+            };
             let config = Config::load(Some(Path::new("engram.toml")), &overrides).unwrap();
             assert_eq!(config.listen, "127.0.0.1:1234".parse().unwrap());
             assert_eq!(config.data_dir, PathBuf::from("/tmp/from-env"));
@@ -184,7 +204,11 @@ mod tests {
         figment::Jail::expect_with(|_jail| {
             let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../engram.example.toml");
             let config = Config::load(Some(Path::new(example)), &Overrides::default()).unwrap();
-            assert_eq!(config, Config::default(), "the example file documents the defaults");
+            assert_eq!(
+                config,
+                Config::default(),
+                "the example file documents the defaults"
+            );
             Ok(())
         });
     }

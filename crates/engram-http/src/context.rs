@@ -34,9 +34,19 @@ pub enum Generation {
 impl Generation {
     pub fn of_path(path: &str) -> Self {
         let under = |prefix: &str| {
-            path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            path.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         };
-        if ["/databases", "/context", "/query", "/connectors", "/webhooks"].into_iter().any(under) {
+        if [
+            "/databases",
+            "/context",
+            "/query",
+            "/connectors",
+            "/webhooks",
+        ]
+        .into_iter()
+        .any(under)
+        {
             Self::Current
         } else if ["/healthz", "/openapi.json"].into_iter().any(under) {
             Self::Plain
@@ -61,7 +71,10 @@ fn request_id_from(req: &Request) -> String {
         .get(&REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map_or_else(|| format!("req_{}", uuid::Uuid::new_v4().simple()), str::to_owned)
+        .map_or_else(
+            || format!("req_{}", uuid::Uuid::new_v4().simple()),
+            str::to_owned,
+        )
 }
 
 pub async fn request_context(req: Request, next: Next) -> Response {
@@ -71,7 +84,10 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
 
-    let version = req.headers().get(&API_VERSION).map(|v| v.to_str().unwrap_or("").trim().to_owned());
+    let version = req
+        .headers()
+        .get(&API_VERSION)
+        .map(|v| v.to_str().unwrap_or("").trim().to_owned());
     let response = match version {
         Some(v) if generation == Generation::Current && v != "2" => ErrorParts::new(
             ErrorCode::InvalidParameters,
@@ -98,7 +114,12 @@ fn latency_ms(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
-async fn finish(response: Response, generation: Generation, request_id: &str, started: Instant) -> Response {
+async fn finish(
+    response: Response,
+    generation: Generation,
+    request_id: &str,
+    started: Instant,
+) -> Response {
     let (mut parts, body) = response.into_parts();
     let error = parts.extensions.remove::<ErrorParts>();
     let envelope = parts.extensions.remove::<EnvelopeParts>();
@@ -106,19 +127,25 @@ async fn finish(response: Response, generation: Generation, request_id: &str, st
         (Some(error), _) => error_body(&error, generation, request_id, started),
         (None, Some(envelope)) => {
             if !envelope.deprecations.is_empty() {
-                parts.headers.insert("deprecation", HeaderValue::from_static("true"));
+                parts
+                    .headers
+                    .insert("deprecation", HeaderValue::from_static("true"));
             }
             success_body(envelope, request_id, started)
         }
         (None, None) if parts.status.is_client_error() || parts.status.is_server_error() => {
             // A rejection produced outside our handlers (axum, tower-http): same contract.
             let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-            let error = ErrorParts::from_status(parts.status, String::from_utf8_lossy(&text).trim());
+            let error =
+                ErrorParts::from_status(parts.status, String::from_utf8_lossy(&text).trim());
             error_body(&error, generation, request_id, started)
         }
         (None, None) => return Response::from_parts(parts, body),
     };
-    parts.headers.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body_json.to_string()))
 }
@@ -145,7 +172,12 @@ fn success_body(envelope: EnvelopeParts, request_id: &str, started: Instant) -> 
     })
 }
 
-fn error_body(error: &ErrorParts, generation: Generation, request_id: &str, started: Instant) -> Value {
+fn error_body(
+    error: &ErrorParts,
+    generation: Generation,
+    request_id: &str,
+    started: Instant,
+) -> Value {
     match generation {
         Generation::Current => {
             let mut body = json!({
@@ -193,10 +225,23 @@ mod tests {
 
     #[test]
     fn generations_follow_the_spec_route_lists() {
-        for path in ["/databases", "/databases/status", "/context/ingest", "/query", "/connectors/x", "/webhooks/indexing"] {
+        for path in [
+            "/databases",
+            "/databases/status",
+            "/context/ingest",
+            "/query",
+            "/connectors/x",
+            "/webhooks/indexing",
+        ] {
             assert_eq!(Generation::of_path(path), Generation::Current, "{path}");
         }
-        for path in ["/tenants/create", "/list/data", "/recall/full_recall", "/databasesx", "/querying"] {
+        for path in [
+            "/tenants/create",
+            "/list/data",
+            "/recall/full_recall",
+            "/databasesx",
+            "/querying",
+        ] {
             assert_eq!(Generation::of_path(path), Generation::Legacy, "{path}");
         }
         assert_eq!(Generation::of_path("/healthz"), Generation::Plain);

@@ -20,7 +20,11 @@ pub struct ErrorParts {
 
 impl ErrorParts {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), retry_after_secs: None }
+        Self {
+            code,
+            message: message.into(),
+            retry_after_secs: None,
+        }
     }
 
     pub fn from_status(status: StatusCode, text: &str) -> Self {
@@ -36,10 +40,13 @@ impl ErrorParts {
 
 impl IntoResponse for ErrorParts {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = status.into_response();
         if let Some(secs) = self.retry_after_secs {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response.extensions_mut().insert(self);
         response
@@ -81,7 +88,11 @@ impl From<AppError> for ApiError {
             AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
             _ => None,
         };
-        Self(ErrorParts { code, message: err.to_string(), retry_after_secs })
+        Self(ErrorParts {
+            code,
+            message: err.to_string(),
+            retry_after_secs,
+        })
     }
 }
 

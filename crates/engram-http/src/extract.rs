@@ -27,10 +27,19 @@ fn bearer_token(parts: &Parts) -> Result<&str, &'static str> {
     let (Some(value), None) = (values.next(), values.next()) else {
         return Err("send exactly one `Authorization: Bearer <API_KEY>` header");
     };
-    let value = value.to_str().map_err(|_| "malformed Authorization header")?;
-    let (scheme, token) = value.split_at_checked(7).ok_or("malformed Authorization header; expected `Bearer <API_KEY>`")?;
-    if !scheme.eq_ignore_ascii_case("bearer ") || token.is_empty() || token.contains(char::is_whitespace) {
-        return Err("malformed Authorization header; expected `Bearer <API_KEY>` with exactly one space");
+    let value = value
+        .to_str()
+        .map_err(|_| "malformed Authorization header")?;
+    let (scheme, token) = value
+        .split_at_checked(7)
+        .ok_or("malformed Authorization header; expected `Bearer <API_KEY>`")?;
+    if !scheme.eq_ignore_ascii_case("bearer ")
+        || token.is_empty()
+        || token.contains(char::is_whitespace)
+    {
+        return Err(
+            "malformed Authorization header; expected `Bearer <API_KEY>` with exactly one space",
+        );
     }
     Ok(token)
 }
@@ -46,7 +55,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             ApiError::new(crate::context::code_for_status(e.status()), e.body_text())
         })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
             let path = err.path().to_string();
@@ -59,7 +72,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
                 ApiError::invalid(format!("invalid `{path}`: {inner}"))
             }
         })?;
-        de.end().map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))?;
+        de.end()
+            .map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))?;
         Ok(Self(value))
     }
 }
@@ -102,7 +116,16 @@ mod tests {
     fn only_one_well_formed_bearer_header_is_accepted() {
         assert_eq!(bearer_token(&parts_with(&["Bearer a.b"])), Ok("a.b"));
         assert_eq!(bearer_token(&parts_with(&["bearer a.b"])), Ok("a.b"));
-        for bad in [&[][..], &["Bearer a.b", "Bearer a.b"], &["Bearer  a.b"], &["Bearer"], &["Bearer "], &["Basic a.b"], &["Bearer a.b c"], &["Bearer\ta.b"]] {
+        for bad in [
+            &[][..],
+            &["Bearer a.b", "Bearer a.b"],
+            &["Bearer  a.b"],
+            &["Bearer"],
+            &["Bearer "],
+            &["Basic a.b"],
+            &["Bearer a.b c"],
+            &["Bearer\ta.b"],
+        ] {
             assert!(bearer_token(&parts_with(bad)).is_err(), "{bad:?}");
         }
     }

@@ -23,9 +23,11 @@ pub use error::ApiError;
 pub fn router(app: App) -> Router {
     let (api, openapi) = routes::api().split_for_parts();
     let openapi = openapi::finish(openapi);
-    api.merge(routes::unauthenticated(openapi))
+    api.merge(routes::openapi_route(openapi))
         .fallback(routes::fallback)
-        .layer(DefaultBodyLimit::max(engram_types::limits::JSON_BODY_MAX_BYTES))
+        .layer(DefaultBodyLimit::max(
+            engram_types::limits::JSON_BODY_MAX_BYTES,
+        ))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn(context::request_context))
         .with_state(app)
@@ -42,5 +44,7 @@ pub async fn serve(
     app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(app)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -1,7 +1,8 @@
 //! The OpenAPI 3.1 document, generated from the route declarations themselves.
 
+use utoipa::openapi::path::{HttpMethod, OperationBuilder};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{OpenApi, SecurityRequirement};
+use utoipa::openapi::{OpenApi, ResponseBuilder, SecurityRequirement};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(info(
@@ -10,6 +11,9 @@ use utoipa::openapi::{OpenApi, SecurityRequirement};
                    `API-Version: 2` and answer in the envelope; legacy routes answer plain objects."
 ))]
 struct ApiDoc;
+
+/// Where the document is served.
+pub const PATH: &str = "/openapi.json";
 
 pub fn base() -> OpenApi {
     <ApiDoc as utoipa::OpenApi>::openapi()
@@ -29,6 +33,39 @@ pub fn finish(mut doc: OpenApi) -> OpenApi {
                 .build(),
         ),
     );
-    doc.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    doc.security = Some(vec![SecurityRequirement::new(
+        "bearer",
+        Vec::<String>::new(),
+    )]);
+    let describe_self = OperationBuilder::new()
+        .tag("service")
+        .summary(Some("This OpenAPI 3.1 document"))
+        .security(SecurityRequirement::default())
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("the OpenAPI document")
+                .build(),
+        )
+        .build();
+    doc.paths
+        .add_path_operation(PATH, vec![HttpMethod::Get], describe_self);
     doc
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_route_is_documented_and_the_document_is_3_1() {
+        let doc = crate::openapi_document();
+        let json = serde_json::to_value(&doc).unwrap();
+        assert!(json["openapi"].as_str().unwrap().starts_with("3.1"));
+        for path in ["/healthz", "/openapi.json", "/databases", "/tenants/create"] {
+            assert!(json["paths"].get(path).is_some(), "{path} missing");
+        }
+        assert_eq!(
+            json["paths"]["/healthz"]["get"]["security"],
+            serde_json::json!([{}])
+        );
+    }
 }

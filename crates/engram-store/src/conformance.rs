@@ -5,7 +5,9 @@
 use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 
-use crate::{ApiKeyRecord, DatabaseScope, DatabaseState, InfraFlags, NewDatabase, Store, StoreError};
+use crate::{
+    ApiKeyRecord, DatabaseScope, DatabaseState, InfraFlags, NewDatabase, Store, StoreError,
+};
 
 /// Runs every case.
 pub async fn run_all<S: Store>(store: &S) {
@@ -52,76 +54,177 @@ async fn keys_round_trip_and_revoke<S: Store>(store: &S) {
     let b = sample_key("k_conf_b", "conf-keys-2");
     store.insert_key(&a).await.unwrap();
     store.insert_key(&b).await.unwrap();
-    assert!(matches!(store.insert_key(&a).await, Err(StoreError::Conflict(_))));
+    assert!(matches!(
+        store.insert_key(&a).await,
+        Err(StoreError::Conflict(_))
+    ));
     assert_eq!(store.find_key(&a.prefix).await.unwrap().as_ref(), Some(&a));
-    assert_eq!(store.find_key(&ApiKeyPrefix::from_trusted("k_conf_none")).await.unwrap(), None);
+    assert_eq!(
+        store
+            .find_key(&ApiKeyPrefix::from_trusted("k_conf_none"))
+            .await
+            .unwrap(),
+        None
+    );
     let listed = store.list_keys(Some(&a.org)).await.unwrap();
     assert_eq!(listed, vec![a.clone()]);
     assert!(store.revoke_key(&a.prefix, 2_000).await.unwrap());
-    assert!(!store.revoke_key(&a.prefix, 3_000).await.unwrap(), "revoking twice reports nothing done");
-    assert_eq!(store.find_key(&a.prefix).await.unwrap().unwrap().revoked_at, Some(2_000));
+    assert!(
+        !store.revoke_key(&a.prefix, 3_000).await.unwrap(),
+        "revoking twice reports nothing done"
+    );
+    assert_eq!(
+        store.find_key(&a.prefix).await.unwrap().unwrap().revoked_at,
+        Some(2_000)
+    );
 }
 
 async fn databases_are_unique_per_organization<S: Store>(store: &S) {
-    let created = store.create_database(&new_db("db_u1", "conf-u-1", "shared")).await.unwrap();
+    let created = store
+        .create_database(&new_db("db_u1", "conf-u-1", "shared"))
+        .await
+        .unwrap();
     assert_eq!(created.state, DatabaseState::Provisioning);
     assert_eq!(created.infra, InfraFlags::default());
-    let dup = store.create_database(&new_db("db_u2", "conf-u-1", "shared")).await;
+    let dup = store
+        .create_database(&new_db("db_u2", "conf-u-1", "shared"))
+        .await;
     assert!(matches!(dup, Err(StoreError::Conflict(_))), "{dup:?}");
-    store.create_database(&new_db("db_u3", "conf-u-2", "shared")).await.unwrap();
+    store
+        .create_database(&new_db("db_u3", "conf-u-2", "shared"))
+        .await
+        .unwrap();
     let org1 = OrgId::from_trusted("conf-u-1");
     let org3 = OrgId::from_trusted("conf-u-3");
-    assert!(store.name_taken_elsewhere(&org1, &name("shared")).await.unwrap());
-    assert!(store.name_taken_elsewhere(&org3, &name("shared")).await.unwrap());
-    assert!(!store.name_taken_elsewhere(&org1, &name("nowhere")).await.unwrap());
-    let found = store.find_database(&org1, &name("shared")).await.unwrap().unwrap();
+    assert!(store
+        .name_taken_elsewhere(&org1, &name("shared"))
+        .await
+        .unwrap());
+    assert!(store
+        .name_taken_elsewhere(&org3, &name("shared"))
+        .await
+        .unwrap());
+    assert!(!store
+        .name_taken_elsewhere(&org1, &name("nowhere"))
+        .await
+        .unwrap());
+    let found = store
+        .find_database(&org1, &name("shared"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(found.id.as_str(), "db_u1");
     let listed = store.list_databases(&org1).await.unwrap();
-    assert_eq!(listed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["db_u1"]);
+    assert_eq!(
+        listed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        ["db_u1"]
+    );
     let collections = store.list_collections(&found.scope()).await.unwrap();
-    assert_eq!(collections, vec![CollectionName::from_trusted("shared")], "the default collection exists");
+    assert_eq!(
+        collections,
+        vec![CollectionName::from_trusted("shared")],
+        "the default collection exists"
+    );
 }
 
 async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S) {
-    let db = store.create_database(&new_db("db_iso", "conf-iso-1", "iso")).await.unwrap();
-    let foreign = DatabaseScope { org: OrgId::from_trusted("conf-iso-2"), id: db.id.clone() };
+    let db = store
+        .create_database(&new_db("db_iso", "conf-iso-1", "iso"))
+        .await
+        .unwrap();
+    let foreign = DatabaseScope {
+        org: OrgId::from_trusted("conf-iso-2"),
+        id: db.id.clone(),
+    };
     let extra = CollectionName::from_trusted("extra");
-    store.ensure_collection(&foreign, &extra, 6_000).await.unwrap();
+    store
+        .ensure_collection(&foreign, &extra, 6_000)
+        .await
+        .unwrap();
     assert!(store.list_collections(&foreign).await.unwrap().is_empty());
-    assert_eq!(store.list_collections(&db.scope()).await.unwrap().len(), 1, "a foreign scope wrote nothing");
+    assert_eq!(
+        store.list_collections(&db.scope()).await.unwrap().len(),
+        1,
+        "a foreign scope wrote nothing"
+    );
     assert_eq!(store.counts(&foreign).await.unwrap().collections, 0);
     assert!(!store.schedule_deletion(&foreign, 6_000).await.unwrap());
     let mut schema = MetadataSchema::default();
     schema.add(vec![field("x")]).unwrap();
-    assert!(!store.replace_schema(&foreign, &MetadataSchema::default(), &schema, 1).await.unwrap());
-    assert!(store.find_database(&foreign.org, &name("iso")).await.unwrap().is_none());
+    assert!(!store
+        .replace_schema(&foreign, &MetadataSchema::default(), &schema, 1)
+        .await
+        .unwrap());
+    assert!(store
+        .find_database(&foreign.org, &name("iso"))
+        .await
+        .unwrap()
+        .is_none());
 
-    store.ensure_collection(&db.scope(), &extra, 6_000).await.unwrap();
-    store.ensure_collection(&db.scope(), &extra, 7_000).await.unwrap();
+    store
+        .ensure_collection(&db.scope(), &extra, 6_000)
+        .await
+        .unwrap();
+    store
+        .ensure_collection(&db.scope(), &extra, 7_000)
+        .await
+        .unwrap();
     assert_eq!(store.counts(&db.scope()).await.unwrap().collections, 2);
 }
 
 async fn deletion_frees_the_name_and_purge_removes_everything<S: Store>(store: &S) {
     let org = OrgId::from_trusted("conf-del");
-    let old = store.create_database(&new_db("db_del_1", "conf-del", "gone")).await.unwrap();
-    store.ensure_collection(&old.scope(), &CollectionName::from_trusted("c1"), 1).await.unwrap();
+    let old = store
+        .create_database(&new_db("db_del_1", "conf-del", "gone"))
+        .await
+        .unwrap();
+    store
+        .ensure_collection(&old.scope(), &CollectionName::from_trusted("c1"), 1)
+        .await
+        .unwrap();
     assert!(store.schedule_deletion(&old.scope(), 8_000).await.unwrap());
     assert!(!store.schedule_deletion(&old.scope(), 8_001).await.unwrap());
-    assert!(store.find_database(&org, &name("gone")).await.unwrap().is_none());
+    assert!(store
+        .find_database(&org, &name("gone"))
+        .await
+        .unwrap()
+        .is_none());
     assert!(store.list_databases(&org).await.unwrap().is_empty());
     let pending = store.databases_needing_work().await.unwrap();
-    assert!(pending.iter().any(|d| d.id == old.id && d.state == DatabaseState::Deleting));
+    assert!(pending
+        .iter()
+        .any(|d| d.id == old.id && d.state == DatabaseState::Deleting));
 
-    let new = store.create_database(&new_db("db_del_2", "conf-del", "gone")).await.unwrap();
+    let new = store
+        .create_database(&new_db("db_del_2", "conf-del", "gone"))
+        .await
+        .unwrap();
     assert_ne!(new.id, old.id);
-    assert_eq!(store.list_collections(&new.scope()).await.unwrap().len(), 1, "the new database starts empty");
+    assert_eq!(
+        store.list_collections(&new.scope()).await.unwrap().len(),
+        1,
+        "the new database starts empty"
+    );
 
     store.purge_database(&old.id).await.unwrap();
-    assert!(store.list_collections(&old.scope()).await.unwrap().is_empty());
-    assert!(!store.databases_needing_work().await.unwrap().iter().any(|d| d.id == old.id));
+    assert!(store
+        .list_collections(&old.scope())
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(!store
+        .databases_needing_work()
+        .await
+        .unwrap()
+        .iter()
+        .any(|d| d.id == old.id));
     // Purging only ever removes a database that is being deleted.
     store.purge_database(&new.id).await.unwrap();
-    assert!(store.find_database(&org, &name("gone")).await.unwrap().is_some());
+    assert!(store
+        .find_database(&org, &name("gone"))
+        .await
+        .unwrap()
+        .is_some());
 }
 
 fn field(name: &str) -> SchemaField {
@@ -137,26 +240,73 @@ fn field(name: &str) -> SchemaField {
 }
 
 async fn schema_changes_are_compare_and_swap<S: Store>(store: &S) {
-    let db = store.create_database(&new_db("db_schema", "conf-schema", "schemas")).await.unwrap();
+    let db = store
+        .create_database(&new_db("db_schema", "conf-schema", "schemas"))
+        .await
+        .unwrap();
     let mut one = MetadataSchema::default();
     one.add(vec![field("a")]).unwrap();
     let mut two = one.clone();
     two.add(vec![field("b")]).unwrap();
-    assert!(store.replace_schema(&db.scope(), &db.schema, &one, 1).await.unwrap());
-    assert!(!store.replace_schema(&db.scope(), &db.schema, &two, 1).await.unwrap(), "stale expectation loses");
-    assert!(store.replace_schema(&db.scope(), &one, &two, 1).await.unwrap());
-    let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
+    assert!(store
+        .replace_schema(&db.scope(), &db.schema, &one, 1)
+        .await
+        .unwrap());
+    assert!(
+        !store
+            .replace_schema(&db.scope(), &db.schema, &two, 1)
+            .await
+            .unwrap(),
+        "stale expectation loses"
+    );
+    assert!(store
+        .replace_schema(&db.scope(), &one, &two, 1)
+        .await
+        .unwrap());
+    let read = store
+        .find_database(&db.org, &db.name)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(read.schema, two);
 }
 
 async fn provisioning_turns_ready_when_every_flag_is_set<S: Store>(store: &S) {
-    let db = store.create_database(&new_db("db_prov", "conf-prov", "prov")).await.unwrap();
-    let partial = InfraFlags { scheduler: true, ..InfraFlags::default() };
+    let db = store
+        .create_database(&new_db("db_prov", "conf-prov", "prov"))
+        .await
+        .unwrap();
+    let partial = InfraFlags {
+        scheduler: true,
+        ..InfraFlags::default()
+    };
     store.set_infra(&db.id, partial, 10).await.unwrap();
-    let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
-    assert_eq!((read.state, read.infra), (DatabaseState::Provisioning, partial));
-    store.set_infra(&db.id, InfraFlags::READY, 11).await.unwrap();
-    let read = store.find_database(&db.org, &db.name).await.unwrap().unwrap();
-    assert_eq!((read.state, read.infra), (DatabaseState::Ready, InfraFlags::READY));
-    assert!(!store.databases_needing_work().await.unwrap().iter().any(|d| d.id == db.id));
+    let read = store
+        .find_database(&db.org, &db.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (read.state, read.infra),
+        (DatabaseState::Provisioning, partial)
+    );
+    store
+        .set_infra(&db.id, InfraFlags::READY, 11)
+        .await
+        .unwrap();
+    let read = store
+        .find_database(&db.org, &db.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (read.state, read.infra),
+        (DatabaseState::Ready, InfraFlags::READY)
+    );
+    assert!(!store
+        .databases_needing_work()
+        .await
+        .unwrap()
+        .iter()
+        .any(|d| d.id == db.id));
 }

@@ -37,7 +37,11 @@ pub trait DatabaseStore: Send + Sync {
     /// [`StoreError::Conflict`] when a live database of that name exists in the organization.
     async fn create_database(&self, new: &NewDatabase) -> StoreResult<DatabaseRecord>;
     /// The live (not deleting) database of that name in the organization.
-    async fn find_database(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<Option<DatabaseRecord>>;
+    async fn find_database(
+        &self,
+        org: &OrgId,
+        name: &DatabaseName,
+    ) -> StoreResult<Option<DatabaseRecord>>;
     /// Whether a live database of that name exists in any other organization.
     async fn name_taken_elsewhere(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<bool>;
     /// Live databases of the organization, by name.
@@ -53,7 +57,12 @@ pub trait DatabaseStore: Send + Sync {
     /// Marks a live database `deleting`; its name is free at once. False when not live.
     async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool>;
     /// Creates the collection if it does not exist yet (collections appear on first use).
-    async fn ensure_collection(&self, scope: &DatabaseScope, name: &CollectionName, at_ms: i64) -> StoreResult<()>;
+    async fn ensure_collection(
+        &self,
+        scope: &DatabaseScope,
+        name: &CollectionName,
+        at_ms: i64,
+    ) -> StoreResult<()>;
     /// Collection names of the database, by name.
     async fn list_collections(&self, scope: &DatabaseScope) -> StoreResult<Vec<CollectionName>>;
     /// Object counts of the database.

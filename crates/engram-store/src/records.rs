@@ -54,7 +54,12 @@ pub struct InfraFlags {
 }
 
 impl InfraFlags {
-    pub const READY: Self = Self { scheduler: true, graph: true, knowledge_vectors: true, memory_vectors: true };
+    pub const READY: Self = Self {
+        scheduler: true,
+        graph: true,
+        knowledge_vectors: true,
+        memory_vectors: true,
+    };
 
     pub fn all_ready(self) -> bool {
         self == Self::READY
@@ -78,7 +83,10 @@ pub struct DatabaseRecord {
 impl DatabaseRecord {
     /// The scope that every read and write of this database's data carries.
     pub fn scope(&self) -> DatabaseScope {
-        DatabaseScope { org: self.org.clone(), id: self.id.clone() }
+        DatabaseScope {
+            org: self.org.clone(),
+            id: self.id.clone(),
+        }
     }
 }
 

@@ -11,7 +11,9 @@ pub enum NameError {
     Empty,
     #[error("must be at most {0} characters")]
     TooLong(usize),
-    #[error("may contain only letters, digits, '-' and '_', and must start with a letter or digit")]
+    #[error(
+        "may contain only letters, digits, '-' and '_', and must start with a letter or digit"
+    )]
     BadCharacters,
 }
 
@@ -24,7 +26,11 @@ fn check_name(value: &str, max: usize) -> Result<(), NameError> {
     }
     let mut chars = value.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if !first_ok || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+    if !first_ok
+        || !value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
         return Err(NameError::BadCharacters);
     }
     Ok(())
@@ -128,8 +134,14 @@ mod tests {
     fn database_names_are_validated() {
         assert!(DatabaseName::parse("acme-prod_1").is_ok());
         assert_eq!(DatabaseName::parse(""), Err(NameError::Empty));
-        assert_eq!(DatabaseName::parse("a".repeat(26)), Err(NameError::TooLong(25)));
-        assert_eq!(DatabaseName::parse("has space"), Err(NameError::BadCharacters));
+        assert_eq!(
+            DatabaseName::parse("a".repeat(26)),
+            Err(NameError::TooLong(25))
+        );
+        assert_eq!(
+            DatabaseName::parse("has space"),
+            Err(NameError::BadCharacters)
+        );
         assert_eq!(DatabaseName::parse("_lead"), Err(NameError::BadCharacters));
         assert_eq!(DatabaseName::parse("ünï"), Err(NameError::BadCharacters));
     }

@@ -22,7 +22,8 @@ pub enum FieldType {
 }
 
 impl FieldType {
-    pub const NAMES: &'static str = "BOOL, INT8, INT16, INT32, INT64, FLOAT, DOUBLE, VARCHAR, JSON, ARRAY";
+    pub const NAMES: &'static str =
+        "BOOL, INT8, INT16, INT32, INT64, FLOAT, DOUBLE, VARCHAR, JSON, ARRAY";
 
     /// Parses a wire name (case-insensitive).
     pub fn parse(value: &str) -> Option<Self> {
@@ -126,7 +127,9 @@ impl MetadataSchema {
             next.push(field);
         }
         if next.len() > limits::SCHEMA_FIELDS_MAX {
-            return Err(SchemaError::TooManyFields { max: limits::SCHEMA_FIELDS_MAX });
+            return Err(SchemaError::TooManyFields {
+                max: limits::SCHEMA_FIELDS_MAX,
+            });
         }
         self.fields = next;
         Ok(())
@@ -138,7 +141,10 @@ fn validate_field(index: usize, field: &SchemaField) -> Result<(), SchemaError> 
         return Err(SchemaError::EmptyName { index });
     }
     let well_formed = field.name.len() <= limits::SCHEMA_FIELD_NAME_MAX
-        && field.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && field
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !field.name.starts_with(|c: char| c.is_ascii_digit());
     if !well_formed {
         return Err(SchemaError::BadName {
@@ -155,7 +161,9 @@ fn validate_field(index: usize, field: &SchemaField) -> Result<(), SchemaError> 
     if (field.enable_dense_embedding || field.enable_sparse_embedding)
         && field.data_type != FieldType::Varchar
     {
-        return Err(SchemaError::EmbeddingNeedsText { name: field.name.clone() });
+        return Err(SchemaError::EmbeddingNeedsText {
+            name: field.name.clone(),
+        });
     }
     Ok(())
 }
@@ -181,14 +189,24 @@ mod tests {
         let mut schema = MetadataSchema::new(vec![field("team", FieldType::Varchar)]).unwrap();
         assert_eq!(
             schema.add(vec![field("team", FieldType::Int32)]),
-            Err(SchemaError::AlreadyExists { name: "team".into() })
+            Err(SchemaError::AlreadyExists {
+                name: "team".into()
+            })
         );
         assert_eq!(
-            MetadataSchema::new(vec![field("a", FieldType::Bool), field("a", FieldType::Bool)]),
+            MetadataSchema::new(vec![
+                field("a", FieldType::Bool),
+                field("a", FieldType::Bool)
+            ]),
             Err(SchemaError::Duplicate { name: "a".into() })
         );
         // A refused batch adds nothing.
-        assert!(schema.add(vec![field("b", FieldType::Bool), field("team", FieldType::Bool)]).is_err());
+        assert!(schema
+            .add(vec![
+                field("b", FieldType::Bool),
+                field("team", FieldType::Bool)
+            ])
+            .is_err());
         assert_eq!(schema.fields().len(), 1);
         schema.add(vec![field("b", FieldType::Bool)]).unwrap();
         assert_eq!(schema.fields().len(), 2);

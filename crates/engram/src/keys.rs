@@ -45,10 +45,25 @@ pub async fn run(command: KeysCommand, config: Config) -> anyhow::Result<()> {
 
 async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
     match command {
-        KeysCommand::Create { org, name, databases, expires_in } => {
-            let created = app.create_key(KeySpec { org, name, databases, expires_in_secs: expires_in }).await?;
+        KeysCommand::Create {
+            org,
+            name,
+            databases,
+            expires_in,
+        } => {
+            let created = app
+                .create_key(KeySpec {
+                    org,
+                    name,
+                    databases,
+                    expires_in_secs: expires_in,
+                })
+                .await?;
             let record = &created.record;
-            println!("created key {} for organization {}", record.prefix, record.org);
+            println!(
+                "created key {} for organization {}",
+                record.prefix, record.org
+            );
             if !record.databases.is_empty() {
                 let names: Vec<&str> = record.databases.iter().map(|d| d.as_str()).collect();
                 println!("restricted to databases: {}", names.join(", "));
@@ -60,12 +75,19 @@ async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
             println!("{}", created.token);
         }
         KeysCommand::List { org } => {
-            println!("{:<21}  {:<16}  {:<16}  {:<20}  {:<24}  {:<24}  status", "prefix", "org", "name", "databases", "created", "expires");
+            println!(
+                "{:<21}  {:<16}  {:<16}  {:<20}  {:<24}  {:<24}  status",
+                "prefix", "org", "name", "databases", "created", "expires"
+            );
             for key in app.list_keys(org.as_deref()).await? {
                 let databases = if key.databases.is_empty() {
                     "*".to_owned()
                 } else {
-                    key.databases.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",")
+                    key.databases
+                        .iter()
+                        .map(|d| d.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
                 };
                 let status = if key.revoked_at.is_some() {
                     "revoked"

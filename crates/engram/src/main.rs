@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use engram_config::{Config, Overrides};
 
 #[derive(Parser)]
-#[command(name = "engram", version, about = "Self-hosted context retrieval: knowledge and memories, hybrid search")]
+#[command(
+    name = "engram",
+    version,
+    about = "Self-hosted context retrieval: knowledge and memories, hybrid search"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -50,20 +54,28 @@ enum Command {
 
 impl ConfigArgs {
     fn load(&self, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Config> {
-        let overrides = Overrides { listen, data_dir: self.data_dir.clone() };
+        let overrides = Overrides {
+            listen,
+            data_dir: self.data_dir.clone(),
+        };
         Ok(Config::load(self.config.as_deref(), &overrides)?)
     }
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
             Command::Openapi => {
-                println!("{}", serde_json::to_string_pretty(&engram_http::openapi_document())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&engram_http::openapi_document())?
+                );
                 Ok(())
             }
         }

@@ -51,7 +51,9 @@ impl From<FieldDto> for SchemaFieldSpec {
 
 impl From<&SchemaField> for FieldDto {
     fn from(f: &SchemaField) -> Self {
-        let data_type = serde_json::to_value(f.data_type).ok().and_then(|v| v.as_str().map(str::to_owned));
+        let data_type = serde_json::to_value(f.data_type)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned));
         Self {
             name: f.name.clone(),
             data_type,
@@ -121,12 +123,23 @@ mod tests {
     #[test]
     fn aliases_resolve_and_are_reported() {
         let mut d = Deprecations::default();
-        assert_eq!(d.pick(Some(1), None, "database", "tenant_id").unwrap(), Some(1));
+        assert_eq!(
+            d.pick(Some(1), None, "database", "tenant_id").unwrap(),
+            Some(1)
+        );
         assert!(d.0.is_empty());
-        assert_eq!(d.pick(None, Some(2), "database", "tenant_id").unwrap(), Some(2));
+        assert_eq!(
+            d.pick(None, Some(2), "database", "tenant_id").unwrap(),
+            Some(2)
+        );
         assert_eq!(d.0.len(), 1);
-        assert_eq!(d.pick(Some(3), Some(3), "database", "tenant_id").unwrap(), Some(3));
+        assert_eq!(
+            d.pick(Some(3), Some(3), "database", "tenant_id").unwrap(),
+            Some(3)
+        );
         assert!(d.pick(Some(3), Some(4), "database", "tenant_id").is_err());
-        assert!(d.require::<i32>(None, None, "database", "tenant_id").is_err());
+        assert!(d
+            .require::<i32>(None, None, "database", "tenant_id")
+            .is_err());
     }
 }

@@ -28,7 +28,10 @@ fn schema_dto(db: &DatabaseRecord) -> Vec<FieldDto> {
 }
 
 /// Resolves `database` (or its deprecated alias `tenant_id`) from a query string.
-fn database_param(params: DatabaseParams, deprecations: &mut Deprecations) -> Result<DatabaseName, ApiError> {
+fn database_param(
+    params: DatabaseParams,
+    deprecations: &mut Deprecations,
+) -> Result<DatabaseName, ApiError> {
     let name = deprecations.require(params.database, params.tenant_id, "database", "tenant_id")?;
     Ok(parse_database_name("database", &name)?)
 }
@@ -57,7 +60,11 @@ async fn create_database(
     )?;
     let request = CreateDatabase {
         name,
-        schema: schema.unwrap_or_default().into_iter().map(Into::into).collect(),
+        schema: schema
+            .unwrap_or_default()
+            .into_iter()
+            .map(Into::into)
+            .collect(),
         embeddings_dimension: body.embeddings_dimension,
         is_embeddings_tenant: body.is_embeddings_tenant,
     };
@@ -66,9 +73,14 @@ async fn create_database(
         database: db.name.to_string(),
         tenant_id: db.name.to_string(),
         status: "accepted",
-        message: format!("database `{}` accepted; provisioning in the background", db.name),
+        message: format!(
+            "database `{}` accepted; provisioning in the background",
+            db.name
+        ),
     };
-    Ok(Envelope::new(StatusCode::ACCEPTED, &data).scoped(&db, None).deprecations(deprecations))
+    Ok(Envelope::new(StatusCode::ACCEPTED, &data)
+        .scoped(&db, None)
+        .deprecations(deprecations))
 }
 
 /// List the databases the key may use.
@@ -78,9 +90,18 @@ async fn list_databases(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
 ) -> Result<Envelope, ApiError> {
-    let names: Vec<String> = app.list_databases(&who).await?.into_iter().map(|db| db.name.to_string()).collect();
+    let names: Vec<String> = app
+        .list_databases(&who)
+        .await?
+        .into_iter()
+        .map(|db| db.name.to_string())
+        .collect();
     let message = format!("{} databases", names.len());
-    Ok(Envelope::ok(&DatabaseList { tenant_ids: names.clone(), databases: names, message }))
+    Ok(Envelope::ok(&DatabaseList {
+        tenant_ids: names.clone(),
+        databases: names,
+        message,
+    }))
 }
 
 /// Readiness flags of a database.
@@ -105,13 +126,22 @@ async fn database_status(
         infra: Infra {
             scheduler_status: infra.scheduler,
             graph_status: infra.graph,
-            vectorstore_status: VectorstoreStatus { knowledge: infra.knowledge_vectors, memories: infra.memory_vectors },
+            vectorstore_status: VectorstoreStatus {
+                knowledge: infra.knowledge_vectors,
+                memories: infra.memory_vectors,
+            },
             ready_for_ingestion: infra.all_ready(),
         },
         database_metadata_schema: schema_dto(&db),
-        message: if infra.all_ready() { "database is ready".into() } else { "database is provisioning".into() },
+        message: if infra.all_ready() {
+            "database is ready".into()
+        } else {
+            "database is provisioning".into()
+        },
     };
-    Ok(Envelope::ok(&data).scoped(&db, None).deprecations(deprecations))
+    Ok(Envelope::ok(&data)
+        .scoped(&db, None)
+        .deprecations(deprecations))
 }
 
 /// Collections of a database (created on first use; the default one always exists).
@@ -127,10 +157,19 @@ async fn list_collections(
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
-    let names: Vec<String> = app.list_collections(&who, &name).await?.into_iter().map(|c| c.to_string()).collect();
+    let names: Vec<String> = app
+        .list_collections(&who, &name)
+        .await?
+        .into_iter()
+        .map(|c| c.to_string())
+        .collect();
     let message = format!("{} collections", names.len());
-    Ok(Envelope::ok(&CollectionList { sub_tenant_ids: names.clone(), collections: names, message })
-        .deprecations(deprecations))
+    Ok(Envelope::ok(&CollectionList {
+        sub_tenant_ids: names.clone(),
+        collections: names,
+        message,
+    })
+    .deprecations(deprecations))
 }
 
 /// Object counts of a database.
@@ -151,11 +190,17 @@ async fn database_stats(
     let data = DatabaseStats {
         database: db.name.to_string(),
         tenant_id: db.name.to_string(),
-        knowledge_collection: RowCount { row_count: stats.counts.knowledge_chunks },
-        memory_collection: RowCount { row_count: stats.counts.memory_chunks },
+        knowledge_collection: RowCount {
+            row_count: stats.counts.knowledge_chunks,
+        },
+        memory_collection: RowCount {
+            row_count: stats.counts.memory_chunks,
+        },
         message: format!("{} collections", stats.counts.collections),
     };
-    Ok(Envelope::ok(&data).scoped(db, None).deprecations(deprecations))
+    Ok(Envelope::ok(&data)
+        .scoped(db, None)
+        .deprecations(deprecations))
 }
 
 /// Delete a database: scheduled at once, purged in the background. Its name is free again.
@@ -178,7 +223,9 @@ async fn delete_database(
         status: "deletion_scheduled",
         message: format!("database `{}` is scheduled for deletion", db.name),
     };
-    Ok(Envelope::ok(&data).scoped(&db, None).deprecations(deprecations))
+    Ok(Envelope::ok(&data)
+        .scoped(&db, None)
+        .deprecations(deprecations))
 }
 
 /// Add fields to a database's metadata schema. Existing fields cannot be changed or removed.

@@ -23,7 +23,14 @@ impl Envelope {
             tracing::error!(error = %err, "response data did not serialize");
             Value::Null
         });
-        Self { status, parts: EnvelopeParts { data, meta: Map::new(), deprecations: Vec::new() } }
+        Self {
+            status,
+            parts: EnvelopeParts {
+                data,
+                meta: Map::new(),
+                deprecations: Vec::new(),
+            },
+        }
     }
 
     pub fn ok(data: &impl Serialize) -> Self {

@@ -32,7 +32,8 @@ fn legacy(err: AppError) -> ApiError {
 }
 
 fn tenant_param(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
-    let tenant_id = tenant_id.ok_or_else(|| ApiError::invalid("missing required parameter `tenant_id`"))?;
+    let tenant_id =
+        tenant_id.ok_or_else(|| ApiError::invalid("missing required parameter `tenant_id`"))?;
     parse_database_name("tenant_id", &tenant_id).map_err(legacy)
 }
 
@@ -52,7 +53,12 @@ async fn create_tenant(
     let name = tenant_param(body.tenant_id)?;
     let request = CreateDatabase {
         name: name.to_string(),
-        schema: body.tenant_metadata_schema.unwrap_or_default().into_iter().map(Into::into).collect(),
+        schema: body
+            .tenant_metadata_schema
+            .unwrap_or_default()
+            .into_iter()
+            .map(Into::into)
+            .collect(),
         embeddings_dimension: body.embeddings_dimension,
         is_embeddings_tenant: body.is_embeddings_tenant,
     };
@@ -63,7 +69,10 @@ async fn create_tenant(
     let body = TenantCreated {
         status: "accepted",
         tenant_id: db.name.to_string(),
-        message: format!("tenant `{}` accepted; provisioning in the background", db.name),
+        message: format!(
+            "tenant `{}` accepted; provisioning in the background",
+            db.name
+        ),
     };
     Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
 }
@@ -76,7 +85,10 @@ async fn infra_status(
     Auth(who): Auth,
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<TenantInfraStatus>, ApiError> {
-    let db = app.database(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let db = app
+        .database(&who, &tenant_param(params.tenant_id)?)
+        .await
+        .map_err(legacy)?;
     let infra = db.infra;
     Ok(axum::Json(TenantInfraStatus {
         tenant_id: db.name.to_string(),
@@ -86,7 +98,11 @@ async fn infra_status(
             graph_status: infra.graph,
             vectorstore_status: [infra.memory_vectors, infra.knowledge_vectors],
         },
-        message: if infra.all_ready() { "tenant is ready".into() } else { "tenant is provisioning".into() },
+        message: if infra.all_ready() {
+            "tenant is ready".into()
+        } else {
+            "tenant is provisioning".into()
+        },
     }))
 }
 
@@ -98,12 +114,21 @@ async fn monitor(
     Auth(who): Auth,
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<TenantMonitor>, ApiError> {
-    let stats = app.database_stats(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let stats = app
+        .database_stats(&who, &tenant_param(params.tenant_id)?)
+        .await
+        .map_err(legacy)?;
     let dimensions = stats.database.embeddings_dimension;
     Ok(axum::Json(TenantMonitor {
         tenant_id: stats.database.name.to_string(),
-        normal_collection: CollectionCount { row_count: stats.counts.knowledge_chunks, dimensions },
-        memory_collection: CollectionCount { row_count: stats.counts.memory_chunks, dimensions },
+        normal_collection: CollectionCount {
+            row_count: stats.counts.knowledge_chunks,
+            dimensions,
+        },
+        memory_collection: CollectionCount {
+            row_count: stats.counts.memory_chunks,
+            dimensions,
+        },
         message: format!("{} sub-tenants", stats.counts.collections),
     }))
 }
@@ -116,20 +141,37 @@ async fn sub_tenant_ids(
     Auth(who): Auth,
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<SubTenantIds>, ApiError> {
-    let names = app.list_collections(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let names = app
+        .list_collections(&who, &tenant_param(params.tenant_id)?)
+        .await
+        .map_err(legacy)?;
     let sub_tenant_ids: Vec<String> = names.into_iter().map(|c| c.to_string()).collect();
     let message = format!("{} sub-tenants", sub_tenant_ids.len());
-    Ok(axum::Json(SubTenantIds { sub_tenant_ids, message }))
+    Ok(axum::Json(SubTenantIds {
+        sub_tenant_ids,
+        message,
+    }))
 }
 
 /// Tenants of the organization (legacy).
 #[utoipa::path(get, path = "/tenants/tenant_ids", tag = "tenants (legacy)",
     responses((status = 200, body = TenantIds)))]
-async fn tenant_ids(State(app): State<App>, Auth(who): Auth) -> Result<axum::Json<TenantIds>, ApiError> {
-    let tenant_ids: Vec<String> =
-        app.list_databases(&who).await.map_err(legacy)?.into_iter().map(|d| d.name.to_string()).collect();
+async fn tenant_ids(
+    State(app): State<App>,
+    Auth(who): Auth,
+) -> Result<axum::Json<TenantIds>, ApiError> {
+    let tenant_ids: Vec<String> = app
+        .list_databases(&who)
+        .await
+        .map_err(legacy)?
+        .into_iter()
+        .map(|d| d.name.to_string())
+        .collect();
     let message = format!("{} tenants", tenant_ids.len());
-    Ok(axum::Json(TenantIds { tenant_ids, message }))
+    Ok(axum::Json(TenantIds {
+        tenant_ids,
+        message,
+    }))
 }
 
 /// Delete a tenant: scheduled, asynchronous, irreversible (legacy).
@@ -140,7 +182,10 @@ async fn delete_tenant(
     Auth(who): Auth,
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<TenantDeleted>, ApiError> {
-    let db = app.delete_database(&who, &tenant_param(params.tenant_id)?).await.map_err(legacy)?;
+    let db = app
+        .delete_database(&who, &tenant_param(params.tenant_id)?)
+        .await
+        .map_err(legacy)?;
     Ok(axum::Json(TenantDeleted {
         tenant_id: db.name.to_string(),
         status: "deletion_scheduled",

@@ -79,7 +79,11 @@ async fn apply(conn: &mut SqliteConnection, migration: &Migration) -> StoreResul
         .bind(checksum(migration.sql))
         .execute(&mut *conn)
         .await?;
-    tracing::info!(version = migration.version, name = migration.name, "applied migration");
+    tracing::info!(
+        version = migration.version,
+        name = migration.name,
+        "applied migration"
+    );
     Ok(())
 }
 
@@ -90,7 +94,12 @@ mod tests {
     #[test]
     fn versions_are_numbered_in_order_from_one() {
         for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i64 + 1, "migration {} is out of order", m.name);
+            assert_eq!(
+                m.version,
+                i as i64 + 1,
+                "migration {} is out of order",
+                m.name
+            );
         }
     }
 }

@@ -10,12 +10,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use engram_types::schema::MetadataSchema;
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{Connection, Row, SqlitePool};
 
 use crate::{
-    ApiKeyRecord, DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore, InfraFlags,
-    KeyStore, LifecycleStore, NewDatabase, StoreError, StoreResult,
+    ApiKeyRecord, DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore,
+    InfraFlags, KeyStore, LifecycleStore, NewDatabase, StoreError, StoreResult,
 };
 
 /// File name of the store inside the data directory.
@@ -41,10 +43,12 @@ impl SqliteStore {
         let mut conn = sqlx::SqliteConnection::connect_with(&options).await?;
         migrate::run(&mut conn).await?;
         conn.close().await?;
-        let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
         Ok(Self { pool })
     }
-
 }
 
 #[async_trait]
@@ -65,13 +69,17 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 
 fn key_from_row(row: &SqliteRow) -> StoreResult<ApiKeyRecord> {
     let databases: String = row.try_get("databases")?;
-    let databases: Vec<String> = serde_json::from_str(&databases).map_err(|e| corrupt("api_keys.databases", e))?;
+    let databases: Vec<String> =
+        serde_json::from_str(&databases).map_err(|e| corrupt("api_keys.databases", e))?;
     Ok(ApiKeyRecord {
         prefix: ApiKeyPrefix::from_trusted(row.try_get::<String, _>("prefix")?),
         secret_hash: row.try_get("secret_hash")?,
         org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
         name: row.try_get("name")?,
-        databases: databases.into_iter().map(DatabaseName::from_trusted).collect(),
+        databases: databases
+            .into_iter()
+            .map(DatabaseName::from_trusted)
+            .collect(),
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
         revoked_at: row.try_get("revoked_at")?,
@@ -90,8 +98,10 @@ fn database_from_row(row: &SqliteRow) -> StoreResult<DatabaseRecord> {
         org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
         name: DatabaseName::from_trusted(row.try_get::<String, _>("name")?),
         state: DatabaseState::parse(&state).ok_or_else(|| corrupt("databases.state", &state))?,
-        schema: serde_json::from_str::<MetadataSchema>(&schema).map_err(|e| corrupt("databases.metadata_schema", e))?,
-        embeddings_dimension: u32::try_from(dimension).map_err(|e| corrupt("databases.embeddings_dimension", e))?,
+        schema: serde_json::from_str::<MetadataSchema>(&schema)
+            .map_err(|e| corrupt("databases.metadata_schema", e))?,
+        embeddings_dimension: u32::try_from(dimension)
+            .map_err(|e| corrupt("databases.embeddings_dimension", e))?,
         is_embeddings_tenant: row.try_get("is_embeddings_tenant")?,
         infra: InfraFlags {
             scheduler: row.try_get("scheduler_ready")?,
@@ -112,7 +122,8 @@ fn schema_json(schema: &MetadataSchema) -> StoreResult<String> {
 impl KeyStore for SqliteStore {
     async fn insert_key(&self, key: &ApiKeyRecord) -> StoreResult<()> {
         let databases: Vec<&str> = key.databases.iter().map(DatabaseName::as_str).collect();
-        let databases = serde_json::to_string(&databases).map_err(|e| corrupt("api_keys.databases", e))?;
+        let databases =
+            serde_json::to_string(&databases).map_err(|e| corrupt("api_keys.databases", e))?;
         sqlx::query(
             "INSERT INTO api_keys (prefix, secret_hash, org_id, name, databases, created_at, expires_at, revoked_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -148,19 +159,23 @@ impl KeyStore for SqliteStore {
     }
 
     async fn list_keys(&self, org: Option<&OrgId>) -> StoreResult<Vec<ApiKeyRecord>> {
-        let rows = sqlx::query("SELECT * FROM api_keys WHERE ?1 IS NULL OR org_id = ?1 ORDER BY created_at, prefix")
-            .bind(org.map(OrgId::as_str))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT * FROM api_keys WHERE ?1 IS NULL OR org_id = ?1 ORDER BY created_at, prefix",
+        )
+        .bind(org.map(OrgId::as_str))
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(key_from_row).collect()
     }
 
     async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL")
-            .bind(at_ms)
-            .bind(prefix.as_str())
-            .execute(&self.pool)
-            .await?;
+        let done = sqlx::query(
+            "UPDATE api_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL",
+        )
+        .bind(at_ms)
+        .bind(prefix.as_str())
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 }
@@ -186,7 +201,10 @@ impl DatabaseStore for SqliteStore {
         .await;
         match inserted {
             Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Conflict(format!("database {} exists", new.name)));
+                return Err(StoreError::Conflict(format!(
+                    "database {} exists",
+                    new.name
+                )));
             }
             other => other?,
         };
@@ -196,15 +214,21 @@ impl DatabaseStore for SqliteStore {
             .bind(new.created_at)
             .execute(&mut *tx)
             .await?;
-        let row = sqlx::query(&format!("SELECT {DATABASE_COLUMNS} FROM databases WHERE id = ?"))
-            .bind(new.id.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases WHERE id = ?"
+        ))
+        .bind(new.id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
         tx.commit().await?;
         database_from_row(&row)
     }
 
-    async fn find_database(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<Option<DatabaseRecord>> {
+    async fn find_database(
+        &self,
+        org: &OrgId,
+        name: &DatabaseName,
+    ) -> StoreResult<Option<DatabaseRecord>> {
         sqlx::query(&format!(
             "SELECT {DATABASE_COLUMNS} FROM databases WHERE org_id = ? AND name = ? AND state <> 'deleting'"
         ))
@@ -273,7 +297,12 @@ impl DatabaseStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn ensure_collection(&self, scope: &DatabaseScope, name: &CollectionName, at_ms: i64) -> StoreResult<()> {
+    async fn ensure_collection(
+        &self,
+        scope: &DatabaseScope,
+        name: &CollectionName,
+        at_ms: i64,
+    ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO collections (database_id, name, created_at)
              SELECT id, ?, ? FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting'
@@ -321,7 +350,11 @@ impl DatabaseStore for SqliteStore {
             let n: i64 = row.try_get(i)?;
             u64::try_from(n).map_err(|e| corrupt("count", e))
         };
-        Ok(DatabaseCounts { collections: count(0)?, knowledge_chunks: count(1)?, memory_chunks: count(2)? })
+        Ok(DatabaseCounts {
+            collections: count(0)?,
+            knowledge_chunks: count(1)?,
+            memory_chunks: count(2)?,
+        })
     }
 }
 

@@ -1,0 +1,40 @@
+# engram: the two commands are `make run` and `make test`. Each installs what is missing first.
+# Downloads (tools, later model weights) go to $(CACHE_DIR), outside git.
+
+CACHE_DIR ?= $(CURDIR)/.cache
+CARGO ?= cargo
+LISTEN ?= 127.0.0.1:8080
+DATA_DIR ?= ./data
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: setup build run test lint fmt check-fmt clippy unit e2e clean-data
+
+## setup: install whatever the build and the tests need and is missing.
+setup:
+	@scripts/setup.sh "$(CACHE_DIR)"
+
+## build: the release binary target/release/engram.
+build: setup
+	$(CARGO) build --release --locked -p engram
+
+## run: build and serve on the embedded default (SQLite under $(DATA_DIR)).
+run: build
+	./target/release/engram serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+## test: style checks, then every test (unit, conformance, end-to-end against the real binary).
+test: setup check-fmt clippy
+	$(CARGO) test --workspace --locked --all-targets
+
+lint: check-fmt clippy
+
+check-fmt:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+clean-data:
+	rm -rf $(DATA_DIR)

@@ -1,0 +1,321 @@
+//! End-to-end harness: starts the real `engram` binary on an ephemeral port with a temporary
+//! data directory, creates keys with the real `engram keys` command, and talks HTTP to it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_engram");
+
+/// A running server. Killed (SIGKILL) when dropped unless stopped first.
+pub struct Server {
+    child: Option<Child>,
+    pub base: String,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    envs: Vec<(String, String)>,
+    pub client: reqwest::Client,
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a current-generation error: status, envelope shape, code.
+    pub fn assert_current_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "{self:#?}");
+        assert_eq!(self.body["success"], false, "{self:#?}");
+        assert!(self.body["data"].is_null(), "{self:#?}");
+        assert_eq!(self.body["error"]["code"], code, "{self:#?}");
+        assert!(
+            self.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{self:#?}"
+        );
+        let request_id = self.body["meta"]["request_id"]
+            .as_str()
+            .expect("meta.request_id");
+        assert_eq!(self.header("x-request-id"), Some(request_id));
+        assert!(self.body["meta"]["latency_ms"].is_number());
+    }
+
+    /// Asserts a legacy error: status, `{detail:{success:false, message, error_code}}`.
+    pub fn assert_legacy_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "{self:#?}");
+        let detail = &self.body["detail"];
+        assert_eq!(detail["success"], false, "{self:#?}");
+        assert_eq!(detail["error_code"], code, "{self:#?}");
+        assert!(
+            detail["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{self:#?}"
+        );
+        assert!(self.header("x-request-id").is_some());
+    }
+
+    /// Asserts a current-generation success and returns `data`.
+    pub fn current_ok(&self, status: u16) -> &Value {
+        assert_eq!(self.status.as_u16(), status, "{self:#?}");
+        assert_eq!(self.body["success"], true, "{self:#?}");
+        assert_eq!(self.body["error"]["code"], "", "{self:#?}");
+        assert_eq!(self.body["error"]["message"], "", "{self:#?}");
+        let request_id = self.body["meta"]["request_id"]
+            .as_str()
+            .expect("meta.request_id");
+        assert_eq!(self.header("x-request-id"), Some(request_id));
+        &self.body["data"]
+    }
+}
+
+impl Server {
+    /// Starts a server on a new temporary data directory.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra environment variables (for example a low rate limit).
+    pub fn start_with(envs: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().join("data");
+        let envs = envs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut server = Self {
+            child: None,
+            base: String::new(),
+            data_dir,
+            _tmp: Some(tmp),
+            envs,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&self.data_dir)
+            .env_remove("ENGRAM_LISTEN")
+            .env_remove("ENGRAM_DATA_DIR")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start engram");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("engram listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        self.base = addr.to_owned();
+        self.child = Some(child);
+    }
+
+    /// Stops the server with SIGTERM and waits for it; returns its exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let pid = child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        wait_with_deadline(&mut child, Duration::from_secs(20))
+    }
+
+    /// Kills the server with SIGKILL (a crash).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same data directory.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+        self.spawn();
+    }
+
+    /// Runs `engram <args> --data-dir <dir>` and returns (success, stdout).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        cli(&self.data_dir, args)
+    }
+
+    /// Creates a key with `engram keys create` and returns its `prefix.secret`.
+    pub fn key(&self, org: &str, databases: &[&str]) -> String {
+        let mut args = vec!["keys", "create", "--org", org];
+        for db in databases {
+            args.extend(["--database", db]);
+        }
+        let (ok, stdout, stderr) = self.cli(&args);
+        assert!(ok, "keys create failed: {stderr}");
+        stdout
+            .lines()
+            .last()
+            .expect("a last line")
+            .trim()
+            .to_owned()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// Sends a request; `key` None sends no Authorization header; `body` None sends no body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut request = self
+            .client
+            .request(method, self.url(path))
+            .header("API-Version", "2");
+        if let Some(key) = key {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        read(request.send().await.expect("request")).await
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Reply {
+        self.call(Method::GET, path, Some(key), None).await
+    }
+
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(key), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(key), None).await
+    }
+
+    /// Creates a database and waits until it is ready.
+    pub async fn ready_database(&self, key: &str, name: &str) {
+        let created = self
+            .post("/databases", key, serde_json::json!({"database": name}))
+            .await;
+        created.current_ok(202);
+        self.wait_ready(key, name).await;
+    }
+
+    /// Polls `GET /databases/status` until every readiness flag is true.
+    pub async fn wait_ready(&self, key: &str, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = self
+                .get(&format!("/databases/status?database={name}"), key)
+                .await;
+            if status.status == StatusCode::OK
+                && status.body["data"]["infra"]["ready_for_ingestion"] == true
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "database {name} never became ready: {status:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub async fn read(response: reqwest::Response) -> Reply {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("non-JSON body: {}", String::from_utf8_lossy(&bytes)))
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Runs the binary with `--data-dir`.
+pub fn cli(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run engram");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not stop within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

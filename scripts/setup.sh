@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what engram's build and tests need and is missing. Idempotent and quiet when all is
+# there. Downloads go to the cache directory given as $1 (default .cache), never into git.
+set -euo pipefail
+cache="${1:-.cache}"
+mkdir -p "$cache"
+
+need() { command -v "$1" >/dev/null 2>&1; }
+
+if ! need cargo; then
+  echo "setup: cargo is missing; install Rust from https://rustup.rs" >&2
+  exit 1
+fi
+for component in rustfmt clippy; do
+  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    if need rustup; then
+      rustup component add "$component"
+    else
+      echo "setup: cargo $component is missing and rustup is not available" >&2
+      exit 1
+    fi
+  fi
+done
+# A C compiler builds the bundled SQLite.
+if ! need cc; then
+  if need apt-get; then
+    apt-get update -qq && apt-get install -y -qq build-essential
+  else
+    echo "setup: a C compiler (cc) is needed to build SQLite" >&2
+    exit 1
+  fi
+fi
