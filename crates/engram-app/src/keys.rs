@@ -109,10 +109,10 @@ impl App {
     /// Revokes a key at once; requests with it fail with 401 from then on.
     pub async fn revoke_key(&self, prefix: &str) -> AppResult<()> {
         let prefix = ApiKeyPrefix::from_trusted(prefix);
-        if self.store().revoke_key(&prefix, self.now_ms()).await? {
+        // Revoking an already revoked key is not an error; an unknown prefix is.
+        let revoked_now = self.store().revoke_key(&prefix, self.now_ms()).await?;
+        if revoked_now || self.store().find_key(&prefix).await?.is_some() {
             Ok(())
-        } else if self.store().find_key(&prefix).await?.is_some() {
-            Ok(()) // already revoked: revoking is idempotent
         } else {
             Err(AppError::KeyNotFound(prefix.to_string()))
         }

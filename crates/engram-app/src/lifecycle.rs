@@ -12,6 +12,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::{App, AppResult};
 
+/// A part of a database's storage: its directory name and the readiness flag it turns on.
+type ProvisionStep = (&'static str, fn(&mut InfraFlags));
+
 /// The running background workers; dropped or shut down together.
 pub struct Workers {
     token: CancellationToken,
@@ -81,7 +84,7 @@ impl App {
         let dir = self.database_dir(db);
         let mut infra = db.infra;
         // The job queue lives in the store, which exists; the other parts get their directory.
-        let steps: [(&str, fn(&mut InfraFlags)); 4] = [
+        let steps: [ProvisionStep; 4] = [
             ("queue", |f| f.scheduler = true),
             ("graph", |f| f.graph = true),
             ("knowledge", |f| f.knowledge_vectors = true),

@@ -161,6 +161,7 @@ impl Config {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment's Jail closures return figment::Error
 mod tests {
     use super::*;
 

@@ -2,6 +2,8 @@
 //! by that backend's own test. Each case uses its own organization names, so the cases can share
 //! one store.
 
+#![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
+
 use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 
