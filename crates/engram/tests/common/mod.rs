@@ -138,12 +138,24 @@ impl Server {
 
     /// Stops the server with SIGTERM and waits for it; returns its exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.send_sigterm();
+        self.wait_exit()
+    }
+
+    /// Sends SIGTERM without waiting.
+    pub fn send_sigterm(&self) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+    }
+
+    /// Whether the server process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+    }
+
+    /// Waits (bounded) for the server to exit; returns its exit status.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
-        let pid = child.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill -TERM");
         wait_with_deadline(&mut child, Duration::from_secs(20))
     }
 
