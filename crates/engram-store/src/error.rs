@@ -4,6 +4,9 @@ pub enum StoreError {
     /// A uniqueness rule was violated (for example a live database of the same name).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The scope named a database that does not exist (or is being deleted).
+    #[error("not found: {0}")]
+    NotFound(String),
     /// The store holds something this version cannot read.
     #[error("corrupt record: {0}")]
     Corrupt(String),

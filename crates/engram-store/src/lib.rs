@@ -7,6 +7,7 @@
 //! read another organization's rows.
 
 mod error;
+mod items;
 mod records;
 pub mod sqlite;
 
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 
 pub use error::{StoreError, StoreResult};
+pub use items::*;
 pub use records::*;
 
 /// Storage of API keys. Only hashes of secrets are stored.
@@ -82,7 +84,7 @@ pub trait LifecycleStore: Send + Sync {
 
 /// Everything engram stores, behind one handle.
 #[async_trait]
-pub trait Store: KeyStore + DatabaseStore + LifecycleStore + Send + Sync + 'static {
+pub trait Store: KeyStore + DatabaseStore + LifecycleStore + ItemStore + WorkQueue + Send + Sync + 'static {
     /// Flushes and closes the backend; called once at shutdown.
     async fn close(&self);
 }

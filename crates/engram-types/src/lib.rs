@@ -5,6 +5,8 @@ pub mod codes;
 pub mod ids;
 pub mod limits;
 pub mod schema;
+pub mod status;
 
 pub use codes::ErrorCode;
+pub use status::{IndexingStatus, ItemErrorCode, ItemKind};
 pub use ids::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};

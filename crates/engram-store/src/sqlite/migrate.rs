@@ -13,11 +13,18 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, in order. Never edit one that has shipped: add a new one.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "foundation",
-    sql: include_str!("../../migrations/sqlite/0001_foundation.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "foundation",
+        sql: include_str!("../../migrations/sqlite/0001_foundation.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "items",
+        sql: include_str!("../../migrations/sqlite/0002_items.sql"),
+    },
+];
 
 fn checksum(sql: &str) -> Vec<u8> {
     Sha256::digest(sql.as_bytes()).to_vec()

@@ -1,6 +1,7 @@
 //! The embedded backend: one SQLite file in WAL mode under the data directory. Several
 //! processes (the server and `engram keys`) may open it at once.
 
+mod items;
 mod migrate;
 
 use std::path::Path;
@@ -26,7 +27,7 @@ pub const DB_FILE: &str = "engram.sqlite3";
 /// The SQLite store.
 #[derive(Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
 impl SqliteStore {
@@ -59,11 +60,11 @@ impl crate::Store for SqliteStore {
     }
 }
 
-fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
+pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {err}"))
 }
 
-fn is_unique_violation(err: &sqlx::Error) -> bool {
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
@@ -408,6 +409,57 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
         crate::conformance::run_all(&store).await;
+    }
+
+    async fn count(store: &SqliteStore, sql: &str) -> i64 {
+        sqlx::query(sql).fetch_one(&store.pool).await.unwrap().try_get(0).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_lexical_index_follows_chunks_through_every_deletion_path() {
+        use crate::{ItemStore, LifecycleStore, WorkQueue};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).await.unwrap();
+        let db = store.create_database(&crate::conformance::new_db("db_fts", "org_fts", "fts")).await.unwrap();
+        let scope = db.scope();
+        let items = [
+            crate::conformance::item("c", "a", "zebra"),
+            crate::conformance::item("c", "b", "zebra"),
+        ];
+        store.enqueue_items(&scope, &items, true, 0).await.unwrap();
+        for claimed in store.claim_items("w", 1, 1000, 10).await.unwrap() {
+            let chunk = crate::NewChunk {
+                chunk_id: format!("{}-0", claimed.id),
+                position: 0,
+                content: "striped zebras graze".into(),
+                layout: serde_json::json!({}),
+                embedding: vec![1.0],
+            };
+            assert!(store.complete_item(&claimed, &[chunk], 2).await.unwrap());
+        }
+        let matching = "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zebra'";
+        assert_eq!(count(&store, matching).await, 2, "porter stemming matches zebras");
+        store.delete_items(&scope, &CollectionName::from_trusted("c"), None, &["a".into()]).await.unwrap();
+        assert_eq!(count(&store, matching).await, 1);
+        store.enqueue_items(&scope, &[crate::conformance::item("c", "b", "new")], true, 3).await.unwrap();
+        assert_eq!(count(&store, matching).await, 0, "an upsert drops the old chunks from the index");
+        store.enqueue_items(&scope, &[crate::conformance::item("c", "z", "x")], true, 4).await.unwrap();
+        let claimed = store.claim_items("w", 5, 1000, 10).await.unwrap();
+        for c in &claimed {
+            let chunk = crate::NewChunk {
+                chunk_id: format!("{}-1", c.id),
+                position: 0,
+                content: "zebra again".into(),
+                layout: serde_json::json!({}),
+                embedding: vec![1.0],
+            };
+            assert!(store.complete_item(c, &[chunk], 6).await.unwrap());
+        }
+        assert_eq!(count(&store, matching).await, 2);
+        store.schedule_deletion(&scope, 7).await.unwrap();
+        store.purge_database(&db.id).await.unwrap();
+        assert_eq!(count(&store, matching).await, 0, "purging a database empties its index");
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM items").await, 0);
     }
 
     #[tokio::test]

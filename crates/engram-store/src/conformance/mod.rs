@@ -4,6 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
+mod items;
+
+pub use items::item;
+
 use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 
@@ -19,6 +23,7 @@ pub async fn run_all<S: Store>(store: &S) {
     deletion_frees_the_name_and_purge_removes_everything(store).await;
     schema_changes_are_compare_and_swap(store).await;
     provisioning_turns_ready_when_every_flag_is_set(store).await;
+    items::run_all(store).await;
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {
@@ -38,7 +43,7 @@ fn name(value: &str) -> DatabaseName {
     DatabaseName::from_trusted(value)
 }
 
-fn new_db(id: &str, org: &str, db: &str) -> NewDatabase {
+pub(crate) fn new_db(id: &str, org: &str, db: &str) -> NewDatabase {
     NewDatabase {
         id: DatabaseId::from_trusted(id),
         org: OrgId::from_trusted(org),

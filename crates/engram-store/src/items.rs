@@ -1,0 +1,271 @@
+//! Ingested items (knowledge sources and memories), their chunks, and the durable work queue
+//! that indexes them. An item row is its own job: claiming takes a lease, and only the holder of
+//! the current lease on the current version may write the result, so an item is never indexed
+//! twice and an upsert or delete in the meantime always wins.
+
+use async_trait::async_trait;
+use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind, OrgId};
+use serde_json::Value;
+
+use crate::{DatabaseScope, StoreResult};
+
+/// How an item arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemOrigin {
+    /// An uploaded file; its bytes are kept as the payload.
+    File,
+    /// Pre-extracted app content.
+    App,
+    /// A memory: text or user/assistant pairs.
+    Memory,
+}
+
+impl ItemOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::App => "app",
+            Self::Memory => "memory",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "file" => Some(Self::File),
+            "app" => Some(Self::App),
+            "memory" => Some(Self::Memory),
+            _ => None,
+        }
+    }
+}
+
+/// The descriptive fields of an item, as given at ingestion and as listed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ItemFields {
+    pub filename: String,
+    pub media_type: String,
+    pub title: String,
+    pub source_type: String,
+    pub description: String,
+    pub note: String,
+    pub url: String,
+    pub timestamp: String,
+    /// The text to index: given (app content, memories) or extracted later (files).
+    pub text: Option<String>,
+    /// Values of the database's schema fields (`tenant_metadata`).
+    pub metadata: Value,
+    /// Free-form per-item fields.
+    pub additional_metadata: Value,
+    pub attachments: Value,
+    pub relations: Value,
+    pub user_name: String,
+    pub infer: bool,
+    pub expires_at: Option<i64>,
+}
+
+/// An item to enqueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewItem {
+    pub collection: CollectionName,
+    pub id: String,
+    pub kind: ItemKind,
+    pub origin: ItemOrigin,
+    pub fields: ItemFields,
+    /// Raw bytes of an uploaded file.
+    pub payload: Option<Vec<u8>>,
+}
+
+/// What happened to one item of an enqueue call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnqueueOutcome {
+    /// Stored and queued (new, or an upsert replacing an existing item and its chunks).
+    Queued,
+    /// The id exists and `upsert` was false; nothing changed.
+    Exists,
+}
+
+/// The indexing state of one item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemStatus {
+    pub id: String,
+    pub kind: ItemKind,
+    pub status: IndexingStatus,
+    pub error_code: String,
+    pub error_message: String,
+}
+
+/// An item a worker holds a lease on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedItem {
+    pub item_key: i64,
+    pub version: i64,
+    pub lease_owner: String,
+    pub org: OrgId,
+    pub database_id: DatabaseId,
+    pub collection: CollectionName,
+    pub id: String,
+    pub kind: ItemKind,
+    pub origin: ItemOrigin,
+    pub title: String,
+    pub filename: String,
+    pub media_type: String,
+    pub text: Option<String>,
+    pub payload: Option<Vec<u8>>,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
+}
+
+/// A chunk produced by indexing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewChunk {
+    pub chunk_id: String,
+    pub position: u32,
+    pub content: String,
+    /// Structure of the chunk in its source (page, sheet, heading, …).
+    pub layout: Value,
+    pub embedding: Vec<f32>,
+}
+
+/// How an attempt failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemFailure {
+    pub code: String,
+    pub message: String,
+    /// `Some(t)`: transient, run again at `t`. `None`: terminal, the item is `errored`.
+    pub retry_at: Option<i64>,
+}
+
+/// The result of deleting one id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletedItem {
+    pub id: String,
+    pub deleted: bool,
+    /// Keys of the chunks that went with it, for derived indexes to drop.
+    pub chunk_keys: Vec<i64>,
+}
+
+/// An item as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemRecord {
+    pub id: String,
+    pub collection: CollectionName,
+    pub kind: ItemKind,
+    pub origin: ItemOrigin,
+    pub fields: ItemFields,
+    pub status: IndexingStatus,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A metadata filter value: one exact value, or any of several.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FilterValue {
+    Eq(Value),
+    In(Vec<Value>),
+}
+
+/// What to list. All filters are ANDed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ItemQuery {
+    pub kind: Option<ItemKind>,
+    /// Only these collections; empty means every collection.
+    pub collections: Vec<CollectionName>,
+    /// Only these ids; empty means any.
+    pub ids: Vec<String>,
+    /// Exact matches on `metadata.<key>`.
+    pub metadata: Vec<(String, FilterValue)>,
+    /// Exact matches on `additional_metadata.<key>`.
+    pub additional_metadata: Vec<(String, FilterValue)>,
+    /// Exact matches on top-level fields: `title`, `type`, `description`, `url`, `timestamp`.
+    pub fields: Vec<(SourceField, String)>,
+    /// 1-based page.
+    pub page: u32,
+    pub page_size: u32,
+}
+
+/// Top-level item fields a listing may filter on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceField {
+    Title,
+    Type,
+    Description,
+    Url,
+    Timestamp,
+}
+
+impl SourceField {
+    pub fn parse(value: &str) -> Option<Self> {
+        Some(match value {
+            "title" => Self::Title,
+            "type" => Self::Type,
+            "description" => Self::Description,
+            "url" => Self::Url,
+            "timestamp" => Self::Timestamp,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            Self::Title => "title",
+            Self::Type => "source_type",
+            Self::Description => "description",
+            Self::Url => "url",
+            Self::Timestamp => "timestamp",
+        }
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemPage {
+    pub items: Vec<ItemRecord>,
+    pub total: u64,
+}
+
+/// Items of databases, scoped by organization.
+#[async_trait]
+pub trait ItemStore: Send + Sync {
+    /// Stores and queues items in one transaction. An existing id is replaced when `upsert`
+    /// (its old chunks are removed at once) and left alone otherwise.
+    async fn enqueue_items(
+        &self,
+        scope: &DatabaseScope,
+        items: &[NewItem],
+        upsert: bool,
+        now: i64,
+    ) -> StoreResult<Vec<EnqueueOutcome>>;
+    /// States of the given ids in one collection; unknown and expired ids are absent.
+    async fn item_statuses(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        ids: &[String],
+        now: i64,
+    ) -> StoreResult<Vec<ItemStatus>>;
+    /// Deletes items with their chunks and payloads, in one transaction.
+    async fn delete_items(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        kind: Option<ItemKind>,
+        ids: &[String],
+    ) -> StoreResult<Vec<DeletedItem>>;
+    /// One page of live (unexpired) items, newest first.
+    async fn list_items(&self, scope: &DatabaseScope, query: &ItemQuery, now: i64) -> StoreResult<ItemPage>;
+}
+
+/// The indexing queue, used by pipeline workers across organizations.
+#[async_trait]
+pub trait WorkQueue: Send + Sync {
+    /// Leases up to `limit` runnable items (queued and due, or with an expired lease).
+    async fn claim_items(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> StoreResult<Vec<ClaimedItem>>;
+    /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
+    /// still current. False (and nothing written) when the item was upserted, deleted or
+    /// re-leased meanwhile.
+    async fn complete_item(&self, item: &ClaimedItem, chunks: &[NewChunk], now: i64) -> StoreResult<bool>;
+    /// Records a failed attempt: back to `queued` for a later retry, or `errored`.
+    async fn fail_item(&self, item: &ClaimedItem, failure: &ItemFailure, now: i64) -> StoreResult<bool>;
+    /// Deletes up to `limit` expired items with their chunks; returns the chunk keys removed.
+    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>>;
+}

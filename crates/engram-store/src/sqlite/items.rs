@@ -1,0 +1,535 @@
+//! Items, chunks and the work queue on SQLite. Writes run in `BEGIN IMMEDIATE` transactions so
+//! concurrent writers wait for each other instead of failing on a stale snapshot.
+
+use async_trait::async_trait;
+use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind, OrgId};
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+use super::{corrupt, SqliteStore};
+use crate::{
+    ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin, ItemPage,
+    ItemQuery, ItemRecord, ItemStatus, ItemStore, NewChunk, NewItem, StoreError, StoreResult, WorkQueue,
+};
+
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+fn json_text(value: &Value, what: &str) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| corrupt(what, e))
+}
+
+fn json_value(row: &SqliteRow, column: &str) -> StoreResult<Value> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text).map_err(|e| corrupt(column, e))
+}
+
+fn kind_of(row: &SqliteRow) -> StoreResult<ItemKind> {
+    let kind: String = row.try_get("kind")?;
+    ItemKind::parse(&kind).ok_or_else(|| corrupt("items.kind", kind))
+}
+
+fn origin_of(row: &SqliteRow) -> StoreResult<ItemOrigin> {
+    let origin: String = row.try_get("origin")?;
+    ItemOrigin::parse(&origin).ok_or_else(|| corrupt("items.origin", origin))
+}
+
+fn status_of(row: &SqliteRow) -> StoreResult<IndexingStatus> {
+    let status: String = row.try_get("status")?;
+    IndexingStatus::parse(&status).ok_or_else(|| corrupt("items.status", status))
+}
+
+/// Fails with `NotFound` unless the scope names a live database of its organization.
+async fn check_scope(conn: &mut SqliteConnection, scope: &DatabaseScope) -> StoreResult<()> {
+    let live: bool = sqlx::query(
+        "SELECT EXISTS (SELECT 1 FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting')",
+    )
+    .bind(scope.id.as_str())
+    .bind(scope.org.as_str())
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get(0)?;
+    if live {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound(format!("database {}", scope.id)))
+    }
+}
+
+async fn write_item(
+    conn: &mut SqliteConnection,
+    scope: &DatabaseScope,
+    item: &NewItem,
+    existing: Option<i64>,
+    now: i64,
+) -> StoreResult<()> {
+    let f = &item.fields;
+    let item_key = if let Some(key) = existing {
+        sqlx::query("DELETE FROM chunks WHERE item_key = ?").bind(key).execute(&mut *conn).await?;
+        sqlx::query("DELETE FROM item_payloads WHERE item_key = ?").bind(key).execute(&mut *conn).await?;
+        sqlx::query(
+            "UPDATE items SET kind = ?, origin = ?, filename = ?, media_type = ?, title = ?, source_type = ?,
+                 description = ?, note = ?, url = ?, timestamp = ?, text = ?, metadata = ?, additional_metadata = ?,
+                 attachments = ?, relations = ?, user_name = ?, infer = ?, expires_at = ?, version = version + 1,
+                 status = 'queued', error_code = '', error_message = '', attempts = 0, run_after = ?,
+                 lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE item_key = ?",
+        )
+        .bind(item.kind.as_str())
+        .bind(item.origin.as_str())
+        .bind(&f.filename)
+        .bind(&f.media_type)
+        .bind(&f.title)
+        .bind(&f.source_type)
+        .bind(&f.description)
+        .bind(&f.note)
+        .bind(&f.url)
+        .bind(&f.timestamp)
+        .bind(&f.text)
+        .bind(json_text(&f.metadata, "metadata")?)
+        .bind(json_text(&f.additional_metadata, "additional_metadata")?)
+        .bind(json_text(&f.attachments, "attachments")?)
+        .bind(json_text(&f.relations, "relations")?)
+        .bind(&f.user_name)
+        .bind(f.infer)
+        .bind(f.expires_at)
+        .bind(now)
+        .bind(now)
+        .bind(key)
+        .execute(&mut *conn)
+        .await?;
+        key
+    } else {
+        sqlx::query(
+            "INSERT INTO items (database_id, collection, id, kind, origin, filename, media_type, title, source_type,
+                 description, note, url, timestamp, text, metadata, additional_metadata, attachments, relations,
+                 user_name, infer, expires_at, status, run_after, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+             RETURNING item_key",
+        )
+        .bind(scope.id.as_str())
+        .bind(item.collection.as_str())
+        .bind(&item.id)
+        .bind(item.kind.as_str())
+        .bind(item.origin.as_str())
+        .bind(&f.filename)
+        .bind(&f.media_type)
+        .bind(&f.title)
+        .bind(&f.source_type)
+        .bind(&f.description)
+        .bind(&f.note)
+        .bind(&f.url)
+        .bind(&f.timestamp)
+        .bind(&f.text)
+        .bind(json_text(&f.metadata, "metadata")?)
+        .bind(json_text(&f.additional_metadata, "additional_metadata")?)
+        .bind(json_text(&f.attachments, "attachments")?)
+        .bind(json_text(&f.relations, "relations")?)
+        .bind(&f.user_name)
+        .bind(f.infer)
+        .bind(f.expires_at)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?
+    };
+    if let Some(payload) = &item.payload {
+        sqlx::query("INSERT INTO item_payloads (item_key, bytes) VALUES (?, ?)")
+            .bind(item_key)
+            .bind(payload)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+fn push_filter(builder: &mut QueryBuilder<'_, Sqlite>, column: &str, key: &str, value: &FilterValue) -> StoreResult<()> {
+    let path = format!("$.\"{}\"", key.replace('"', ""));
+    builder.push(format!(" AND json_extract(i.{column}, ")).push_bind(path).push(")");
+    match value {
+        FilterValue::Eq(v) => {
+            builder.push(" = json_extract(").push_bind(json_text(v, "filter")?).push(", '$')");
+        }
+        FilterValue::In(values) => {
+            builder.push(" IN (");
+            let mut sep = builder.separated(", ");
+            for v in values {
+                sep.push("json_extract(").push_bind_unseparated(json_text(v, "filter")?).push_unseparated(", '$')");
+            }
+            builder.push(")");
+        }
+    }
+    Ok(())
+}
+
+/// `WHERE …` of a listing: scope, liveness and every filter.
+fn push_list_where(builder: &mut QueryBuilder<'_, Sqlite>, scope: &DatabaseScope, query: &ItemQuery, now: i64) -> StoreResult<()> {
+    builder
+        .push(" FROM items i JOIN databases d ON d.id = i.database_id WHERE i.database_id = ")
+        .push_bind(scope.id.as_str().to_owned())
+        .push(" AND d.org_id = ")
+        .push_bind(scope.org.as_str().to_owned())
+        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
+        .push_bind(now)
+        .push(")");
+    if let Some(kind) = query.kind {
+        builder.push(" AND i.kind = ").push_bind(kind.as_str());
+    }
+    if !query.collections.is_empty() {
+        builder.push(" AND i.collection IN (");
+        let mut sep = builder.separated(", ");
+        for c in &query.collections {
+            sep.push_bind(c.as_str().to_owned());
+        }
+        builder.push(")");
+    }
+    if !query.ids.is_empty() {
+        builder.push(" AND i.id IN (");
+        let mut sep = builder.separated(", ");
+        for id in &query.ids {
+            sep.push_bind(id.clone());
+        }
+        builder.push(")");
+    }
+    for (key, value) in &query.metadata {
+        push_filter(builder, "metadata", key, value)?;
+    }
+    for (key, value) in &query.additional_metadata {
+        push_filter(builder, "additional_metadata", key, value)?;
+    }
+    for (field, value) in &query.fields {
+        builder.push(format!(" AND i.{} = ", field.column())).push_bind(value.clone());
+    }
+    Ok(())
+}
+
+fn item_from_row(row: &SqliteRow) -> StoreResult<ItemRecord> {
+    Ok(ItemRecord {
+        id: row.try_get("id")?,
+        collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
+        kind: kind_of(row)?,
+        origin: origin_of(row)?,
+        fields: ItemFields {
+            filename: row.try_get("filename")?,
+            media_type: row.try_get("media_type")?,
+            title: row.try_get("title")?,
+            source_type: row.try_get("source_type")?,
+            description: row.try_get("description")?,
+            note: row.try_get("note")?,
+            url: row.try_get("url")?,
+            timestamp: row.try_get("timestamp")?,
+            text: row.try_get("text")?,
+            metadata: json_value(row, "metadata")?,
+            additional_metadata: json_value(row, "additional_metadata")?,
+            attachments: json_value(row, "attachments")?,
+            relations: json_value(row, "relations")?,
+            user_name: row.try_get("user_name")?,
+            infer: row.try_get("infer")?,
+            expires_at: row.try_get("expires_at")?,
+        },
+        status: status_of(row)?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn embedding_bytes(embedding: &[f32]) -> Vec<u8> {
+    embedding.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[async_trait]
+impl ItemStore for SqliteStore {
+    async fn enqueue_items(
+        &self,
+        scope: &DatabaseScope,
+        items: &[NewItem],
+        upsert: bool,
+        now: i64,
+    ) -> StoreResult<Vec<EnqueueOutcome>> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_scope(&mut tx, scope).await?;
+        let mut outcomes = Vec::with_capacity(items.len());
+        for item in items {
+            sqlx::query("INSERT INTO collections (database_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
+                .bind(scope.id.as_str())
+                .bind(item.collection.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            let existing = sqlx::query(
+                "SELECT item_key, expires_at IS NOT NULL AND expires_at <= ? AS expired
+                 FROM items WHERE database_id = ? AND collection = ? AND id = ?",
+            )
+            .bind(now)
+            .bind(scope.id.as_str())
+            .bind(item.collection.as_str())
+            .bind(&item.id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let existing = match existing {
+                Some(row) => Some((row.try_get::<i64, _>(0)?, row.try_get::<bool, _>(1)?)),
+                None => None,
+            };
+            if let Some((_, false)) = existing {
+                if !upsert {
+                    outcomes.push(EnqueueOutcome::Exists);
+                    continue;
+                }
+            }
+            write_item(&mut tx, scope, item, existing.map(|(key, _)| key), now).await?;
+            outcomes.push(EnqueueOutcome::Queued);
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    async fn item_statuses(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        ids: &[String],
+        now: i64,
+    ) -> StoreResult<Vec<ItemStatus>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut builder = QueryBuilder::<Sqlite>::new(
+            "SELECT i.id, i.kind, i.status, i.error_code, i.error_message
+             FROM items i JOIN databases d ON d.id = i.database_id
+             WHERE i.database_id = ",
+        );
+        builder
+            .push_bind(scope.id.as_str())
+            .push(" AND d.org_id = ")
+            .push_bind(scope.org.as_str())
+            .push(" AND i.collection = ")
+            .push_bind(collection.as_str())
+            .push(" AND (i.expires_at IS NULL OR i.expires_at > ")
+            .push_bind(now)
+            .push(") AND i.id IN (");
+        let mut sep = builder.separated(", ");
+        for id in ids {
+            sep.push_bind(id.as_str());
+        }
+        builder.push(")");
+        let rows = builder.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ItemStatus {
+                    id: row.try_get("id")?,
+                    kind: kind_of(row)?,
+                    status: status_of(row)?,
+                    error_code: row.try_get("error_code")?,
+                    error_message: row.try_get("error_message")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn delete_items(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        kind: Option<ItemKind>,
+        ids: &[String],
+    ) -> StoreResult<Vec<DeletedItem>> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_scope(&mut tx, scope).await?;
+        let mut results = Vec::with_capacity(ids.len());
+        for id in ids {
+            let key: Option<i64> = sqlx::query(
+                "SELECT item_key FROM items WHERE database_id = ? AND collection = ? AND id = ? AND (?4 IS NULL OR kind = ?4)",
+            )
+            .bind(scope.id.as_str())
+            .bind(collection.as_str())
+            .bind(id)
+            .bind(kind.map(ItemKind::as_str))
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?;
+            let Some(key) = key else {
+                results.push(DeletedItem { id: id.clone(), deleted: false, chunk_keys: Vec::new() });
+                continue;
+            };
+            let chunk_keys = sqlx::query("SELECT chunk_key FROM chunks WHERE item_key = ?")
+                .bind(key)
+                .fetch_all(&mut *tx)
+                .await?
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<Result<Vec<i64>, _>>()?;
+            sqlx::query("DELETE FROM items WHERE item_key = ?").bind(key).execute(&mut *tx).await?;
+            results.push(DeletedItem { id: id.clone(), deleted: true, chunk_keys });
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+
+    async fn list_items(&self, scope: &DatabaseScope, query: &ItemQuery, now: i64) -> StoreResult<ItemPage> {
+        let mut count = QueryBuilder::<Sqlite>::new("SELECT COUNT(*)");
+        push_list_where(&mut count, scope, query, now)?;
+        let total: i64 = count.build().fetch_one(&self.pool).await?.try_get(0)?;
+        let mut select = QueryBuilder::<Sqlite>::new("SELECT i.*");
+        push_list_where(&mut select, scope, query, now)?;
+        let offset = i64::from(query.page.max(1) - 1) * i64::from(query.page_size);
+        select
+            .push(" ORDER BY i.created_at DESC, i.item_key DESC LIMIT ")
+            .push_bind(i64::from(query.page_size))
+            .push(" OFFSET ")
+            .push_bind(offset);
+        let rows = select.build().fetch_all(&self.pool).await?;
+        let items = rows.iter().map(item_from_row).collect::<StoreResult<Vec<_>>>()?;
+        Ok(ItemPage { items, total: u64::try_from(total).map_err(|e| corrupt("count", e))? })
+    }
+}
+
+#[async_trait]
+impl WorkQueue for SqliteStore {
+    async fn claim_items(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> StoreResult<Vec<ClaimedItem>> {
+        let rows = sqlx::query(
+            "UPDATE items SET status = 'processing', lease_owner = ?1, lease_until = ?2, attempts = attempts + 1,
+                 updated_at = ?3
+             WHERE item_key IN (
+                 SELECT i.item_key FROM items i JOIN databases d ON d.id = i.database_id
+                 WHERE d.state <> 'deleting'
+                   AND ((i.status = 'queued' AND i.run_after <= ?3) OR (i.status = 'processing' AND i.lease_until < ?3))
+                 ORDER BY i.run_after, i.item_key LIMIT ?4)
+             RETURNING item_key, version, database_id, collection, id, kind, origin, title, filename, media_type, text,
+                 attempts, (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id",
+        )
+        .bind(owner)
+        .bind(now + lease_ms)
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let item_key: i64 = row.try_get("item_key")?;
+            let origin = origin_of(row)?;
+            let payload = if origin == ItemOrigin::File {
+                sqlx::query("SELECT bytes FROM item_payloads WHERE item_key = ?")
+                    .bind(item_key)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .map(|r| r.try_get::<Vec<u8>, _>(0))
+                    .transpose()?
+            } else {
+                None
+            };
+            let attempts: i64 = row.try_get("attempts")?;
+            claimed.push(ClaimedItem {
+                item_key,
+                version: row.try_get("version")?,
+                lease_owner: owner.to_owned(),
+                org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
+                database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
+                collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
+                id: row.try_get("id")?,
+                kind: kind_of(row)?,
+                origin,
+                title: row.try_get("title")?,
+                filename: row.try_get("filename")?,
+                media_type: row.try_get("media_type")?,
+                text: row.try_get("text")?,
+                payload,
+                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            });
+        }
+        claimed.sort_by_key(|c| c.item_key);
+        Ok(claimed)
+    }
+
+    async fn complete_item(&self, item: &ClaimedItem, chunks: &[NewChunk], now: i64) -> StoreResult<bool> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let done = sqlx::query(
+            "UPDATE items SET status = 'completed', text = COALESCE(?, text), lease_owner = NULL, lease_until = NULL,
+                 error_code = '', error_message = '', updated_at = ?
+             WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?",
+        )
+        .bind(&item.text)
+        .bind(now)
+        .bind(item.item_key)
+        .bind(item.version)
+        .bind(&item.lease_owner)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM chunks WHERE item_key = ?").bind(item.item_key).execute(&mut *tx).await?;
+        for chunk in chunks {
+            sqlx::query(
+                "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content, layout,
+                     embedding, created_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&chunk.chunk_id)
+            .bind(item.item_key)
+            .bind(item.database_id.as_str())
+            .bind(item.collection.as_str())
+            .bind(item.kind.as_str())
+            .bind(i64::from(chunk.position))
+            .bind(&chunk.content)
+            .bind(json_text(&chunk.layout, "layout")?)
+            .bind(embedding_bytes(&chunk.embedding))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn fail_item(&self, item: &ClaimedItem, failure: &ItemFailure, now: i64) -> StoreResult<bool> {
+        let (status, run_after) = match failure.retry_at {
+            Some(at) => ("queued", at),
+            None => ("errored", now),
+        };
+        let done = sqlx::query(
+            "UPDATE items SET status = ?, run_after = ?, error_code = ?, error_message = ?, lease_owner = NULL,
+                 lease_until = NULL, updated_at = ?
+             WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?",
+        )
+        .bind(status)
+        .bind(run_after)
+        .bind(&failure.code)
+        .bind(&failure.message)
+        .bind(now)
+        .bind(item.item_key)
+        .bind(item.version)
+        .bind(&item.lease_owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let keys = sqlx::query(
+            "SELECT c.chunk_key FROM chunks c WHERE c.item_key IN (
+                 SELECT item_key FROM items WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+        )
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<Vec<i64>, _>>()?;
+        sqlx::query(
+            "DELETE FROM items WHERE item_key IN (
+                 SELECT item_key FROM items WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+        )
+        .bind(now)
+        .bind(i64::from(limit))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(keys)
+    }
+}

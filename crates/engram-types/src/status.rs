@@ -1,0 +1,102 @@
+//! States of ingested items.
+
+use serde::{Deserialize, Serialize};
+
+/// Indexing state of an ingested item. `completed` and `errored` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexingStatus {
+    Queued,
+    Processing,
+    GraphCreation,
+    Completed,
+    Errored,
+}
+
+impl IndexingStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Processing => "processing",
+            Self::GraphCreation => "graph_creation",
+            Self::Completed => "completed",
+            Self::Errored => "errored",
+        }
+    }
+
+    /// Parses a stored or requested state; `success` is the legacy alias of `completed`.
+    pub fn parse(value: &str) -> Option<Self> {
+        Some(match value {
+            "queued" => Self::Queued,
+            "processing" => Self::Processing,
+            "graph_creation" => Self::GraphCreation,
+            "completed" | "success" => Self::Completed,
+            "errored" => Self::Errored,
+            _ => return None,
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Errored)
+    }
+}
+
+/// Which class of content an item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemKind {
+    Knowledge,
+    Memory,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Knowledge => "knowledge",
+            Self::Memory => "memory",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "knowledge" => Some(Self::Knowledge),
+            "memory" => Some(Self::Memory),
+            _ => None,
+        }
+    }
+}
+
+/// Asynchronous failure codes of ingested items (`E####`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ItemErrorCode {
+    /// Unsupported file format; answered at upload, never queued.
+    UnsupportedFormat,
+    /// No text could be extracted.
+    NoText,
+    /// Storage or indexing failure while persisting; retried.
+    Transient,
+}
+
+impl ItemErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnsupportedFormat => "E1002",
+            Self::NoText => "E2002",
+            Self::Transient => "E6001",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn success_is_the_legacy_alias_of_completed() {
+        assert_eq!(IndexingStatus::parse("success"), Some(IndexingStatus::Completed));
+        for s in [IndexingStatus::Queued, IndexingStatus::Processing, IndexingStatus::GraphCreation, IndexingStatus::Completed, IndexingStatus::Errored] {
+            assert_eq!(IndexingStatus::parse(s.as_str()), Some(s));
+        }
+        assert!(IndexingStatus::Errored.is_terminal() && !IndexingStatus::GraphCreation.is_terminal());
+    }
+}
