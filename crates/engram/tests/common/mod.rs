@@ -145,12 +145,17 @@ impl Server {
     /// Sends SIGTERM without waiting.
     pub fn send_sigterm(&self) {
         let pid = self.child.as_ref().expect("running").id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
     }
 
     /// Whether the server process is still running.
     pub fn is_running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("try_wait").is_none())
     }
 
     /// Waits (bounded) for the server to exit; returns its exit status.
