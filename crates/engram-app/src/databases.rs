@@ -169,24 +169,19 @@ impl App {
         }
         let fields = validate_fields(fields)?;
         let added: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
-        // Compare-and-swap, retried: two concurrent additions both land or one is refused.
-        for _ in 0..8 {
-            let mut db = self.authorize_database(who, name).await?;
-            let mut next = db.schema.clone();
-            next.add(fields.clone())
-                .map_err(|e| AppError::Validation(e.to_string()))?;
-            if self
-                .store()
-                .replace_schema(&db.scope(), &db.schema, &next, self.now_ms())
-                .await?
-            {
-                db.schema = next;
-                return Ok((added, db));
-            }
-        }
-        Err(AppError::Internal(engram_store::StoreError::Conflict(
-            "metadata schema kept changing during the update".into(),
-        )))
+        let mut db = self.authorize_database(who, name).await?;
+        db.schema = self
+            .store()
+            .add_schema_fields(&db.scope(), &fields, self.now_ms())
+            .await
+            .map_err(|e| match e {
+                engram_store::StoreError::NotFound(_) => {
+                    AppError::DatabaseNotFound(name.to_string())
+                }
+                other => other.into(),
+            })?
+            .map_err(|e| AppError::Validation(e.to_string()))?;
+        Ok((added, db))
     }
 
     /// Schedules deletion: the database disappears at once (its name is free again) and the

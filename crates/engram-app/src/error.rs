@@ -27,6 +27,9 @@ pub enum AppError {
     DatabaseExists(String),
     #[error("key `{0}` not found")]
     KeyNotFound(String),
+    /// The service cannot start (a model file missing, …).
+    #[error("{0}")]
+    Startup(String),
     /// A failure the caller cannot act on; its details are logged, never returned.
     #[error("internal error")]
     Internal(#[source] StoreError),
@@ -44,7 +47,7 @@ impl AppError {
             Self::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
             Self::DatabaseExists(_) => ErrorCode::DatabaseAlreadyExists,
             Self::KeyNotFound(_) => ErrorCode::NotFound,
-            Self::Internal(_) => ErrorCode::InternalError,
+            Self::Internal(_) | Self::Startup(_) => ErrorCode::InternalError,
         }
     }
 }

@@ -6,8 +6,11 @@ mod auth;
 mod clock;
 mod databases;
 mod error;
+mod ingest;
+mod items;
 mod keys;
 mod lifecycle;
+mod models;
 mod ratelimit;
 
 use std::path::PathBuf;
@@ -23,10 +26,19 @@ pub use clock::{format_ms, Clock, SystemClock};
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
-pub use engram_store::{DatabaseCounts, DatabaseRecord, DatabaseState, InfraFlags};
+pub use engram_store::{
+    DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
+    ItemStatus,
+};
 pub use error::{AppError, AppResult};
+pub use ingest::{
+    AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
+    MemoryRequest, UploadedFile,
+};
+pub use items::{ListRequest, Listing, IDS_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX};
 pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
+pub use models::Models;
 
 /// The application: every use case, over one store.
 #[derive(Clone)]
@@ -37,10 +49,13 @@ pub struct App {
 struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    models: Option<Models>,
     data_dir: PathBuf,
     limiter: ratelimit::RateLimiter,
     /// Wakes the lifecycle worker when a database is created or deleted.
     lifecycle_wake: Notify,
+    /// Wakes the indexing pipeline when items are queued.
+    pipeline_wake: Arc<Notify>,
     config: Config,
 }
 
@@ -48,21 +63,44 @@ impl App {
     /// Opens the embedded store in the configured data directory.
     pub async fn open(config: Config) -> AppResult<Self> {
         let store = SqliteStore::open(&config.data_dir).await?;
+        let models = Models::load(&config.embedding).await?;
         Ok(Self::with_store(
             config,
             Arc::new(store),
             Arc::new(SystemClock),
+            Some(models),
         ))
     }
 
-    pub fn with_store(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+    /// The store alone, without the models: for administrative commands (`engram keys`) that
+    /// index nothing.
+    pub async fn open_admin(config: Config) -> AppResult<Self> {
+        let store = SqliteStore::open(&config.data_dir).await?;
+        Ok(Self::with_store(
+            config,
+            Arc::new(store),
+            Arc::new(SystemClock),
+            None,
+        ))
+    }
+
+    /// An application over a given store. Without `models` nothing is indexed (for tests of the
+    /// parts that do not index).
+    pub fn with_store(
+        config: Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        models: Option<Models>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
                 clock,
+                models,
                 data_dir: config.data_dir.clone(),
                 limiter: ratelimit::RateLimiter::new(&config.rate_limit),
                 lifecycle_wake: Notify::new(),
+                pipeline_wake: Arc::new(Notify::new()),
                 config,
             }),
         }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use engram_pipeline::{Pipeline, PipelineOptions};
 use engram_store::{DatabaseRecord, DatabaseState, InfraFlags};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -42,6 +43,30 @@ impl App {
         let app = self.clone();
         let worker_token = token.clone();
         tracker.spawn(async move { app.run_lifecycle(worker_token).await });
+        if let Some(models) = &self.inner.models {
+            let config = &self.config().pipeline;
+            let options = PipelineOptions {
+                batch_items: config.batch_items,
+                lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
+                poll_ms: config.poll_ms,
+                max_attempts: config.max_attempts,
+                retry_base_ms: i64::try_from(config.retry_base_ms).unwrap_or(i64::MAX),
+                ..PipelineOptions::default()
+            };
+            for _ in 0..config.workers {
+                let pipeline = Pipeline::new(
+                    self.inner.store.clone(),
+                    models.embedder.clone(),
+                    models.tokens.clone(),
+                    self.inner.clock.clone(),
+                    options.clone(),
+                );
+                tracker.spawn(pipeline.run(self.inner.pipeline_wake.clone(), token.clone()));
+            }
+            let app = self.clone();
+            let sweep_token = token.clone();
+            tracker.spawn(async move { app.run_expiry_sweeper(sweep_token).await });
+        }
         Workers { token, tracker }
     }
 
@@ -59,6 +84,24 @@ impl App {
             }
         }
         tracing::debug!("database lifecycle worker stopped");
+    }
+
+    /// Purges expired memories in the background (they vanish from reads at once regardless).
+    async fn run_expiry_sweeper(&self, token: CancellationToken) {
+        let every = Duration::from_millis(self.config().pipeline.expiry_sweep_ms);
+        loop {
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = tokio::time::sleep(every) => {}
+            }
+            match self.store().purge_expired(self.now_ms(), 1_000).await {
+                Ok(keys) if !keys.is_empty() => {
+                    tracing::info!(chunks = keys.len(), "purged expired memories")
+                }
+                Ok(_) => {}
+                Err(err) => tracing::error!(error = %err, "purging expired memories failed"),
+            }
+        }
     }
 
     /// One pass over every database that needs work. Public to the crate's tests.
@@ -130,7 +173,7 @@ mod tests {
             ..Config::default()
         };
         let store = SqliteStore::open(dir).await.unwrap();
-        App::with_store(config, Arc::new(store), Arc::new(SystemClock))
+        App::with_store(config, Arc::new(store), Arc::new(SystemClock), None)
     }
 
     #[tokio::test]

@@ -30,6 +30,9 @@ pub struct Config {
     pub outbound_allow_private: bool,
     pub rate_limit: RateLimitConfig,
     pub workers: WorkersConfig,
+    pub embedding: EmbeddingConfig,
+    pub pipeline: PipelineConfig,
+    pub ingest: IngestConfig,
     pub log: LogConfig,
 }
 
@@ -41,6 +44,9 @@ impl Default for Config {
             outbound_allow_private: false,
             rate_limit: RateLimitConfig::default(),
             workers: WorkersConfig::default(),
+            embedding: EmbeddingConfig::default(),
+            pipeline: PipelineConfig::default(),
+            ingest: IngestConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -82,6 +88,78 @@ impl Default for WorkersConfig {
         Self {
             lifecycle_poll_ms: 2_000,
             shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// The local embedding model (all-MiniLM-L6-v2, int8, ONNX Runtime), fetched by `make setup`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddingConfig {
+    /// Where `make setup` put the model and the runtime (`models/…`, `onnxruntime/…`).
+    pub cache_dir: PathBuf,
+    /// Threads one embedding call uses.
+    pub threads: usize,
+    /// Most texts per model run.
+    pub max_batch: usize,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: PathBuf::from(".cache"),
+            threads: 2,
+            max_batch: 32,
+        }
+    }
+}
+
+/// The indexing pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Indexing workers (each embeds with `embedding.threads` threads).
+    pub workers: u32,
+    /// Items claimed at once; their chunks are embedded together.
+    pub batch_items: u32,
+    /// How long a claim lasts; after a crash, items wait at most this long (ms).
+    pub lease_ms: u64,
+    /// How often an idle worker looks for work it was not woken for (ms).
+    pub poll_ms: u64,
+    /// Attempts before a transient failure (E6001) becomes terminal.
+    pub max_attempts: u32,
+    /// First retry delay (ms); doubles per attempt up to five minutes.
+    pub retry_base_ms: u64,
+    /// How often expired memories are purged (ms).
+    pub expiry_sweep_ms: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            batch_items: 16,
+            lease_ms: 120_000,
+            poll_ms: 1_000,
+            max_attempts: 8,
+            retry_base_ms: 1_000,
+            expiry_sweep_ms: 30_000,
+        }
+    }
+}
+
+/// Ingestion limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// Largest ingest request body (bytes), all files together.
+    pub max_upload_bytes: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            max_upload_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -146,6 +224,25 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "rate_limit.requests_per_second and rate_limit.burst must be positive when rate_limit.enabled".into(),
+            ));
+        }
+        let p = &self.pipeline;
+        if p.workers == 0
+            || p.batch_items == 0
+            || p.lease_ms == 0
+            || p.poll_ms == 0
+            || p.max_attempts == 0
+        {
+            return Err(ConfigError::Invalid(
+                "pipeline.workers, batch_items, lease_ms, poll_ms and max_attempts must be positive".into(),
+            ));
+        }
+        if self.embedding.threads == 0
+            || self.embedding.max_batch == 0
+            || self.pipeline.expiry_sweep_ms == 0
+        {
+            return Err(ConfigError::Invalid(
+                "embedding.threads, embedding.max_batch and pipeline.expiry_sweep_ms must be positive".into(),
             ));
         }
         if self.workers.lifecycle_poll_ms == 0 {

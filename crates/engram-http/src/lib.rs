@@ -6,6 +6,7 @@ mod context;
 mod dto;
 mod error;
 mod extract;
+mod form;
 mod openapi;
 mod routes;
 

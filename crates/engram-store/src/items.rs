@@ -252,20 +252,41 @@ pub trait ItemStore: Send + Sync {
         ids: &[String],
     ) -> StoreResult<Vec<DeletedItem>>;
     /// One page of live (unexpired) items, newest first.
-    async fn list_items(&self, scope: &DatabaseScope, query: &ItemQuery, now: i64) -> StoreResult<ItemPage>;
+    async fn list_items(
+        &self,
+        scope: &DatabaseScope,
+        query: &ItemQuery,
+        now: i64,
+    ) -> StoreResult<ItemPage>;
 }
 
 /// The indexing queue, used by pipeline workers across organizations.
 #[async_trait]
 pub trait WorkQueue: Send + Sync {
     /// Leases up to `limit` runnable items (queued and due, or with an expired lease).
-    async fn claim_items(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> StoreResult<Vec<ClaimedItem>>;
+    async fn claim_items(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedItem>>;
     /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
     /// still current. False (and nothing written) when the item was upserted, deleted or
     /// re-leased meanwhile.
-    async fn complete_item(&self, item: &ClaimedItem, chunks: &[NewChunk], now: i64) -> StoreResult<bool>;
+    async fn complete_item(
+        &self,
+        item: &ClaimedItem,
+        chunks: &[NewChunk],
+        now: i64,
+    ) -> StoreResult<bool>;
     /// Records a failed attempt: back to `queued` for a later retry, or `errored`.
-    async fn fail_item(&self, item: &ClaimedItem, failure: &ItemFailure, now: i64) -> StoreResult<bool>;
+    async fn fail_item(
+        &self,
+        item: &ClaimedItem,
+        failure: &ItemFailure,
+        now: i64,
+    ) -> StoreResult<bool>;
     /// Deletes up to `limit` expired items with their chunks; returns the chunk keys removed.
     async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>>;
 }

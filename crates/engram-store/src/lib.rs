@@ -48,14 +48,15 @@ pub trait DatabaseStore: Send + Sync {
     async fn name_taken_elsewhere(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<bool>;
     /// Live databases of the organization, by name.
     async fn list_databases(&self, org: &OrgId) -> StoreResult<Vec<DatabaseRecord>>;
-    /// Replaces the schema only if it is still `expected` (compare-and-swap); false otherwise.
-    async fn replace_schema(
+    /// Adds fields to the metadata schema atomically (read, check, write in one write
+    /// transaction). The inner error says why the fields were refused; nothing is added then.
+    /// `Ok(Err(..))` for refused fields; [`StoreError::NotFound`] when the database is not live.
+    async fn add_schema_fields(
         &self,
         scope: &DatabaseScope,
-        expected: &engram_types::schema::MetadataSchema,
-        next: &engram_types::schema::MetadataSchema,
+        fields: &[engram_types::schema::SchemaField],
         at_ms: i64,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<Result<engram_types::schema::MetadataSchema, engram_types::schema::SchemaError>>;
     /// Marks a live database `deleting`; its name is free at once. False when not live.
     async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool>;
     /// Creates the collection if it does not exist yet (collections appear on first use).
@@ -84,7 +85,9 @@ pub trait LifecycleStore: Send + Sync {
 
 /// Everything engram stores, behind one handle.
 #[async_trait]
-pub trait Store: KeyStore + DatabaseStore + LifecycleStore + ItemStore + WorkQueue + Send + Sync + 'static {
+pub trait Store:
+    KeyStore + DatabaseStore + LifecycleStore + ItemStore + WorkQueue + Send + Sync + 'static
+{
     /// Flushes and closes the backend; called once at shutdown.
     async fn close(&self);
 }

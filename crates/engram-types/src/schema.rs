@@ -136,6 +136,69 @@ impl MetadataSchema {
     }
 }
 
+/// Why a metadata value was refused. The message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("metadata field `{0}` is not declared in the database metadata schema")]
+    Undeclared(String),
+    #[error("metadata field `{name}` must be {expected}")]
+    WrongType { name: String, expected: String },
+    #[error("metadata field `{name}` is longer than its max_length {max}")]
+    TooLong { name: String, max: u32 },
+    #[error("metadata field `{0}` is not nullable")]
+    Null(String),
+}
+
+impl MetadataSchema {
+    /// Checks values given for schema fields (`tenant_metadata`): every key declared, every value
+    /// of its field's type.
+    pub fn check_values(
+        &self,
+        values: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), ValueError> {
+        use serde_json::Value;
+        for (name, value) in values {
+            let field = self
+                .field(name)
+                .ok_or_else(|| ValueError::Undeclared(name.clone()))?;
+            let wrong = |expected: &str| ValueError::WrongType {
+                name: name.clone(),
+                expected: expected.to_owned(),
+            };
+            match (field.data_type, value) {
+                (_, Value::Null) if field.nullable => {}
+                (_, Value::Null) => return Err(ValueError::Null(name.clone())),
+                (FieldType::Bool, Value::Bool(_))
+                | (FieldType::Json, _)
+                | (FieldType::Array, Value::Array(_)) => {}
+                (FieldType::Float | FieldType::Double, Value::Number(_)) => {}
+                (FieldType::Varchar, Value::String(s)) => {
+                    if s.chars().count() > field.max_length as usize {
+                        return Err(ValueError::TooLong {
+                            name: name.clone(),
+                            max: field.max_length,
+                        });
+                    }
+                }
+                (
+                    t @ (FieldType::Int8 | FieldType::Int16 | FieldType::Int32 | FieldType::Int64),
+                    v,
+                ) => {
+                    let (lo, hi) = t.int_bounds().unwrap_or((i64::MIN, i64::MAX));
+                    if !v.as_i64().is_some_and(|n| (lo..=hi).contains(&n)) {
+                        return Err(wrong(&format!("an integer between {lo} and {hi}")));
+                    }
+                }
+                (FieldType::Bool, _) => return Err(wrong("a boolean")),
+                (FieldType::Float | FieldType::Double, _) => return Err(wrong("a number")),
+                (FieldType::Varchar, _) => return Err(wrong("a string")),
+                (FieldType::Array, _) => return Err(wrong("an array")),
+            }
+        }
+        Ok(())
+    }
+}
+
 fn validate_field(index: usize, field: &SchemaField) -> Result<(), SchemaError> {
     if field.name.is_empty() {
         return Err(SchemaError::EmptyName { index });
@@ -210,6 +273,38 @@ mod tests {
         assert_eq!(schema.fields().len(), 1);
         schema.add(vec![field("b", FieldType::Bool)]).unwrap();
         assert_eq!(schema.fields().len(), 2);
+    }
+
+    #[test]
+    fn values_must_match_their_declared_types() {
+        let mut short = field("code", FieldType::Varchar);
+        short.max_length = 3;
+        let schema = MetadataSchema::new(vec![
+            field("flag", FieldType::Bool),
+            field("n", FieldType::Int8),
+            field("x", FieldType::Double),
+            short,
+            field("tags", FieldType::Array),
+        ])
+        .unwrap();
+        let ok = serde_json::json!({"flag": true, "n": -128, "x": 1.5, "code": "abc", "tags": [1], "n2": null});
+        let mut ok = ok.as_object().unwrap().clone();
+        ok.remove("n2");
+        assert_eq!(schema.check_values(&ok), Ok(()));
+        for (bad, why) in [
+            (serde_json::json!({"flag": "yes"}), "bool"),
+            (serde_json::json!({"n": 128}), "int8 range"),
+            (serde_json::json!({"n": 1.5}), "integer"),
+            (serde_json::json!({"x": "1"}), "number"),
+            (serde_json::json!({"code": "abcd"}), "max_length"),
+            (serde_json::json!({"tags": "a"}), "array"),
+            (serde_json::json!({"other": 1}), "undeclared"),
+        ] {
+            assert!(
+                schema.check_values(bad.as_object().unwrap()).is_err(),
+                "{why}"
+            );
+        }
     }
 
     #[test]

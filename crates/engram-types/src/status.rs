@@ -93,10 +93,21 @@ mod tests {
 
     #[test]
     fn success_is_the_legacy_alias_of_completed() {
-        assert_eq!(IndexingStatus::parse("success"), Some(IndexingStatus::Completed));
-        for s in [IndexingStatus::Queued, IndexingStatus::Processing, IndexingStatus::GraphCreation, IndexingStatus::Completed, IndexingStatus::Errored] {
+        assert_eq!(
+            IndexingStatus::parse("success"),
+            Some(IndexingStatus::Completed)
+        );
+        for s in [
+            IndexingStatus::Queued,
+            IndexingStatus::Processing,
+            IndexingStatus::GraphCreation,
+            IndexingStatus::Completed,
+            IndexingStatus::Errored,
+        ] {
             assert_eq!(IndexingStatus::parse(s.as_str()), Some(s));
         }
-        assert!(IndexingStatus::Errored.is_terminal() && !IndexingStatus::GraphCreation.is_terminal());
+        assert!(
+            IndexingStatus::Errored.is_terminal() && !IndexingStatus::GraphCreation.is_terminal()
+        );
     }
 }

@@ -37,7 +37,7 @@ fn time(ms: Option<i64>) -> String {
 }
 
 pub async fn run(command: KeysCommand, config: Config) -> anyhow::Result<()> {
-    let app = App::open(config).await?;
+    let app = App::open_admin(config).await?;
     let result = run_with(&app, command).await;
     app.close().await;
     result

@@ -11,7 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 #[tokio::test]
 async fn serves_health_and_stops_on_sigterm() {
     let mut server = Server::start();
-    let health = server.call(reqwest::Method::GET, "/healthz", None, None).await;
+    let health = server
+        .call(reqwest::Method::GET, "/healthz", None, None)
+        .await;
     assert_eq!(health.status, 200);
     assert_eq!(health.body["status"], "ok");
     let status = server.terminate();
@@ -37,7 +39,10 @@ async fn sigterm_drains_a_request_in_flight() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.send_sigterm();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(server.is_running(), "the server must wait for the request in flight");
+    assert!(
+        server.is_running(),
+        "the server must wait for the request in flight"
+    );
     stream.write_all(&body[5..]).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();

@@ -37,8 +37,10 @@ pub struct CreatedDatabase {
 #[into_params(parameter_in = Query)]
 pub struct DatabaseParams {
     /// Database name.
+    #[serde(default, deserialize_with = "crate::dto::present")]
     pub database: Option<String>,
     /// Deprecated alias of `database`.
+    #[serde(default, deserialize_with = "crate::dto::present")]
     pub tenant_id: Option<String>,
 }
 

@@ -26,6 +26,7 @@ pub struct TenantCreated {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TenantParams {
+    #[serde(default, deserialize_with = "crate::dto::present")]
     pub tenant_id: Option<String>,
 }
 

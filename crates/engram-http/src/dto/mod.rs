@@ -2,6 +2,7 @@
 //! The legacy module is frozen: it changes only to fix a mismatch with the legacy contract.
 
 pub mod current;
+pub mod items;
 pub mod legacy;
 
 use engram_app::SchemaFieldSpec;
@@ -114,6 +115,14 @@ impl Deprecations {
     pub fn into_vec(self) -> Vec<Value> {
         self.0
     }
+}
+
+/// Deserializes a query parameter that is present as `Some`, even when empty (the form decoder
+/// would otherwise read `name=` as absent). Use with `#[serde(default, deserialize_with = ..)]`.
+pub fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    String::deserialize(deserializer).map(Some)
 }
 
 #[cfg(test)]

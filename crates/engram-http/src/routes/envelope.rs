@@ -49,6 +49,11 @@ impl Envelope {
         self
     }
 
+    /// Sets `meta.source_type` (`knowledge` or `memory`).
+    pub fn source_type(&mut self, kind: &str) {
+        self.parts.meta.insert("source_type".into(), json!(kind));
+    }
+
     pub fn deprecations(mut self, deprecations: Deprecations) -> Self {
         self.parts.deprecations = deprecations.into_vec();
         self

@@ -3,8 +3,10 @@
 //!
 //! [`Auth`]: crate::extract::Auth
 
+mod context;
 mod databases;
 mod envelope;
+mod legacy_content;
 mod tenants;
 
 use axum::response::{IntoResponse, Response};
@@ -26,6 +28,8 @@ pub fn api() -> OpenApiRouter<App> {
     OpenApiRouter::with_openapi(crate::openapi::base())
         .routes(routes!(healthz))
         .merge(databases::routes())
+        .merge(context::routes())
+        .merge(legacy_content::routes())
         .merge(tenants::routes())
 }
 

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::new_db;
 use crate::{
-    DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin, ItemQuery, NewChunk, NewItem,
-    SourceField, Store, StoreError,
+    DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin, ItemQuery,
+    NewChunk, NewItem, SourceField, Store, StoreError,
 };
 
 pub async fn run_all<S: Store>(store: &S) {
@@ -42,130 +42,319 @@ pub fn item(coll: &str, id: &str, text: &str) -> NewItem {
 }
 
 fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
-    NewChunk { chunk_id: id.into(), position, content: text.into(), layout: json!({}), embedding: vec![0.5; 4] }
+    NewChunk {
+        chunk_id: id.into(),
+        position,
+        content: text.into(),
+        layout: json!({}),
+        embedding: vec![0.5; 4],
+    }
 }
 
 async fn setup<S: Store>(store: &S, db: &str, org: &str) -> DatabaseScope {
-    store.create_database(&new_db(db, org, db)).await.unwrap().scope()
+    store
+        .create_database(&new_db(db, org, db))
+        .await
+        .unwrap()
+        .scope()
 }
 
 /// Claims every runnable item (the queue is shared by every case, so claim only ours).
-async fn claim_ours<S: Store>(store: &S, scope: &DatabaseScope, owner: &str, now: i64) -> Vec<crate::ClaimedItem> {
+async fn claim_ours<S: Store>(
+    store: &S,
+    scope: &DatabaseScope,
+    owner: &str,
+    now: i64,
+) -> Vec<crate::ClaimedItem> {
     let claimed = store.claim_items(owner, now, 60_000, 1000).await.unwrap();
-    claimed.into_iter().filter(|c| c.database_id == scope.id).collect()
+    claimed
+        .into_iter()
+        .filter(|c| c.database_id == scope.id)
+        .collect()
 }
 
-async fn status_of<S: Store>(store: &S, scope: &DatabaseScope, coll: &str, id: &str, now: i64) -> Option<IndexingStatus> {
-    let statuses = store.item_statuses(scope, &collection(coll), &[id.to_owned()], now).await.unwrap();
+async fn status_of<S: Store>(
+    store: &S,
+    scope: &DatabaseScope,
+    coll: &str,
+    id: &str,
+    now: i64,
+) -> Option<IndexingStatus> {
+    let statuses = store
+        .item_statuses(scope, &collection(coll), &[id.to_owned()], now)
+        .await
+        .unwrap();
     statuses.first().map(|s| s.status)
 }
 
 async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
     let scope = setup(store, "db_items_1", "conf-items-1").await;
-    let out = store.enqueue_items(&scope, &[item("c", "a", "alpha"), item("c", "b", "beta")], true, 100).await.unwrap();
+    let out = store
+        .enqueue_items(
+            &scope,
+            &[item("c", "a", "alpha"), item("c", "b", "beta")],
+            true,
+            100,
+        )
+        .await
+        .unwrap();
     assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
-    assert_eq!(status_of(store, &scope, "c", "a", 100).await, Some(IndexingStatus::Queued));
-    assert_eq!(status_of(store, &scope, "other", "a", 100).await, None, "ids are per collection");
+    assert_eq!(
+        status_of(store, &scope, "c", "a", 100).await,
+        Some(IndexingStatus::Queued)
+    );
+    assert_eq!(
+        status_of(store, &scope, "other", "a", 100).await,
+        None,
+        "ids are per collection"
+    );
     let collections = store.list_collections(&scope).await.unwrap();
-    assert!(collections.contains(&collection("c")), "collections appear on first use");
+    assert!(
+        collections.contains(&collection("c")),
+        "collections appear on first use"
+    );
 
     let claimed = claim_ours(store, &scope, "w1", 200).await;
     assert_eq!(claimed.len(), 2);
     assert_eq!(claimed[0].text.as_deref(), Some("alpha"));
     assert_eq!(claimed[0].attempts, 1);
     assert_eq!(claimed[0].org, scope.org);
-    assert_eq!(status_of(store, &scope, "c", "a", 200).await, Some(IndexingStatus::Processing));
-    assert!(claim_ours(store, &scope, "w2", 201).await.is_empty(), "leased items are not claimed twice");
+    assert_eq!(
+        status_of(store, &scope, "c", "a", 200).await,
+        Some(IndexingStatus::Processing)
+    );
+    assert!(
+        claim_ours(store, &scope, "w2", 201).await.is_empty(),
+        "leased items are not claimed twice"
+    );
 
     let a = &claimed[0];
-    assert!(store.complete_item(a, &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")], 300).await.unwrap());
-    assert!(!store.complete_item(a, &[chunk("a-9", 0, "again")], 301).await.unwrap(), "completing twice does nothing");
-    assert_eq!(status_of(store, &scope, "c", "a", 300).await, Some(IndexingStatus::Completed));
+    assert!(store
+        .complete_item(a, &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")], 300)
+        .await
+        .unwrap());
+    assert!(
+        !store
+            .complete_item(a, &[chunk("a-9", 0, "again")], 301)
+            .await
+            .unwrap(),
+        "completing twice does nothing"
+    );
+    assert_eq!(
+        status_of(store, &scope, "c", "a", 300).await,
+        Some(IndexingStatus::Completed)
+    );
     assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 2);
 
     // Upsert replaces: old chunks go at once, the item is queued again, and the claim on the
     // old version of `b` can no longer write.
-    let out = store.enqueue_items(&scope, &[item("c", "a", "alpha v2"), item("c", "b", "beta v2")], true, 400).await.unwrap();
+    let out = store
+        .enqueue_items(
+            &scope,
+            &[item("c", "a", "alpha v2"), item("c", "b", "beta v2")],
+            true,
+            400,
+        )
+        .await
+        .unwrap();
     assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
     assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0);
-    assert!(!store.complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], 401).await.unwrap());
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0, "a stale claim wrote nothing");
-    let out = store.enqueue_items(&scope, &[item("c", "a", "ignored")], false, 402).await.unwrap();
+    assert!(!store
+        .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], 401)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.counts(&scope).await.unwrap().knowledge_chunks,
+        0,
+        "a stale claim wrote nothing"
+    );
+    let out = store
+        .enqueue_items(&scope, &[item("c", "a", "ignored")], false, 402)
+        .await
+        .unwrap();
     assert_eq!(out, [EnqueueOutcome::Exists]);
     let again = claim_ours(store, &scope, "w3", 500).await;
-    let texts: Vec<_> = again.iter().map(|c| c.text.clone().unwrap_or_default()).collect();
-    assert_eq!(texts, ["alpha v2", "beta v2"], "the upserted content is what gets indexed");
+    let texts: Vec<_> = again
+        .iter()
+        .map(|c| c.text.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        texts,
+        ["alpha v2", "beta v2"],
+        "the upserted content is what gets indexed"
+    );
     for c in &again {
-        assert!(store.complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], 600).await.unwrap());
+        assert!(store
+            .complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], 600)
+            .await
+            .unwrap());
     }
     assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 2);
 }
 
 async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
     let scope = setup(store, "db_items_2", "conf-items-2").await;
-    store.enqueue_items(&scope, &[item("c", "x", "text")], true, 0).await.unwrap();
+    store
+        .enqueue_items(&scope, &[item("c", "x", "text")], true, 0)
+        .await
+        .unwrap();
     let first = claim_ours(store, &scope, "crashed", 1_000).await;
     assert_eq!(first.len(), 1);
     // The lease (60 s) runs out: another worker takes the item over.
     let second = claim_ours(store, &scope, "healthy", 62_000).await;
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempts, 2);
-    assert!(!store.complete_item(&first[0], &[chunk("x-old", 0, "old")], 62_001).await.unwrap());
-    assert!(store.complete_item(&second[0], &[chunk("x-new", 0, "new")], 62_002).await.unwrap());
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 1, "indexed once");
+    assert!(!store
+        .complete_item(&first[0], &[chunk("x-old", 0, "old")], 62_001)
+        .await
+        .unwrap());
+    assert!(store
+        .complete_item(&second[0], &[chunk("x-new", 0, "new")], 62_002)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.counts(&scope).await.unwrap().knowledge_chunks,
+        1,
+        "indexed once"
+    );
 }
 
 async fn failures_retry_then_error<S: Store>(store: &S) {
     let scope = setup(store, "db_items_3", "conf-items-3").await;
-    store.enqueue_items(&scope, &[item("c", "f", "text")], true, 0).await.unwrap();
+    store
+        .enqueue_items(&scope, &[item("c", "f", "text")], true, 0)
+        .await
+        .unwrap();
     let claimed = claim_ours(store, &scope, "w", 10).await;
-    let transient = ItemFailure { code: "E6001".into(), message: "disk full".into(), retry_at: Some(5_000) };
+    let transient = ItemFailure {
+        code: "E6001".into(),
+        message: "disk full".into(),
+        retry_at: Some(5_000),
+    };
     assert!(store.fail_item(&claimed[0], &transient, 11).await.unwrap());
-    let statuses = store.item_statuses(&scope, &collection("c"), &["f".into()], 12).await.unwrap();
-    assert_eq!((statuses[0].status, statuses[0].error_code.as_str()), (IndexingStatus::Queued, "E6001"));
-    assert!(claim_ours(store, &scope, "w", 4_999).await.is_empty(), "not before its retry time");
+    let statuses = store
+        .item_statuses(&scope, &collection("c"), &["f".into()], 12)
+        .await
+        .unwrap();
+    assert_eq!(
+        (statuses[0].status, statuses[0].error_code.as_str()),
+        (IndexingStatus::Queued, "E6001")
+    );
+    assert!(
+        claim_ours(store, &scope, "w", 4_999).await.is_empty(),
+        "not before its retry time"
+    );
     let claimed = claim_ours(store, &scope, "w", 5_000).await;
     assert_eq!(claimed.len(), 1);
-    let terminal = ItemFailure { code: "E2002".into(), message: "no text".into(), retry_at: None };
-    assert!(store.fail_item(&claimed[0], &terminal, 5_001).await.unwrap());
-    let statuses = store.item_statuses(&scope, &collection("c"), &["f".into()], 5_002).await.unwrap();
+    let terminal = ItemFailure {
+        code: "E2002".into(),
+        message: "no text".into(),
+        retry_at: None,
+    };
+    assert!(store
+        .fail_item(&claimed[0], &terminal, 5_001)
+        .await
+        .unwrap());
+    let statuses = store
+        .item_statuses(&scope, &collection("c"), &["f".into()], 5_002)
+        .await
+        .unwrap();
     assert_eq!(statuses[0].status, IndexingStatus::Errored);
     assert_eq!(statuses[0].error_message, "no text");
-    assert!(claim_ours(store, &scope, "w", 99_999).await.is_empty(), "errored is terminal");
+    assert!(
+        claim_ours(store, &scope, "w", 99_999).await.is_empty(),
+        "errored is terminal"
+    );
 }
 
 async fn deletion_and_isolation<S: Store>(store: &S) {
     let scope = setup(store, "db_items_4", "conf-items-4").await;
-    let foreign = DatabaseScope { org: OrgId::from_trusted("conf-items-4-other"), id: scope.id.clone() };
-    store.enqueue_items(&scope, &[item("c", "d1", "one"), item("c", "d2", "two")], true, 0).await.unwrap();
+    let foreign = DatabaseScope {
+        org: OrgId::from_trusted("conf-items-4-other"),
+        id: scope.id.clone(),
+    };
+    store
+        .enqueue_items(
+            &scope,
+            &[item("c", "d1", "one"), item("c", "d2", "two")],
+            true,
+            0,
+        )
+        .await
+        .unwrap();
     assert!(matches!(
-        store.enqueue_items(&foreign, &[item("c", "x", "intruder")], true, 0).await,
+        store
+            .enqueue_items(&foreign, &[item("c", "x", "intruder")], true, 0)
+            .await,
         Err(StoreError::NotFound(_))
     ));
-    assert!(store.item_statuses(&foreign, &collection("c"), &["d1".into()], 0).await.unwrap().is_empty());
-    let listed = store.list_items(&foreign, &ItemQuery { page: 1, page_size: 10, ..ItemQuery::default() }, 0).await.unwrap();
+    assert!(store
+        .item_statuses(&foreign, &collection("c"), &["d1".into()], 0)
+        .await
+        .unwrap()
+        .is_empty());
+    let listed = store
+        .list_items(
+            &foreign,
+            &ItemQuery {
+                page: 1,
+                page_size: 10,
+                ..ItemQuery::default()
+            },
+            0,
+        )
+        .await
+        .unwrap();
     assert_eq!(listed.total, 0);
     assert!(matches!(
-        store.delete_items(&foreign, &collection("c"), None, &["d1".into()]).await,
+        store
+            .delete_items(&foreign, &collection("c"), None, &["d1".into()])
+            .await,
         Err(StoreError::NotFound(_))
     ));
 
     let claimed = claim_ours(store, &scope, "w", 1).await;
     let d1 = claimed.iter().find(|c| c.id == "d1").unwrap();
-    assert!(store.complete_item(d1, &[chunk("d1-0", 0, "one")], 2).await.unwrap());
-    let deleted = store.delete_items(&scope, &collection("c"), Some(ItemKind::Memory), &["d1".into()]).await.unwrap();
-    assert!(!deleted[0].deleted, "the kind must match");
+    assert!(store
+        .complete_item(d1, &[chunk("d1-0", 0, "one")], 2)
+        .await
+        .unwrap());
     let deleted = store
-        .delete_items(&scope, &collection("c"), Some(ItemKind::Knowledge), &["d1".into(), "d2".into(), "nope".into()])
+        .delete_items(
+            &scope,
+            &collection("c"),
+            Some(ItemKind::Memory),
+            &["d1".into()],
+        )
         .await
         .unwrap();
-    assert_eq!(deleted.iter().map(|d| d.deleted).collect::<Vec<_>>(), [true, true, false]);
+    assert!(!deleted[0].deleted, "the kind must match");
+    let deleted = store
+        .delete_items(
+            &scope,
+            &collection("c"),
+            Some(ItemKind::Knowledge),
+            &["d1".into(), "d2".into(), "nope".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted.iter().map(|d| d.deleted).collect::<Vec<_>>(),
+        [true, true, false]
+    );
     assert_eq!(deleted[0].chunk_keys.len(), 1);
     assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0);
-    assert!(store.item_statuses(&scope, &collection("c"), &["d1".into()], 3).await.unwrap().is_empty());
+    assert!(store
+        .item_statuses(&scope, &collection("c"), &["d1".into()], 3)
+        .await
+        .unwrap()
+        .is_empty());
     // The worker still holding d2 cannot bring it back.
     let d2 = claimed.iter().find(|c| c.id == "d2").unwrap();
-    assert!(!store.complete_item(d2, &[chunk("d2-0", 0, "two")], 4).await.unwrap());
+    assert!(!store
+        .complete_item(d2, &[chunk("d2-0", 0, "two")], 4)
+        .await
+        .unwrap());
     assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0);
 }
 
@@ -184,35 +373,116 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
     memory.origin = ItemOrigin::Memory;
     items.push(memory);
     for (n, it) in items.iter().enumerate() {
-        store.enqueue_items(&scope, std::slice::from_ref(it), true, n as i64).await.unwrap();
+        store
+            .enqueue_items(&scope, std::slice::from_ref(it), true, n as i64)
+            .await
+            .unwrap();
     }
-    let base = ItemQuery { kind: Some(ItemKind::Knowledge), page: 1, page_size: 3, ..ItemQuery::default() };
+    let base = ItemQuery {
+        kind: Some(ItemKind::Knowledge),
+        page: 1,
+        page_size: 3,
+        ..ItemQuery::default()
+    };
     let page1 = store.list_items(&scope, &base, 100).await.unwrap();
     assert_eq!(page1.total, 7);
-    assert_eq!(page1.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["l6", "l5", "l4"], "newest first");
-    let page3 = store.list_items(&scope, &ItemQuery { page: 3, ..base.clone() }, 100).await.unwrap();
+    assert_eq!(
+        page1
+            .items
+            .iter()
+            .map(|i| i.id.as_str())
+            .collect::<Vec<_>>(),
+        ["l6", "l5", "l4"],
+        "newest first"
+    );
+    let page3 = store
+        .list_items(
+            &scope,
+            &ItemQuery {
+                page: 3,
+                ..base.clone()
+            },
+            100,
+        )
+        .await
+        .unwrap();
     assert_eq!(page3.items.len(), 1);
-    let red = ItemQuery { metadata: vec![("team".into(), FilterValue::Eq(json!("red")))], ..base.clone() };
+    let red = ItemQuery {
+        metadata: vec![("team".into(), FilterValue::Eq(json!("red")))],
+        ..base.clone()
+    };
     assert_eq!(store.list_items(&scope, &red, 100).await.unwrap().total, 4);
-    let ranks = ItemQuery { metadata: vec![("rank".into(), FilterValue::In(vec![json!(1), json!(2), json!(9)]))], ..base.clone() };
-    assert_eq!(store.list_items(&scope, &ranks, 100).await.unwrap().total, 2);
-    let flagged = ItemQuery { additional_metadata: vec![("flag".into(), FilterValue::Eq(json!(true)))], ..base.clone() };
+    let ranks = ItemQuery {
+        metadata: vec![(
+            "rank".into(),
+            FilterValue::In(vec![json!(1), json!(2), json!(9)]),
+        )],
+        ..base.clone()
+    };
+    assert_eq!(
+        store.list_items(&scope, &ranks, 100).await.unwrap().total,
+        2
+    );
+    let flagged = ItemQuery {
+        additional_metadata: vec![("flag".into(), FilterValue::Eq(json!(true)))],
+        ..base.clone()
+    };
     let flagged = store.list_items(&scope, &flagged, 100).await.unwrap();
-    assert_eq!(flagged.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["l3"]);
-    let email = ItemQuery { fields: vec![(SourceField::Type, "email".into())], ..base.clone() };
-    assert_eq!(store.list_items(&scope, &email, 100).await.unwrap().items[0].id, "l4");
-    let in_d = ItemQuery { collections: vec![collection("d")], ..base.clone() };
+    assert_eq!(
+        flagged
+            .items
+            .iter()
+            .map(|i| i.id.as_str())
+            .collect::<Vec<_>>(),
+        ["l3"]
+    );
+    let email = ItemQuery {
+        fields: vec![(SourceField::Type, "email".into())],
+        ..base.clone()
+    };
+    assert_eq!(
+        store.list_items(&scope, &email, 100).await.unwrap().items[0].id,
+        "l4"
+    );
+    let in_d = ItemQuery {
+        collections: vec![collection("d")],
+        ..base.clone()
+    };
     assert_eq!(store.list_items(&scope, &in_d, 100).await.unwrap().total, 2);
-    let by_id = ItemQuery { ids: vec!["l1".into(), "m0".into()], ..base.clone() };
-    assert_eq!(store.list_items(&scope, &by_id, 100).await.unwrap().total, 1, "kind still applies");
-    let memories = ItemQuery { kind: Some(ItemKind::Memory), ..base.clone() };
+    let by_id = ItemQuery {
+        ids: vec!["l1".into(), "m0".into()],
+        ..base.clone()
+    };
+    assert_eq!(
+        store.list_items(&scope, &by_id, 100).await.unwrap().total,
+        1,
+        "kind still applies"
+    );
+    let memories = ItemQuery {
+        kind: Some(ItemKind::Memory),
+        ..base.clone()
+    };
     let memories = store.list_items(&scope, &memories, 100).await.unwrap();
-    assert_eq!((memories.total, memories.items[0].fields.text.as_deref()), (1, Some("remember")));
+    assert_eq!(
+        (memories.total, memories.items[0].fields.text.as_deref()),
+        (1, Some("remember"))
+    );
     let red_blue = ItemQuery {
-        metadata: vec![("team".into(), FilterValue::Eq(json!("red"))), ("team".into(), FilterValue::Eq(json!("blue")))],
+        metadata: vec![
+            ("team".into(), FilterValue::Eq(json!("red"))),
+            ("team".into(), FilterValue::Eq(json!("blue"))),
+        ],
         ..base
     };
-    assert_eq!(store.list_items(&scope, &red_blue, 100).await.unwrap().total, 0, "filters are ANDed");
+    assert_eq!(
+        store
+            .list_items(&scope, &red_blue, 100)
+            .await
+            .unwrap()
+            .total,
+        0,
+        "filters are ANDed"
+    );
 }
 
 async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
@@ -221,15 +491,33 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
     m.kind = ItemKind::Memory;
     m.origin = ItemOrigin::Memory;
     m.fields.expires_at = Some(1_000);
-    store.enqueue_items(&scope, &[m, item("u", "keep", "stays")], true, 0).await.unwrap();
+    store
+        .enqueue_items(&scope, &[m, item("u", "keep", "stays")], true, 0)
+        .await
+        .unwrap();
     let claimed = claim_ours(store, &scope, "w", 10).await;
     for c in &claimed {
-        assert!(store.complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], 20).await.unwrap());
+        assert!(store
+            .complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], 20)
+            .await
+            .unwrap());
     }
-    let all = ItemQuery { page: 1, page_size: 10, ..ItemQuery::default() };
+    let all = ItemQuery {
+        page: 1,
+        page_size: 10,
+        ..ItemQuery::default()
+    };
     assert_eq!(store.list_items(&scope, &all, 999).await.unwrap().total, 2);
-    assert_eq!(store.list_items(&scope, &all, 1_000).await.unwrap().total, 1, "gone at its expiry time");
-    assert!(store.item_statuses(&scope, &collection("u"), &["mem".into()], 1_000).await.unwrap().is_empty());
+    assert_eq!(
+        store.list_items(&scope, &all, 1_000).await.unwrap().total,
+        1,
+        "gone at its expiry time"
+    );
+    assert!(store
+        .item_statuses(&scope, &collection("u"), &["mem".into()], 1_000)
+        .await
+        .unwrap()
+        .is_empty());
     let purged = store.purge_expired(1_000, 100).await.unwrap();
     assert_eq!(purged.len(), 1);
     assert_eq!(store.counts(&scope).await.unwrap().memory_chunks, 0);

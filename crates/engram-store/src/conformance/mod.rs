@@ -21,7 +21,7 @@ pub async fn run_all<S: Store>(store: &S) {
     databases_are_unique_per_organization(store).await;
     reads_and_writes_are_confined_to_their_organization(store).await;
     deletion_frees_the_name_and_purge_removes_everything(store).await;
-    schema_changes_are_compare_and_swap(store).await;
+    schema_additions_are_atomic(store).await;
     provisioning_turns_ready_when_every_flag_is_set(store).await;
     items::run_all(store).await;
 }
@@ -156,12 +156,10 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
     );
     assert_eq!(store.counts(&foreign).await.unwrap().collections, 0);
     assert!(!store.schedule_deletion(&foreign, 6_000).await.unwrap());
-    let mut schema = MetadataSchema::default();
-    schema.add(vec![field("x")]).unwrap();
-    assert!(!store
-        .replace_schema(&foreign, &MetadataSchema::default(), &schema, 1)
-        .await
-        .unwrap());
+    assert!(matches!(
+        store.add_schema_fields(&foreign, &[field("x")], 1).await,
+        Err(StoreError::NotFound(_))
+    ));
     assert!(store
         .find_database(&foreign.org, &name("iso"))
         .await
@@ -246,36 +244,40 @@ fn field(name: &str) -> SchemaField {
     }
 }
 
-async fn schema_changes_are_compare_and_swap<S: Store>(store: &S) {
+async fn schema_additions_are_atomic<S: Store>(store: &S) {
     let db = store
         .create_database(&new_db("db_schema", "conf-schema", "schemas"))
         .await
         .unwrap();
-    let mut one = MetadataSchema::default();
-    one.add(vec![field("a")]).unwrap();
-    let mut two = one.clone();
-    two.add(vec![field("b")]).unwrap();
-    assert!(store
-        .replace_schema(&db.scope(), &db.schema, &one, 1)
+    let added = store
+        .add_schema_fields(&db.scope(), &[field("a")], 1)
         .await
-        .unwrap());
-    assert!(
-        !store
-            .replace_schema(&db.scope(), &db.schema, &two, 1)
-            .await
-            .unwrap(),
-        "stale expectation loses"
+        .unwrap()
+        .unwrap();
+    assert_eq!(added.fields().len(), 1);
+    let refused = store
+        .add_schema_fields(&db.scope(), &[field("b"), field("a")], 2)
+        .await
+        .unwrap();
+    assert!(refused.is_err(), "an existing field cannot be added again");
+    let both = store
+        .add_schema_fields(&db.scope(), &[field("b")], 3)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        both.fields()
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
     );
-    assert!(store
-        .replace_schema(&db.scope(), &one, &two, 1)
-        .await
-        .unwrap());
     let read = store
         .find_database(&db.org, &db.name)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(read.schema, two);
+    assert_eq!(read.schema, both, "a refused batch added nothing");
 }
 
 async fn provisioning_turns_ready_when_every_flag_is_set<S: Store>(store: &S) {

@@ -9,8 +9,9 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use super::{corrupt, SqliteStore};
 use crate::{
-    ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin, ItemPage,
-    ItemQuery, ItemRecord, ItemStatus, ItemStore, NewChunk, NewItem, StoreError, StoreResult, WorkQueue,
+    ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, FilterValue, ItemFailure, ItemFields,
+    ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore, NewChunk, NewItem,
+    StoreError, StoreResult, WorkQueue,
 };
 
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
@@ -65,8 +66,14 @@ async fn write_item(
 ) -> StoreResult<()> {
     let f = &item.fields;
     let item_key = if let Some(key) = existing {
-        sqlx::query("DELETE FROM chunks WHERE item_key = ?").bind(key).execute(&mut *conn).await?;
-        sqlx::query("DELETE FROM item_payloads WHERE item_key = ?").bind(key).execute(&mut *conn).await?;
+        sqlx::query("DELETE FROM chunks WHERE item_key = ?")
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("DELETE FROM item_payloads WHERE item_key = ?")
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
         sqlx::query(
             "UPDATE items SET kind = ?, origin = ?, filename = ?, media_type = ?, title = ?, source_type = ?,
                  description = ?, note = ?, url = ?, timestamp = ?, text = ?, metadata = ?, additional_metadata = ?,
@@ -145,18 +152,31 @@ async fn write_item(
     Ok(())
 }
 
-fn push_filter(builder: &mut QueryBuilder<'_, Sqlite>, column: &str, key: &str, value: &FilterValue) -> StoreResult<()> {
+fn push_filter(
+    builder: &mut QueryBuilder<'_, Sqlite>,
+    column: &str,
+    key: &str,
+    value: &FilterValue,
+) -> StoreResult<()> {
     let path = format!("$.\"{}\"", key.replace('"', ""));
-    builder.push(format!(" AND json_extract(i.{column}, ")).push_bind(path).push(")");
+    builder
+        .push(format!(" AND json_extract(i.{column}, "))
+        .push_bind(path)
+        .push(")");
     match value {
         FilterValue::Eq(v) => {
-            builder.push(" = json_extract(").push_bind(json_text(v, "filter")?).push(", '$')");
+            builder
+                .push(" = json_extract(")
+                .push_bind(json_text(v, "filter")?)
+                .push(", '$')");
         }
         FilterValue::In(values) => {
             builder.push(" IN (");
             let mut sep = builder.separated(", ");
             for v in values {
-                sep.push("json_extract(").push_bind_unseparated(json_text(v, "filter")?).push_unseparated(", '$')");
+                sep.push("json_extract(")
+                    .push_bind_unseparated(json_text(v, "filter")?)
+                    .push_unseparated(", '$')");
             }
             builder.push(")");
         }
@@ -165,7 +185,12 @@ fn push_filter(builder: &mut QueryBuilder<'_, Sqlite>, column: &str, key: &str, 
 }
 
 /// `WHERE …` of a listing: scope, liveness and every filter.
-fn push_list_where(builder: &mut QueryBuilder<'_, Sqlite>, scope: &DatabaseScope, query: &ItemQuery, now: i64) -> StoreResult<()> {
+fn push_list_where(
+    builder: &mut QueryBuilder<'_, Sqlite>,
+    scope: &DatabaseScope,
+    query: &ItemQuery,
+    now: i64,
+) -> StoreResult<()> {
     builder
         .push(" FROM items i JOIN databases d ON d.id = i.database_id WHERE i.database_id = ")
         .push_bind(scope.id.as_str().to_owned())
@@ -200,7 +225,9 @@ fn push_list_where(builder: &mut QueryBuilder<'_, Sqlite>, scope: &DatabaseScope
         push_filter(builder, "additional_metadata", key, value)?;
     }
     for (field, value) in &query.fields {
-        builder.push(format!(" AND i.{} = ", field.column())).push_bind(value.clone());
+        builder
+            .push(format!(" AND i.{} = ", field.column()))
+            .push_bind(value.clone());
     }
     Ok(())
 }
@@ -351,7 +378,11 @@ impl ItemStore for SqliteStore {
             .map(|row| row.try_get(0))
             .transpose()?;
             let Some(key) = key else {
-                results.push(DeletedItem { id: id.clone(), deleted: false, chunk_keys: Vec::new() });
+                results.push(DeletedItem {
+                    id: id.clone(),
+                    deleted: false,
+                    chunk_keys: Vec::new(),
+                });
                 continue;
             };
             let chunk_keys = sqlx::query("SELECT chunk_key FROM chunks WHERE item_key = ?")
@@ -361,14 +392,26 @@ impl ItemStore for SqliteStore {
                 .iter()
                 .map(|row| row.try_get(0))
                 .collect::<Result<Vec<i64>, _>>()?;
-            sqlx::query("DELETE FROM items WHERE item_key = ?").bind(key).execute(&mut *tx).await?;
-            results.push(DeletedItem { id: id.clone(), deleted: true, chunk_keys });
+            sqlx::query("DELETE FROM items WHERE item_key = ?")
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
+            results.push(DeletedItem {
+                id: id.clone(),
+                deleted: true,
+                chunk_keys,
+            });
         }
         tx.commit().await?;
         Ok(results)
     }
 
-    async fn list_items(&self, scope: &DatabaseScope, query: &ItemQuery, now: i64) -> StoreResult<ItemPage> {
+    async fn list_items(
+        &self,
+        scope: &DatabaseScope,
+        query: &ItemQuery,
+        now: i64,
+    ) -> StoreResult<ItemPage> {
         let mut count = QueryBuilder::<Sqlite>::new("SELECT COUNT(*)");
         push_list_where(&mut count, scope, query, now)?;
         let total: i64 = count.build().fetch_one(&self.pool).await?.try_get(0)?;
@@ -381,14 +424,26 @@ impl ItemStore for SqliteStore {
             .push(" OFFSET ")
             .push_bind(offset);
         let rows = select.build().fetch_all(&self.pool).await?;
-        let items = rows.iter().map(item_from_row).collect::<StoreResult<Vec<_>>>()?;
-        Ok(ItemPage { items, total: u64::try_from(total).map_err(|e| corrupt("count", e))? })
+        let items = rows
+            .iter()
+            .map(item_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(ItemPage {
+            items,
+            total: u64::try_from(total).map_err(|e| corrupt("count", e))?,
+        })
     }
 }
 
 #[async_trait]
 impl WorkQueue for SqliteStore {
-    async fn claim_items(&self, owner: &str, now: i64, lease_ms: i64, limit: u32) -> StoreResult<Vec<ClaimedItem>> {
+    async fn claim_items(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedItem>> {
         let rows = sqlx::query(
             "UPDATE items SET status = 'processing', lease_owner = ?1, lease_until = ?2, attempts = attempts + 1,
                  updated_at = ?3
@@ -443,7 +498,12 @@ impl WorkQueue for SqliteStore {
         Ok(claimed)
     }
 
-    async fn complete_item(&self, item: &ClaimedItem, chunks: &[NewChunk], now: i64) -> StoreResult<bool> {
+    async fn complete_item(
+        &self,
+        item: &ClaimedItem,
+        chunks: &[NewChunk],
+        now: i64,
+    ) -> StoreResult<bool> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let done = sqlx::query(
             "UPDATE items SET status = 'completed', text = COALESCE(?, text), lease_owner = NULL, lease_until = NULL,
@@ -461,7 +521,10 @@ impl WorkQueue for SqliteStore {
             tx.rollback().await?;
             return Ok(false);
         }
-        sqlx::query("DELETE FROM chunks WHERE item_key = ?").bind(item.item_key).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM chunks WHERE item_key = ?")
+            .bind(item.item_key)
+            .execute(&mut *tx)
+            .await?;
         for chunk in chunks {
             sqlx::query(
                 "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content, layout,
@@ -485,7 +548,12 @@ impl WorkQueue for SqliteStore {
         Ok(true)
     }
 
-    async fn fail_item(&self, item: &ClaimedItem, failure: &ItemFailure, now: i64) -> StoreResult<bool> {
+    async fn fail_item(
+        &self,
+        item: &ClaimedItem,
+        failure: &ItemFailure,
+        now: i64,
+    ) -> StoreResult<bool> {
         let (status, run_after) = match failure.retry_at {
             Some(at) => ("queued", at),
             None => ("errored", now),

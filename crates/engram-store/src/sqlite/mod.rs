@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use engram_types::schema::MetadataSchema;
+use engram_types::schema::{MetadataSchema, SchemaError, SchemaField};
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -263,25 +263,34 @@ impl DatabaseStore for SqliteStore {
         rows.iter().map(database_from_row).collect()
     }
 
-    async fn replace_schema(
+    async fn add_schema_fields(
         &self,
         scope: &DatabaseScope,
-        expected: &MetadataSchema,
-        next: &MetadataSchema,
+        fields: &[SchemaField],
         at_ms: i64,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE databases SET metadata_schema = ?, updated_at = ?
-             WHERE id = ? AND org_id = ? AND state <> 'deleting' AND metadata_schema = ?",
-        )
-        .bind(schema_json(next)?)
-        .bind(at_ms)
-        .bind(scope.id.as_str())
-        .bind(scope.org.as_str())
-        .bind(schema_json(expected)?)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+    ) -> StoreResult<Result<MetadataSchema, SchemaError>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row = sqlx::query("SELECT metadata_schema FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting'")
+            .bind(scope.id.as_str())
+            .bind(scope.org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("database {}", scope.id)))?;
+        let current: String = row.try_get(0)?;
+        let mut schema: MetadataSchema =
+            serde_json::from_str(&current).map_err(|e| corrupt("databases.metadata_schema", e))?;
+        if let Err(refused) = schema.add(fields.to_vec()) {
+            tx.rollback().await?;
+            return Ok(Err(refused));
+        }
+        sqlx::query("UPDATE databases SET metadata_schema = ?, updated_at = ? WHERE id = ?")
+            .bind(schema_json(&schema)?)
+            .bind(at_ms)
+            .bind(scope.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Ok(schema))
     }
 
     async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool> {
@@ -412,7 +421,12 @@ mod tests {
     }
 
     async fn count(store: &SqliteStore, sql: &str) -> i64 {
-        sqlx::query(sql).fetch_one(&store.pool).await.unwrap().try_get(0).unwrap()
+        sqlx::query(sql)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap()
     }
 
     #[tokio::test]
@@ -420,7 +434,10 @@ mod tests {
         use crate::{ItemStore, LifecycleStore, WorkQueue};
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
-        let db = store.create_database(&crate::conformance::new_db("db_fts", "org_fts", "fts")).await.unwrap();
+        let db = store
+            .create_database(&crate::conformance::new_db("db_fts", "org_fts", "fts"))
+            .await
+            .unwrap();
         let scope = db.scope();
         let items = [
             crate::conformance::item("c", "a", "zebra"),
@@ -438,12 +455,39 @@ mod tests {
             assert!(store.complete_item(&claimed, &[chunk], 2).await.unwrap());
         }
         let matching = "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zebra'";
-        assert_eq!(count(&store, matching).await, 2, "porter stemming matches zebras");
-        store.delete_items(&scope, &CollectionName::from_trusted("c"), None, &["a".into()]).await.unwrap();
+        assert_eq!(
+            count(&store, matching).await,
+            2,
+            "porter stemming matches zebras"
+        );
+        store
+            .delete_items(
+                &scope,
+                &CollectionName::from_trusted("c"),
+                None,
+                &["a".into()],
+            )
+            .await
+            .unwrap();
         assert_eq!(count(&store, matching).await, 1);
-        store.enqueue_items(&scope, &[crate::conformance::item("c", "b", "new")], true, 3).await.unwrap();
-        assert_eq!(count(&store, matching).await, 0, "an upsert drops the old chunks from the index");
-        store.enqueue_items(&scope, &[crate::conformance::item("c", "z", "x")], true, 4).await.unwrap();
+        store
+            .enqueue_items(
+                &scope,
+                &[crate::conformance::item("c", "b", "new")],
+                true,
+                3,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            count(&store, matching).await,
+            0,
+            "an upsert drops the old chunks from the index"
+        );
+        store
+            .enqueue_items(&scope, &[crate::conformance::item("c", "z", "x")], true, 4)
+            .await
+            .unwrap();
         let claimed = store.claim_items("w", 5, 1000, 10).await.unwrap();
         for c in &claimed {
             let chunk = crate::NewChunk {
@@ -458,7 +502,11 @@ mod tests {
         assert_eq!(count(&store, matching).await, 2);
         store.schedule_deletion(&scope, 7).await.unwrap();
         store.purge_database(&db.id).await.unwrap();
-        assert_eq!(count(&store, matching).await, 0, "purging a database empties its index");
+        assert_eq!(
+            count(&store, matching).await,
+            0,
+            "purging a database empties its index"
+        );
         assert_eq!(count(&store, "SELECT COUNT(*) FROM items").await, 0);
     }
 

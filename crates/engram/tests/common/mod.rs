@@ -117,6 +117,7 @@ impl Server {
             .env_remove("ENGRAM_LISTEN")
             .env_remove("ENGRAM_DATA_DIR")
             .env("RUST_LOG", "warn")
+            .env("ENGRAM_EMBEDDING__CACHE_DIR", cache_dir())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         for (k, v) in &self.envs {
@@ -291,6 +292,13 @@ pub async fn read(response: reqwest::Response) -> Reply {
     }
 }
 
+/// The model cache `make setup` fills, at the workspace root.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("ENGRAM_EMBEDDING__CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache"))
+}
+
 /// Runs the binary with `--data-dir`.
 pub fn cli(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN)
@@ -298,6 +306,7 @@ pub fn cli(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
         .arg("--data-dir")
         .arg(data_dir)
         .env("RUST_LOG", "warn")
+        .env("ENGRAM_EMBEDDING__CACHE_DIR", cache_dir())
         .output()
         .expect("run engram");
     (

@@ -1,0 +1,497 @@
+//! Ingestion: validate a request as a whole (schema values, array lengths, memory content), then
+//! store and queue every acceptable item in one transaction. Items refused on their own (an
+//! unsupported file, an id that exists without upsert) get their own result entry and never
+//! affect the others.
+
+use engram_store::{DatabaseRecord, EnqueueOutcome, ItemFields, ItemOrigin, NewItem};
+use engram_types::{CollectionName, IndexingStatus, ItemErrorCode, ItemKind};
+use serde_json::{Map, Value};
+
+use crate::{default_collection, App, AppError, AppResult, Principal};
+
+/// An uploaded file.
+#[derive(Debug, Clone)]
+pub struct UploadedFile {
+    pub filename: String,
+    pub media_type: Option<String>,
+    pub bytes: Vec<u8>,
+}
+
+/// Per-file metadata (`document_metadata` / legacy `file_metadata`), one per file.
+#[derive(Debug, Clone, Default)]
+pub struct FileMetadata {
+    pub id: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+}
+
+/// Pre-extracted app content (`app_knowledge`).
+#[derive(Debug, Clone, Default)]
+pub struct AppSource {
+    pub id: Option<String>,
+    pub database: Option<String>,
+    pub collection: Option<String>,
+    pub title: String,
+    pub source_type: String,
+    pub description: String,
+    pub note: String,
+    pub url: String,
+    pub timestamp: String,
+    pub text: String,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub attachments: Value,
+    pub relations: Value,
+}
+
+/// One memory.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryInput {
+    pub id: Option<String>,
+    pub title: String,
+    pub text: Option<String>,
+    pub pairs: Option<Vec<(String, String)>>,
+    pub infer: bool,
+    pub user_name: Option<String>,
+    /// Time to live in seconds.
+    pub expiry_time: Option<i64>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+}
+
+/// Knowledge to ingest: files, app content, or both.
+#[derive(Debug, Clone, Default)]
+pub struct KnowledgeRequest {
+    pub collection: Option<String>,
+    pub upsert: bool,
+    pub files: Vec<UploadedFile>,
+    pub file_metadata: Option<Vec<FileMetadata>>,
+    /// Name of the form field carrying `file_metadata`, for messages.
+    pub file_metadata_field: &'static str,
+    pub app_knowledge: Vec<AppSource>,
+}
+
+/// Memories to ingest.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryRequest {
+    pub collection: Option<String>,
+    pub upsert: bool,
+    pub memories: Vec<MemoryInput>,
+}
+
+/// The outcome for one item of an ingest request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemResult {
+    pub id: String,
+    pub filename: String,
+    pub title: String,
+    /// `Some(Queued)` when accepted; `None` when refused (see `error`).
+    pub status: Option<IndexingStatus>,
+    pub infer: bool,
+    /// Why the item was refused; empty when accepted.
+    pub error: String,
+    /// The `E####` code of a refused file; empty otherwise.
+    pub error_code: String,
+}
+
+impl ItemResult {
+    fn accepted(id: String, filename: String, title: String, infer: bool) -> Self {
+        Self {
+            id,
+            filename,
+            title,
+            status: Some(IndexingStatus::Queued),
+            infer,
+            error: String::new(),
+            error_code: String::new(),
+        }
+    }
+
+    fn refused(mut self, code: &str, error: String) -> Self {
+        self.status = None;
+        self.error_code = code.to_owned();
+        self.error = error;
+        self
+    }
+}
+
+/// The outcome of an ingest request.
+#[derive(Debug, Clone)]
+pub struct IngestOutcome {
+    pub database: DatabaseRecord,
+    pub collection: CollectionName,
+    pub results: Vec<ItemResult>,
+}
+
+impl IngestOutcome {
+    pub fn success_count(&self) -> usize {
+        self.results.iter().filter(|r| r.status.is_some()).count()
+    }
+
+    pub fn failed_count(&self) -> usize {
+        self.results.len() - self.success_count()
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// Validates a given item id: 1-256 characters, no control characters.
+fn item_id(given: Option<String>) -> AppResult<String> {
+    match given.filter(|id| !id.is_empty()) {
+        None => Ok(new_id()),
+        Some(id) if id.chars().count() <= 256 && !id.chars().any(char::is_control) => Ok(id),
+        Some(_) => Err(AppError::Validation(
+            "item `id` must be 1-256 characters without control characters".into(),
+        )),
+    }
+}
+
+pub(crate) fn parse_collection(
+    db: &DatabaseRecord,
+    given: Option<&str>,
+    field: &'static str,
+) -> AppResult<CollectionName> {
+    match given.filter(|c| !c.is_empty()) {
+        None => Ok(default_collection(&db.name)),
+        Some(name) => {
+            CollectionName::parse(name).map_err(|reason| AppError::InvalidName { field, reason })
+        }
+    }
+}
+
+fn check_metadata(db: &DatabaseRecord, values: &Map<String, Value>, whose: &str) -> AppResult<()> {
+    db.schema
+        .check_values(values)
+        .map_err(|e| AppError::Validation(format!("{whose}: {e}")))
+}
+
+fn memory_text(memory: &MemoryInput, index: usize) -> AppResult<String> {
+    let text = memory
+        .text
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let pairs = memory.pairs.as_deref().filter(|p| !p.is_empty());
+    match (text, pairs) {
+        (Some(text), None) => Ok(text.to_owned()),
+        (None, Some(pairs)) => Ok(pairs
+            .iter()
+            .map(|(user, assistant)| format!("User: {user}\nAssistant: {assistant}"))
+            .collect::<Vec<_>>()
+            .join("\n\n")),
+        (Some(_), Some(_)) => Err(AppError::Validation(format!(
+            "memories[{index}]: give either `text` or `user_assistant_pairs`, not both"
+        ))),
+        (None, None) => Err(AppError::Validation(format!(
+            "memories[{index}]: a memory needs `text` or `user_assistant_pairs`"
+        ))),
+    }
+}
+
+impl App {
+    /// Ingests files and app content into a database.
+    pub async fn ingest_knowledge(
+        &self,
+        who: &Principal,
+        database: &engram_types::DatabaseName,
+        request: KnowledgeRequest,
+    ) -> AppResult<IngestOutcome> {
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
+        if request.files.is_empty() && request.app_knowledge.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "nothing to ingest: send `documents` and/or `app_knowledge`".into(),
+            ));
+        }
+        let metadata = match request.file_metadata {
+            Some(list) if list.len() != request.files.len() => {
+                return Err(AppError::Validation(format!(
+                    "`{}` has {} entries but {} files were sent; send one entry per file",
+                    request.file_metadata_field,
+                    list.len(),
+                    request.files.len()
+                )))
+            }
+            Some(list) => list,
+            None => vec![FileMetadata::default(); request.files.len()],
+        };
+        for (i, meta) in metadata.iter().enumerate() {
+            check_metadata(
+                &db,
+                &meta.metadata,
+                &format!("{}[{i}].metadata", request.file_metadata_field),
+            )?;
+        }
+        for (i, app) in request.app_knowledge.iter().enumerate() {
+            check_metadata(&db, &app.metadata, &format!("app_knowledge[{i}].metadata"))?;
+        }
+
+        let mut results = Vec::new();
+        let mut items = Vec::new();
+        for (file, meta) in request.files.into_iter().zip(metadata) {
+            let id = item_id(meta.id)?;
+            let result = ItemResult::accepted(
+                id.clone(),
+                file.filename.clone(),
+                file.filename.clone(),
+                false,
+            );
+            match engram_parse::detect(&file.bytes, &file.filename, file.media_type.as_deref()) {
+                Err(unsupported) => {
+                    let code = ItemErrorCode::UnsupportedFormat.as_str();
+                    results.push(result.refused(
+                        code,
+                        format!("{code}: unsupported file format: {unsupported}"),
+                    ));
+                }
+                Ok(format) => {
+                    items.push((
+                        results.len(),
+                        NewItem {
+                            collection: collection.clone(),
+                            id,
+                            kind: ItemKind::Knowledge,
+                            origin: ItemOrigin::File,
+                            fields: ItemFields {
+                                filename: file.filename.clone(),
+                                media_type: format.media_type().to_owned(),
+                                title: file.filename,
+                                metadata: Value::Object(meta.metadata),
+                                additional_metadata: Value::Object(meta.additional_metadata),
+                                attachments: Value::Array(Vec::new()),
+                                relations: Value::Object(Map::new()),
+                                ..ItemFields::default()
+                            },
+                            payload: Some(file.bytes),
+                        },
+                    ));
+                    results.push(result);
+                }
+            }
+        }
+        for app in request.app_knowledge {
+            let id = item_id(app.id)?;
+            let result = ItemResult::accepted(id.clone(), String::new(), app.title.clone(), false);
+            if app
+                .database
+                .as_deref()
+                .is_some_and(|d| !d.is_empty() && d != db.name.as_str())
+            {
+                results.push(result.refused(
+                    "",
+                    format!("app_knowledge item `{id}` names another database"),
+                ));
+                continue;
+            }
+            let item_collection = match app.collection.as_deref() {
+                Some(c) if !c.is_empty() => {
+                    parse_collection(&db, Some(c), "app_knowledge.collection")?
+                }
+                _ => collection.clone(),
+            };
+            let array_or_empty = |v: Value| {
+                if v.is_array() {
+                    v
+                } else {
+                    Value::Array(Vec::new())
+                }
+            };
+            let object_or_empty = |v: Value| {
+                if v.is_object() {
+                    v
+                } else {
+                    Value::Object(Map::new())
+                }
+            };
+            items.push((
+                results.len(),
+                NewItem {
+                    collection: item_collection,
+                    id,
+                    kind: ItemKind::Knowledge,
+                    origin: ItemOrigin::App,
+                    fields: ItemFields {
+                        title: app.title,
+                        source_type: app.source_type,
+                        description: app.description,
+                        note: app.note,
+                        url: app.url,
+                        timestamp: app.timestamp,
+                        text: Some(app.text),
+                        metadata: Value::Object(app.metadata),
+                        additional_metadata: Value::Object(app.additional_metadata),
+                        attachments: array_or_empty(app.attachments),
+                        relations: object_or_empty(app.relations),
+                        ..ItemFields::default()
+                    },
+                    payload: None,
+                },
+            ));
+            results.push(result);
+        }
+        self.enqueue(&db, items, request.upsert, &mut results)
+            .await?;
+        Ok(IngestOutcome {
+            database: db,
+            collection,
+            results,
+        })
+    }
+
+    /// Ingests memories into a database; the collection is the per-user scope.
+    pub async fn ingest_memories(
+        &self,
+        who: &Principal,
+        database: &engram_types::DatabaseName,
+        request: MemoryRequest,
+    ) -> AppResult<IngestOutcome> {
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
+        if request.memories.is_empty() {
+            return Err(AppError::Validation(
+                "`memories` must hold at least one memory".into(),
+            ));
+        }
+        let now = self.now_ms();
+        let mut prepared = Vec::with_capacity(request.memories.len());
+        for (i, memory) in request.memories.iter().enumerate() {
+            let text = memory_text(memory, i)?;
+            check_metadata(&db, &memory.metadata, &format!("memories[{i}].metadata"))?;
+            let expires_at = match memory.expiry_time {
+                None => None,
+                Some(secs) if secs > 0 => Some(now.saturating_add(secs.saturating_mul(1000))),
+                Some(_) => {
+                    return Err(AppError::Validation(format!(
+                        "memories[{i}].expiry_time must be a positive number of seconds"
+                    )))
+                }
+            };
+            prepared.push((text, expires_at));
+        }
+        let mut results = Vec::new();
+        let mut items = Vec::new();
+        for (memory, (text, expires_at)) in request.memories.into_iter().zip(prepared) {
+            let id = item_id(memory.id)?;
+            items.push((
+                results.len(),
+                NewItem {
+                    collection: collection.clone(),
+                    id: id.clone(),
+                    kind: ItemKind::Memory,
+                    origin: ItemOrigin::Memory,
+                    fields: ItemFields {
+                        title: memory.title.clone(),
+                        text: Some(text),
+                        metadata: Value::Object(memory.metadata),
+                        additional_metadata: Value::Object(memory.additional_metadata),
+                        attachments: Value::Array(Vec::new()),
+                        relations: Value::Object(Map::new()),
+                        user_name: memory
+                            .user_name
+                            .filter(|u| !u.is_empty())
+                            .unwrap_or_else(|| "User".into()),
+                        infer: memory.infer,
+                        expires_at,
+                        ..ItemFields::default()
+                    },
+                    payload: None,
+                },
+            ));
+            results.push(ItemResult::accepted(
+                id,
+                String::new(),
+                memory.title,
+                memory.infer,
+            ));
+        }
+        self.enqueue(&db, items, request.upsert, &mut results)
+            .await?;
+        Ok(IngestOutcome {
+            database: db,
+            collection,
+            results,
+        })
+    }
+
+    /// Stores the accepted items in one transaction and wakes the pipeline.
+    async fn enqueue(
+        &self,
+        db: &DatabaseRecord,
+        items: Vec<(usize, NewItem)>,
+        upsert: bool,
+        results: &mut [ItemResult],
+    ) -> AppResult<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let (positions, items): (Vec<usize>, Vec<NewItem>) = items.into_iter().unzip();
+        let outcomes = self
+            .store()
+            .enqueue_items(&db.scope(), &items, upsert, self.now_ms())
+            .await
+            .map_err(|e| match e {
+                engram_store::StoreError::NotFound(_) => {
+                    AppError::DatabaseNotFound(db.name.to_string())
+                }
+                other => other.into(),
+            })?;
+        for (position, outcome) in positions.into_iter().zip(outcomes) {
+            if outcome == EnqueueOutcome::Exists {
+                let result = &mut results[position];
+                *result = result.clone().refused(
+                    "",
+                    format!(
+                        "an item with id `{}` exists and `upsert` is false",
+                        result.id
+                    ),
+                );
+            }
+        }
+        self.inner.pipeline_wake.notify_waiters();
+        self.inner.pipeline_wake.notify_one();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_content_is_text_or_pairs() {
+        let text = MemoryInput {
+            text: Some(" likes tea ".into()),
+            ..Default::default()
+        };
+        assert_eq!(memory_text(&text, 0).unwrap(), "likes tea");
+        let pairs = MemoryInput {
+            pairs: Some(vec![("hi".into(), "hello".into())]),
+            ..Default::default()
+        };
+        assert_eq!(
+            memory_text(&pairs, 0).unwrap(),
+            "User: hi\nAssistant: hello"
+        );
+        assert!(memory_text(&MemoryInput::default(), 3)
+            .unwrap_err()
+            .to_string()
+            .contains("memories[3]"));
+        let blank = MemoryInput {
+            text: Some("  ".into()),
+            pairs: Some(vec![]),
+            ..Default::default()
+        };
+        assert!(memory_text(&blank, 0).is_err());
+    }
+
+    #[test]
+    fn ids_are_generated_or_checked() {
+        assert_eq!(item_id(None).unwrap().len(), 32);
+        assert_eq!(item_id(Some(String::new())).unwrap().len(), 32);
+        assert_eq!(item_id(Some("doc-1".into())).unwrap(), "doc-1");
+        assert!(item_id(Some("a\nb".into())).is_err());
+        assert!(item_id(Some("x".repeat(257))).is_err());
+    }
+}

@@ -1,0 +1,193 @@
+//! Reading and removing ingested items: indexing status, listing with filters, deletion.
+
+use engram_store::{DeletedItem, FilterValue, ItemPage, ItemQuery, ItemStatus, SourceField};
+use engram_types::{DatabaseName, ItemKind};
+use serde_json::{Map, Value};
+
+use crate::ingest::parse_collection;
+use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+
+/// Most ids one status, list or delete call may name.
+pub const IDS_MAX: usize = 100;
+/// `page_size` bounds and default.
+pub const PAGE_SIZE_MAX: u32 = 100;
+pub const PAGE_SIZE_DEFAULT: u32 = 50;
+
+/// A listing request, after alias resolution.
+#[derive(Debug, Clone, Default)]
+pub struct ListRequest {
+    pub collection: Option<String>,
+    pub kind: Option<ItemKind>,
+    pub ids: Vec<String>,
+    pub page: Option<i64>,
+    pub page_size: Option<i64>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub source_fields: Map<String, Value>,
+}
+
+/// One page with the numbers of the pagination object.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub database: DatabaseRecord,
+    pub page: ItemPage,
+    pub page_number: u32,
+    pub page_size: u32,
+}
+
+impl Listing {
+    pub fn total_pages(&self) -> u64 {
+        self.page.total.div_ceil(u64::from(self.page_size))
+    }
+}
+
+fn filters(values: Map<String, Value>, what: &str) -> AppResult<Vec<(String, FilterValue)>> {
+    values
+        .into_iter()
+        .map(|(key, value)| {
+            if key.is_empty() || key.contains('"') {
+                return Err(AppError::InvalidParameters(format!(
+                    "`{what}` filter key `{key}` is not a valid field name"
+                )));
+            }
+            let value = match value {
+                Value::Array(values) => FilterValue::In(values),
+                other => FilterValue::Eq(other),
+            };
+            Ok((key, value))
+        })
+        .collect()
+}
+
+impl App {
+    /// Indexing states of items in one collection, in the order asked; `None` for unknown ids.
+    pub async fn item_statuses(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        collection: Option<&str>,
+        ids: &[String],
+    ) -> AppResult<(DatabaseRecord, Vec<(String, Option<ItemStatus>)>)> {
+        if ids.is_empty() {
+            return Err(AppError::InvalidParameters("give at least one id".into()));
+        }
+        if ids.len() > IDS_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "at most {IDS_MAX} ids per call"
+            )));
+        }
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, collection, "collection")?;
+        let found = self
+            .store()
+            .item_statuses(&db.scope(), &collection, ids, self.now_ms())
+            .await?;
+        let statuses = ids
+            .iter()
+            .map(|id| (id.clone(), found.iter().find(|s| &s.id == id).cloned()))
+            .collect();
+        Ok((db, statuses))
+    }
+
+    /// Deletes items; when this returns `deleted: true` the item is gone from every index,
+    /// listing and query. An item still being indexed is removed too: its worker's result is
+    /// refused by the store.
+    pub async fn delete_items(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        collection: Option<&str>,
+        kind: Option<ItemKind>,
+        ids: &[String],
+    ) -> AppResult<(DatabaseRecord, Vec<DeletedItem>)> {
+        if ids.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "`ids` must name at least one item".into(),
+            ));
+        }
+        if ids.len() > IDS_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "at most {IDS_MAX} ids per call"
+            )));
+        }
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, collection, "collection")?;
+        let deleted = self
+            .store()
+            .delete_items(&db.scope(), &collection, kind, ids)
+            .await
+            .map_err(|e| match e {
+                engram_store::StoreError::NotFound(_) => {
+                    AppError::DatabaseNotFound(db.name.to_string())
+                }
+                other => other.into(),
+            })?;
+        Ok((db, deleted))
+    }
+
+    /// One page of items with filters (ANDed exact matches).
+    pub async fn list_items(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        request: ListRequest,
+    ) -> AppResult<Listing> {
+        let page = request.page.unwrap_or(1);
+        if page < 1 || page > i64::from(u32::MAX) {
+            return Err(AppError::InvalidParameters(
+                "`page` must be 1 or more".into(),
+            ));
+        }
+        let page_size = request.page_size.unwrap_or(i64::from(PAGE_SIZE_DEFAULT));
+        if !(1..=i64::from(PAGE_SIZE_MAX)).contains(&page_size) {
+            return Err(AppError::InvalidParameters(format!(
+                "`page_size` must be between 1 and {PAGE_SIZE_MAX}"
+            )));
+        }
+        if request.ids.len() > IDS_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "`source_ids` may hold at most {IDS_MAX} ids"
+            )));
+        }
+        let mut fields = Vec::new();
+        for (key, value) in request.source_fields {
+            let field = SourceField::parse(&key).ok_or_else(|| {
+                AppError::InvalidParameters(format!(
+                    "`source_fields` key `{key}` is not allowed; allowed: description, timestamp, title, type, url"
+                ))
+            })?;
+            let Value::String(value) = value else {
+                return Err(AppError::InvalidParameters(format!(
+                    "`source_fields.{key}` must be a string"
+                )));
+            };
+            fields.push((field, value));
+        }
+        let db = self.authorize_database(who, database).await?;
+        let collections = match request.collection.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) => vec![parse_collection(&db, Some(c), "collection")?],
+            None => Vec::new(),
+        };
+        let (page, page_size) = (page as u32, page_size as u32);
+        let query = ItemQuery {
+            kind: request.kind,
+            collections,
+            ids: request.ids,
+            metadata: filters(request.metadata, "tenant_metadata")?,
+            additional_metadata: filters(request.additional_metadata, "additional_metadata")?,
+            fields,
+            page,
+            page_size,
+        };
+        let found = self
+            .store()
+            .list_items(&db.scope(), &query, self.now_ms())
+            .await?;
+        Ok(Listing {
+            database: db,
+            page: found,
+            page_number: page,
+            page_size,
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! The models the application runs: the embedder and its tokenizer's counter.
+
+use std::sync::Arc;
+
+use engram_config::EmbeddingConfig;
+use engram_embed::{Embedder, LocalEmbedder, LocalEmbedderOptions};
+use engram_pipeline::ModelTokens;
+use engram_search::TokenCounter;
+
+use crate::{AppError, AppResult};
+
+/// The embedding model and a token counter that agrees with it.
+#[derive(Clone)]
+pub struct Models {
+    pub embedder: Arc<dyn Embedder>,
+    pub tokens: Arc<dyn TokenCounter>,
+}
+
+impl Models {
+    /// Loads the local model from the cache `make setup` fills (off the async runtime).
+    pub async fn load(config: &EmbeddingConfig) -> AppResult<Self> {
+        let mut options = LocalEmbedderOptions::from_cache_dir(&config.cache_dir);
+        options.threads = config.threads;
+        options.max_batch = config.max_batch;
+        let local = tokio::task::spawn_blocking(move || LocalEmbedder::new(&options))
+            .await
+            .map_err(|e| AppError::Startup(format!("loading the embedding model: {e}")))?
+            .map_err(|e| AppError::Startup(format!("loading the embedding model: {e}")))?;
+        let local = Arc::new(local);
+        Ok(Self {
+            embedder: local.clone(),
+            tokens: Arc::new(ModelTokens(local)),
+        })
+    }
+}

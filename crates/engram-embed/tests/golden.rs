@@ -1,0 +1,148 @@
+//! The int8 ONNX model against the f32 reference (`tests/fixtures/golden.json`, written by
+//! `scripts/golden_embeddings.py`), and the properties callers rely on: unit vectors, input
+//! order, batching that does not change results, paraphrases closer than unrelated text.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use engram_embed::{cosine, EmbedError, Embedder, LocalEmbedder, LocalEmbedderOptions};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Fixture {
+    dimension: usize,
+    max_tokens: usize,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    text: String,
+    token_ids: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        serde_json::from_str(include_str!("fixtures/golden.json")).expect("golden.json parses")
+    })
+}
+
+fn case(name: &str) -> &'static Case {
+    fixture()
+        .cases
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("golden.json has no case {name}"))
+}
+
+/// One embedder for the whole binary (loading takes a fraction of a second per session).
+fn embedder() -> &'static LocalEmbedder {
+    static EMBEDDER: OnceLock<LocalEmbedder> = OnceLock::new();
+    EMBEDDER.get_or_init(|| common::embedder(2, 32))
+}
+
+fn texts() -> Vec<&'static str> {
+    fixture().cases.iter().map(|c| c.text.as_str()).collect()
+}
+
+#[test]
+fn matches_the_f32_reference() {
+    let embedder = embedder();
+    assert_eq!(embedder.dimension(), fixture().dimension);
+    assert_eq!(engram_embed::MAX_TOKENS, fixture().max_tokens);
+    let vectors = embedder.embed(&texts()).unwrap();
+    assert_eq!(vectors.len(), fixture().cases.len());
+    for (case, vector) in fixture().cases.iter().zip(&vectors) {
+        assert_eq!(vector.len(), 384, "{}", case.name);
+        let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "{}: norm {norm}", case.name);
+        let similarity = cosine(vector, &case.embedding);
+        println!("{}: cosine to f32 reference {similarity:.5}", case.name);
+        assert!(
+            similarity >= 0.99,
+            "{}: cosine {similarity} < 0.99",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn tokenizes_like_the_reference() {
+    for case in &fixture().cases {
+        let ids = embedder().token_ids(&case.text).unwrap();
+        assert_eq!(ids, case.token_ids, "{}", case.name);
+    }
+    assert_eq!(
+        case("long").token_ids.len(),
+        256,
+        "the long case is truncated"
+    );
+}
+
+#[test]
+fn paraphrase_is_closer_than_unrelated_text() {
+    let [a, b, unrelated] =
+        ["paraphrase_a", "paraphrase_b", "unrelated"].map(|n| case(n).text.as_str());
+    let vectors = embedder().embed(&[a, b, unrelated]).unwrap();
+    let paraphrase = cosine(&vectors[0], &vectors[1]);
+    let other = cosine(&vectors[0], &vectors[2]);
+    println!("paraphrase {paraphrase:.3}, unrelated {other:.3}");
+    assert!(
+        paraphrase > other + 0.3,
+        "paraphrase {paraphrase}, unrelated {other}"
+    );
+}
+
+#[test]
+fn batching_and_order_do_not_change_vectors() {
+    let texts = texts();
+    let together = embedder().embed(&texts).unwrap();
+    // Small batches over the texts in reverse order: every batch is padded differently.
+    let small = common::embedder(1, 2);
+    let reversed: Vec<&str> = texts.iter().rev().copied().collect();
+    let mut apart = small.embed(&reversed).unwrap();
+    apart.reverse();
+    for (i, text) in texts.iter().enumerate() {
+        let alone = embedder().embed(&[text]).unwrap();
+        assert!(
+            cosine(&alone[0], &together[i]) > 0.9999,
+            "text {i} alone vs in a batch"
+        );
+        assert!(
+            cosine(&apart[i], &together[i]) > 0.9999,
+            "text {i} in batches of 2"
+        );
+    }
+}
+
+#[test]
+fn empty_input_and_empty_text() {
+    assert!(embedder().embed(&[]).unwrap().is_empty());
+    let vectors = embedder().embed(&["", "x"]).unwrap();
+    assert_eq!(vectors.len(), 2);
+    let norm = vectors[0].iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4);
+}
+
+#[test]
+fn missing_files_say_how_to_get_them() {
+    let options = LocalEmbedderOptions::new("/nonexistent/model", "/nonexistent/libonnxruntime.so");
+    let error = LocalEmbedder::new(&options).err().expect("no model there");
+    assert!(matches!(error, EmbedError::MissingFile { .. }), "{error:?}");
+    assert!(error.to_string().contains("make setup"), "{error}");
+}
+
+#[test]
+fn zero_threads_or_batch_is_refused() {
+    for (threads, max_batch) in [(0, 32), (2, 0)] {
+        let error = LocalEmbedder::new(&common::options(threads, max_batch)).err();
+        assert!(
+            matches!(error, Some(EmbedError::InvalidOptions(_))),
+            "{error:?}"
+        );
+    }
+}

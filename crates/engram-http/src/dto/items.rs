@@ -1,0 +1,389 @@
+//! Wire types of ingestion, status, listing and deletion, shared by both generations where the
+//! shape is the same (the JSON-encoded form fields), plus each generation's responses.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+
+/// One entry of `document_metadata` / `file_metadata`.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct FileMetadataDto {
+    pub id: Option<String>,
+    /// Values of the database's schema fields.
+    #[serde(alias = "tenant_metadata")]
+    pub metadata: Map<String, Value>,
+    #[serde(alias = "document_metadata")]
+    pub additional_metadata: Map<String, Value>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ContentDto {
+    pub text: String,
+}
+
+/// One entry of `app_knowledge`.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct AppSourceDto {
+    pub id: Option<String>,
+    #[serde(alias = "tenant_id")]
+    pub database: Option<String>,
+    #[serde(alias = "sub_tenant_id")]
+    pub collection: Option<String>,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub source_type: String,
+    pub description: String,
+    pub note: String,
+    pub url: String,
+    pub timestamp: String,
+    pub content: ContentDto,
+    #[serde(alias = "tenant_metadata")]
+    pub metadata: Map<String, Value>,
+    #[serde(alias = "document_metadata")]
+    pub additional_metadata: Map<String, Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub attachments: Value,
+    #[schema(value_type = Object)]
+    pub relations: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PairDto {
+    pub user: String,
+    pub assistant: String,
+}
+
+/// One memory.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct MemoryDto {
+    pub id: Option<String>,
+    pub title: String,
+    pub text: Option<String>,
+    pub user_assistant_pairs: Option<Vec<PairDto>>,
+    pub is_markdown: bool,
+    pub infer: bool,
+    pub custom_instructions: Option<String>,
+    pub user_name: Option<String>,
+    /// Time to live in seconds.
+    pub expiry_time: Option<i64>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+}
+
+impl From<FileMetadataDto> for engram_app::FileMetadata {
+    fn from(d: FileMetadataDto) -> Self {
+        Self {
+            id: d.id,
+            metadata: d.metadata,
+            additional_metadata: d.additional_metadata,
+        }
+    }
+}
+
+impl From<AppSourceDto> for engram_app::AppSource {
+    fn from(d: AppSourceDto) -> Self {
+        Self {
+            id: d.id,
+            database: d.database,
+            collection: d.collection,
+            title: d.title,
+            source_type: d.source_type,
+            description: d.description,
+            note: d.note,
+            url: d.url,
+            timestamp: d.timestamp,
+            text: d.content.text,
+            metadata: d.metadata,
+            additional_metadata: d.additional_metadata,
+            attachments: d.attachments,
+            relations: d.relations,
+        }
+    }
+}
+
+impl From<MemoryDto> for engram_app::MemoryInput {
+    fn from(d: MemoryDto) -> Self {
+        Self {
+            id: d.id,
+            title: d.title,
+            text: d.text,
+            pairs: d
+                .user_assistant_pairs
+                .map(|pairs| pairs.into_iter().map(|p| (p.user, p.assistant)).collect()),
+            infer: d.infer,
+            user_name: d.user_name,
+            expiry_time: d.expiry_time,
+            metadata: d.metadata,
+            additional_metadata: d.additional_metadata,
+        }
+    }
+}
+
+/// `data` of `POST /context/ingest`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IngestResultDto {
+    pub success: bool,
+    pub message: String,
+    pub success_count: usize,
+    pub failed_count: usize,
+    pub results: Vec<IngestItemDto>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IngestItemDto {
+    pub id: String,
+    pub filename: String,
+    pub title: String,
+    /// `queued` when accepted, `failed` when refused.
+    pub status: String,
+    pub infer: bool,
+    pub relations_created: u32,
+    /// Empty when accepted; for a refused file it carries an `E####` code.
+    pub error: String,
+    pub error_code: String,
+}
+
+/// `GET /context/status` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StatusParams {
+    /// Item ids: repeated (`ids=a&ids=b`) or comma-separated.
+    #[serde(default)]
+    pub ids: Vec<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub database: Option<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub tenant_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub collection: Option<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub sub_tenant_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusListDto {
+    pub statuses: Vec<StatusDto>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusDto {
+    pub id: String,
+    /// `queued|processing|graph_creation|completed|errored`, or `not_found`.
+    pub indexing_status: String,
+    /// `E####` when indexing failed, `FILE_NOT_FOUND` for an unknown id, else empty.
+    pub error_code: String,
+    pub error_message: String,
+    /// False iff errored or unknown.
+    pub success: bool,
+    pub message: String,
+}
+
+/// Filters of a listing; aliases route to the same filter.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ListFiltersDto {
+    pub tenant_metadata: Option<Map<String, Value>>,
+    pub metadata: Option<Map<String, Value>>,
+    pub additional_metadata: Option<Map<String, Value>>,
+    pub document_metadata: Option<Map<String, Value>>,
+    pub source_fields: Option<Map<String, Value>>,
+}
+
+/// The pagination object of every list response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PaginationDto {
+    pub page: u32,
+    pub page_size: u32,
+    pub total: u64,
+    pub total_pages: u64,
+    pub has_next: bool,
+    pub has_previous: bool,
+}
+
+impl From<&engram_app::Listing> for PaginationDto {
+    fn from(l: &engram_app::Listing) -> Self {
+        let total_pages = l.total_pages();
+        Self {
+            page: l.page_number,
+            page_size: l.page_size,
+            total: l.page.total,
+            total_pages,
+            has_next: u64::from(l.page_number) < total_pages,
+            has_previous: l.page_number > 1,
+        }
+    }
+}
+
+/// A knowledge source as listed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SourceDto {
+    pub id: String,
+    pub tenant_id: String,
+    pub sub_tenant_id: String,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub source_type: String,
+    pub description: String,
+    pub note: String,
+    pub url: String,
+    pub timestamp: String,
+    pub content: Option<SourceContentDto>,
+    pub tenant_metadata: Map<String, Value>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub attachments: Value,
+    #[schema(value_type = Object)]
+    pub relations: Value,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SourceContentDto {
+    pub text: String,
+}
+
+/// A memory as listed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserMemoryDto {
+    pub memory_id: String,
+    pub memory_content: String,
+}
+
+/// Fields `include_fields` may name.
+pub const INCLUDE_FIELDS: [&str; 13] = [
+    "attachments",
+    "content",
+    "description",
+    "additional_metadata",
+    "note",
+    "relations",
+    "metadata",
+    "timestamp",
+    "title",
+    "type",
+    "url",
+    "document_metadata",
+    "tenant_metadata",
+];
+
+fn object(value: &Value) -> Map<String, Value> {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+impl SourceDto {
+    /// Builds a listed source; with `include`, only those fields (plus ids) are filled.
+    pub fn new(
+        record: &engram_app::ItemRecord,
+        database: &str,
+        include: Option<&[String]>,
+    ) -> Self {
+        let wants = |field: &str| include.is_none_or(|list| list.iter().any(|f| f == field));
+        let metadata = if wants("metadata") || wants("tenant_metadata") {
+            object(&record.fields.metadata)
+        } else {
+            Map::new()
+        };
+        let f = &record.fields;
+        let text = |on: bool, v: &String| if on { v.clone() } else { String::new() };
+        Self {
+            id: record.id.clone(),
+            tenant_id: database.to_owned(),
+            sub_tenant_id: record.collection.to_string(),
+            title: text(wants("title"), &f.title),
+            source_type: text(wants("type"), &f.source_type),
+            description: text(wants("description"), &f.description),
+            note: text(wants("note"), &f.note),
+            url: text(wants("url"), &f.url),
+            timestamp: text(wants("timestamp"), &f.timestamp),
+            content: wants("content").then(|| SourceContentDto {
+                text: f.text.clone().unwrap_or_default(),
+            }),
+            tenant_metadata: metadata.clone(),
+            metadata,
+            additional_metadata: if wants("additional_metadata") || wants("document_metadata") {
+                object(&f.additional_metadata)
+            } else {
+                Map::new()
+            },
+            attachments: if wants("attachments") {
+                f.attachments.clone()
+            } else {
+                Value::Array(Vec::new())
+            },
+            relations: if wants("relations") {
+                f.relations.clone()
+            } else {
+                Value::Object(Map::new())
+            },
+        }
+    }
+}
+
+/// Per-item result of a deletion.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeleteItemDto {
+    pub id: String,
+    pub deleted: bool,
+    pub error: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeleteResultDto {
+    pub success: bool,
+    pub message: String,
+    pub results: Vec<DeleteItemDto>,
+    pub deleted_count: usize,
+}
+
+impl DeleteResultDto {
+    pub fn new(deleted: &[engram_app::DeletedItem]) -> Self {
+        let results: Vec<DeleteItemDto> = deleted
+            .iter()
+            .map(|d| DeleteItemDto {
+                id: d.id.clone(),
+                deleted: d.deleted,
+                error: if d.deleted {
+                    String::new()
+                } else {
+                    "not found".into()
+                },
+            })
+            .collect();
+        let deleted_count = results.iter().filter(|r| r.deleted).count();
+        Self {
+            success: deleted_count == results.len(),
+            message: format!("{deleted_count} of {} deleted", results.len()),
+            results,
+            deleted_count,
+        }
+    }
+}
+
+/// Splits `a,b` and repeated values into one list, dropping empties.
+pub fn split_ids(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Checks `include_fields` against the allowed names.
+pub fn check_include_fields(fields: &[String]) -> Result<(), crate::error::ApiError> {
+    match fields
+        .iter()
+        .find(|f| !INCLUDE_FIELDS.contains(&f.as_str()))
+    {
+        Some(bad) => Err(crate::error::ApiError::invalid(format!(
+            "`include_fields` value `{bad}` is not allowed; allowed: {}",
+            INCLUDE_FIELDS.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,176 @@
+//! Multipart forms and the JSON-encoded string fields they carry (`document_metadata`,
+//! `app_knowledge`, `memories`). A JSON body with the same fields is accepted too, in which case
+//! those fields must still be JSON strings: an array or object there is 422 `VALIDATION_ERROR`.
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::header::CONTENT_TYPE;
+use engram_app::UploadedFile;
+use engram_types::ErrorCode;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// A form as read from multipart or JSON.
+#[derive(Debug, Default)]
+pub struct Form {
+    fields: HashMap<String, FieldValue>,
+    pub files: Vec<(String, UploadedFile)>,
+}
+
+#[derive(Debug)]
+enum FieldValue {
+    /// A multipart text part, or a JSON string.
+    Text(String),
+    /// A JSON body's non-string value.
+    Json(Value),
+}
+
+impl<S: Send + Sync> FromRequest<S> for Form {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        if content_type.starts_with("application/json") {
+            let crate::extract::Json(body) =
+                crate::extract::Json::<serde_json::Map<String, Value>>::from_request(req, state)
+                    .await?;
+            let fields = body
+                .into_iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => (k, FieldValue::Text(s)),
+                    other => (k, FieldValue::Json(other)),
+                })
+                .collect();
+            return Ok(Self {
+                fields,
+                files: Vec::new(),
+            });
+        }
+        if !content_type.starts_with("multipart/form-data") {
+            return Err(ApiError::invalid(
+                "send a multipart/form-data body (or application/json)",
+            ));
+        }
+        let mut multipart = Multipart::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::invalid(e.body_text()))?;
+        let mut form = Self::default();
+        while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
+            let name = field.name().unwrap_or_default().to_owned();
+            if let Some(filename) = field.file_name().map(str::to_owned) {
+                let media_type = field.content_type().map(str::to_owned);
+                let bytes = field.bytes().await.map_err(multipart_error)?.to_vec();
+                form.files.push((
+                    name,
+                    UploadedFile {
+                        filename,
+                        media_type,
+                        bytes,
+                    },
+                ));
+            } else {
+                let text = field.text().await.map_err(multipart_error)?;
+                form.fields.insert(name, FieldValue::Text(text));
+            }
+        }
+        Ok(form)
+    }
+}
+
+fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
+    if err.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "request body exceeds the upload size limit",
+        )
+    } else {
+        ApiError::invalid(format!("malformed multipart body: {}", err.body_text()))
+    }
+}
+
+impl Form {
+    /// A plain text field.
+    pub fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
+        match self.fields.get(name) {
+            None => Ok(None),
+            Some(FieldValue::Text(s)) => Ok(Some(s.clone())),
+            Some(FieldValue::Json(Value::Bool(b))) => Ok(Some(b.to_string())),
+            Some(FieldValue::Json(Value::Null)) => Ok(None),
+            Some(FieldValue::Json(_)) => {
+                Err(ApiError::invalid(format!("`{name}` must be a string")))
+            }
+        }
+    }
+
+    /// A boolean field (`true`/`false`), with its default.
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool, ApiError> {
+        match self.text(name)?.as_deref().map(str::trim) {
+            None | Some("") => Ok(default),
+            Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Ok(false),
+            Some(v) => Err(ApiError::invalid(format!(
+                "`{name}` must be true or false, not `{v}`"
+            ))),
+        }
+    }
+
+    /// A JSON-encoded string field holding a JSON array of `T`.
+    pub fn json_array<T: DeserializeOwned>(&self, name: &str) -> Result<Option<Vec<T>>, ApiError> {
+        let text =
+            match self.fields.get(name) {
+                None => return Ok(None),
+                Some(FieldValue::Json(Value::Null)) => return Ok(None),
+                Some(FieldValue::Json(_)) => return Err(ApiError::new(
+                    ErrorCode::ValidationError,
+                    format!(
+                        "`{name}` must be sent as a JSON-encoded string, not as an object or array"
+                    ),
+                )),
+                Some(FieldValue::Text(text)) => text,
+            };
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            ApiError::new(
+                ErrorCode::ValidationError,
+                format!("`{name}` is not valid JSON: {e}"),
+            )
+        })?;
+        if !value.is_array() {
+            return Err(ApiError::new(
+                ErrorCode::ValidationError,
+                format!("`{name}` must be a JSON-encoded array, not an object or scalar"),
+            ));
+        }
+        let items: Vec<T> = serde_path_to_error::deserialize(value).map_err(|e| {
+            ApiError::new(
+                ErrorCode::ValidationError,
+                format!(
+                    "invalid `{name}{}`: {}",
+                    bracket_path(&e.path().to_string()),
+                    e.inner()
+                ),
+            )
+        })?;
+        Ok(Some(items))
+    }
+}
+
+fn bracket_path(path: &str) -> String {
+    if path == "." {
+        String::new()
+    } else if path.starts_with('[') {
+        path.to_owned()
+    } else {
+        format!(".{path}")
+    }
+}

@@ -1,0 +1,384 @@
+//! Current content routes: `/context/*` (ingest, status, list, delete).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use engram_app::{
+    parse_database_name, App, IngestOutcome, KnowledgeRequest, ListRequest, MemoryRequest,
+    PAGE_SIZE_DEFAULT,
+};
+use engram_types::{ErrorCode, ItemKind};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::{EnvelopeDoc, ErrorEnvelopeDoc};
+use super::Envelope;
+use crate::dto::items::*;
+use crate::dto::Deprecations;
+use crate::error::ApiError;
+use crate::extract::{Auth, Json, Query};
+use crate::form::Form;
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(ingest))
+        .routes(routes!(status))
+        .routes(routes!(list))
+        .routes(routes!(delete_items))
+}
+
+pub(crate) fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
+    let results: Vec<IngestItemDto> = outcome
+        .results
+        .iter()
+        .map(|r| IngestItemDto {
+            id: r.id.clone(),
+            filename: r.filename.clone(),
+            title: r.title.clone(),
+            status: r.status.map_or("failed", |s| s.as_str()).to_owned(),
+            infer: r.infer,
+            relations_created: 0,
+            error: r.error.clone(),
+            error_code: r.error_code.clone(),
+        })
+        .collect();
+    let (ok, failed) = (outcome.success_count(), outcome.failed_count());
+    IngestResultDto {
+        success: failed == 0,
+        message: format!("{ok} queued, {failed} failed"),
+        success_count: ok,
+        failed_count: failed,
+        results,
+    }
+}
+
+/// The `type` of a current request: `knowledge` or `memory` (also `memories`).
+fn item_kind(value: Option<&str>, default: ItemKind) -> Result<ItemKind, ApiError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(default),
+        Some("knowledge") => Ok(ItemKind::Knowledge),
+        Some("memory" | "memories") => Ok(ItemKind::Memory),
+        Some(other) => Err(ApiError::invalid(format!(
+            "`type` must be `knowledge` or `memory`, not `{other}`"
+        ))),
+    }
+}
+
+/// Ingest knowledge (files and/or app content) or memories. Indexing continues in the
+/// background; poll `GET /context/status`.
+#[utoipa::path(post, path = "/context/ingest", tag = "context",
+    request_body(content_type = "multipart/form-data", description = "fields: type, database, collection, upsert, \
+        documents (files), document_metadata, app_knowledge, memories (JSON-encoded strings)"),
+    responses(
+        (status = 202, body = EnvelopeDoc<IngestResultDto>, description = "accepted; per-item results"),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR"),
+    ))]
+async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let database = deprecations.require(
+        form.text("database")?,
+        form.text("tenant_id")?,
+        "database",
+        "tenant_id",
+    )?;
+    let database = parse_database_name("database", &database)?;
+    let collection = deprecations.pick(
+        form.text("collection")?,
+        form.text("sub_tenant_id")?,
+        "collection",
+        "sub_tenant_id",
+    )?;
+    let upsert = form.flag("upsert", true)?;
+    let kind = item_kind(form.text("type")?.as_deref(), ItemKind::Knowledge)?;
+    let outcome = match kind {
+        ItemKind::Knowledge => {
+            let files: Vec<_> = form
+                .files
+                .iter()
+                .filter(|(name, _)| name == "documents" || name == "files")
+                .map(|(_, file)| file.clone())
+                .collect();
+            let file_metadata = deprecations.pick(
+                form.json_array::<FileMetadataDto>("document_metadata")?,
+                form.json_array::<FileMetadataDto>("file_metadata")?,
+                "document_metadata",
+                "file_metadata",
+            )?;
+            let request = KnowledgeRequest {
+                collection: collection.clone(),
+                upsert,
+                files,
+                file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
+                file_metadata_field: "document_metadata",
+                app_knowledge: form
+                    .json_array::<AppSourceDto>("app_knowledge")?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
+            };
+            app.ingest_knowledge(&who, &database, request).await?
+        }
+        ItemKind::Memory => {
+            let memories = form.json_array::<MemoryDto>("memories")?.ok_or_else(|| {
+                ApiError::invalid("missing required field `memories` for type=memory")
+            })?;
+            let request = MemoryRequest {
+                collection,
+                upsert,
+                memories: memories.into_iter().map(Into::into).collect(),
+            };
+            app.ingest_memories(&who, &database, request).await?
+        }
+    };
+    let mut envelope = Envelope::new(StatusCode::ACCEPTED, &ingest_result(&outcome))
+        .scoped(&outcome.database, Some(outcome.collection.as_str()))
+        .deprecations(deprecations);
+    envelope.source_type(kind.as_str());
+    Ok(envelope)
+}
+
+/// Indexing status of ingested items. Unknown ids are reported as `FILE_NOT_FOUND`; when none
+/// is known the call is 404.
+#[utoipa::path(get, path = "/context/status", tag = "context", params(StatusParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<StatusListDto>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "FILE_NOT_FOUND or DATABASE_NOT_FOUND"),
+    ))]
+async fn status(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<StatusParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let database =
+        deprecations.require(params.database, params.tenant_id, "database", "tenant_id")?;
+    let database = parse_database_name("database", &database)?;
+    let collection = deprecations.pick(
+        params.collection,
+        params.sub_tenant_id,
+        "collection",
+        "sub_tenant_id",
+    )?;
+    let ids = split_ids(&params.ids);
+    let (db, statuses) = app
+        .item_statuses(&who, &database, collection.as_deref(), &ids)
+        .await?;
+    if statuses.iter().all(|(_, s)| s.is_none()) {
+        return Err(ApiError::new(
+            ErrorCode::FileNotFound,
+            format!("no item with id {}", ids.join(", ")),
+        ));
+    }
+    let statuses = statuses
+        .into_iter()
+        .map(|(id, status)| match status {
+            Some(s) => StatusDto {
+                id,
+                indexing_status: s.status.as_str().to_owned(),
+                success: s.status != engram_types::IndexingStatus::Errored,
+                message: if s.error_message.is_empty() {
+                    s.status.as_str().to_owned()
+                } else {
+                    s.error_message.clone()
+                },
+                error_code: s.error_code,
+                error_message: s.error_message,
+            },
+            None => StatusDto {
+                message: format!("no item with id `{id}`"),
+                id,
+                indexing_status: "not_found".into(),
+                error_code: ErrorCode::FileNotFound.as_str().into(),
+                error_message: "file not found".into(),
+                success: false,
+            },
+        })
+        .collect();
+    let collection = collection.unwrap_or_else(|| db.name.to_string());
+    Ok(Envelope::ok(&StatusListDto { statuses })
+        .scoped(&db, Some(&collection))
+        .deprecations(deprecations))
+}
+
+/// `POST /context/list`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ListBody {
+    pub database: Option<String>,
+    pub tenant_id: Option<String>,
+    pub collection: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    /// `knowledge` (default) or `memory`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub ids: Option<Vec<String>>,
+    pub source_ids: Option<Vec<String>>,
+    pub page: Option<i64>,
+    pub page_size: Option<i64>,
+    #[serde(default)]
+    pub filters: ListFiltersDto,
+    #[serde(default)]
+    pub include_fields: Vec<String>,
+}
+
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct ListDataDto {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<SourceDto>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_memories: Option<Vec<UserMemoryDto>>,
+    pub total: u64,
+    pub pagination: PaginationDto,
+}
+
+/// Resolves the aliases of list filters into one request (shared with the legacy route).
+pub(crate) fn list_request(
+    deprecations: &mut Deprecations,
+    filters: ListFiltersDto,
+    kind: ItemKind,
+    collection: Option<String>,
+    ids: Vec<String>,
+    page: Option<i64>,
+    page_size: Option<i64>,
+) -> Result<ListRequest, ApiError> {
+    let metadata = deprecations.pick(
+        filters.tenant_metadata,
+        filters.metadata,
+        "tenant_metadata",
+        "metadata",
+    )?;
+    let additional = deprecations.pick(
+        filters.additional_metadata,
+        filters.document_metadata,
+        "additional_metadata",
+        "document_metadata",
+    )?;
+    Ok(ListRequest {
+        collection,
+        kind: Some(kind),
+        ids,
+        page,
+        page_size: page_size.or(Some(i64::from(PAGE_SIZE_DEFAULT))),
+        metadata: metadata.unwrap_or_default(),
+        additional_metadata: additional.unwrap_or_default(),
+        source_fields: filters.source_fields.unwrap_or_default(),
+    })
+}
+
+/// List knowledge sources or memories with pagination and filters.
+#[utoipa::path(post, path = "/context/list", tag = "context", request_body = ListBody,
+    responses(
+        (status = 200, body = EnvelopeDoc<ListDataDto>),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: page, page_size, ids, filters"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn list(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<ListBody>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let database = deprecations.require(body.database, body.tenant_id, "database", "tenant_id")?;
+    let database = parse_database_name("database", &database)?;
+    let collection = deprecations.pick(
+        body.collection,
+        body.sub_tenant_id,
+        "collection",
+        "sub_tenant_id",
+    )?;
+    let kind = item_kind(body.kind.as_deref(), ItemKind::Knowledge)?;
+    let ids = deprecations
+        .pick(body.ids, body.source_ids, "ids", "source_ids")?
+        .unwrap_or_default();
+    check_include_fields(&body.include_fields)?;
+    let request = list_request(
+        &mut deprecations,
+        body.filters,
+        kind,
+        collection.clone(),
+        ids,
+        body.page,
+        body.page_size,
+    )?;
+    let listing = app.list_items(&who, &database, request).await?;
+    let db_name = listing.database.name.to_string();
+    let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
+    let data = ListDataDto {
+        sources: (kind == ItemKind::Knowledge).then(|| {
+            listing
+                .page
+                .items
+                .iter()
+                .map(|r| SourceDto::new(r, &db_name, include))
+                .collect()
+        }),
+        user_memories: (kind == ItemKind::Memory).then(|| {
+            listing
+                .page
+                .items
+                .iter()
+                .map(|r| UserMemoryDto {
+                    memory_id: r.id.clone(),
+                    memory_content: r.fields.text.clone().unwrap_or_default(),
+                })
+                .collect()
+        }),
+        total: listing.page.total,
+        pagination: PaginationDto::from(&listing),
+    };
+    let mut envelope = Envelope::ok(&data)
+        .scoped(&listing.database, collection.as_deref())
+        .deprecations(deprecations);
+    envelope.source_type(kind.as_str());
+    Ok(envelope)
+}
+
+/// `DELETE /context`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DeleteBody {
+    pub database: Option<String>,
+    pub tenant_id: Option<String>,
+    pub collection: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    #[serde(default)]
+    pub ids: Vec<String>,
+    /// `knowledge` or `memory`; omitted: either.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+}
+
+/// Delete ingested items. `deleted: true` means gone from every index, listing and query.
+#[utoipa::path(delete, path = "/context", tag = "context", request_body = DeleteBody,
+    responses(
+        (status = 200, body = EnvelopeDoc<DeleteResultDto>, description = "per-item results"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn delete_items(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<DeleteBody>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let database = deprecations.require(body.database, body.tenant_id, "database", "tenant_id")?;
+    let database = parse_database_name("database", &database)?;
+    let collection = deprecations.pick(
+        body.collection,
+        body.sub_tenant_id,
+        "collection",
+        "sub_tenant_id",
+    )?;
+    let kind = body
+        .kind
+        .as_deref()
+        .map(|k| item_kind(Some(k), ItemKind::Knowledge))
+        .transpose()?;
+    let (db, deleted) = app
+        .delete_items(&who, &database, collection.as_deref(), kind, &body.ids)
+        .await?;
+    Ok(Envelope::ok(&DeleteResultDto::new(&deleted))
+        .scoped(&db, collection.as_deref())
+        .deprecations(deprecations))
+}

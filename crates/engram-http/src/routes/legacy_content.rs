@@ -1,0 +1,426 @@
+//! Legacy content routes: `/ingestion/*`, `/memories/*`, `/list/data`, `/knowledge/*`. Plain
+//! objects; `{detail:{…}}` errors; `tenant_id`/`sub_tenant_id` names.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use engram_app::{parse_database_name, App, AppError, KnowledgeRequest, MemoryRequest};
+use engram_types::{DatabaseName, ErrorCode, IndexingStatus, ItemKind};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::context::{ingest_result, list_request};
+use super::envelope::LegacyErrorDoc;
+use crate::dto::items::*;
+use crate::dto::Deprecations;
+use crate::error::ApiError;
+use crate::extract::{Auth, Json, Query};
+use crate::form::Form;
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(upload_knowledge))
+        .routes(routes!(add_memory))
+        .routes(routes!(verify_processing))
+        .routes(routes!(list_data))
+        .routes(routes!(delete_knowledge))
+        .routes(routes!(delete_memory))
+}
+
+fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
+    let tenant_id =
+        tenant_id.ok_or_else(|| ApiError::invalid("missing required field `tenant_id`"))?;
+    parse_database_name("tenant_id", &tenant_id).map_err(legacy)
+}
+
+/// The legacy codes: a malformed tenant id is `INVALID_TENANT_ID`, a missing tenant
+/// `TENANT_NOT_FOUND`, an oversized upload `FILE_TOO_LARGE`.
+fn legacy(err: AppError) -> ApiError {
+    match err {
+        AppError::InvalidName {
+            field: "tenant_id", ..
+        } => ApiError::new(ErrorCode::InvalidTenantId, err.to_string()),
+        other => {
+            ApiError::from(other).recode(ErrorCode::DatabaseNotFound, ErrorCode::TenantNotFound)
+        }
+    }
+}
+
+fn legacy_api(err: ApiError) -> ApiError {
+    err.recode(ErrorCode::DatabaseNotFound, ErrorCode::TenantNotFound)
+        .recode(ErrorCode::PayloadTooLarge, ErrorCode::FileTooLarge)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacyUploadResult {
+    pub source_id: String,
+    pub filename: String,
+    pub title: String,
+    pub status: String,
+    pub infer: bool,
+    pub error: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacyIngestResponse {
+    pub success: bool,
+    pub message: String,
+    pub results: Vec<LegacyUploadResult>,
+    pub success_count: usize,
+    pub failed_count: usize,
+}
+
+fn legacy_ingest(outcome: &engram_app::IngestOutcome) -> LegacyIngestResponse {
+    let current = ingest_result(outcome);
+    LegacyIngestResponse {
+        success: current.success,
+        message: current.message,
+        success_count: current.success_count,
+        failed_count: current.failed_count,
+        results: current
+            .results
+            .into_iter()
+            .map(|r| LegacyUploadResult {
+                source_id: r.id,
+                filename: r.filename,
+                title: r.title,
+                status: r.status,
+                infer: r.infer,
+                error: r.error,
+            })
+            .collect(),
+    }
+}
+
+/// Upload knowledge (legacy): multipart `tenant_id`, `sub_tenant_id`, `upsert`, `files`,
+/// `file_metadata`, `app_knowledge`.
+#[utoipa::path(post, path = "/ingestion/upload_knowledge", tag = "legacy content",
+    request_body(content_type = "multipart/form-data"),
+    responses((status = 202, body = LegacyIngestResponse), (status = 422, body = LegacyErrorDoc)))]
+async fn upload_knowledge(
+    State(app): State<App>,
+    Auth(who): Auth,
+    form: Result<Form, ApiError>,
+) -> Result<Response, ApiError> {
+    let form = form.map_err(legacy_api)?;
+    let database = tenant(form.text("tenant_id")?)?;
+    let files: Vec<_> = form
+        .files
+        .iter()
+        .filter(|(name, _)| name == "files" || name == "documents")
+        .map(|(_, file)| file.clone())
+        .collect();
+    let file_metadata = form.json_array::<FileMetadataDto>("file_metadata")?;
+    let request = KnowledgeRequest {
+        collection: form.text("sub_tenant_id")?,
+        upsert: form.flag("upsert", true)?,
+        files,
+        file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
+        file_metadata_field: "file_metadata",
+        app_knowledge: form
+            .json_array::<AppSourceDto>("app_knowledge")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+    };
+    let outcome = app
+        .ingest_knowledge(&who, &database, request)
+        .await
+        .map_err(legacy)?;
+    Ok((StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddMemoryBody {
+    pub tenant_id: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    #[serde(default)]
+    pub memories: Vec<MemoryDto>,
+    pub upsert: Option<bool>,
+}
+
+/// Add memories (legacy, JSON).
+#[utoipa::path(post, path = "/memories/add_memory", tag = "legacy content", request_body = AddMemoryBody,
+    responses((status = 202, body = LegacyIngestResponse), (status = 422, body = LegacyErrorDoc)))]
+async fn add_memory(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<AddMemoryBody>,
+) -> Result<Response, ApiError> {
+    let database = tenant(body.tenant_id)?;
+    let request = MemoryRequest {
+        collection: body.sub_tenant_id,
+        upsert: body.upsert.unwrap_or(true),
+        memories: body.memories.into_iter().map(Into::into).collect(),
+    };
+    let outcome = app
+        .ingest_memories(&who, &database, request)
+        .await
+        .map_err(legacy)?;
+    Ok((StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VerifyParams {
+    /// Comma-separated or repeated item ids.
+    #[serde(default)]
+    pub file_ids: Vec<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub tenant_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub sub_tenant_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacyStatus {
+    pub file_id: String,
+    pub indexing_status: String,
+    pub error_code: Option<String>,
+    pub success: bool,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacyStatuses {
+    pub statuses: Vec<LegacyStatus>,
+}
+
+/// Poll indexing status (legacy). An errored item reports `PROCESSING_FAILED`.
+#[utoipa::path(post, path = "/ingestion/verify_processing", tag = "legacy content", params(VerifyParams),
+    responses((status = 200, body = LegacyStatuses), (status = 404, body = LegacyErrorDoc, description = "FILE_NOT_FOUND")))]
+async fn verify_processing(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<VerifyParams>,
+) -> Result<axum::Json<LegacyStatuses>, ApiError> {
+    let database = tenant(params.tenant_id)?;
+    let ids = split_ids(&params.file_ids);
+    let (_, statuses) = app
+        .item_statuses(&who, &database, params.sub_tenant_id.as_deref(), &ids)
+        .await
+        .map_err(legacy)?;
+    if statuses.iter().all(|(_, s)| s.is_none()) {
+        return Err(ApiError::new(
+            ErrorCode::FileNotFound,
+            format!("no file with id {}", ids.join(", ")),
+        ));
+    }
+    let statuses = statuses
+        .into_iter()
+        .map(|(id, status)| match status {
+            Some(s) => {
+                let errored = s.status == IndexingStatus::Errored;
+                LegacyStatus {
+                    file_id: id,
+                    indexing_status: s.status.as_str().to_owned(),
+                    error_code: errored.then(|| "PROCESSING_FAILED".to_owned()),
+                    success: !errored,
+                    message: if errored {
+                        format!("{}: {}", s.error_code, s.error_message)
+                    } else {
+                        s.status.as_str().to_owned()
+                    },
+                }
+            }
+            None => LegacyStatus {
+                message: format!("no file with id `{id}`"),
+                file_id: id,
+                indexing_status: "not_found".into(),
+                error_code: Some(ErrorCode::FileNotFound.as_str().into()),
+                success: false,
+            },
+        })
+        .collect();
+    Ok(axum::Json(LegacyStatuses { statuses }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ListDataBody {
+    pub tenant_id: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    /// `knowledge` (default) or `memories`.
+    pub kind: Option<String>,
+    pub page: Option<i64>,
+    pub page_size: Option<i64>,
+    #[serde(default)]
+    pub source_ids: Vec<String>,
+    #[serde(default)]
+    pub filters: ListFiltersDto,
+    #[serde(default)]
+    pub include_fields: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListDataResponse {
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<SourceDto>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_memories: Option<Vec<UserMemoryDto>>,
+    pub total: u64,
+    pub pagination: PaginationDto,
+}
+
+/// List knowledge or memories (legacy). Machine-readable version `0.0.1`.
+#[utoipa::path(post, path = "/list/data", tag = "legacy content", request_body = ListDataBody,
+    responses((status = 200, body = ListDataResponse), (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND")))]
+async fn list_data(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<ListDataBody>,
+) -> Result<axum::Json<ListDataResponse>, ApiError> {
+    let database = tenant(body.tenant_id)?;
+    let kind = match body.kind.as_deref() {
+        None | Some("" | "knowledge") => ItemKind::Knowledge,
+        Some("memories" | "memory") => ItemKind::Memory,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "`kind` must be `knowledge` or `memories`, not `{other}`"
+            )))
+        }
+    };
+    if kind == ItemKind::Knowledge {
+        check_include_fields(&body.include_fields)?;
+    }
+    let mut ignored = Deprecations::default();
+    let request = list_request(
+        &mut ignored,
+        body.filters,
+        kind,
+        body.sub_tenant_id,
+        body.source_ids,
+        body.page,
+        body.page_size,
+    )?;
+    let listing = app
+        .list_items(&who, &database, request)
+        .await
+        .map_err(legacy)?;
+    let db_name = listing.database.name.to_string();
+    let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
+    let pagination = PaginationDto::from(&listing);
+    Ok(axum::Json(match kind {
+        ItemKind::Knowledge => ListDataResponse {
+            success: true,
+            message: Some(format!("{} sources", listing.page.total)),
+            sources: Some(
+                listing
+                    .page
+                    .items
+                    .iter()
+                    .map(|r| SourceDto::new(r, &db_name, include))
+                    .collect(),
+            ),
+            user_memories: None,
+            total: listing.page.total,
+            pagination,
+        },
+        ItemKind::Memory => ListDataResponse {
+            success: true,
+            message: None,
+            sources: None,
+            user_memories: Some(
+                listing
+                    .page
+                    .items
+                    .iter()
+                    .map(|r| UserMemoryDto {
+                        memory_id: r.id.clone(),
+                        memory_content: r.fields.text.clone().unwrap_or_default(),
+                    })
+                    .collect(),
+            ),
+            total: listing.page.total,
+            pagination,
+        },
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DeleteKnowledgeBody {
+    pub tenant_id: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    #[serde(default)]
+    pub ids: Vec<String>,
+}
+
+/// Delete knowledge by ids (legacy); 200 with per-item results.
+#[utoipa::path(post, path = "/knowledge/delete_knowledge", tag = "legacy content", request_body = DeleteKnowledgeBody,
+    responses((status = 200, body = DeleteResultDto), (status = 404, body = LegacyErrorDoc)))]
+async fn delete_knowledge(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<DeleteKnowledgeBody>,
+) -> Result<axum::Json<DeleteResultDto>, ApiError> {
+    let database = tenant(body.tenant_id)?;
+    let (_, deleted) = app
+        .delete_items(
+            &who,
+            &database,
+            body.sub_tenant_id.as_deref(),
+            Some(ItemKind::Knowledge),
+            &body.ids,
+        )
+        .await
+        .map_err(legacy)?;
+    Ok(axum::Json(DeleteResultDto::new(&deleted)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteMemoryParams {
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub tenant_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub memory_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::dto::present")]
+    pub sub_tenant_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeleteMemoryResponse {
+    pub success: bool,
+    pub user_memory_deleted: bool,
+}
+
+/// Delete one memory (legacy). An unknown memory id is 404 `MEMORY_NOT_FOUND`.
+#[utoipa::path(delete, path = "/memories/delete_memory", tag = "legacy content", params(DeleteMemoryParams),
+    responses((status = 200, body = DeleteMemoryResponse), (status = 404, body = LegacyErrorDoc, description = "MEMORY_NOT_FOUND")))]
+async fn delete_memory(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<DeleteMemoryParams>,
+) -> Result<axum::Json<DeleteMemoryResponse>, ApiError> {
+    let database = tenant(params.tenant_id)?;
+    let memory_id = params
+        .memory_id
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::invalid("missing required parameter `memory_id`"))?;
+    let (_, deleted) = app
+        .delete_items(
+            &who,
+            &database,
+            params.sub_tenant_id.as_deref(),
+            Some(ItemKind::Memory),
+            std::slice::from_ref(&memory_id),
+        )
+        .await
+        .map_err(legacy)?;
+    if !deleted.first().is_some_and(|d| d.deleted) {
+        return Err(ApiError::new(
+            ErrorCode::MemoryNotFound,
+            format!("memory `{memory_id}` not found"),
+        ));
+    }
+    Ok(axum::Json(DeleteMemoryResponse {
+        success: true,
+        user_memory_deleted: true,
+    }))
+}

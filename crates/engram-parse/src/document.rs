@@ -1,0 +1,280 @@
+//! What extraction produces: a document of blocks, each with its place in the source, and the
+//! limits that bound it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ParseError;
+
+/// The text of one file, in reading order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    pub blocks: Vec<Block>,
+}
+
+impl Document {
+    /// All blocks' text, separated by blank lines.
+    pub fn text(&self) -> String {
+        let mut text = String::with_capacity(self.blocks.iter().map(|b| b.text.len() + 2).sum());
+        for block in &self.blocks {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&block.text);
+        }
+        text
+    }
+}
+
+/// One unit of structure: a paragraph, a heading, a table (or a run of its rows), a code block, a
+/// list item. Text is never empty and has no leading or trailing whitespace (code keeps its
+/// indentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub text: String,
+    pub kind: BlockKind,
+    #[serde(default, skip_serializing_if = "Layout::is_empty")]
+    pub layout: Layout,
+}
+
+/// What a block is. Headings are written `# Title` (one `#` per level), tables as Markdown
+/// tables, code fenced with three backticks, list items with their marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BlockKind {
+    Paragraph,
+    Heading,
+    Table,
+    Code,
+    ListItem,
+    Quote,
+}
+
+/// Where a block sits in its source. Stored as the chunk's `layout` JSON; empty fields are left
+/// out. Numbers are 1-based.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Layout {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sheet: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slide: Option<u32>,
+    /// The heading path in force, outermost first; a heading block's path ends with itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headings: Vec<String>,
+    /// The first and last row (inclusive) of a table block or of JSON records. For CSV and TSV
+    /// the header is row 1, as a spreadsheet numbers them; for JSON arrays and JSON Lines, the
+    /// first element is 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub row_range: Option<(u32, u32)>,
+}
+
+impl Layout {
+    pub fn is_empty(&self) -> bool {
+        self.page.is_none()
+            && self.sheet.is_none()
+            && self.slide.is_none()
+            && self.headings.is_empty()
+            && self.row_range.is_none()
+    }
+
+    pub(crate) fn under(headings: &[String]) -> Self {
+        Self {
+            headings: headings.to_vec(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Bounds on one extraction. Exceeding `max_bytes`, `max_blocks` or `max_text_bytes` is
+/// `ParseError::TooLarge`; `rows_per_block` and `block_bytes` shape table and JSON blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest input accepted, in bytes.
+    pub max_bytes: usize,
+    /// Most blocks one document may have.
+    pub max_blocks: usize,
+    /// Most text (all blocks together, in bytes) one document may expand to. Table headers are
+    /// repeated in every block and JSON paths on every line, so this can exceed `max_bytes`.
+    pub max_text_bytes: usize,
+    /// Most data rows (or JSON records) in one table (or JSON) block.
+    pub rows_per_block: usize,
+    /// A table or JSON block closes before a row (or line) that would take its text past this
+    /// many bytes, even before `rows_per_block`; a single longer row still makes one block.
+    pub block_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 * 1024 * 1024,
+            max_blocks: 100_000,
+            max_text_bytes: 128 * 1024 * 1024,
+            rows_per_block: 20,
+            block_bytes: 4 * 1024,
+        }
+    }
+}
+
+/// Collects blocks, cleaning their text and enforcing the limits.
+pub(crate) struct Builder<'l> {
+    limits: &'l Limits,
+    blocks: Vec<Block>,
+    text_bytes: usize,
+}
+
+impl<'l> Builder<'l> {
+    pub(crate) fn new(limits: &'l Limits) -> Self {
+        Self {
+            limits,
+            blocks: Vec::new(),
+            text_bytes: 0,
+        }
+    }
+
+    pub(crate) fn limits(&self) -> &'l Limits {
+        self.limits
+    }
+
+    /// Adds a block unless its text is blank.
+    pub(crate) fn push(
+        &mut self,
+        kind: BlockKind,
+        text: &str,
+        layout: Layout,
+    ) -> Result<(), ParseError> {
+        let text = match kind {
+            BlockKind::Code => text.trim_start_matches(['\n', '\r']).trim_end(),
+            _ => text.trim(),
+        };
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.check(text.len())?;
+        self.text_bytes += text.len();
+        self.blocks.push(Block {
+            text: text.to_owned(),
+            kind,
+            layout,
+        });
+        Ok(())
+    }
+
+    /// Puts a heading in front of every block and under it all their heading paths.
+    pub(crate) fn prepend_heading(&mut self, title: &str) -> Result<(), ParseError> {
+        let title = title.trim();
+        if title.is_empty() {
+            return Ok(());
+        }
+        let text = format!("# {title}");
+        self.check(text.len())?;
+        for block in &mut self.blocks {
+            block.layout.headings.insert(0, title.to_owned());
+        }
+        self.text_bytes += text.len();
+        let layout = Layout::under(&[title.to_owned()]);
+        self.blocks.insert(
+            0,
+            Block {
+                text,
+                kind: BlockKind::Heading,
+                layout,
+            },
+        );
+        Ok(())
+    }
+
+    pub(crate) fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    fn check(&self, more_text: usize) -> Result<(), ParseError> {
+        if self.blocks.len() >= self.limits.max_blocks {
+            return Err(ParseError::TooLarge {
+                what: "blocks",
+                limit: self.limits.max_blocks,
+            });
+        }
+        if self.text_bytes.saturating_add(more_text) > self.limits.max_text_bytes {
+            return Err(ParseError::TooLarge {
+                what: "extracted text bytes",
+                limit: self.limits.max_text_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> Result<Document, ParseError> {
+        if self.blocks.is_empty() {
+            return Err(ParseError::NoText);
+        }
+        Ok(Document {
+            blocks: self.blocks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_json_leaves_out_empty_fields() {
+        assert_eq!(serde_json::to_string(&Layout::default()).unwrap(), "{}");
+        let layout = Layout {
+            headings: vec!["A".into(), "B".into()],
+            row_range: Some((2, 21)),
+            ..Layout::default()
+        };
+        let json = serde_json::to_string(&layout).unwrap();
+        assert_eq!(json, r#"{"headings":["A","B"],"row_range":[2,21]}"#);
+        assert_eq!(serde_json::from_str::<Layout>(&json).unwrap(), layout);
+        let block = Block {
+            text: "x".into(),
+            kind: BlockKind::ListItem,
+            layout: Layout::default(),
+        };
+        assert_eq!(
+            serde_json::to_string(&block).unwrap(),
+            r#"{"text":"x","kind":"list_item"}"#
+        );
+    }
+
+    #[test]
+    fn builder_skips_blank_blocks_and_enforces_limits() {
+        let limits = Limits {
+            max_blocks: 2,
+            max_text_bytes: 13,
+            ..Limits::default()
+        };
+        let mut builder = Builder::new(&limits);
+        builder
+            .push(BlockKind::Paragraph, "  \n ", Layout::default())
+            .unwrap();
+        builder
+            .push(BlockKind::Paragraph, " abc ", Layout::default())
+            .unwrap();
+        assert_eq!(builder.blocks()[0].text, "abc");
+        assert!(matches!(
+            builder.push(BlockKind::Paragraph, "12345678901", Layout::default()),
+            Err(ParseError::TooLarge {
+                what: "extracted text bytes",
+                ..
+            })
+        ));
+        builder
+            .push(BlockKind::Code, "\n  indented\n", Layout::default())
+            .unwrap();
+        assert_eq!(builder.blocks()[1].text, "  indented");
+        assert!(matches!(
+            builder.push(BlockKind::Paragraph, "x", Layout::default()),
+            Err(ParseError::TooLarge { what: "blocks", .. })
+        ));
+        assert!(matches!(
+            Builder::new(&limits).finish(),
+            Err(ParseError::NoText)
+        ));
+    }
+}

@@ -1,0 +1,132 @@
+//! The formats `extract` understands, and their media types.
+
+use std::fmt;
+
+/// A format engram extracts text from. Each family has a module under `formats/`; the families
+/// that come later (PDF, Office, iWork, images through OCR, EPUB, e-mail) add variants here, a
+/// module there, and turn their signature in `detect` from `Unsupported` into `Ok`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// Text without markup: paragraphs split on blank lines.
+    PlainText,
+    /// CommonMark with GitHub tables, footnotes, task lists and front matter.
+    Markdown,
+    /// Comma-separated values (RFC 4180 quoting).
+    Csv,
+    /// Tab-separated values (no quoting).
+    Tsv,
+    /// One JSON value, or a stream of them (JSON Lines).
+    Json,
+    /// HTML or XHTML.
+    Html,
+}
+
+impl Format {
+    /// Every format, in declaration order.
+    pub const ALL: &'static [Format] = &[
+        Self::PlainText,
+        Self::Markdown,
+        Self::Csv,
+        Self::Tsv,
+        Self::Json,
+        Self::Html,
+    ];
+
+    /// The canonical media type, stored with the item; `from_media_type` reads it back.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Self::PlainText => "text/plain",
+            Self::Markdown => "text/markdown",
+            Self::Csv => "text/csv",
+            Self::Tsv => "text/tab-separated-values",
+            Self::Json => "application/json",
+            Self::Html => "text/html",
+        }
+    }
+
+    /// A short lower-case name, for logs and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PlainText => "plain text",
+            Self::Markdown => "markdown",
+            Self::Csv => "csv",
+            Self::Tsv => "tsv",
+            Self::Json => "json",
+            Self::Html => "html",
+        }
+    }
+
+    /// The format of a media type: the canonical one of each format and the common aliases.
+    /// Parameters (`; charset=utf-8`) and case are ignored.
+    pub fn from_media_type(media_type: &str) -> Option<Format> {
+        let essence = media_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        Some(match essence.as_str() {
+            "text/plain" => Self::PlainText,
+            "text/markdown" | "text/x-markdown" => Self::Markdown,
+            "text/csv" | "application/csv" | "text/comma-separated-values" => Self::Csv,
+            "text/tab-separated-values" | "text/tsv" => Self::Tsv,
+            "application/json"
+            | "text/json"
+            | "application/x-ndjson"
+            | "application/jsonl"
+            | "application/x-jsonlines" => Self::Json,
+            "text/html" | "application/xhtml+xml" => Self::Html,
+            other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
+            _ => return None,
+        })
+    }
+
+    /// The format a file-name extension (without the dot, any case) names, if it names one.
+    pub fn from_extension(extension: &str) -> Option<Format> {
+        Some(match extension.to_ascii_lowercase().as_str() {
+            "txt" | "text" => Self::PlainText,
+            "md" | "markdown" | "mdown" | "mkd" | "mkdn" | "mdwn" => Self::Markdown,
+            "csv" => Self::Csv,
+            "tsv" | "tab" => Self::Tsv,
+            "json" | "jsonl" | "ndjson" | "geojson" => Self::Json,
+            "html" | "htm" | "xhtml" => Self::Html,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_types_round_trip() {
+        for &format in Format::ALL {
+            assert_eq!(Format::from_media_type(format.media_type()), Some(format));
+        }
+        assert_eq!(
+            Format::from_media_type("Text/HTML; charset=UTF-8"),
+            Some(Format::Html)
+        );
+        assert_eq!(
+            Format::from_media_type("application/ld+json"),
+            Some(Format::Json)
+        );
+        assert_eq!(Format::from_media_type("application/pdf"), None);
+        assert_eq!(Format::from_media_type(""), None);
+    }
+
+    #[test]
+    fn extensions() {
+        assert_eq!(Format::from_extension("MD"), Some(Format::Markdown));
+        assert_eq!(Format::from_extension("jsonl"), Some(Format::Json));
+        assert_eq!(Format::from_extension("pdf"), None);
+    }
+}

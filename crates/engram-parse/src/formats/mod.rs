@@ -1,0 +1,9 @@
+//! One module per format family. Text formats (this issue) share decoding; binary families
+//! (PDF, Office, iWork, images, EPUB, e-mail) come as sibling modules taking the raw bytes.
+
+pub(crate) mod delimited;
+pub(crate) mod html;
+pub(crate) mod json;
+pub(crate) mod markdown;
+pub(crate) mod plain;
+pub(crate) mod table;

@@ -1,0 +1,113 @@
+//! File sniffing by content and extraction of text with structure.
+//!
+//! Two steps, both pure and synchronous (run them off the async runtime):
+//!
+//! - [`detect`] decides the [`Format`] of uploaded bytes, by content first, then by name and
+//!   declared media type, or refuses the file with [`Unsupported`] (item code `E1002`). The
+//!   upload path calls it; the format's [`Format::media_type`] is stored with the item and read
+//!   back with [`Format::from_media_type`].
+//! - [`extract`] turns the bytes of a detected format into a [`Document`]: [`Block`]s of text in
+//!   reading order, each with its [`BlockKind`] and [`Layout`] (heading path, rows, and later
+//!   page, sheet, slide), within [`Limits`]. Failures are [`ParseError`]s, all item code `E2002`
+//!   ([`error_code`]).
+//!
+//! Formats today: plain text, Markdown, CSV, TSV, JSON (and JSON Lines), HTML. Text may be
+//! UTF-8 (with or without a byte-order mark) or UTF-16/UTF-32 with one ([`decode`]). Nothing
+//! here panics or takes more than linear time on hostile input: JSON is parsed with a nesting
+//! limit, HTML is read from a linear tokenizer without building a tree, Markdown by
+//! pulldown-cmark (linear by design), and every document is bounded by `Limits`.
+
+use std::borrow::Cow;
+
+mod decode;
+mod detect;
+mod document;
+mod error;
+mod format;
+mod formats;
+
+pub use decode::decode;
+pub use detect::detect;
+pub use document::{Block, BlockKind, Document, Layout, Limits};
+pub use error::{error_code, ParseError, Unsupported};
+pub use format::Format;
+
+/// Extracts the text of `bytes`, which `detect` found to be `format`.
+pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document, ParseError> {
+    if bytes.len() > limits.max_bytes {
+        return Err(ParseError::TooLarge {
+            what: "file bytes",
+            limit: limits.max_bytes,
+        });
+    }
+    match format {
+        Format::PlainText => formats::plain::extract(&text(bytes)?, limits),
+        Format::Markdown => formats::markdown::extract(&text(bytes)?, limits),
+        Format::Csv => formats::delimited::extract(&text(bytes)?, b',', limits),
+        Format::Tsv => formats::delimited::extract(&text(bytes)?, b'\t', limits),
+        Format::Json => formats::json::extract(&text(bytes)?, limits),
+        Format::Html => formats::html::extract(&text(bytes)?, limits),
+    }
+}
+
+/// The text of a text format, decoded and normalized (see `decode`).
+fn text(bytes: &[u8]) -> Result<Cow<'_, str>, ParseError> {
+    let decoded = decode(bytes).map_err(|e| ParseError::Corrupt(e.to_string()))?;
+    if let Some(reason) = decode::binary_reason(&decoded) {
+        return Err(ParseError::Corrupt(reason.to_owned()));
+    }
+    Ok(match decoded {
+        Cow::Borrowed(text) => decode::normalize(text),
+        Cow::Owned(text) => Cow::Owned(decode::normalize(&text).into_owned()),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// A file of `shared/eval/parsing/markitdown/test_files`, beside the repository.
+    pub(crate) fn sample(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/eval/parsing/markitdown/test_files")
+            .join(name)
+    }
+
+    #[test]
+    fn extract_decodes_normalizes_and_dispatches() {
+        let mut utf16 = vec![0xFF, 0xFE];
+        utf16.extend(
+            "# T\r\n\r\nbody\r\n"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes),
+        );
+        let doc = extract(&utf16, Format::Markdown, &Limits::default()).unwrap();
+        assert_eq!(doc.text(), "# T\n\nbody");
+        assert_eq!(doc.blocks[1].layout.headings, ["T"]);
+    }
+
+    #[test]
+    fn extract_refuses_what_is_not_text_or_too_large() {
+        assert!(matches!(
+            extract(b"a\0b", Format::PlainText, &Limits::default()),
+            Err(ParseError::Corrupt(_))
+        ));
+        assert!(matches!(
+            extract(b"\xFF\xFEa", Format::PlainText, &Limits::default()),
+            Err(ParseError::Corrupt(_))
+        ));
+        let limits = Limits {
+            max_bytes: 3,
+            ..Limits::default()
+        };
+        assert_eq!(
+            extract(b"abcd", Format::PlainText, &limits),
+            Err(ParseError::TooLarge {
+                what: "file bytes",
+                limit: 3
+            })
+        );
+    }
+}

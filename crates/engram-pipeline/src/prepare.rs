@@ -1,0 +1,78 @@
+//! Turning one claimed item into chunks: CPU-bound, run on the blocking pool.
+
+use engram_parse::{Format, Limits};
+use engram_search::{Chunk, Chunker};
+use engram_store::{ClaimedItem, ItemOrigin};
+use engram_types::ItemErrorCode;
+
+/// An item ready to embed, or why it cannot be indexed (always terminal).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prepared {
+    Chunks {
+        /// The extracted text of a file, to store with the item.
+        extracted_text: Option<String>,
+        chunks: Vec<Chunk>,
+    },
+    Failed {
+        code: &'static str,
+        message: String,
+    },
+}
+
+fn no_text(what: &str) -> Prepared {
+    Prepared::Failed {
+        code: ItemErrorCode::NoText.as_str(),
+        message: format!("no text could be extracted from {what}"),
+    }
+}
+
+/// Parses (files) and chunks one item. Never panics on input; a parser panic is caught by the
+/// caller.
+pub fn prepare(item: &ClaimedItem, chunker: &Chunker<'_>, limits: &Limits) -> Prepared {
+    match item.origin {
+        ItemOrigin::File => {
+            let Some(bytes) = item.payload.as_deref() else {
+                return Prepared::Failed {
+                    code: ItemErrorCode::NoText.as_str(),
+                    message: "the uploaded file is missing".into(),
+                };
+            };
+            let Some(format) = Format::from_media_type(&item.media_type) else {
+                return Prepared::Failed {
+                    code: ItemErrorCode::UnsupportedFormat.as_str(),
+                    message: format!("unsupported file format `{}`", item.media_type),
+                };
+            };
+            match engram_parse::extract(bytes, format, limits) {
+                Ok(document) => {
+                    let chunks = chunker.chunk_blocks(&document.blocks);
+                    if chunks.is_empty() {
+                        return no_text(&item.filename);
+                    }
+                    Prepared::Chunks {
+                        extracted_text: Some(document.text()),
+                        chunks,
+                    }
+                }
+                Err(err) => Prepared::Failed {
+                    code: engram_parse::error_code(&err),
+                    message: format!("{}: {err}", item.filename),
+                },
+            }
+        }
+        ItemOrigin::App | ItemOrigin::Memory => {
+            let chunks = chunker.chunk_text(item.text.as_deref().unwrap_or_default());
+            if chunks.is_empty() {
+                return no_text(if item.origin == ItemOrigin::App {
+                    "the app content"
+                } else {
+                    "the memory"
+                });
+            }
+            Prepared::Chunks {
+                extracted_text: None,
+                chunks,
+            }
+        }
+    }
+}

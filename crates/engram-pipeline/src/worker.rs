@@ -1,0 +1,279 @@
+//! The worker loop: claim, prepare, embed, write.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engram_embed::Embedder;
+use engram_parse::Limits;
+use engram_search::{Chunker, ChunkerOptions, TokenCounter};
+use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
+use engram_types::{Clock, ItemErrorCode};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::{prepare, Prepared};
+
+/// How the pipeline works.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    /// Items claimed at once (their chunks are embedded together).
+    pub batch_items: u32,
+    /// How long a claim lasts; after a crash, items wait at most this long to be claimed again.
+    pub lease_ms: i64,
+    /// How often an idle worker looks for work it was not woken for.
+    pub poll_ms: u64,
+    /// Attempts before a transient failure becomes terminal.
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt up to `retry_max_ms`.
+    pub retry_base_ms: i64,
+    pub retry_max_ms: i64,
+    pub chunker: ChunkerOptions,
+    pub parse_limits: Limits,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        Self {
+            batch_items: 16,
+            lease_ms: 120_000,
+            poll_ms: 1_000,
+            max_attempts: 8,
+            retry_base_ms: 1_000,
+            retry_max_ms: 300_000,
+            chunker: ChunkerOptions::default(),
+            parse_limits: Limits::default(),
+        }
+    }
+}
+
+/// One indexing worker.
+pub struct Pipeline {
+    store: Arc<dyn Store>,
+    embedder: Arc<dyn Embedder>,
+    tokens: Arc<dyn TokenCounter>,
+    clock: Arc<dyn Clock>,
+    options: PipelineOptions,
+    owner: String,
+}
+
+impl Pipeline {
+    pub fn new(
+        store: Arc<dyn Store>,
+        embedder: Arc<dyn Embedder>,
+        tokens: Arc<dyn TokenCounter>,
+        clock: Arc<dyn Clock>,
+        options: PipelineOptions,
+    ) -> Self {
+        let owner = format!("worker_{}", uuid::Uuid::new_v4().simple());
+        Self {
+            store,
+            embedder,
+            tokens,
+            clock,
+            options,
+            owner,
+        }
+    }
+
+    /// Works until `token` is cancelled, finishing the batch in hand first.
+    pub async fn run(self, wake: Arc<Notify>, token: CancellationToken) {
+        tracing::debug!(owner = %self.owner, "indexing worker started");
+        loop {
+            if token.is_cancelled() {
+                break;
+            }
+            match self.run_once().await {
+                Ok(0) => {}
+                Ok(_) => continue,
+                Err(err) => tracing::error!(error = %err, "indexing pass failed"),
+            }
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = wake.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(self.options.poll_ms)) => {}
+            }
+        }
+        tracing::debug!(owner = %self.owner, "indexing worker stopped");
+    }
+
+    /// Claims and processes one batch; returns how many items it claimed.
+    pub async fn run_once(&self) -> StoreResult<usize> {
+        let started = Instant::now();
+        let now = self.clock.now_ms();
+        let claimed = self
+            .store
+            .claim_items(
+                &self.owner,
+                now,
+                self.options.lease_ms,
+                self.options.batch_items,
+            )
+            .await?;
+        if claimed.is_empty() {
+            return Ok(0);
+        }
+        let count = claimed.len();
+        let (claimed, prepared) = self.prepare_all(claimed).await;
+
+        let texts: Vec<String> = prepared
+            .iter()
+            .flat_map(|p| match p {
+                Prepared::Chunks { chunks, .. } => chunks.iter().map(|c| c.text.clone()).collect(),
+                Prepared::Failed { .. } => Vec::new(),
+            })
+            .collect();
+        let embedded = self.embed(texts).await;
+        let mut vectors = match embedded {
+            Ok(vectors) => vectors.into_iter(),
+            Err(message) => {
+                for (item, prepared) in claimed.iter().zip(&prepared) {
+                    match prepared {
+                        Prepared::Chunks { .. } => self.retry_or_fail(item, &message).await?,
+                        Prepared::Failed { code, message } => {
+                            self.fail(item, code, message).await?
+                        }
+                    }
+                }
+                return Ok(count);
+            }
+        };
+        let mut chunk_total = 0;
+        for (mut item, prepared) in claimed.into_iter().zip(prepared) {
+            match prepared {
+                Prepared::Failed { code, message } => self.fail(&item, code, &message).await?,
+                Prepared::Chunks {
+                    extracted_text,
+                    chunks,
+                } => {
+                    let chunks: Vec<NewChunk> = chunks
+                        .into_iter()
+                        .enumerate()
+                        .zip(vectors.by_ref())
+                        .map(|((position, chunk), embedding)| NewChunk {
+                            chunk_id: uuid::Uuid::now_v7().to_string(),
+                            position: u32::try_from(position).unwrap_or(u32::MAX),
+                            content: chunk.text,
+                            layout: chunk.layout,
+                            embedding,
+                        })
+                        .collect();
+                    if extracted_text.is_some() {
+                        item.text = extracted_text;
+                    }
+                    chunk_total += chunks.len();
+                    match self
+                        .store
+                        .complete_item(&item, &chunks, self.clock.now_ms())
+                        .await
+                    {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::debug!(id = %item.id, "item changed while indexing; result dropped")
+                        }
+                        Err(err) => {
+                            self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
+                                .await?
+                        }
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            items = count,
+            chunks = chunk_total,
+            ms = started.elapsed().as_millis() as u64,
+            "indexed batch"
+        );
+        Ok(count)
+    }
+
+    async fn prepare_all(&self, claimed: Vec<ClaimedItem>) -> (Vec<ClaimedItem>, Vec<Prepared>) {
+        let tokens = self.tokens.clone();
+        let chunker_options = self.options.chunker;
+        let limits = self.options.parse_limits.clone();
+        let fallback = claimed.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let chunker = Chunker::new(tokens.as_ref(), chunker_options);
+            let prepared = claimed
+                .iter()
+                .map(|item| {
+                    catch_unwind(AssertUnwindSafe(|| prepare(item, &chunker, &limits)))
+                        .unwrap_or_else(|_| Prepared::Failed {
+                            code: ItemErrorCode::NoText.as_str(),
+                            message: format!("{}: the file could not be read", item.filename),
+                        })
+                })
+                .collect();
+            (claimed, prepared)
+        })
+        .await;
+        joined.unwrap_or_else(|err| {
+            tracing::error!(error = %err, "preparing a batch failed");
+            let failed = fallback
+                .iter()
+                .map(|_| Prepared::Failed {
+                    code: ItemErrorCode::NoText.as_str(),
+                    message: "the item could not be read".into(),
+                })
+                .collect();
+            (fallback, failed)
+        })
+    }
+
+    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, String> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let embedder = self.embedder.clone();
+        tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            embedder
+                .embed(&refs)
+                .map_err(|e| format!("embedding failed: {e}"))
+        })
+        .await
+        .map_err(|e| format!("embedding failed: {e}"))?
+    }
+
+    async fn fail(&self, item: &ClaimedItem, code: &str, message: &str) -> StoreResult<()> {
+        let failure = ItemFailure {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            retry_at: None,
+        };
+        tracing::info!(id = %item.id, code, message, "item errored");
+        self.store
+            .fail_item(item, &failure, self.clock.now_ms())
+            .await
+            .map(|_| ())
+    }
+
+    /// A transient failure: back to the queue with backoff, or `errored` after the last attempt.
+    async fn retry_or_fail(&self, item: &ClaimedItem, message: &str) -> StoreResult<()> {
+        let code = ItemErrorCode::Transient.as_str();
+        if item.attempts >= self.options.max_attempts {
+            return self
+                .fail(
+                    item,
+                    code,
+                    &format!("{message} (after {} attempts)", item.attempts),
+                )
+                .await;
+        }
+        let exponent = item.attempts.saturating_sub(1).min(20);
+        let delay = self
+            .options
+            .retry_base_ms
+            .saturating_mul(1 << exponent)
+            .min(self.options.retry_max_ms);
+        let now = self.clock.now_ms();
+        tracing::warn!(id = %item.id, attempt = item.attempts, delay_ms = delay, message, "transient failure; will retry");
+        let failure = ItemFailure {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            retry_at: Some(now + delay),
+        };
+        self.store.fail_item(item, &failure, now).await.map(|_| ())
+    }
+}

@@ -1,0 +1,285 @@
+//! Structure-aware chunking by token count.
+
+use engram_parse::{Block, BlockKind, Layout};
+use serde_json::Value;
+use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
+
+/// Counts tokens the way the embedding model will.
+pub trait TokenCounter: Send + Sync {
+    fn count_tokens(&self, text: &str) -> usize;
+}
+
+/// Adapts a [`TokenCounter`] to text-splitter's sizing.
+struct Sizer<'a>(&'a dyn TokenCounter);
+
+impl ChunkSizer for Sizer<'_> {
+    fn size(&self, chunk: &str) -> usize {
+        self.0.count_tokens(chunk)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkerOptions {
+    /// Most tokens in a chunk (the model's window less its special tokens).
+    pub max_tokens: usize,
+    /// A heading starts a new chunk once the current one has at least this many tokens.
+    pub min_tokens: usize,
+    /// Tokens repeated between the pieces of a block too long for one chunk.
+    pub overlap_tokens: usize,
+}
+
+impl Default for ChunkerOptions {
+    fn default() -> Self {
+        Self {
+            max_tokens: 200,
+            min_tokens: 48,
+            overlap_tokens: 24,
+        }
+    }
+}
+
+/// One chunk: text and where it sits in its source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chunk {
+    pub text: String,
+    pub layout: Value,
+}
+
+/// Splits documents into chunks.
+pub struct Chunker<'a> {
+    counter: &'a dyn TokenCounter,
+    options: ChunkerOptions,
+}
+
+/// Blocks that may share a chunk: same page, sheet and slide.
+fn same_region(a: &Layout, b: &Layout) -> bool {
+    a.page == b.page && a.sheet == b.sheet && a.slide == b.slide
+}
+
+fn layout_json(layout: &Layout) -> Value {
+    serde_json::to_value(layout).unwrap_or(Value::Object(serde_json::Map::new()))
+}
+
+struct Pending {
+    text: String,
+    tokens: usize,
+    layout: Layout,
+}
+
+impl<'a> Chunker<'a> {
+    pub fn new(counter: &'a dyn TokenCounter, options: ChunkerOptions) -> Self {
+        Self { counter, options }
+    }
+
+    /// Chunks a document's blocks in order.
+    pub fn chunk_blocks(&self, blocks: &[Block]) -> Vec<Chunk> {
+        let mut chunks = Vec::new();
+        let mut pending: Option<Pending> = None;
+        for block in blocks {
+            let tokens = self.counter.count_tokens(&block.text);
+            if let Some(current) = pending.take() {
+                let fits = current.tokens + tokens < self.options.max_tokens;
+                let heading_break =
+                    block.kind == BlockKind::Heading && current.tokens >= self.options.min_tokens;
+                if fits && !heading_break && same_region(&current.layout, &block.layout) {
+                    pending = Some(merge(current, block, tokens));
+                    continue;
+                }
+                chunks.push(finish(current));
+            }
+            if tokens > self.options.max_tokens {
+                self.split_long(block, &mut chunks);
+            } else {
+                pending = Some(Pending {
+                    text: block.text.clone(),
+                    tokens,
+                    layout: block.layout.clone(),
+                });
+            }
+        }
+        chunks.extend(pending.map(finish));
+        chunks
+    }
+
+    /// Chunks plain text (memories, app content): paragraphs merged up to the token limit.
+    pub fn chunk_text(&self, text: &str) -> Vec<Chunk> {
+        let blocks: Vec<Block> = text
+            .split("\n\n")
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| Block {
+                text: p.to_owned(),
+                kind: BlockKind::Paragraph,
+                layout: Layout::default(),
+            })
+            .collect();
+        self.chunk_blocks(&blocks)
+    }
+
+    fn split_long(&self, block: &Block, chunks: &mut Vec<Chunk>) {
+        let overlap = self.options.overlap_tokens.min(self.options.max_tokens / 2);
+        let config = ChunkConfig::new(self.options.max_tokens)
+            .with_overlap(overlap)
+            .unwrap_or_else(|_| ChunkConfig::new(self.options.max_tokens))
+            .with_sizer(Sizer(self.counter));
+        let layout = layout_json(&block.layout);
+        for piece in TextSplitter::new(config).chunks(&block.text) {
+            chunks.push(Chunk {
+                text: piece.to_owned(),
+                layout: layout.clone(),
+            });
+        }
+    }
+}
+
+fn merge(mut current: Pending, block: &Block, tokens: usize) -> Pending {
+    current.text.push_str("\n\n");
+    current.text.push_str(&block.text);
+    current.tokens += tokens + 1;
+    current.layout.row_range = match (current.layout.row_range, block.layout.row_range) {
+        (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+        (range, None) | (None, range) => range,
+    };
+    if current.layout.headings.is_empty() {
+        current.layout.headings.clone_from(&block.layout.headings);
+    }
+    current
+}
+
+fn finish(pending: Pending) -> Chunk {
+    Chunk {
+        layout: layout_json(&pending.layout),
+        text: pending.text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One token per whitespace-separated word: enough to test the rules.
+    struct Words;
+
+    impl TokenCounter for Words {
+        fn count_tokens(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+    }
+
+    fn block(text: &str, kind: BlockKind, layout: Layout) -> Block {
+        Block {
+            text: text.into(),
+            kind,
+            layout,
+        }
+    }
+
+    fn words(n: usize) -> String {
+        (0..n)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    const SMALL: ChunkerOptions = ChunkerOptions {
+        max_tokens: 10,
+        min_tokens: 4,
+        overlap_tokens: 2,
+    };
+
+    #[test]
+    fn paragraphs_merge_up_to_the_limit() {
+        let chunker = Chunker::new(&Words, SMALL);
+        let chunks = chunker.chunk_text(&format!("{}\n\n{}\n\n{}", words(3), words(4), words(5)));
+        assert_eq!(chunks.len(), 2);
+        assert!(chunks
+            .iter()
+            .all(|c| Words.count_tokens(&c.text) <= SMALL.max_tokens));
+        assert_eq!(chunks[0].text, format!("{}\n\n{}", words(3), words(4)));
+    }
+
+    #[test]
+    fn long_blocks_are_split_within_the_limit_and_nothing_is_lost() {
+        let chunker = Chunker::new(&Words, SMALL);
+        let text = words(37);
+        let chunks = chunker.chunk_text(&text);
+        assert!(chunks.len() >= 4);
+        for chunk in &chunks {
+            assert!(
+                Words.count_tokens(&chunk.text) <= SMALL.max_tokens,
+                "{}",
+                chunk.text
+            );
+        }
+        for w in text.split_whitespace() {
+            assert!(
+                chunks
+                    .iter()
+                    .any(|c| c.text.split_whitespace().any(|x| x == w)),
+                "{w} lost"
+            );
+        }
+    }
+
+    #[test]
+    fn pages_never_share_a_chunk_and_headings_start_chunks() {
+        let chunker = Chunker::new(&Words, SMALL);
+        let page = |n| Layout {
+            page: Some(n),
+            ..Layout::default()
+        };
+        let blocks = [
+            block("a b", BlockKind::Paragraph, page(1)),
+            block("c d", BlockKind::Paragraph, page(2)),
+            block("e f g h", BlockKind::Paragraph, page(2)),
+            block(
+                "# Title",
+                BlockKind::Heading,
+                Layout {
+                    page: Some(2),
+                    headings: vec!["Title".into()],
+                    ..Layout::default()
+                },
+            ),
+            block(
+                "i j",
+                BlockKind::Paragraph,
+                Layout {
+                    page: Some(2),
+                    headings: vec!["Title".into()],
+                    ..Layout::default()
+                },
+            ),
+        ];
+        let chunks = chunker.chunk_blocks(&blocks);
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["a b", "c d\n\ne f g h", "# Title\n\ni j"]);
+        assert_eq!(chunks[0].layout["page"], 1);
+        assert_eq!(chunks[2].layout["headings"], serde_json::json!(["Title"]));
+    }
+
+    #[test]
+    fn table_row_ranges_merge() {
+        let chunker = Chunker::new(&Words, SMALL);
+        let rows = |a, b| Layout {
+            sheet: Some("S".into()),
+            row_range: Some((a, b)),
+            ..Layout::default()
+        };
+        let blocks = [
+            block("r1 r2", BlockKind::Table, rows(1, 3)),
+            block("r3 r4", BlockKind::Table, rows(4, 6)),
+        ];
+        let chunks = chunker.chunk_blocks(&blocks);
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0].layout["row_range"], serde_json::json!([1, 6]));
+        assert_eq!(chunks[0].layout["sheet"], "S");
+    }
+
+    #[test]
+    fn empty_input_gives_no_chunks() {
+        let chunker = Chunker::new(&Words, SMALL);
+        assert!(chunker.chunk_text("  \n\n ").is_empty());
+        assert!(chunker.chunk_blocks(&[]).is_empty());
+    }
+}
