@@ -230,7 +230,18 @@ impl App {
 
         let mut results = Vec::new();
         let mut items = Vec::new();
-        for (file, meta) in request.files.into_iter().zip(metadata) {
+        // Sniffing reads whole files: off the async runtime.
+        let files = request.files;
+        let (files, formats) = tokio::task::spawn_blocking(move || {
+            let formats: Vec<_> = files
+                .iter()
+                .map(|f| engram_parse::detect(&f.bytes, &f.filename, f.media_type.as_deref()))
+                .collect();
+            (files, formats)
+        })
+        .await
+        .map_err(|e| AppError::InvalidParameters(format!("the files could not be read: {e}")))?;
+        for ((file, meta), detected) in files.into_iter().zip(metadata).zip(formats) {
             let id = item_id(meta.id)?;
             let result = ItemResult::accepted(
                 id.clone(),
@@ -238,7 +249,7 @@ impl App {
                 file.filename.clone(),
                 false,
             );
-            match engram_parse::detect(&file.bytes, &file.filename, file.media_type.as_deref()) {
+            match detected {
                 Err(unsupported) => {
                     let code = ItemErrorCode::UnsupportedFormat.as_str();
                     results.push(result.refused(

@@ -109,7 +109,7 @@ impl Default for EmbeddingConfig {
         Self {
             cache_dir: PathBuf::from(".cache"),
             threads: 2,
-            max_batch: 32,
+            max_batch: 16,
         }
     }
 }

@@ -124,18 +124,19 @@ impl Form {
 
     /// A JSON-encoded string field holding a JSON array of `T`.
     pub fn json_array<T: DeserializeOwned>(&self, name: &str) -> Result<Option<Vec<T>>, ApiError> {
-        let text =
-            match self.fields.get(name) {
-                None => return Ok(None),
-                Some(FieldValue::Json(Value::Null)) => return Ok(None),
-                Some(FieldValue::Json(_)) => return Err(ApiError::new(
+        let text = match self.fields.get(name) {
+            None => return Ok(None),
+            Some(FieldValue::Json(Value::Null)) => return Ok(None),
+            Some(FieldValue::Json(_)) => {
+                return Err(ApiError::new(
                     ErrorCode::ValidationError,
                     format!(
                         "`{name}` must be sent as a JSON-encoded string, not as an object or array"
                     ),
-                )),
-                Some(FieldValue::Text(text)) => text,
-            };
+                ))
+            }
+            Some(FieldValue::Text(text)) => text,
+        };
         if text.trim().is_empty() {
             return Ok(None);
         }

@@ -1,6 +1,7 @@
 //! The `engram` binary: wires configuration, the application, its background workers and the
 //! HTTP server, and offers the administrative commands.
 
+mod bench;
 mod keys;
 mod serve;
 
@@ -50,6 +51,19 @@ enum Command {
     },
     /// Print the OpenAPI 3.1 document of every route.
     Openapi,
+    /// Benchmarks (run with a release build).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// End-to-end ingestion throughput and status latency while ingesting.
+    Ingest(bench::IngestBench),
 }
 
 impl ConfigArgs {
@@ -71,6 +85,10 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
+            Command::Bench {
+                command: BenchCommand::Ingest(args),
+                config,
+            } => bench::ingest(args, config.load(None)?).await,
             Command::Openapi => {
                 println!(
                     "{}",

@@ -1,0 +1,265 @@
+//! `engram bench ingest`: end-to-end ingestion throughput through the real HTTP server, the
+//! pipeline and the default model, beside a baseline of the model alone on the same texts; and
+//! the latency of `GET /context/status` while ingestion runs.
+//!
+//! Texts are real: SciFact abstracts cut into pieces of about 110 tokens (one chunk each).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use engram_app::{App, KeySpec};
+use engram_config::Config;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+#[derive(clap::Args)]
+pub struct IngestBench {
+    /// SciFact corpus (corpus.jsonl).
+    #[arg(long, default_value = "../shared/eval/scifact/corpus.jsonl")]
+    corpus: PathBuf,
+    /// Pieces (chunks) to ingest.
+    #[arg(long, default_value_t = 2000)]
+    chunks: usize,
+    /// Items per ingest request.
+    #[arg(long, default_value_t = 100)]
+    per_request: usize,
+}
+
+/// Pieces of about `words` words from the corpus' abstracts.
+fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(corpus).with_context(|| format!("reading {}", corpus.display()))?;
+    let mut out = Vec::with_capacity(count);
+    for line in text.lines() {
+        let doc: Value = serde_json::from_str(line)?;
+        let body = doc["text"].as_str().unwrap_or_default();
+        let tokens: Vec<&str> = body.split_whitespace().collect();
+        for piece in tokens.chunks(words).filter(|p| p.len() == words) {
+            out.push(piece.join(" "));
+            if out.len() == count {
+                return Ok(out);
+            }
+        }
+    }
+    bail!("the corpus holds fewer than {count} pieces of {words} words")
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+pub async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Result<()> {
+    let tmp = tempdir()?;
+    config.data_dir = tmp.clone();
+    config.listen = "127.0.0.1:0".parse()?;
+    config.rate_limit.enabled = false;
+    let texts = pieces(&args.corpus, args.chunks, 80)?;
+
+    // Baseline: the model alone on the same texts, in the pipeline's batch shape.
+    let models = engram_app::Models::load(&config.embedding).await?;
+    let tokens: Vec<usize> = texts
+        .iter()
+        .map(|t| models.tokens.count_tokens(t))
+        .collect();
+    let mean_tokens = tokens.iter().sum::<usize>() as f64 / tokens.len() as f64;
+    let embedder = models.embedder.clone();
+    let baseline_texts = texts.clone();
+    let baseline = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        for batch in baseline_texts.chunks(64) {
+            let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+            embedder.embed(&refs)?;
+        }
+        Ok(started.elapsed())
+    })
+    .await??;
+    let baseline_rate = texts.len() as f64 / baseline.as_secs_f64();
+
+    // The service, end to end.
+    let app = App::open(config.clone()).await?;
+    let key = app
+        .create_key(KeySpec {
+            org: "bench".into(),
+            ..KeySpec::default()
+        })
+        .await?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let token = CancellationToken::new();
+    let workers = app.start_workers(token.child_token());
+    let server = tokio::spawn(engram_http::serve(
+        listener,
+        app.clone(),
+        token.clone().cancelled_owned(),
+    ));
+    let client = reqwest::Client::new();
+    let auth = format!("Bearer {}", key.token);
+    let created = client
+        .post(format!("{base}/databases"))
+        .header("Authorization", &auth)
+        .json(&json!({"database": "bench"}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        created.status() == 202,
+        "creating the database: {}",
+        created.status()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Poll status of already-sent ids while ingesting.
+    let polling = CancellationToken::new();
+    let sent_ids = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let poller = {
+        let (client, base, auth, polling, sent_ids) = (
+            client.clone(),
+            base.clone(),
+            auth.clone(),
+            polling.clone(),
+            sent_ids.clone(),
+        );
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while !polling.is_cancelled() {
+                let ids: Vec<String> = sent_ids
+                    .lock()
+                    .map(|v| v.iter().rev().take(10).cloned().collect())
+                    .unwrap_or_default();
+                if !ids.is_empty() {
+                    let started = Instant::now();
+                    let url = format!("{base}/context/status?database=bench&ids={}", ids.join(","));
+                    if let Ok(r) = client.get(url).header("Authorization", &auth).send().await {
+                        let ok = r.status().is_success();
+                        let _ = r.bytes().await;
+                        if ok {
+                            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            latencies
+        })
+    };
+
+    let started = Instant::now();
+    for (n, batch) in texts.chunks(args.per_request).enumerate() {
+        let items: Vec<Value> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, text)| json!({"id": format!("p{n}_{i}"), "title": "", "content": {"text": text}}))
+            .collect();
+        let form = reqwest::multipart::Form::new()
+            .text("type", "knowledge")
+            .text("database", "bench")
+            .text("app_knowledge", serde_json::to_string(&items)?);
+        let response = client
+            .post(format!("{base}/context/ingest"))
+            .header("Authorization", &auth)
+            .multipart(form)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status() == 202, "ingest: {}", response.status());
+        if let Ok(mut ids) = sent_ids.lock() {
+            ids.extend(
+                items
+                    .iter()
+                    .filter_map(|i| i["id"].as_str().map(str::to_owned)),
+            );
+        }
+    }
+    let accepted = started.elapsed();
+    // Done when every item is terminal; the batches of ids are checked in order.
+    let ids: Vec<String> = sent_ids.lock().map(|v| v.clone()).unwrap_or_default();
+    for batch in ids.chunks(100) {
+        loop {
+            let url = format!(
+                "{base}/context/status?database=bench&ids={}",
+                batch.join(",")
+            );
+            let status: Value = client
+                .get(url)
+                .header("Authorization", &auth)
+                .send()
+                .await?
+                .json()
+                .await?;
+            let statuses = status["data"]["statuses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let done = statuses.len() == batch.len()
+                && statuses.iter().all(|s| {
+                    matches!(s["indexing_status"].as_str(), Some("completed" | "errored"))
+                });
+            if done {
+                anyhow::ensure!(
+                    statuses.iter().all(|s| s["indexing_status"] == "completed"),
+                    "some items errored: {statuses:?}"
+                );
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(3600),
+                "ingestion did not finish"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let elapsed = started.elapsed();
+    polling.cancel();
+    let stats: Value = client
+        .get(format!("{base}/databases/stats?database=bench"))
+        .header("Authorization", &auth)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let chunks = stats["data"]["knowledge_collection"]["row_count"]
+        .as_u64()
+        .unwrap_or(0);
+    let mut latencies = poller.await?;
+    latencies.sort_by(f64::total_cmp);
+    token.cancel();
+    server.await??;
+    workers.shutdown(Duration::from_secs(10)).await;
+    app.close().await;
+    let _ = std::fs::remove_dir_all(&tmp);
+
+    let total = chunks;
+    let rate = total as f64 / elapsed.as_secs_f64();
+    println!("engram bench ingest: {} items of {mean_tokens:.0} tokens on average (SciFact) in {total} chunks, {} per request", texts.len(), args.per_request);
+    println!(
+        "  baseline (model alone on the same texts, batches of 64): {baseline_rate:8.1} texts/s"
+    );
+    println!(
+        "  end to end (HTTP, queue, chunk, embed, index): {rate:8.1} chunks/s  ({:.2} of baseline)",
+        rate / baseline_rate
+    );
+    println!(
+        "  all {} requests accepted in {:.2} s; indexed in {:.2} s",
+        texts.len().div_ceil(args.per_request),
+        accepted.as_secs_f64(),
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "  GET /context/status during ingestion: {} calls, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        latencies.len(),
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 99.0),
+        latencies.last().copied().unwrap_or(0.0)
+    );
+    Ok(())
+}
+
+fn tempdir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("engram-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
