@@ -150,7 +150,10 @@ impl App {
         name: &DatabaseName,
     ) -> AppResult<DatabaseStats> {
         let database = self.authorize_database(who, name).await?;
-        let counts = self.store().counts(&database.scope()).await?;
+        let counts = self
+            .store()
+            .counts(&database.scope(), self.now_ms())
+            .await?;
         Ok(DatabaseStats { database, counts })
     }
 

@@ -114,7 +114,7 @@ impl App {
         let collection = parse_collection(&db, collection, "collection")?;
         let deleted = self
             .store()
-            .delete_items(&db.scope(), &collection, kind, ids)
+            .delete_items(&db.scope(), &collection, kind, ids, self.now_ms())
             .await
             .map_err(|e| match e {
                 engram_store::StoreError::NotFound(_) => {
@@ -164,10 +164,12 @@ impl App {
             fields.push((field, value));
         }
         let db = self.authorize_database(who, database).await?;
-        let collections = match request.collection.as_deref().filter(|c| !c.is_empty()) {
-            Some(c) => vec![parse_collection(&db, Some(c), "collection")?],
-            None => Vec::new(),
-        };
+        // A listing without a collection lists the default collection, like every other call.
+        let collections = vec![parse_collection(
+            &db,
+            request.collection.as_deref(),
+            "collection",
+        )?];
         let (page, page_size) = (page as u32, page_size as u32);
         let query = ItemQuery {
             kind: request.kind,

@@ -22,13 +22,17 @@ pub use error::ApiError;
 
 /// The whole HTTP application and its OpenAPI document.
 pub fn router(app: App) -> Router {
+    // Uploads are the largest bodies; JSON bodies are bounded by the same limit.
+    let body_limit = app
+        .config()
+        .ingest
+        .max_upload_bytes
+        .max(engram_types::limits::JSON_BODY_MAX_BYTES);
     let (api, openapi) = routes::api().split_for_parts();
     let openapi = openapi::finish(openapi);
     api.merge(routes::openapi_route(openapi))
         .fallback(routes::fallback)
-        .layer(DefaultBodyLimit::max(
-            engram_types::limits::JSON_BODY_MAX_BYTES,
-        ))
+        .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn(context::request_context))
         .with_state(app)

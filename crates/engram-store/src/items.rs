@@ -243,13 +243,15 @@ pub trait ItemStore: Send + Sync {
         ids: &[String],
         now: i64,
     ) -> StoreResult<Vec<ItemStatus>>;
-    /// Deletes items with their chunks and payloads, in one transaction.
+    /// Deletes items with their chunks and payloads, in one transaction. An expired item is
+    /// already gone: it is reported as not found (the sweeper removes it).
     async fn delete_items(
         &self,
         scope: &DatabaseScope,
         collection: &CollectionName,
         kind: Option<ItemKind>,
         ids: &[String],
+        now: i64,
     ) -> StoreResult<Vec<DeletedItem>>;
     /// One page of live (unexpired) items, newest first.
     async fn list_items(

@@ -69,7 +69,8 @@ pub trait DatabaseStore: Send + Sync {
     /// Collection names of the database, by name.
     async fn list_collections(&self, scope: &DatabaseScope) -> StoreResult<Vec<CollectionName>>;
     /// Object counts of the database.
-    async fn counts(&self, scope: &DatabaseScope) -> StoreResult<DatabaseCounts>;
+    /// Object counts of the database at `now` (expired memories are not counted).
+    async fn counts(&self, scope: &DatabaseScope, now: i64) -> StoreResult<DatabaseCounts>;
 }
 
 /// What the background lifecycle worker needs; it works across organizations by design.

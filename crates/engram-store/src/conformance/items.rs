@@ -144,7 +144,7 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         status_of(store, &scope, "c", "a", 300).await,
         Some(IndexingStatus::Completed)
     );
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 2);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
 
     // Upsert replaces: old chunks go at once, the item is queued again, and the claim on the
     // old version of `b` can no longer write.
@@ -158,13 +158,13 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         .await
         .unwrap();
     assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
     assert!(!store
         .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], 401)
         .await
         .unwrap());
     assert_eq!(
-        store.counts(&scope).await.unwrap().knowledge_chunks,
+        store.counts(&scope, 0).await.unwrap().knowledge_chunks,
         0,
         "a stale claim wrote nothing"
     );
@@ -189,7 +189,7 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
             .await
             .unwrap());
     }
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 2);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
 }
 
 async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
@@ -213,7 +213,7 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
         .await
         .unwrap());
     assert_eq!(
-        store.counts(&scope).await.unwrap().knowledge_chunks,
+        store.counts(&scope, 0).await.unwrap().knowledge_chunks,
         1,
         "indexed once"
     );
@@ -308,7 +308,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
     assert_eq!(listed.total, 0);
     assert!(matches!(
         store
-            .delete_items(&foreign, &collection("c"), None, &["d1".into()])
+            .delete_items(&foreign, &collection("c"), None, &["d1".into()], 0)
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -325,6 +325,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
             &collection("c"),
             Some(ItemKind::Memory),
             &["d1".into()],
+            0,
         )
         .await
         .unwrap();
@@ -335,6 +336,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
             &collection("c"),
             Some(ItemKind::Knowledge),
             &["d1".into(), "d2".into(), "nope".into()],
+            0,
         )
         .await
         .unwrap();
@@ -343,7 +345,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
         [true, true, false]
     );
     assert_eq!(deleted[0].chunk_keys.len(), 1);
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
     assert!(store
         .item_statuses(&scope, &collection("c"), &["d1".into()], 3)
         .await
@@ -355,7 +357,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
         .complete_item(d2, &[chunk("d2-0", 0, "two")], 4)
         .await
         .unwrap());
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
 }
 
 async fn listing_filters_and_pages<S: Store>(store: &S) {
@@ -518,8 +520,19 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
         .await
         .unwrap()
         .is_empty());
+    assert_eq!(store.counts(&scope, 999).await.unwrap().memory_chunks, 1);
+    assert_eq!(
+        store.counts(&scope, 1_000).await.unwrap().memory_chunks,
+        0,
+        "not counted once expired"
+    );
+    let deleted = store
+        .delete_items(&scope, &collection("u"), None, &["mem".into()], 1_000)
+        .await
+        .unwrap();
+    assert!(!deleted[0].deleted, "an expired item is already gone");
     let purged = store.purge_expired(1_000, 100).await.unwrap();
     assert_eq!(purged.len(), 1);
-    assert_eq!(store.counts(&scope).await.unwrap().memory_chunks, 0);
-    assert_eq!(store.counts(&scope).await.unwrap().knowledge_chunks, 1);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().memory_chunks, 0);
+    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 1);
 }

@@ -154,7 +154,7 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
         1,
         "a foreign scope wrote nothing"
     );
-    assert_eq!(store.counts(&foreign).await.unwrap().collections, 0);
+    assert_eq!(store.counts(&foreign, 0).await.unwrap().collections, 0);
     assert!(!store.schedule_deletion(&foreign, 6_000).await.unwrap());
     assert!(matches!(
         store.add_schema_fields(&foreign, &[field("x")], 1).await,
@@ -174,7 +174,7 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
         .ensure_collection(&db.scope(), &extra, 7_000)
         .await
         .unwrap();
-    assert_eq!(store.counts(&db.scope()).await.unwrap().collections, 2);
+    assert_eq!(store.counts(&db.scope(), 0).await.unwrap().collections, 2);
 }
 
 async fn deletion_frees_the_name_and_purge_removes_everything<S: Store>(store: &S) {

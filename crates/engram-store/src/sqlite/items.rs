@@ -361,18 +361,21 @@ impl ItemStore for SqliteStore {
         collection: &CollectionName,
         kind: Option<ItemKind>,
         ids: &[String],
+        now: i64,
     ) -> StoreResult<Vec<DeletedItem>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_scope(&mut tx, scope).await?;
         let mut results = Vec::with_capacity(ids.len());
         for id in ids {
             let key: Option<i64> = sqlx::query(
-                "SELECT item_key FROM items WHERE database_id = ? AND collection = ? AND id = ? AND (?4 IS NULL OR kind = ?4)",
+                "SELECT item_key FROM items WHERE database_id = ?1 AND collection = ?2 AND id = ?3 AND (?4 IS NULL OR kind = ?4)
+                   AND (expires_at IS NULL OR expires_at > ?5)",
             )
             .bind(scope.id.as_str())
             .bind(collection.as_str())
             .bind(id)
             .bind(kind.map(ItemKind::as_str))
+            .bind(now)
             .fetch_optional(&mut *tx)
             .await?
             .map(|row| row.try_get(0))
@@ -449,7 +452,7 @@ impl WorkQueue for SqliteStore {
                  updated_at = ?3
              WHERE item_key IN (
                  SELECT i.item_key FROM items i JOIN databases d ON d.id = i.database_id
-                 WHERE d.state <> 'deleting'
+                 WHERE d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ?3)
                    AND ((i.status = 'queued' AND i.run_after <= ?3) OR (i.status = 'processing' AND i.lease_until < ?3))
                  ORDER BY i.run_after, i.item_key LIMIT ?4)
              RETURNING item_key, version, database_id, collection, id, kind, origin, title, filename, media_type, text,

@@ -341,14 +341,17 @@ impl DatabaseStore for SqliteStore {
             .collect()
     }
 
-    async fn counts(&self, scope: &DatabaseScope) -> StoreResult<DatabaseCounts> {
+    async fn counts(&self, scope: &DatabaseScope, now: i64) -> StoreResult<DatabaseCounts> {
         let row = sqlx::query(
             "SELECT
                 (SELECT COUNT(*) FROM collections WHERE database_id = d.id),
-                (SELECT COUNT(*) FROM chunks WHERE database_id = d.id AND kind = 'knowledge'),
-                (SELECT COUNT(*) FROM chunks WHERE database_id = d.id AND kind = 'memory')
-             FROM databases d WHERE d.id = ? AND d.org_id = ?",
+                (SELECT COUNT(*) FROM chunks c JOIN items i ON i.item_key = c.item_key
+                  WHERE c.database_id = d.id AND c.kind = 'knowledge' AND (i.expires_at IS NULL OR i.expires_at > ?1)),
+                (SELECT COUNT(*) FROM chunks c JOIN items i ON i.item_key = c.item_key
+                  WHERE c.database_id = d.id AND c.kind = 'memory' AND (i.expires_at IS NULL OR i.expires_at > ?1))
+             FROM databases d WHERE d.id = ?2 AND d.org_id = ?3",
         )
+        .bind(now)
         .bind(scope.id.as_str())
         .bind(scope.org.as_str())
         .fetch_optional(&self.pool)
@@ -466,6 +469,7 @@ mod tests {
                 &CollectionName::from_trusted("c"),
                 None,
                 &["a".into()],
+                0,
             )
             .await
             .unwrap();
