@@ -448,7 +448,8 @@ impl App {
                 }
                 other => other.into(),
             })?;
-        for (position, outcome) in positions.into_iter().zip(outcomes) {
+        self.inner.vectors.remove(&db.id, &outcomes.replaced_chunks);
+        for (position, outcome) in positions.into_iter().zip(outcomes.outcomes) {
             if outcome == EnqueueOutcome::Exists {
                 let result = &mut results[position];
                 *result = result.clone().refused(

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram_config::Config;
+use engram_search::VectorIndex;
 use engram_store::sqlite::SqliteStore;
 use engram_store::Store;
 use tokio::sync::Notify;
@@ -50,6 +51,8 @@ struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     models: Option<Models>,
+    /// Every chunk's vector, derived from the store at start and kept current.
+    vectors: Arc<VectorIndex>,
     data_dir: PathBuf,
     limiter: ratelimit::RateLimiter,
     /// Wakes the lifecycle worker when a database is created or deleted.
@@ -64,12 +67,9 @@ impl App {
     pub async fn open(config: Config) -> AppResult<Self> {
         let store = SqliteStore::open(&config.data_dir).await?;
         let models = Models::load(&config.embedding).await?;
-        Ok(Self::with_store(
-            config,
-            Arc::new(store),
-            Arc::new(SystemClock),
-            Some(models),
-        ))
+        let app = Self::with_store(config, Arc::new(store), Arc::new(SystemClock), Some(models));
+        app.load_vectors().await?;
+        Ok(app)
     }
 
     /// The store alone, without the models: for administrative commands (`engram keys`) that
@@ -97,6 +97,7 @@ impl App {
                 store,
                 clock,
                 models,
+                vectors: Arc::new(VectorIndex::new(engram_embed::MINILM_DIMENSION)),
                 data_dir: config.data_dir.clone(),
                 limiter: ratelimit::RateLimiter::new(&config.rate_limit),
                 lifecycle_wake: Notify::new(),
@@ -104,6 +105,52 @@ impl App {
                 config,
             }),
         }
+    }
+
+    /// Builds the vector index from the vectors stored with the chunks.
+    async fn load_vectors(&self) -> AppResult<()> {
+        let started = std::time::Instant::now();
+        let (mut after, mut total) = (0, 0);
+        loop {
+            let page = self
+                .store()
+                .stored_vectors(after, 5_000, self.now_ms())
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.chunk_key;
+            total += page.len();
+            self.index_vectors(page);
+        }
+        tracing::info!(
+            vectors = total,
+            ms = started.elapsed().as_millis() as u64,
+            "vector index loaded"
+        );
+        Ok(())
+    }
+
+    fn index_vectors(&self, vectors: Vec<engram_store::StoredVector>) {
+        let mut by_database: std::collections::HashMap<_, Vec<_>> =
+            std::collections::HashMap::new();
+        for v in vectors {
+            by_database
+                .entry(v.database_id)
+                .or_default()
+                .push(engram_search::VectorEntry {
+                    chunk_key: v.chunk_key,
+                    collection: v.collection.to_string(),
+                    kind: v.kind,
+                    vector: v.vector,
+                });
+        }
+        for (database, entries) in by_database {
+            self.inner.vectors.insert(&database, entries);
+        }
+    }
+
+    /// The vector index (derived; the store is the truth).
+    pub fn vectors(&self) -> &VectorIndex {
+        &self.inner.vectors
     }
 
     /// Closes the store; call after the server and the workers have stopped.

@@ -60,7 +60,8 @@ impl App {
                     models.tokens.clone(),
                     self.inner.clock.clone(),
                     options.clone(),
-                );
+                )
+                .with_vectors(self.inner.vectors.clone());
                 tracker.spawn(pipeline.run(self.inner.pipeline_wake.clone(), token.clone()));
             }
             let app = self.clone();
@@ -152,6 +153,7 @@ impl App {
             _ => {}
         }
         self.store().purge_database(&db.id).await?;
+        self.inner.vectors.drop_database(&db.id);
         tracing::info!(database = %db.name, id = %db.id, "database purged");
         Ok(())
     }
@@ -174,6 +176,98 @@ mod tests {
         };
         let store = SqliteStore::open(dir).await.unwrap();
         App::with_store(config, Arc::new(store), Arc::new(SystemClock), None)
+    }
+
+    /// The vector index follows what the store holds: loaded at open, kept current by the
+    /// pipeline and by deletions. Needs the model from `make setup`.
+    #[tokio::test]
+    async fn the_vector_index_follows_the_store_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache");
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            embedding: engram_config::EmbeddingConfig {
+                cache_dir: cache,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let app = App::open(config.clone())
+            .await
+            .expect("the model is set up (make setup)");
+        let key = app
+            .create_key(crate::KeySpec {
+                org: "acme".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let who = app.authenticate(&key.token).await.unwrap();
+        let db = app
+            .create_database(
+                &who,
+                CreateDatabase {
+                    name: "docs".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let texts = [
+            "zebras graze on the savanna",
+            "the printer on floor three is jammed",
+            "green tea is calming",
+        ];
+        let request = crate::KnowledgeRequest {
+            upsert: true,
+            app_knowledge: texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| crate::AppSource {
+                    id: Some(format!("a{i}")),
+                    text: (*t).into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        app.ingest_knowledge(&who, &db.name, request).await.unwrap();
+        let token = CancellationToken::new();
+        let workers = app.start_workers(token.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while app.vectors().len(&db.id) < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "indexing did not finish"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let query = app
+            .inner
+            .models
+            .as_ref()
+            .unwrap()
+            .embedder
+            .embed(&["a jammed printer"])
+            .unwrap()
+            .remove(0);
+        let best = app.vectors().search(&db.id, &query, 1, &|_, _| true)[0].0;
+        let (_, deleted) = app
+            .delete_items(&who, &db.name, None, None, &["a1".into()])
+            .await
+            .unwrap();
+        assert_eq!(
+            deleted[0].chunk_keys,
+            [best],
+            "the printer chunk is the nearest"
+        );
+        assert_eq!(app.vectors().len(&db.id), 2, "deletion removes its vectors");
+        workers.shutdown(Duration::from_secs(10)).await;
+        app.close().await;
+
+        let reopened = App::open(config).await.unwrap();
+        assert_eq!(reopened.vectors().len(&db.id), 2, "rebuilt from the store");
+        reopened.close().await;
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use engram_embed::Embedder;
 use engram_parse::Limits;
-use engram_search::{Chunker, ChunkerOptions, TokenCounter};
+use engram_search::{Chunker, ChunkerOptions, TokenCounter, VectorEntry, VectorIndex};
 use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
 use engram_types::{Clock, ItemErrorCode};
 use tokio::sync::Notify;
@@ -55,6 +55,7 @@ pub struct Pipeline {
     clock: Arc<dyn Clock>,
     options: PipelineOptions,
     owner: String,
+    vectors: Option<Arc<VectorIndex>>,
 }
 
 impl Pipeline {
@@ -73,7 +74,14 @@ impl Pipeline {
             clock,
             options,
             owner,
+            vectors: None,
         }
+    }
+
+    /// Keeps a vector index current with what this worker writes.
+    pub fn with_vectors(mut self, vectors: Arc<VectorIndex>) -> Self {
+        self.vectors = Some(vectors);
+        self
     }
 
     /// Works until `token` is cancelled, finishing the batch in hand first.
@@ -167,8 +175,21 @@ impl Pipeline {
                         .complete_item(&item, &chunks, self.clock.now_ms())
                         .await
                     {
-                        Ok(true) => {}
-                        Ok(false) => {
+                        Ok(Some(keys)) => {
+                            if let Some(vectors) = &self.vectors {
+                                let entries =
+                                    keys.into_iter().zip(chunks).map(|(chunk_key, chunk)| {
+                                        VectorEntry {
+                                            chunk_key,
+                                            collection: item.collection.to_string(),
+                                            kind: item.kind,
+                                            vector: chunk.embedding,
+                                        }
+                                    });
+                                vectors.insert(&item.database_id, entries);
+                            }
+                        }
+                        Ok(None) => {
                             tracing::debug!(id = %item.id, "item changed while indexing; result dropped")
                         }
                         Err(err) => {

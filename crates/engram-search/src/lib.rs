@@ -4,5 +4,7 @@
 //! Lexical and vector search, fusion and reranking join this crate with the retrieval issue.
 
 mod chunk;
+mod vectors;
 
 pub use chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
+pub use vectors::{VectorEntry, VectorIndex};

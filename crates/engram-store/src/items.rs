@@ -84,6 +84,15 @@ pub enum EnqueueOutcome {
     Exists,
 }
 
+/// The result of an enqueue call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Enqueued {
+    /// One outcome per item, in order.
+    pub outcomes: Vec<EnqueueOutcome>,
+    /// Keys of chunks that upserts removed, for derived indexes to drop.
+    pub replaced_chunks: Vec<i64>,
+}
+
 /// The indexing state of one item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemStatus {
@@ -223,6 +232,29 @@ pub struct ItemPage {
     pub total: u64,
 }
 
+/// A stored chunk vector, for rebuilding derived indexes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVector {
+    pub database_id: DatabaseId,
+    pub chunk_key: i64,
+    pub collection: CollectionName,
+    pub kind: ItemKind,
+    pub vector: Vec<f32>,
+}
+
+/// Reading what derived indexes are built from; across organizations by design (start-up).
+#[async_trait]
+pub trait IndexSource: Send + Sync {
+    /// Vectors of live chunks (live database, unexpired item) with keys above `after`, in key
+    /// order, at most `limit`.
+    async fn stored_vectors(
+        &self,
+        after: i64,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<StoredVector>>;
+}
+
 /// Items of databases, scoped by organization.
 #[async_trait]
 pub trait ItemStore: Send + Sync {
@@ -234,7 +266,7 @@ pub trait ItemStore: Send + Sync {
         items: &[NewItem],
         upsert: bool,
         now: i64,
-    ) -> StoreResult<Vec<EnqueueOutcome>>;
+    ) -> StoreResult<Enqueued>;
     /// States of the given ids in one collection; unknown and expired ids are absent.
     async fn item_statuses(
         &self,
@@ -274,14 +306,14 @@ pub trait WorkQueue: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<ClaimedItem>>;
     /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
-    /// still current. False (and nothing written) when the item was upserted, deleted or
-    /// re-leased meanwhile.
+    /// still current, and returns the new chunks' keys in order. `None` (and nothing written)
+    /// when the item was upserted, deleted or re-leased meanwhile.
     async fn complete_item(
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
         now: i64,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<Option<Vec<i64>>>;
     /// Records a failed attempt: back to `queued` for a later retry, or `errored`.
     async fn fail_item(
         &self,

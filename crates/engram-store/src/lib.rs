@@ -87,7 +87,15 @@ pub trait LifecycleStore: Send + Sync {
 /// Everything engram stores, behind one handle.
 #[async_trait]
 pub trait Store:
-    KeyStore + DatabaseStore + LifecycleStore + ItemStore + WorkQueue + Send + Sync + 'static
+    KeyStore
+    + DatabaseStore
+    + LifecycleStore
+    + ItemStore
+    + WorkQueue
+    + IndexSource
+    + Send
+    + Sync
+    + 'static
 {
     /// Flushes and closes the backend; called once at shutdown.
     async fn close(&self);

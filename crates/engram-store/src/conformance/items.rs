@@ -16,6 +16,59 @@ pub async fn run_all<S: Store>(store: &S) {
     deletion_and_isolation(store).await;
     listing_filters_and_pages(store).await;
     expired_items_vanish_and_are_purged(store).await;
+    stored_vectors_rebuild_derived_indexes(store).await;
+}
+
+async fn stored_vectors_rebuild_derived_indexes<S: Store>(store: &S) {
+    let scope = setup(store, "db_items_7", "conf-items-7").await;
+    let mut short = item("v", "short", "x");
+    short.kind = ItemKind::Memory;
+    short.origin = ItemOrigin::Memory;
+    short.fields.expires_at = Some(500);
+    store
+        .enqueue_items(&scope, &[item("v", "long", "y"), short], true, 0)
+        .await
+        .unwrap();
+    let mut keys = Vec::new();
+    for c in claim_ours(store, &scope, "w", 10).await {
+        let vector = NewChunk {
+            embedding: vec![0.25, -1.5, 3.0],
+            ..chunk(&format!("{}-v", c.id), 0, "text")
+        };
+        keys.extend(
+            store
+                .complete_item(&c, &[vector], 20)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(keys.len(), 2);
+    let ours = |all: Vec<crate::StoredVector>| {
+        all.into_iter()
+            .filter(|v| v.database_id == scope.id)
+            .collect::<Vec<_>>()
+    };
+    let live = ours(store.stored_vectors(0, 10_000, 100).await.unwrap());
+    assert_eq!(live.len(), 2);
+    assert_eq!(
+        live[0].vector,
+        vec![0.25, -1.5, 3.0],
+        "vectors round-trip exactly"
+    );
+    assert_eq!(live.iter().map(|v| v.chunk_key).collect::<Vec<_>>(), keys);
+    let later = ours(store.stored_vectors(0, 10_000, 500).await.unwrap());
+    assert_eq!(later.len(), 1, "expired items are not indexed");
+    let paged = ours(store.stored_vectors(keys[0], 10_000, 100).await.unwrap());
+    assert_eq!(
+        paged.iter().map(|v| v.chunk_key).collect::<Vec<_>>(),
+        [keys[1]]
+    );
+    store.schedule_deletion(&scope, 600).await.unwrap();
+    assert!(
+        ours(store.stored_vectors(0, 10_000, 100).await.unwrap()).is_empty(),
+        "nor a deleted database's"
+    );
 }
 
 fn collection(name: &str) -> CollectionName {
@@ -98,7 +151,10 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         )
         .await
         .unwrap();
-    assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
+    assert_eq!(
+        out.outcomes,
+        [EnqueueOutcome::Queued, EnqueueOutcome::Queued]
+    );
     assert_eq!(
         status_of(store, &scope, "c", "a", 100).await,
         Some(IndexingStatus::Queued)
@@ -132,12 +188,14 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
     assert!(store
         .complete_item(a, &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")], 300)
         .await
-        .unwrap());
+        .unwrap()
+        .is_some());
     assert!(
-        !store
+        store
             .complete_item(a, &[chunk("a-9", 0, "again")], 301)
             .await
-            .unwrap(),
+            .unwrap()
+            .is_none(),
         "completing twice does nothing"
     );
     assert_eq!(
@@ -145,6 +203,12 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         Some(IndexingStatus::Completed)
     );
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
+    let first_keys = store.stored_vectors(0, 100_000, 350).await.unwrap();
+    let first_keys: Vec<i64> = first_keys
+        .iter()
+        .filter(|v| v.database_id == scope.id)
+        .map(|v| v.chunk_key)
+        .collect();
 
     // Upsert replaces: old chunks go at once, the item is queued again, and the claim on the
     // old version of `b` can no longer write.
@@ -157,12 +221,22 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         )
         .await
         .unwrap();
-    assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
+    assert_eq!(
+        out.outcomes,
+        [EnqueueOutcome::Queued, EnqueueOutcome::Queued]
+    );
+    let mut replaced = out.replaced_chunks.clone();
+    replaced.sort_unstable();
+    assert_eq!(
+        replaced, first_keys,
+        "the keys of the replaced chunks come back"
+    );
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
-    assert!(!store
+    assert!(store
         .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], 401)
         .await
-        .unwrap());
+        .unwrap()
+        .is_none());
     assert_eq!(
         store.counts(&scope, 0).await.unwrap().knowledge_chunks,
         0,
@@ -172,7 +246,7 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         .enqueue_items(&scope, &[item("c", "a", "ignored")], false, 402)
         .await
         .unwrap();
-    assert_eq!(out, [EnqueueOutcome::Exists]);
+    assert_eq!(out.outcomes, [EnqueueOutcome::Exists]);
     let again = claim_ours(store, &scope, "w3", 500).await;
     let texts: Vec<_> = again
         .iter()
@@ -187,7 +261,8 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         assert!(store
             .complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], 600)
             .await
-            .unwrap());
+            .unwrap()
+            .is_some());
     }
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
 }
@@ -204,14 +279,16 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
     let second = claim_ours(store, &scope, "healthy", 62_000).await;
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempts, 2);
-    assert!(!store
+    assert!(store
         .complete_item(&first[0], &[chunk("x-old", 0, "old")], 62_001)
         .await
-        .unwrap());
+        .unwrap()
+        .is_none());
     assert!(store
         .complete_item(&second[0], &[chunk("x-new", 0, "new")], 62_002)
         .await
-        .unwrap());
+        .unwrap()
+        .is_some());
     assert_eq!(
         store.counts(&scope, 0).await.unwrap().knowledge_chunks,
         1,
@@ -318,7 +395,8 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
     assert!(store
         .complete_item(d1, &[chunk("d1-0", 0, "one")], 2)
         .await
-        .unwrap());
+        .unwrap()
+        .is_some());
     let deleted = store
         .delete_items(
             &scope,
@@ -353,10 +431,11 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
         .is_empty());
     // The worker still holding d2 cannot bring it back.
     let d2 = claimed.iter().find(|c| c.id == "d2").unwrap();
-    assert!(!store
+    assert!(store
         .complete_item(d2, &[chunk("d2-0", 0, "two")], 4)
         .await
-        .unwrap());
+        .unwrap()
+        .is_none());
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
 }
 
@@ -502,7 +581,8 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
         assert!(store
             .complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], 20)
             .await
-            .unwrap());
+            .unwrap()
+            .is_some());
     }
     let all = ItemQuery {
         page: 1,

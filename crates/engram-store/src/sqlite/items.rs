@@ -9,9 +9,9 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use super::{corrupt, SqliteStore};
 use crate::{
-    ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, FilterValue, ItemFailure, ItemFields,
-    ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore, NewChunk, NewItem,
-    StoreError, StoreResult, WorkQueue,
+    ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, Enqueued, FilterValue, IndexSource,
+    ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore,
+    NewChunk, NewItem, StoreError, StoreResult, StoredVector, WorkQueue,
 };
 
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
@@ -274,10 +274,11 @@ impl ItemStore for SqliteStore {
         items: &[NewItem],
         upsert: bool,
         now: i64,
-    ) -> StoreResult<Vec<EnqueueOutcome>> {
+    ) -> StoreResult<Enqueued> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_scope(&mut tx, scope).await?;
         let mut outcomes = Vec::with_capacity(items.len());
+        let mut replaced_chunks = Vec::new();
         for item in items {
             sqlx::query("INSERT INTO collections (database_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
                 .bind(scope.id.as_str())
@@ -305,11 +306,23 @@ impl ItemStore for SqliteStore {
                     continue;
                 }
             }
+            if let Some((key, _)) = existing {
+                let keys = sqlx::query("SELECT chunk_key FROM chunks WHERE item_key = ?")
+                    .bind(key)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for row in &keys {
+                    replaced_chunks.push(row.try_get(0)?);
+                }
+            }
             write_item(&mut tx, scope, item, existing.map(|(key, _)| key), now).await?;
             outcomes.push(EnqueueOutcome::Queued);
         }
         tx.commit().await?;
-        Ok(outcomes)
+        Ok(Enqueued {
+            outcomes,
+            replaced_chunks,
+        })
     }
 
     async fn item_statuses(
@@ -439,6 +452,46 @@ impl ItemStore for SqliteStore {
 }
 
 #[async_trait]
+impl IndexSource for SqliteStore {
+    async fn stored_vectors(
+        &self,
+        after: i64,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<StoredVector>> {
+        let rows = sqlx::query(
+            "SELECT c.chunk_key, c.database_id, c.collection, c.kind, c.embedding
+             FROM chunks c JOIN items i ON i.item_key = c.item_key JOIN databases d ON d.id = c.database_id
+             WHERE c.chunk_key > ? AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ?)
+               AND c.embedding IS NOT NULL
+             ORDER BY c.chunk_key LIMIT ?",
+        )
+        .bind(after)
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let bytes: Vec<u8> = row.try_get("embedding")?;
+                Ok(StoredVector {
+                    chunk_key: row.try_get("chunk_key")?,
+                    database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
+                    collection: CollectionName::from_trusted(
+                        row.try_get::<String, _>("collection")?,
+                    ),
+                    kind: kind_of(row)?,
+                    vector: bytes
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
 impl WorkQueue for SqliteStore {
     async fn claim_items(
         &self,
@@ -506,7 +559,7 @@ impl WorkQueue for SqliteStore {
         item: &ClaimedItem,
         chunks: &[NewChunk],
         now: i64,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Option<Vec<i64>>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let done = sqlx::query(
             "UPDATE items SET status = 'completed', text = COALESCE(?, text), lease_owner = NULL, lease_until = NULL,
@@ -522,17 +575,18 @@ impl WorkQueue for SqliteStore {
         .await?;
         if done.rows_affected() != 1 {
             tx.rollback().await?;
-            return Ok(false);
+            return Ok(None);
         }
+        let mut keys = Vec::with_capacity(chunks.len());
         sqlx::query("DELETE FROM chunks WHERE item_key = ?")
             .bind(item.item_key)
             .execute(&mut *tx)
             .await?;
         for chunk in chunks {
-            sqlx::query(
+            let key = sqlx::query(
                 "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content, layout,
                      embedding, created_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING chunk_key",
             )
             .bind(&chunk.chunk_id)
             .bind(item.item_key)
@@ -544,11 +598,12 @@ impl WorkQueue for SqliteStore {
             .bind(json_text(&chunk.layout, "layout")?)
             .bind(embedding_bytes(&chunk.embedding))
             .bind(now)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+            keys.push(key.try_get(0)?);
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(Some(keys))
     }
 
     async fn fail_item(

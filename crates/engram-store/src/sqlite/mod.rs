@@ -455,7 +455,11 @@ mod tests {
                 layout: serde_json::json!({}),
                 embedding: vec![1.0],
             };
-            assert!(store.complete_item(&claimed, &[chunk], 2).await.unwrap());
+            assert!(store
+                .complete_item(&claimed, &[chunk], 2)
+                .await
+                .unwrap()
+                .is_some());
         }
         let matching = "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zebra'";
         assert_eq!(
@@ -501,7 +505,7 @@ mod tests {
                 layout: serde_json::json!({}),
                 embedding: vec![1.0],
             };
-            assert!(store.complete_item(c, &[chunk], 6).await.unwrap());
+            assert!(store.complete_item(c, &[chunk], 6).await.unwrap().is_some());
         }
         assert_eq!(count(&store, matching).await, 2);
         store.schedule_deletion(&scope, 7).await.unwrap();

@@ -1,0 +1,332 @@
+//! The in-memory vector index: every chunk's embedding, int8-quantised (one scale per vector),
+//! grouped by database and scanned exactly with an integer dot product. It is derived data:
+//! built at start-up from the vectors stored with the chunks, kept up to date by the pipeline
+//! (insert on completion) and by deletions, and allowed to hold stale entries briefly (an
+//! upserted item's old chunks until compaction), because every search result is joined with
+//! the store, which is the truth.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use engram_types::{DatabaseId, ItemKind};
+
+/// One vector to index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorEntry {
+    pub chunk_key: i64,
+    pub collection: String,
+    pub kind: ItemKind,
+    pub vector: Vec<f32>,
+}
+
+/// Every database's vectors.
+pub struct VectorIndex {
+    dimension: usize,
+    segments: RwLock<HashMap<DatabaseId, Segment>>,
+}
+
+#[derive(Default)]
+struct Segment {
+    keys: Vec<i64>,
+    slots: HashMap<i64, usize>,
+    /// Per slot: interned collection and kind.
+    meta: Vec<(u32, ItemKind)>,
+    collections: Vec<String>,
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+/// Quantises to int8 with one scale: `x ≈ code * scale`.
+fn quantize(vector: &[f32], out: &mut Vec<i8>) -> f32 {
+    let max = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    out.extend(
+        vector
+            .iter()
+            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
+    );
+    scale
+}
+
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum()
+}
+
+impl Segment {
+    fn intern(&mut self, collection: &str) -> u32 {
+        match self.collections.iter().position(|c| c == collection) {
+            Some(i) => i as u32,
+            None => {
+                self.collections.push(collection.to_owned());
+                (self.collections.len() - 1) as u32
+            }
+        }
+    }
+
+    fn remove(&mut self, key: i64, dimension: usize) {
+        let Some(slot) = self.slots.remove(&key) else {
+            return;
+        };
+        let last = self.keys.len() - 1;
+        if slot != last {
+            let moved = self.keys[last];
+            self.keys.swap(slot, last);
+            self.meta.swap(slot, last);
+            self.scales.swap(slot, last);
+            let (head, tail) = self.codes.split_at_mut(last * dimension);
+            head[slot * dimension..(slot + 1) * dimension].copy_from_slice(&tail[..dimension]);
+            self.slots.insert(moved, slot);
+        }
+        self.keys.pop();
+        self.meta.pop();
+        self.scales.pop();
+        self.codes.truncate(last * dimension);
+    }
+}
+
+impl VectorIndex {
+    pub fn new(dimension: usize) -> Self {
+        Self {
+            dimension,
+            segments: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// Adds (or replaces) vectors of a database. Vectors of another dimension are skipped.
+    pub fn insert(&self, database: &DatabaseId, entries: impl IntoIterator<Item = VectorEntry>) {
+        let mut segments = self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let segment = segments.entry(database.clone()).or_default();
+        for entry in entries {
+            if entry.vector.len() != self.dimension {
+                continue;
+            }
+            segment.remove(entry.chunk_key, self.dimension);
+            let collection = segment.intern(&entry.collection);
+            segment.slots.insert(entry.chunk_key, segment.keys.len());
+            segment.keys.push(entry.chunk_key);
+            segment.meta.push((collection, entry.kind));
+            let scale = quantize(&entry.vector, &mut segment.codes);
+            segment.scales.push(scale);
+        }
+    }
+
+    /// Removes vectors by chunk key.
+    pub fn remove(&self, database: &DatabaseId, keys: &[i64]) {
+        let mut segments = self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(segment) = segments.get_mut(database) {
+            for key in keys {
+                segment.remove(*key, self.dimension);
+            }
+        }
+    }
+
+    /// Removes vectors by chunk key from whichever database holds them.
+    pub fn remove_anywhere(&self, keys: &[i64]) {
+        let mut segments = self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for segment in segments.values_mut() {
+            for key in keys {
+                segment.remove(*key, self.dimension);
+            }
+        }
+    }
+
+    /// Forgets a database entirely.
+    pub fn drop_database(&self, database: &DatabaseId) {
+        self.segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(database);
+    }
+
+    /// Vectors held for a database.
+    pub fn len(&self, database: &DatabaseId) -> usize {
+        self.segments
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(database)
+            .map_or(0, |s| s.keys.len())
+    }
+
+    pub fn is_empty(&self, database: &DatabaseId) -> bool {
+        self.len(database) == 0
+    }
+
+    /// The `k` nearest chunk keys of a database by approximate cosine (vectors are unit
+    /// length), among those whose collection and kind pass `accept`. Best first.
+    pub fn search(
+        &self,
+        database: &DatabaseId,
+        query: &[f32],
+        k: usize,
+        accept: &dyn Fn(&str, ItemKind) -> bool,
+    ) -> Vec<(i64, f32)> {
+        if query.len() != self.dimension || k == 0 {
+            return Vec::new();
+        }
+        let segments = self
+            .segments
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(segment) = segments.get(database) else {
+            return Vec::new();
+        };
+        let allowed: Vec<bool> = segment
+            .collections
+            .iter()
+            .flat_map(|c| [ItemKind::Knowledge, ItemKind::Memory].map(|kind| accept(c, kind)))
+            .collect();
+        let mut code = Vec::with_capacity(self.dimension);
+        let query_scale = quantize(query, &mut code);
+        let mut scored: Vec<(i64, f32)> = segment
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(slot, _)| {
+                let (collection, kind) = segment.meta[*slot];
+                allowed[collection as usize * 2 + usize::from(kind == ItemKind::Memory)]
+            })
+            .map(|(slot, key)| {
+                let codes = &segment.codes[slot * self.dimension..(slot + 1) * self.dimension];
+                let score = dot_i8(&code, codes) as f32 * query_scale * segment.scales[slot];
+                (*key, score)
+            })
+            .collect();
+        let k = k.min(scored.len());
+        if k == 0 {
+            return Vec::new();
+        }
+        scored.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+        scored.truncate(k);
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(seed: u64, dimension: usize) -> Vec<f32> {
+        // A small deterministic generator: no test dependency needed.
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut v: Vec<f32> = (0..dimension)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+            })
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        v
+    }
+
+    fn entry(key: i64, collection: &str, kind: ItemKind, dimension: usize) -> VectorEntry {
+        VectorEntry {
+            chunk_key: key,
+            collection: collection.into(),
+            kind,
+            vector: unit(key as u64, dimension),
+        }
+    }
+
+    fn db(name: &str) -> DatabaseId {
+        DatabaseId::from_trusted(name)
+    }
+
+    #[test]
+    fn the_exact_neighbour_ranks_first_and_scores_match_f32_closely() {
+        let index = VectorIndex::new(64);
+        index.insert(
+            &db("a"),
+            (0..500).map(|k| entry(k, "c", ItemKind::Knowledge, 64)),
+        );
+        for probe in [3, 77, 499] {
+            let query = unit(probe as u64, 64);
+            let hits = index.search(&db("a"), &query, 5, &|_, _| true);
+            assert_eq!(hits[0].0, probe);
+            assert!((hits[0].1 - 1.0).abs() < 0.02, "{}", hits[0].1);
+            assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
+        }
+    }
+
+    #[test]
+    fn filters_scope_and_removal_hold() {
+        let index = VectorIndex::new(16);
+        index.insert(
+            &db("a"),
+            [
+                entry(1, "x", ItemKind::Knowledge, 16),
+                entry(2, "y", ItemKind::Knowledge, 16),
+                entry(3, "x", ItemKind::Memory, 16),
+            ],
+        );
+        index.insert(&db("b"), [entry(4, "x", ItemKind::Knowledge, 16)]);
+        let query = unit(4, 16);
+        let only_x_knowledge = |c: &str, k: ItemKind| c == "x" && k == ItemKind::Knowledge;
+        let hits: Vec<i64> = index
+            .search(&db("a"), &query, 10, &only_x_knowledge)
+            .iter()
+            .map(|h| h.0)
+            .collect();
+        assert_eq!(
+            hits,
+            [1],
+            "another database's vectors and other collections or kinds never appear"
+        );
+        index.remove(&db("a"), &[1, 99]);
+        assert!(index
+            .search(&db("a"), &query, 10, &only_x_knowledge)
+            .is_empty());
+        assert_eq!(index.len(&db("a")), 2);
+        // Removing from the middle keeps the others findable.
+        let hits: Vec<i64> = index
+            .search(&db("a"), &unit(3, 16), 1, &|_, _| true)
+            .iter()
+            .map(|h| h.0)
+            .collect();
+        assert_eq!(hits, [3]);
+        index.insert(&db("a"), [entry(3, "x", ItemKind::Memory, 16)]);
+        assert_eq!(index.len(&db("a")), 2, "re-inserting a key replaces it");
+        index.drop_database(&db("a"));
+        assert!(index.is_empty(&db("a")));
+        assert_eq!(index.len(&db("b")), 1);
+    }
+
+    #[test]
+    fn wrong_dimensions_are_ignored() {
+        let index = VectorIndex::new(8);
+        index.insert(
+            &db("a"),
+            [VectorEntry {
+                chunk_key: 1,
+                collection: "c".into(),
+                kind: ItemKind::Knowledge,
+                vector: vec![1.0; 3],
+            }],
+        );
+        assert!(index.is_empty(&db("a")));
+        assert!(index
+            .search(&db("a"), &[1.0; 3], 3, &|_, _| true)
+            .is_empty());
+    }
+}
