@@ -169,6 +169,22 @@ mod tests {
     use super::*;
     use crate::{CreateDatabase, SystemClock};
 
+    /// A key of organization `acme` and its new database `docs`.
+    async fn acme_docs(app: &App) -> (crate::Principal, DatabaseRecord) {
+        let spec = crate::KeySpec {
+            org: "acme".into(),
+            ..Default::default()
+        };
+        let key = app.create_key(spec).await.unwrap();
+        let who = app.authenticate(&key.token).await.unwrap();
+        let request = CreateDatabase {
+            name: "docs".into(),
+            ..Default::default()
+        };
+        let db = app.create_database(&who, request).await.unwrap();
+        (who, db)
+    }
+
     async fn app(dir: &std::path::Path) -> App {
         let config = Config {
             data_dir: dir.to_path_buf(),
@@ -195,24 +211,7 @@ mod tests {
         let app = App::open(config.clone())
             .await
             .expect("the model is set up (make setup)");
-        let key = app
-            .create_key(crate::KeySpec {
-                org: "acme".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let who = app.authenticate(&key.token).await.unwrap();
-        let db = app
-            .create_database(
-                &who,
-                CreateDatabase {
-                    name: "docs".into(),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+        let (who, db) = acme_docs(&app).await;
         let texts = [
             "zebras graze on the savanna",
             "the printer on floor three is jammed",
@@ -274,24 +273,7 @@ mod tests {
     async fn provisioning_builds_storage_and_deletion_removes_it() {
         let dir = tempfile::tempdir().unwrap();
         let app = app(dir.path()).await;
-        let key = app
-            .create_key(crate::KeySpec {
-                org: "acme".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let who = app.authenticate(&key.token).await.unwrap();
-        let db = app
-            .create_database(
-                &who,
-                CreateDatabase {
-                    name: "docs".into(),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+        let (who, db) = acme_docs(&app).await;
         assert_eq!(db.state, DatabaseState::Provisioning);
         let token = CancellationToken::new();
         app.lifecycle_pass(&token).await.unwrap();

@@ -97,6 +97,15 @@ fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
 }
 
 impl Form {
+    /// The uploaded files of the given field names, in order.
+    pub fn files_named(&self, names: &[&str]) -> Vec<UploadedFile> {
+        self.files
+            .iter()
+            .filter(|(name, _)| names.contains(&name.as_str()))
+            .map(|(_, file)| file.clone())
+            .collect()
+    }
+
     /// A plain text field.
     pub fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
         match self.fields.get(name) {

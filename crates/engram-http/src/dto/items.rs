@@ -387,3 +387,15 @@ pub fn check_include_fields(fields: &[String]) -> Result<(), crate::error::ApiEr
         None => Ok(()),
     }
 }
+
+/// The `app_knowledge` form field as app sources.
+pub fn app_sources(
+    form: &crate::form::Form,
+) -> Result<Vec<engram_app::AppSource>, crate::error::ApiError> {
+    Ok(form
+        .json_array::<AppSourceDto>("app_knowledge")?
+        .unwrap_or_default()
+        .into_iter()
+        .map(Into::into)
+        .collect())
+}

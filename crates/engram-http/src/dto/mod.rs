@@ -112,6 +112,21 @@ impl Deprecations {
             .ok_or_else(|| ApiError::invalid(format!("missing required field `{current_name}`")))
     }
 
+    /// Resolves the database (required) and collection of a scoped call from their current
+    /// names or deprecated aliases.
+    pub fn scope(
+        &mut self,
+        database: Option<String>,
+        tenant_id: Option<String>,
+        collection: Option<String>,
+        sub_tenant_id: Option<String>,
+    ) -> Result<(engram_types::DatabaseName, Option<String>), ApiError> {
+        let database = self.require(database, tenant_id, "database", "tenant_id")?;
+        let database = engram_app::parse_database_name("database", &database)?;
+        let collection = self.pick(collection, sub_tenant_id, "collection", "sub_tenant_id")?;
+        Ok((database, collection))
+    }
+
     pub fn into_vec(self) -> Vec<Value> {
         self.0
     }

@@ -3,8 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use engram_app::{
-    parse_database_name, App, IngestOutcome, KnowledgeRequest, ListRequest, MemoryRequest,
-    PAGE_SIZE_DEFAULT,
+    App, IngestOutcome, KnowledgeRequest, ListRequest, MemoryRequest, PAGE_SIZE_DEFAULT,
 };
 use engram_types::{ErrorCode, ItemKind};
 use serde::Deserialize;
@@ -78,29 +77,17 @@ fn item_kind(value: Option<&str>, default: ItemKind) -> Result<ItemKind, ApiErro
     ))]
 async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let database = deprecations.require(
+    let (database, collection) = deprecations.scope(
         form.text("database")?,
         form.text("tenant_id")?,
-        "database",
-        "tenant_id",
-    )?;
-    let database = parse_database_name("database", &database)?;
-    let collection = deprecations.pick(
         form.text("collection")?,
         form.text("sub_tenant_id")?,
-        "collection",
-        "sub_tenant_id",
     )?;
     let upsert = form.flag("upsert", true)?;
     let kind = item_kind(form.text("type")?.as_deref(), ItemKind::Knowledge)?;
     let outcome = match kind {
         ItemKind::Knowledge => {
-            let files: Vec<_> = form
-                .files
-                .iter()
-                .filter(|(name, _)| name == "documents" || name == "files")
-                .map(|(_, file)| file.clone())
-                .collect();
+            let files = form.files_named(&["documents", "files"]);
             let file_metadata = deprecations.pick(
                 form.json_array::<FileMetadataDto>("document_metadata")?,
                 form.json_array::<FileMetadataDto>("file_metadata")?,
@@ -113,12 +100,7 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
                 files,
                 file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
                 file_metadata_field: "document_metadata",
-                app_knowledge: form
-                    .json_array::<AppSourceDto>("app_knowledge")?
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(Into::into)
-                    .collect(),
+                app_knowledge: app_sources(&form)?,
             };
             app.ingest_knowledge(&who, &database, request).await?
         }
@@ -154,14 +136,11 @@ async fn status(
     Query(params): Query<StatusParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let database =
-        deprecations.require(params.database, params.tenant_id, "database", "tenant_id")?;
-    let database = parse_database_name("database", &database)?;
-    let collection = deprecations.pick(
+    let (database, collection) = deprecations.scope(
+        params.database,
+        params.tenant_id,
         params.collection,
         params.sub_tenant_id,
-        "collection",
-        "sub_tenant_id",
     )?;
     let ids = split_ids(&params.ids);
     let (db, statuses) = app
@@ -281,13 +260,11 @@ async fn list(
     Json(body): Json<ListBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let database = deprecations.require(body.database, body.tenant_id, "database", "tenant_id")?;
-    let database = parse_database_name("database", &database)?;
-    let collection = deprecations.pick(
+    let (database, collection) = deprecations.scope(
+        body.database,
+        body.tenant_id,
         body.collection,
         body.sub_tenant_id,
-        "collection",
-        "sub_tenant_id",
     )?;
     let kind = item_kind(body.kind.as_deref(), ItemKind::Knowledge)?;
     let ids = deprecations
@@ -362,13 +339,11 @@ async fn delete_items(
     Json(body): Json<DeleteBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let database = deprecations.require(body.database, body.tenant_id, "database", "tenant_id")?;
-    let database = parse_database_name("database", &database)?;
-    let collection = deprecations.pick(
+    let (database, collection) = deprecations.scope(
+        body.database,
+        body.tenant_id,
         body.collection,
         body.sub_tenant_id,
-        "collection",
-        "sub_tenant_id",
     )?;
     let kind = body
         .kind

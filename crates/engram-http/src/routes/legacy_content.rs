@@ -106,12 +106,7 @@ async fn upload_knowledge(
 ) -> Result<Response, ApiError> {
     let form = form.map_err(legacy_api)?;
     let database = tenant(form.text("tenant_id")?)?;
-    let files: Vec<_> = form
-        .files
-        .iter()
-        .filter(|(name, _)| name == "files" || name == "documents")
-        .map(|(_, file)| file.clone())
-        .collect();
+    let files = form.files_named(&["files", "documents"]);
     let file_metadata = form.json_array::<FileMetadataDto>("file_metadata")?;
     let request = KnowledgeRequest {
         collection: form.text("sub_tenant_id")?,
@@ -119,12 +114,7 @@ async fn upload_knowledge(
         files,
         file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
         file_metadata_field: "file_metadata",
-        app_knowledge: form
-            .json_array::<AppSourceDto>("app_knowledge")?
-            .unwrap_or_default()
-            .into_iter()
-            .map(Into::into)
-            .collect(),
+        app_knowledge: app_sources(&form)?,
     };
     let outcome = app
         .ingest_knowledge(&who, &database, request)

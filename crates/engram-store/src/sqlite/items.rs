@@ -64,8 +64,7 @@ async fn write_item(
     existing: Option<i64>,
     now: i64,
 ) -> StoreResult<()> {
-    let f = &item.fields;
-    let item_key = if let Some(key) = existing {
+    if let Some(key) = existing {
         sqlx::query("DELETE FROM chunks WHERE item_key = ?")
             .bind(key)
             .execute(&mut *conn)
@@ -74,74 +73,54 @@ async fn write_item(
             .bind(key)
             .execute(&mut *conn)
             .await?;
-        sqlx::query(
-            "UPDATE items SET kind = ?, origin = ?, filename = ?, media_type = ?, title = ?, source_type = ?,
-                 description = ?, note = ?, url = ?, timestamp = ?, text = ?, metadata = ?, additional_metadata = ?,
-                 attachments = ?, relations = ?, user_name = ?, infer = ?, expires_at = ?, version = version + 1,
-                 status = 'queued', error_code = '', error_message = '', attempts = 0, run_after = ?,
-                 lease_owner = NULL, lease_until = NULL, updated_at = ?
-             WHERE item_key = ?",
-        )
-        .bind(item.kind.as_str())
-        .bind(item.origin.as_str())
-        .bind(&f.filename)
-        .bind(&f.media_type)
-        .bind(&f.title)
-        .bind(&f.source_type)
-        .bind(&f.description)
-        .bind(&f.note)
-        .bind(&f.url)
-        .bind(&f.timestamp)
-        .bind(&f.text)
-        .bind(json_text(&f.metadata, "metadata")?)
-        .bind(json_text(&f.additional_metadata, "additional_metadata")?)
-        .bind(json_text(&f.attachments, "attachments")?)
-        .bind(json_text(&f.relations, "relations")?)
-        .bind(&f.user_name)
-        .bind(f.infer)
-        .bind(f.expires_at)
-        .bind(now)
-        .bind(now)
-        .bind(key)
-        .execute(&mut *conn)
-        .await?;
-        key
-    } else {
-        sqlx::query(
-            "INSERT INTO items (database_id, collection, id, kind, origin, filename, media_type, title, source_type,
-                 description, note, url, timestamp, text, metadata, additional_metadata, attachments, relations,
-                 user_name, infer, expires_at, status, run_after, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
-             RETURNING item_key",
-        )
-        .bind(scope.id.as_str())
-        .bind(item.collection.as_str())
-        .bind(&item.id)
-        .bind(item.kind.as_str())
-        .bind(item.origin.as_str())
-        .bind(&f.filename)
-        .bind(&f.media_type)
-        .bind(&f.title)
-        .bind(&f.source_type)
-        .bind(&f.description)
-        .bind(&f.note)
-        .bind(&f.url)
-        .bind(&f.timestamp)
-        .bind(&f.text)
-        .bind(json_text(&f.metadata, "metadata")?)
-        .bind(json_text(&f.additional_metadata, "additional_metadata")?)
-        .bind(json_text(&f.attachments, "attachments")?)
-        .bind(json_text(&f.relations, "relations")?)
-        .bind(&f.user_name)
-        .bind(f.infer)
-        .bind(f.expires_at)
-        .bind(now)
-        .bind(now)
-        .bind(now)
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get(0)?
-    };
+    }
+    let f = &item.fields;
+    // One statement for new and replaced items: a replaced item keeps its key and creation time,
+    // gets a new version and goes back to the queue.
+    let item_key: i64 = sqlx::query(
+        "INSERT INTO items (database_id, collection, id, kind, origin, filename, media_type, title, source_type,
+             description, note, url, timestamp, text, metadata, additional_metadata, attachments, relations,
+             user_name, infer, expires_at, status, run_after, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+         ON CONFLICT (database_id, collection, id) DO UPDATE SET
+             kind = excluded.kind, origin = excluded.origin, filename = excluded.filename,
+             media_type = excluded.media_type, title = excluded.title, source_type = excluded.source_type,
+             description = excluded.description, note = excluded.note, url = excluded.url,
+             timestamp = excluded.timestamp, text = excluded.text, metadata = excluded.metadata,
+             additional_metadata = excluded.additional_metadata, attachments = excluded.attachments,
+             relations = excluded.relations, user_name = excluded.user_name, infer = excluded.infer,
+             expires_at = excluded.expires_at, version = items.version + 1, status = 'queued',
+             error_code = '', error_message = '', attempts = 0, run_after = excluded.run_after,
+             lease_owner = NULL, lease_until = NULL, updated_at = excluded.updated_at
+         RETURNING item_key",
+    )
+    .bind(scope.id.as_str())
+    .bind(item.collection.as_str())
+    .bind(&item.id)
+    .bind(item.kind.as_str())
+    .bind(item.origin.as_str())
+    .bind(&f.filename)
+    .bind(&f.media_type)
+    .bind(&f.title)
+    .bind(&f.source_type)
+    .bind(&f.description)
+    .bind(&f.note)
+    .bind(&f.url)
+    .bind(&f.timestamp)
+    .bind(&f.text)
+    .bind(json_text(&f.metadata, "metadata")?)
+    .bind(json_text(&f.additional_metadata, "additional_metadata")?)
+    .bind(json_text(&f.attachments, "attachments")?)
+    .bind(json_text(&f.relations, "relations")?)
+    .bind(&f.user_name)
+    .bind(f.infer)
+    .bind(f.expires_at)
+    .bind(now)
+    .bind(now)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get(0)?;
     if let Some(payload) = &item.payload {
         sqlx::query("INSERT INTO item_payloads (item_key, bytes) VALUES (?, ?)")
             .bind(item_key)
