@@ -109,7 +109,7 @@ impl Default for EmbeddingConfig {
         Self {
             cache_dir: PathBuf::from(".cache"),
             threads: 2,
-            max_batch: 16,
+            max_batch: 8,
         }
     }
 }
@@ -137,8 +137,8 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            workers: 1,
-            batch_items: 16,
+            workers: 2,
+            batch_items: 64,
             lease_ms: 120_000,
             poll_ms: 1_000,
             max_attempts: 8,

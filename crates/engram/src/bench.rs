@@ -22,6 +22,9 @@ pub struct IngestBench {
     /// Pieces (chunks) to ingest.
     #[arg(long, default_value_t = 2000)]
     chunks: usize,
+    /// Words per piece (70 words of SciFact are about 110 tokens).
+    #[arg(long, default_value_t = 70)]
+    words: usize,
     /// Items per ingest request.
     #[arg(long, default_value_t = 100)]
     per_request: usize,
@@ -59,7 +62,7 @@ pub async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Result<()>
     config.data_dir = tmp.clone();
     config.listen = "127.0.0.1:0".parse()?;
     config.rate_limit.enabled = false;
-    let texts = pieces(&args.corpus, args.chunks, 80)?;
+    let texts = pieces(&args.corpus, args.chunks, args.words)?;
 
     // Baseline: the model alone on the same texts, in the pipeline's batch shape.
     let models = engram_app::Models::load(&config.embedding).await?;
