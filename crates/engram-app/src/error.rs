@@ -25,6 +25,9 @@ pub enum AppError {
     DatabaseNotFound(String),
     #[error("database `{0}` already exists")]
     DatabaseExists(String),
+    /// None of the ids asked about is known.
+    #[error("no item with id {0}")]
+    FileNotFound(String),
     #[error("key `{0}` not found")]
     KeyNotFound(String),
     /// The service cannot start (a model file missing, …).
@@ -46,6 +49,7 @@ impl AppError {
             Self::Validation(_) => ErrorCode::ValidationError,
             Self::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
             Self::DatabaseExists(_) => ErrorCode::DatabaseAlreadyExists,
+            Self::FileNotFound(_) => ErrorCode::FileNotFound,
             Self::KeyNotFound(_) => ErrorCode::NotFound,
             Self::Internal(_) | Self::Startup(_) => ErrorCode::InternalError,
         }

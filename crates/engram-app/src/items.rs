@@ -61,6 +61,7 @@ fn filters(values: Map<String, Value>, what: &str) -> AppResult<Vec<(String, Fil
 
 impl App {
     /// Indexing states of items in one collection, in the order asked; `None` for unknown ids.
+    /// `FILE_NOT_FOUND` when no id is known (an item refused at upload has no status record).
     pub async fn item_statuses(
         &self,
         who: &Principal,
@@ -85,7 +86,10 @@ impl App {
         let statuses = ids
             .iter()
             .map(|id| (id.clone(), found.iter().find(|s| &s.id == id).cloned()))
-            .collect();
+            .collect::<Vec<_>>();
+        if statuses.iter().all(|(_, s)| s.is_none()) {
+            return Err(AppError::FileNotFound(ids.join(", ")));
+        }
         Ok((db, statuses))
     }
 

@@ -48,37 +48,6 @@ async fn patch(server: &Server, path: &str, key: &str, body: Value) -> Reply {
         .await
 }
 
-/// A current-generation success with no deprecated alias reported.
-fn assert_no_deprecation(reply: &Reply) {
-    assert!(
-        reply.body["meta"].get("deprecation").is_none()
-            || reply.body["meta"]["deprecation"] == json!([]),
-        "{reply:#?}"
-    );
-    assert_eq!(reply.header("deprecation"), None, "{reply:#?}");
-}
-
-/// A current-generation success that reports exactly these `(deprecated, preferred)` aliases.
-fn assert_deprecations(reply: &Reply, expected: &[(&str, &str)]) {
-    assert_eq!(reply.header("deprecation"), Some("true"), "{reply:#?}");
-    let entries = reply.body["meta"]["deprecation"]
-        .as_array()
-        .unwrap_or_else(|| panic!("meta.deprecation missing: {reply:#?}"));
-    assert_eq!(entries.len(), expected.len(), "{reply:#?}");
-    for (deprecated, preferred) in expected {
-        let entry = entries
-            .iter()
-            .find(|e| e["deprecated_field"] == *deprecated)
-            .unwrap_or_else(|| panic!("no deprecation entry for {deprecated}: {reply:#?}"));
-        assert_eq!(entry["deprecated"], true, "{reply:#?}");
-        assert_eq!(entry["preferred_field"], *preferred, "{reply:#?}");
-        assert!(
-            entry["message"].as_str().is_some_and(|m| !m.is_empty()),
-            "{reply:#?}"
-        );
-    }
-}
-
 /// A legacy success: a plain object (no envelope) with a request id header.
 fn legacy_ok(reply: &Reply, status: u16) -> &Value {
     assert_eq!(reply.status.as_u16(), status, "{reply:#?}");
@@ -113,7 +82,7 @@ async fn current_names(server: &Server, key: &str) -> Vec<String> {
     let names = strings(&data["databases"]);
     assert_eq!(strings(&data["tenant_ids"]), names, "{reply:#?}");
     assert!(non_empty_str(&data["message"]), "{reply:#?}");
-    assert_no_deprecation(&reply);
+    reply.assert_deprecations(&[]);
     names
 }
 
@@ -363,7 +332,7 @@ async fn current_generation_lifecycle_from_create_to_recreate() {
     assert_eq!(created.body["data"]["tenant_id"], "docs");
     assert_eq!(created.body["meta"]["database"], "docs");
     assert_eq!(created.body["meta"]["api_version"], "2");
-    assert_no_deprecation(&created);
+    created.assert_deprecations(&[]);
 
     let status = poll_current_ready(&server, &key, "docs").await;
     assert_eq!(status["infra"]["ready_for_ingestion"], true);
@@ -382,7 +351,7 @@ async fn current_generation_lifecycle_from_create_to_recreate() {
     assert_eq!(data["tenant_id"], "docs", "{deleted:#?}");
     assert_eq!(data["status"], "deletion_scheduled", "{deleted:#?}");
     assert!(non_empty_str(&data["message"]), "{deleted:#?}");
-    assert_no_deprecation(&deleted);
+    deleted.assert_deprecations(&[]);
 
     common::eventually(WAIT, "docs gone from the listing", || async {
         current_names(&server, &key).await.is_empty().then_some(())
@@ -1088,18 +1057,15 @@ async fn deprecated_aliases_work_and_are_reported_in_meta_and_header() {
     .await;
     assert_eq!(created.body["data"]["database"], "dep1");
     assert_eq!(created.body["data"]["tenant_id"], "dep1");
-    assert_deprecations(
-        &created,
-        &[
-            ("tenant_id", "database"),
-            ("tenant_metadata_schema", "database_metadata_schema"),
-        ],
-    );
+    created.assert_deprecations(&[
+        ("tenant_id", "database"),
+        ("tenant_metadata_schema", "database_metadata_schema"),
+    ]);
     let created = create_current(&server, &key, json!({"tenant_id": "dep2"})).await;
-    assert_deprecations(&created, &[("tenant_id", "database")]);
+    created.assert_deprecations(&[("tenant_id", "database")]);
     // The preferred names report nothing.
     let created = create_current(&server, &key, json!({"database": "dep3"})).await;
-    assert_no_deprecation(&created);
+    created.assert_deprecations(&[]);
 
     server.wait_ready(&key, "dep1").await;
     assert_eq!(
@@ -1109,18 +1075,18 @@ async fn deprecated_aliases_work_and_are_reported_in_meta_and_header() {
 
     let status = server.get("/databases/status?tenant_id=dep1", &key).await;
     assert_eq!(status.current_ok(200)["database"], "dep1");
-    assert_deprecations(&status, &[("tenant_id", "database")]);
+    status.assert_deprecations(&[("tenant_id", "database")]);
     let collections = server
         .get("/databases/collections?tenant_id=dep1", &key)
         .await;
     assert_eq!(collections.current_ok(200)["collections"], json!(["dep1"]));
-    assert_deprecations(&collections, &[("tenant_id", "database")]);
+    collections.assert_deprecations(&[("tenant_id", "database")]);
     let stats = server.get("/databases/stats?tenant_id=dep1", &key).await;
     assert_eq!(
         stats.current_ok(200)["knowledge_collection"]["row_count"],
         0
     );
-    assert_deprecations(&stats, &[("tenant_id", "database")]);
+    stats.assert_deprecations(&[("tenant_id", "database")]);
 
     for path in [
         "/databases/status?database=dep1",
@@ -1129,12 +1095,12 @@ async fn deprecated_aliases_work_and_are_reported_in_meta_and_header() {
     ] {
         let reply = server.get(path, &key).await;
         reply.current_ok(200);
-        assert_no_deprecation(&reply);
+        reply.assert_deprecations(&[]);
     }
 
     let deleted = server.delete("/databases?tenant_id=dep2", &key).await;
     assert_eq!(deleted.current_ok(200)["status"], "deletion_scheduled");
-    assert_deprecations(&deleted, &[("tenant_id", "database")]);
+    deleted.assert_deprecations(&[("tenant_id", "database")]);
     common::eventually(WAIT, "dep2 deleted", || async {
         (current_names(&server, &key).await == ["dep1", "dep3"]).then_some(())
     })

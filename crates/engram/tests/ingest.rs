@@ -248,32 +248,6 @@ fn assert_pagination(p: &Value, page: u64, size: u64, total: u64, pages: u64) {
     assert_eq!(p["has_previous"], page > 1, "{p:#?}");
 }
 
-/// A current-generation success that reports exactly these `(deprecated, preferred)` aliases.
-fn assert_deprecations(reply: &Reply, expected: &[(&str, &str)]) {
-    if expected.is_empty() {
-        assert!(
-            reply.body["meta"].get("deprecation").is_none()
-                || reply.body["meta"]["deprecation"] == json!([]),
-            "{reply:#?}"
-        );
-        assert_eq!(reply.header("deprecation"), None, "{reply:#?}");
-        return;
-    }
-    assert_eq!(reply.header("deprecation"), Some("true"), "{reply:#?}");
-    let entries = reply.body["meta"]["deprecation"]
-        .as_array()
-        .unwrap_or_else(|| panic!("meta.deprecation missing: {reply:#?}"));
-    assert_eq!(entries.len(), expected.len(), "{reply:#?}");
-    for (deprecated, preferred) in expected {
-        let entry = entries
-            .iter()
-            .find(|e| e["deprecated_field"] == *deprecated)
-            .unwrap_or_else(|| panic!("no deprecation entry for {deprecated}: {reply:#?}"));
-        assert_eq!(entry["deprecated"], true, "{reply:#?}");
-        assert_eq!(entry["preferred_field"], *preferred, "{reply:#?}");
-    }
-}
-
 /// Checks `check` on every poll for `span`: a property that must keep holding.
 async fn holds_for<F, Fut>(span: Duration, mut check: F)
 where
@@ -1556,7 +1530,7 @@ async fn listing_filters_and_projects_fields() {
         );
         assert_eq!(data["total"], expected.len(), "{reply:#?}");
         assert_eq!(data["pagination"]["total"], expected.len(), "{reply:#?}");
-        assert_deprecations(&reply, deprecated);
+        reply.assert_deprecations(deprecated);
 
         let reply = legacy_list(
             &server,

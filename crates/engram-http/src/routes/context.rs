@@ -146,12 +146,6 @@ async fn status(
     let (db, statuses) = app
         .item_statuses(&who, &database, collection.as_deref(), &ids)
         .await?;
-    if statuses.iter().all(|(_, s)| s.is_none()) {
-        return Err(ApiError::new(
-            ErrorCode::FileNotFound,
-            format!("no item with id {}", ids.join(", ")),
-        ));
-    }
     let statuses = statuses
         .into_iter()
         .map(|(id, status)| match status {

@@ -193,12 +193,6 @@ async fn verify_processing(
         .item_statuses(&who, &database, params.sub_tenant_id.as_deref(), &ids)
         .await
         .map_err(legacy)?;
-    if statuses.iter().all(|(_, s)| s.is_none()) {
-        return Err(ApiError::new(
-            ErrorCode::FileNotFound,
-            format!("no file with id {}", ids.join(", ")),
-        ));
-    }
     let statuses = statuses
         .into_iter()
         .map(|(id, status)| match status {

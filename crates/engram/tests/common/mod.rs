@@ -67,6 +67,35 @@ impl Reply {
         assert!(self.header("x-request-id").is_some());
     }
 
+    /// Asserts that a current-generation success reports exactly these `(deprecated, preferred)`
+    /// aliases in `meta.deprecation` and the `Deprecation` header; none when `expected` is empty.
+    pub fn assert_deprecations(&self, expected: &[(&str, &str)]) {
+        if expected.is_empty() {
+            let none = self.body["meta"].get("deprecation").is_none()
+                || self.body["meta"]["deprecation"] == serde_json::json!([]);
+            assert!(none, "{self:#?}");
+            assert_eq!(self.header("deprecation"), None, "{self:#?}");
+            return;
+        }
+        assert_eq!(self.header("deprecation"), Some("true"), "{self:#?}");
+        let entries = self.body["meta"]["deprecation"]
+            .as_array()
+            .unwrap_or_else(|| panic!("meta.deprecation missing: {self:#?}"));
+        assert_eq!(entries.len(), expected.len(), "{self:#?}");
+        for (deprecated, preferred) in expected {
+            let entry = entries
+                .iter()
+                .find(|e| e["deprecated_field"] == *deprecated)
+                .unwrap_or_else(|| panic!("no deprecation entry for {deprecated}: {self:#?}"));
+            assert_eq!(entry["deprecated"], true, "{self:#?}");
+            assert_eq!(entry["preferred_field"], *preferred, "{self:#?}");
+            assert!(
+                entry["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "{self:#?}"
+            );
+        }
+    }
+
     /// Asserts a current-generation success and returns `data`.
     pub fn current_ok(&self, status: u16) -> &Value {
         assert_eq!(self.status.as_u16(), status, "{self:#?}");
