@@ -30,6 +30,9 @@ pub enum AppError {
     FileNotFound(String),
     #[error("key `{0}` not found")]
     KeyNotFound(String),
+    /// A dependency (the embedding model, …) cannot serve the request now.
+    #[error("{0}")]
+    Unavailable(String),
     /// The service cannot start (a model file missing, …).
     #[error("{0}")]
     Startup(String),
@@ -51,6 +54,7 @@ impl AppError {
             Self::DatabaseExists(_) => ErrorCode::DatabaseAlreadyExists,
             Self::FileNotFound(_) => ErrorCode::FileNotFound,
             Self::KeyNotFound(_) => ErrorCode::NotFound,
+            Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
             Self::Internal(_) | Self::Startup(_) => ErrorCode::InternalError,
         }
     }

@@ -11,6 +11,7 @@ mod items;
 mod keys;
 mod lifecycle;
 mod models;
+mod query;
 mod ratelimit;
 
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ pub use clock::{format_ms, Clock, SystemClock};
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
+pub use engram_search::{Method, Mode, RankedChunk, SearchTuning};
+pub use engram_store::{ChunkHit, TermOperator};
 pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
@@ -40,6 +43,10 @@ pub use items::{ListRequest, Listing, IDS_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX}
 pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
 pub use models::Models;
+pub use query::{
+    Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, COLLECTIONS_MAX,
+    MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
+};
 
 /// The application: every use case, over one store.
 #[derive(Clone)]
@@ -53,6 +60,9 @@ struct Inner {
     models: Option<Models>,
     /// Every chunk's vector, derived from the store at start and kept current.
     vectors: Arc<VectorIndex>,
+    /// The second ranking stage of `thinking` queries.
+    reranker: Box<dyn engram_search::Reranker>,
+    tuning: engram_search::SearchTuning,
     data_dir: PathBuf,
     limiter: ratelimit::RateLimiter,
     /// Wakes the lifecycle worker when a database is created or deleted.
@@ -98,6 +108,8 @@ impl App {
                 clock,
                 models,
                 vectors: Arc::new(VectorIndex::new(engram_embed::MINILM_DIMENSION)),
+                reranker: Box::new(engram_search::EmbeddingReranker),
+                tuning: engram_search::SearchTuning::default(),
                 data_dir: config.data_dir.clone(),
                 limiter: ratelimit::RateLimiter::new(&config.rate_limit),
                 lifecycle_wake: Notify::new(),

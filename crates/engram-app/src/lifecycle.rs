@@ -250,7 +250,7 @@ mod tests {
             .embed(&["a jammed printer"])
             .unwrap()
             .remove(0);
-        let best = app.vectors().search(&db.id, &query, 1, &|_, _| true)[0].0;
+        let best = app.vectors().search(&db.id, &query, 1, &|_, _| true, None)[0].0;
         let (_, deleted) = app
             .delete_items(&who, &db.name, None, None, &["a1".into()])
             .await

@@ -12,7 +12,10 @@ use crate::{AppError, AppResult};
 /// The embedding model and a token counter that agrees with it.
 #[derive(Clone)]
 pub struct Models {
+    /// Embeds chunks for the indexing pipeline.
     pub embedder: Arc<dyn Embedder>,
+    /// Embeds queries: a session of its own, so a query never waits behind an indexing batch.
+    pub query_embedder: Arc<dyn Embedder>,
     pub tokens: Arc<dyn TokenCounter>,
 }
 
@@ -22,13 +25,19 @@ impl Models {
         let mut options = LocalEmbedderOptions::from_cache_dir(&config.cache_dir);
         options.threads = config.threads;
         options.max_batch = config.max_batch;
-        let local = tokio::task::spawn_blocking(move || LocalEmbedder::new(&options))
-            .await
-            .map_err(|e| AppError::Startup(format!("loading the embedding model: {e}")))?
-            .map_err(|e| AppError::Startup(format!("loading the embedding model: {e}")))?;
+        let (local, query) = tokio::task::spawn_blocking(move || {
+            Ok::<_, engram_embed::EmbedError>((
+                LocalEmbedder::new(&options)?,
+                LocalEmbedder::new(&options)?,
+            ))
+        })
+        .await
+        .map_err(|e| AppError::Startup(format!("loading the embedding model: {e}")))?
+        .map_err(|e| AppError::Startup(format!("loading the embedding model: {e}")))?;
         let local = Arc::new(local);
         Ok(Self {
             embedder: local.clone(),
+            query_embedder: Arc::new(query),
             tokens: Arc::new(ModelTokens(local)),
         })
     }

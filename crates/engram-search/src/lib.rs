@@ -1,10 +1,18 @@
-//! engram's retrieval core. Today: chunking — turning a parsed document's blocks into chunks that
-//! fit the embedding model's token window, never crossing a page, sheet or slide, starting a new
-//! chunk at a heading once the current one has substance, and recording each chunk's layout.
-//! Lexical and vector search, fusion and reranking join this crate with the retrieval issue.
+//! engram's retrieval core: chunking (a parsed document's blocks into chunks that fit the
+//! embedding model's window, never crossing a page, sheet or slide, starting at headings, with
+//! each chunk's layout), the in-memory vector index, and the query side: keyword terms, query
+//! analysis (`auto` alpha and mode), hybrid fusion, collection weights, recency, expansion and
+//! reranking.
 
+pub mod analysis;
 mod chunk;
+pub mod lexical;
+pub mod rerank;
+mod retrieve;
 mod vectors;
 
+pub use analysis::{profile, Mode, QueryProfile};
 pub use chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
+pub use rerank::{EmbeddingReranker, RerankCandidate, RerankError, RerankInput, Reranker};
+pub use retrieve::{Method, RankedChunk, Retriever, SearchError, SearchRequest, SearchTuning};
 pub use vectors::{VectorEntry, VectorIndex};

@@ -5,7 +5,7 @@
 //! upserted item's old chunks until compaction), because every search result is joined with
 //! the store, which is the truth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 use engram_types::{DatabaseId, ItemKind};
@@ -168,13 +168,15 @@ impl VectorIndex {
     }
 
     /// The `k` nearest chunk keys of a database by approximate cosine (vectors are unit
-    /// length), among those whose collection and kind pass `accept`. Best first.
+    /// length), among those whose collection and kind pass `accept` and, when `only` is given,
+    /// whose key it holds. Best first.
     pub fn search(
         &self,
         database: &DatabaseId,
         query: &[f32],
         k: usize,
         accept: &dyn Fn(&str, ItemKind) -> bool,
+        only: Option<&HashSet<i64>>,
     ) -> Vec<(i64, f32)> {
         if query.len() != self.dimension || k == 0 {
             return Vec::new();
@@ -197,9 +199,10 @@ impl VectorIndex {
             .keys
             .iter()
             .enumerate()
-            .filter(|(slot, _)| {
+            .filter(|(slot, key)| {
                 let (collection, kind) = segment.meta[*slot];
                 allowed[collection as usize * 2 + usize::from(kind == ItemKind::Memory)]
+                    && only.is_none_or(|keys| keys.contains(key))
             })
             .map(|(slot, key)| {
                 let codes = &segment.codes[slot * self.dimension..(slot + 1) * self.dimension];
@@ -262,7 +265,7 @@ mod tests {
         );
         for probe in [3, 77, 499] {
             let query = unit(probe as u64, 64);
-            let hits = index.search(&db("a"), &query, 5, &|_, _| true);
+            let hits = index.search(&db("a"), &query, 5, &|_, _| true, None);
             assert_eq!(hits[0].0, probe);
             assert!((hits[0].1 - 1.0).abs() < 0.02, "{}", hits[0].1);
             assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
@@ -284,7 +287,7 @@ mod tests {
         let query = unit(4, 16);
         let only_x_knowledge = |c: &str, k: ItemKind| c == "x" && k == ItemKind::Knowledge;
         let hits: Vec<i64> = index
-            .search(&db("a"), &query, 10, &only_x_knowledge)
+            .search(&db("a"), &query, 10, &only_x_knowledge, None)
             .iter()
             .map(|h| h.0)
             .collect();
@@ -295,12 +298,19 @@ mod tests {
         );
         index.remove(&db("a"), &[1, 99]);
         assert!(index
-            .search(&db("a"), &query, 10, &only_x_knowledge)
+            .search(&db("a"), &query, 10, &only_x_knowledge, None)
             .is_empty());
         assert_eq!(index.len(&db("a")), 2);
+        let only_three: HashSet<i64> = [3].into();
+        let restricted: Vec<i64> = index
+            .search(&db("a"), &query, 10, &|_, _| true, Some(&only_three))
+            .iter()
+            .map(|h| h.0)
+            .collect();
+        assert_eq!(restricted, [3], "a key set restricts the scan");
         // Removing from the middle keeps the others findable.
         let hits: Vec<i64> = index
-            .search(&db("a"), &unit(3, 16), 1, &|_, _| true)
+            .search(&db("a"), &unit(3, 16), 1, &|_, _| true, None)
             .iter()
             .map(|h| h.0)
             .collect();
@@ -326,7 +336,7 @@ mod tests {
         );
         assert!(index.is_empty(&db("a")));
         assert!(index
-            .search(&db("a"), &[1.0; 3], 3, &|_, _| true)
+            .search(&db("a"), &[1.0; 3], 3, &|_, _| true, None)
             .is_empty());
     }
 }

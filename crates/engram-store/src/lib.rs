@@ -9,6 +9,7 @@
 mod error;
 mod items;
 mod records;
+mod search;
 pub mod sqlite;
 
 #[cfg(any(test, feature = "conformance"))]
@@ -20,6 +21,7 @@ use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId
 pub use error::{StoreError, StoreResult};
 pub use items::*;
 pub use records::*;
+pub use search::*;
 
 /// Storage of API keys. Only hashes of secrets are stored.
 #[async_trait]
@@ -93,6 +95,7 @@ pub trait Store:
     + ItemStore
     + WorkQueue
     + IndexSource
+    + ChunkSearch
     + Send
     + Sync
     + 'static

@@ -4,6 +4,7 @@
 pub mod current;
 pub mod items;
 pub mod legacy;
+pub mod query;
 
 use engram_app::SchemaFieldSpec;
 use engram_types::schema::SchemaField;

@@ -54,6 +54,11 @@ impl Envelope {
         self.parts.meta.insert("source_type".into(), json!(kind));
     }
 
+    /// Sets one more `meta` field.
+    pub fn meta(&mut self, key: &str, value: Value) {
+        self.parts.meta.insert(key.into(), value);
+    }
+
     pub fn deprecations(mut self, deprecations: Deprecations) -> Self {
         self.parts.deprecations = deprecations.into_vec();
         self

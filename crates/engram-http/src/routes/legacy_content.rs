@@ -29,7 +29,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(delete_memory))
 }
 
-fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
+pub(crate) fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
     let tenant_id =
         tenant_id.ok_or_else(|| ApiError::invalid("missing required field `tenant_id`"))?;
     parse_database_name("tenant_id", &tenant_id).map_err(legacy)
@@ -37,7 +37,7 @@ fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
 
 /// The legacy codes: a malformed tenant id is `INVALID_TENANT_ID`, a missing tenant
 /// `TENANT_NOT_FOUND`, an oversized upload `FILE_TOO_LARGE`.
-fn legacy(err: AppError) -> ApiError {
+pub(crate) fn legacy(err: AppError) -> ApiError {
     match err {
         AppError::InvalidName {
             field: "tenant_id", ..

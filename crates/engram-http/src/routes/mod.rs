@@ -7,6 +7,7 @@ mod context;
 mod databases;
 mod envelope;
 mod legacy_content;
+mod query;
 mod tenants;
 
 use axum::response::{IntoResponse, Response};
@@ -30,6 +31,7 @@ pub fn api() -> OpenApiRouter<App> {
         .merge(databases::routes())
         .merge(context::routes())
         .merge(legacy_content::routes())
+        .merge(query::routes())
         .merge(tenants::routes())
 }
 

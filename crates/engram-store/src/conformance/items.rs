@@ -71,7 +71,7 @@ async fn stored_vectors_rebuild_derived_indexes<S: Store>(store: &S) {
     );
 }
 
-fn collection(name: &str) -> CollectionName {
+pub(super) fn collection(name: &str) -> CollectionName {
     CollectionName::from_trusted(name)
 }
 
@@ -94,7 +94,7 @@ pub fn item(coll: &str, id: &str, text: &str) -> NewItem {
     }
 }
 
-fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
+pub(super) fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
     NewChunk {
         chunk_id: id.into(),
         position,
@@ -104,7 +104,7 @@ fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
     }
 }
 
-async fn setup<S: Store>(store: &S, db: &str, org: &str) -> DatabaseScope {
+pub(super) async fn setup<S: Store>(store: &S, db: &str, org: &str) -> DatabaseScope {
     store
         .create_database(&new_db(db, org, db))
         .await
@@ -113,7 +113,7 @@ async fn setup<S: Store>(store: &S, db: &str, org: &str) -> DatabaseScope {
 }
 
 /// Claims every runnable item (the queue is shared by every case, so claim only ours).
-async fn claim_ours<S: Store>(
+pub(super) async fn claim_ours<S: Store>(
     store: &S,
     scope: &DatabaseScope,
     owner: &str,

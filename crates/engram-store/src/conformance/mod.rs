@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
 mod items;
+mod search;
 
 pub use items::item;
 
@@ -24,6 +25,7 @@ pub async fn run_all<S: Store>(store: &S) {
     schema_additions_are_atomic(store).await;
     provisioning_turns_ready_when_every_flag_is_set(store).await;
     items::run_all(store).await;
+    search::run_all(store).await;
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {

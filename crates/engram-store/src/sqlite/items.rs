@@ -131,7 +131,7 @@ async fn write_item(
     Ok(())
 }
 
-fn push_filter(
+pub(super) fn push_filter(
     builder: &mut QueryBuilder<'_, Sqlite>,
     column: &str,
     key: &str,
@@ -211,7 +211,7 @@ fn push_list_where(
     Ok(())
 }
 
-fn item_from_row(row: &SqliteRow) -> StoreResult<ItemRecord> {
+pub(super) fn item_from_row(row: &SqliteRow) -> StoreResult<ItemRecord> {
     Ok(ItemRecord {
         id: row.try_get("id")?,
         collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
@@ -241,7 +241,15 @@ fn item_from_row(row: &SqliteRow) -> StoreResult<ItemRecord> {
     })
 }
 
-fn embedding_bytes(embedding: &[f32]) -> Vec<u8> {
+/// A vector stored as little-endian `f32`s.
+pub(super) fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+pub(super) fn embedding_bytes(embedding: &[f32]) -> Vec<u8> {
     embedding.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
@@ -460,10 +468,7 @@ impl IndexSource for SqliteStore {
                         row.try_get::<String, _>("collection")?,
                     ),
                     kind: kind_of(row)?,
-                    vector: bytes
-                        .chunks_exact(4)
-                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                        .collect(),
+                    vector: vector_from_bytes(&bytes),
                 })
             })
             .collect()

@@ -3,6 +3,7 @@
 
 mod items;
 mod migrate;
+mod search;
 
 use std::path::Path;
 use std::str::FromStr;

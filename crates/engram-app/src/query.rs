@@ -1,0 +1,338 @@
+//! Retrieval: validating a query, resolving its scope, filters and mode, and running it
+//! through the retriever. Both API generations call [`App::query`].
+
+use std::collections::HashMap;
+
+use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
+use engram_store::{ChunkFilter, FilterValue, TermOperator};
+use engram_types::{CollectionName, DatabaseName, ItemKind};
+use serde_json::{Map, Value};
+
+use crate::ingest::parse_collection;
+use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+
+/// `max_results` bounds and default.
+pub const MAX_RESULTS_DEFAULT: i64 = 10;
+pub const MAX_RESULTS_MAX: i64 = 1_000;
+/// Most collections one query may name.
+pub const COLLECTIONS_MAX: usize = 100;
+/// Longest query text, in characters.
+pub const QUERY_MAX_CHARS: usize = 10_000;
+/// Default `alpha` when a request gives none.
+pub const ALPHA_DEFAULT: f64 = 0.8;
+
+/// Which content a query reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueryKind {
+    #[default]
+    Knowledge,
+    Memory,
+    All,
+}
+
+impl QueryKind {
+    fn kinds(self) -> Vec<ItemKind> {
+        match self {
+            Self::Knowledge => vec![ItemKind::Knowledge],
+            Self::Memory => vec![ItemKind::Memory],
+            Self::All => Vec::new(),
+        }
+    }
+}
+
+/// The mode a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestedMode {
+    Fast,
+    Thinking,
+    #[default]
+    Auto,
+}
+
+/// `alpha` as given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Alpha {
+    Auto,
+    Value(f64),
+}
+
+/// `collections` as given: a list (equal weights) or relative weights.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Collections {
+    List(Vec<String>),
+    Weighted(Vec<(String, f64)>),
+}
+
+/// A query, after alias resolution by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct QueryRequest {
+    pub collection: Option<String>,
+    pub collections: Option<Collections>,
+    pub query: String,
+    pub kind: QueryKind,
+    pub method: Option<Method>,
+    pub operator: TermOperator,
+    pub mode: RequestedMode,
+    pub max_results: Option<i64>,
+    pub alpha: Option<Alpha>,
+    pub recency_bias: Option<f64>,
+    /// Top-level keys are schema fields; `additional_metadata` (or `document_metadata`) holds
+    /// free-form fields.
+    pub metadata_filters: Map<String, Value>,
+    pub graph_context: Option<bool>,
+    pub query_apps: bool,
+}
+
+/// What a query found, with what it resolved.
+#[derive(Debug, Clone)]
+pub struct QueryOutcome {
+    pub database: DatabaseRecord,
+    /// Final rank order.
+    pub chunks: Vec<RankedChunk>,
+    pub mode: Mode,
+    /// Why `auto` chose the mode (absent when the request named one).
+    pub mode_reason: Option<&'static str>,
+    pub alpha: f32,
+    /// Top-level filter keys that the schema does not declare with `enable_match`.
+    pub ignored_filters: Vec<String>,
+    /// Whether graph context is returned (after `auto` mode's override).
+    pub graph_context: bool,
+}
+
+fn bad(message: impl Into<String>) -> AppError {
+    AppError::InvalidParameters(message.into())
+}
+
+/// A filter value: a scalar is an exact match, a list any of its values.
+fn filter_value(field: &str, value: Value) -> AppResult<FilterValue> {
+    let scalar = |v: &Value| !matches!(v, Value::Object(_) | Value::Array(_));
+    match value {
+        Value::Array(values) if values.iter().all(scalar) => Ok(FilterValue::In(values)),
+        v if scalar(&v) => Ok(FilterValue::Eq(v)),
+        _ => Err(bad(format!(
+            "`metadata_filters.{field}` must be a value or a list of values"
+        ))),
+    }
+}
+
+fn valid_key(key: &str, path: &str) -> AppResult<()> {
+    if key.is_empty() || key.contains('"') {
+        return Err(bad(format!(
+            "`{path}` key `{key}` is not a valid field name"
+        )));
+    }
+    Ok(())
+}
+
+/// Splits `metadata_filters` into schema and free-form conditions, and the keys ignored
+/// because the schema does not declare them matchable.
+#[allow(clippy::type_complexity)]
+fn split_filters(
+    db: &DatabaseRecord,
+    filters: Map<String, Value>,
+) -> AppResult<(
+    Vec<(String, FilterValue)>,
+    Vec<(String, FilterValue)>,
+    Vec<String>,
+)> {
+    let (mut schema, mut free, mut ignored) = (Vec::new(), Vec::new(), Vec::new());
+    for (key, value) in filters {
+        if key == "additional_metadata" || key == "document_metadata" {
+            let Value::Object(fields) = value else {
+                return Err(bad(format!("`metadata_filters.{key}` must be an object")));
+            };
+            for (field, value) in fields {
+                valid_key(&field, &format!("metadata_filters.{key}"))?;
+                let value = filter_value(&format!("{key}.{field}"), value)?;
+                free.push((field, value));
+            }
+            continue;
+        }
+        valid_key(&key, "metadata_filters")?;
+        match db.schema.field(&key) {
+            Some(field) if field.enable_match => {
+                let value = filter_value(&key, value)?;
+                schema.push((key, value));
+            }
+            _ => ignored.push(key),
+        }
+    }
+    Ok((schema, free, ignored))
+}
+
+/// True when `w` has at most one decimal place.
+fn one_decimal(w: f64) -> bool {
+    ((w * 10.0).round() - w * 10.0).abs() < 1e-9
+}
+
+/// The collections a query reads, with weights scaled so the largest is 1.
+fn resolve_collections(
+    db: &DatabaseRecord,
+    collection: Option<&str>,
+    collections: Option<Collections>,
+) -> AppResult<(Vec<CollectionName>, HashMap<String, f32>)> {
+    let given = match collections {
+        None => None,
+        Some(Collections::List(names)) if names.is_empty() => None,
+        Some(Collections::Weighted(weights)) if weights.is_empty() => None,
+        Some(c) => Some(c),
+    };
+    let Some(given) = given else {
+        return Ok((
+            vec![parse_collection(db, collection, "collection")?],
+            HashMap::new(),
+        ));
+    };
+    if collection.is_some_and(|c| !c.is_empty()) {
+        return Err(bad("give `collection` or `collections`, not both"));
+    }
+    let pairs: Vec<(String, f64)> = match given {
+        Collections::List(names) => names.into_iter().map(|n| (n, 1.0)).collect(),
+        Collections::Weighted(weights) => weights,
+    };
+    if pairs.len() > COLLECTIONS_MAX {
+        return Err(bad(format!(
+            "`collections` may name at most {COLLECTIONS_MAX} collections"
+        )));
+    }
+    let mut names = Vec::with_capacity(pairs.len());
+    let mut weights = HashMap::new();
+    for (name, weight) in &pairs {
+        if !weight.is_finite() || *weight <= 0.0 || *weight > 1_000.0 {
+            return Err(bad(format!(
+                "`collections.{name}` weight must be above 0 and at most 1000"
+            )));
+        }
+        if !one_decimal(*weight) {
+            return Err(bad(format!(
+                "`collections.{name}` weight {weight} has more than one decimal place"
+            )));
+        }
+        let parsed = parse_collection(db, Some(name), "collections")?;
+        if weights.insert(parsed.to_string(), *weight).is_some() {
+            return Err(bad(format!("`collections` names `{name}` twice")));
+        }
+        names.push(parsed);
+    }
+    let top = pairs.iter().map(|p| p.1).fold(0.0, f64::max);
+    let weights = weights
+        .into_iter()
+        .map(|(name, w)| (name, (w / top) as f32))
+        .collect();
+    Ok((names, weights))
+}
+
+impl App {
+    /// Runs a query over one database: validation, scope, filters (before ranking), the mode
+    /// `auto` resolves to, and the ranked chunks.
+    pub async fn query(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        request: QueryRequest,
+    ) -> AppResult<QueryOutcome> {
+        let text = request.query.trim();
+        if text.is_empty() {
+            return Err(bad("`query` must not be empty"));
+        }
+        if text.chars().count() > QUERY_MAX_CHARS {
+            return Err(bad(format!(
+                "`query` must be at most {QUERY_MAX_CHARS} characters"
+            )));
+        }
+        let limit = request.max_results.unwrap_or(MAX_RESULTS_DEFAULT);
+        if !(1..=MAX_RESULTS_MAX).contains(&limit) {
+            return Err(bad(format!(
+                "`max_results` must be between 1 and {MAX_RESULTS_MAX}"
+            )));
+        }
+        let recency_bias = request.recency_bias.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&recency_bias) {
+            return Err(bad("`recency_bias` must be between 0 and 1"));
+        }
+        let shape = profile(text);
+        let alpha = match request.alpha.unwrap_or(Alpha::Value(ALPHA_DEFAULT)) {
+            Alpha::Auto => shape.auto_alpha(),
+            Alpha::Value(a) if (0.0..=1.0).contains(&a) => a as f32,
+            Alpha::Value(_) => return Err(bad("`alpha` must be between 0 and 1, or \"auto\"")),
+        };
+        let (mode, mode_reason) = match request.mode {
+            RequestedMode::Fast => (Mode::Fast, None),
+            RequestedMode::Thinking => (Mode::Thinking, None),
+            RequestedMode::Auto => {
+                let (mode, reason) = shape.route();
+                (mode, Some(reason))
+            }
+        };
+        let graph_context = match request.mode {
+            RequestedMode::Auto => mode == Mode::Thinking,
+            _ => request.graph_context.unwrap_or(true),
+        };
+        let method = request.method.unwrap_or(Method::Hybrid);
+
+        let db = self.authorize_database(who, database).await?;
+        let (collections, weights) = resolve_collections(
+            &db,
+            request.collection.as_deref(),
+            request.collections.clone(),
+        )?;
+        let (metadata, additional_metadata, ignored_filters) =
+            split_filters(&db, request.metadata_filters)?;
+        let search = SearchRequest {
+            scope: db.scope(),
+            filter: ChunkFilter {
+                kinds: request.kind.kinds(),
+                collections,
+                metadata,
+                additional_metadata,
+                origin: None,
+            },
+            weights,
+            query: text.to_owned(),
+            method,
+            operator: request.operator,
+            mode,
+            alpha,
+            recency_bias: recency_bias as f32,
+            limit: limit as usize,
+            query_apps: request.query_apps,
+            now: self.now_ms(),
+        };
+        let models = self
+            .inner
+            .models
+            .as_ref()
+            .ok_or_else(|| AppError::Unavailable("the embedding model is not loaded".into()))?;
+        let retriever = Retriever {
+            store: self.store(),
+            vectors: &self.inner.vectors,
+            embedder: models.query_embedder.clone(),
+            reranker: self.inner.reranker.as_ref(),
+            tuning: &self.inner.tuning,
+        };
+        let chunks = retriever.search(&search).await.map_err(|e| match e {
+            engram_search::SearchError::Store(e) => AppError::from(e),
+            other => AppError::Unavailable(other.to_string()),
+        })?;
+        Ok(QueryOutcome {
+            database: db,
+            chunks,
+            mode,
+            mode_reason,
+            alpha,
+            ignored_filters,
+            graph_context,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_need_one_decimal_and_scale_to_the_largest() {
+        assert!(one_decimal(0.5) && one_decimal(2.0) && one_decimal(1.3));
+        assert!(!one_decimal(0.25) && !one_decimal(1.05));
+    }
+}

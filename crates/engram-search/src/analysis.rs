@@ -1,0 +1,116 @@
+//! Cheap query analysis, no model involved: picks `alpha` for `"auto"` and routes `auto`
+//! mode between `fast` and `thinking`.
+
+use crate::lexical::{content_terms, words};
+
+/// Retrieval modes a query can run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Fast,
+    Thinking,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fast => "fast",
+            Self::Thinking => "thinking",
+        }
+    }
+}
+
+/// What the analysis saw in a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryProfile {
+    pub words: usize,
+    pub content_terms: usize,
+    /// Tokens that look like identifiers: codes with digits, acronyms, quoted text.
+    pub identifiers: usize,
+    pub question: bool,
+}
+
+const QUESTION_WORDS: &[&str] = &[
+    "how", "what", "when", "where", "which", "who", "whom", "whose", "why", "does", "did", "do",
+    "is", "are", "can", "could", "should", "would",
+];
+
+pub fn profile(query: &str) -> QueryProfile {
+    let all = words(query);
+    let identifiers = query
+        .split_whitespace()
+        .filter(|token| {
+            let token = token.trim_matches(|c: char| !c.is_alphanumeric());
+            let has_digit = token.chars().any(|c| c.is_ascii_digit());
+            let has_alpha = token.chars().any(char::is_alphabetic);
+            let upper = token.chars().filter(|c| c.is_uppercase()).count();
+            (has_digit && has_alpha)
+                || (upper >= 2 && token.chars().count() >= 2)
+                || token.contains(['_', '/', '.', '-', '#', '@'])
+        })
+        .count()
+        + query.matches('"').count() / 2;
+    let question = query.trim_end().ends_with('?')
+        || all
+            .first()
+            .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()));
+    QueryProfile {
+        words: all.len(),
+        content_terms: content_terms(query).len(),
+        identifiers,
+        question,
+    }
+}
+
+impl QueryProfile {
+    /// `alpha` for `"auto"`: keyword-heavy for short or identifier-laden lookups, semantic for
+    /// natural-language questions and statements.
+    pub fn auto_alpha(&self) -> f32 {
+        if self.identifiers > 0 && self.content_terms <= 4 {
+            0.4
+        } else if self.content_terms <= 2 {
+            0.5
+        } else if self.identifiers > 0 {
+            0.6
+        } else {
+            0.7
+        }
+    }
+
+    /// `auto` routing: `fast` for short lookups, `thinking` for questions and longer requests,
+    /// and `thinking` when the score is inconclusive. The score is reported as the reason.
+    pub fn route(&self) -> (Mode, &'static str) {
+        if self.content_terms <= 3 && !self.question {
+            (Mode::Fast, "short keyword lookup")
+        } else if self.identifiers > 0 && self.content_terms <= 5 {
+            (Mode::Fast, "identifier lookup")
+        } else if self.question || self.content_terms >= 6 {
+            (Mode::Thinking, "question or long request")
+        } else {
+            (Mode::Thinking, "inconclusive")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_alphas_follow_the_query_shape() {
+        let lookup = profile("invoice INV-2024-0042");
+        assert!(lookup.identifiers >= 1);
+        assert_eq!(lookup.route().0, Mode::Fast);
+        assert!(lookup.auto_alpha() < 0.5);
+
+        let question = profile("When did Caroline go to the LGBTQ support group?");
+        assert!(question.question);
+        assert_eq!(question.route().0, Mode::Thinking);
+
+        let short = profile("pricing page");
+        assert_eq!(short.route(), (Mode::Fast, "short keyword lookup"));
+        assert_eq!(short.auto_alpha(), 0.5);
+
+        let statement = profile("0-dimensional biomaterials show inductive properties");
+        assert_eq!(statement.route().0, Mode::Thinking);
+    }
+}

@@ -1,0 +1,712 @@
+//! Query execution: keyword (BM25) and vector candidates, fused under `alpha`, with collection
+//! weights and recency; `thinking` adds query expansion (pseudo-relevance feedback on both
+//! sides) and a second-stage rerank. Everything returned has been read back from the store
+//! within the request's scope and filter, so the derived vector index can never leak a chunk.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use engram_embed::Embedder;
+use engram_store::{
+    ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreError, TermOperator,
+};
+use engram_types::ItemKind;
+
+use crate::analysis::Mode;
+use crate::lexical::{content_terms, keyword_query};
+use crate::rerank::{dot, RerankCandidate, RerankInput, Reranker};
+use crate::VectorIndex;
+
+/// How chunks are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Keyword and semantic candidates fused under `alpha`.
+    Hybrid,
+    /// BM25 alone, deterministic.
+    Text,
+}
+
+/// A validated query.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub scope: DatabaseScope,
+    /// Kinds, collections and metadata conditions; applied before ranking.
+    pub filter: ChunkFilter,
+    /// Relative weight per collection, the largest being 1; collections absent weigh 1.
+    pub weights: HashMap<String, f32>,
+    pub query: String,
+    pub method: Method,
+    pub operator: TermOperator,
+    pub mode: Mode,
+    /// 1.0 is purely semantic, 0.0 purely keyword.
+    pub alpha: f32,
+    /// 0 ignores age; 1 scales each score fully by its recency.
+    pub recency_bias: f32,
+    pub limit: usize,
+    /// Also draw candidates from app sources alone, so app content is considered even when
+    /// other content crowds it out of the candidate pools; the scope is unchanged.
+    pub query_apps: bool,
+    pub now: i64,
+}
+
+/// A chunk in final rank order with its score in 0..=1.
+#[derive(Debug, Clone)]
+pub struct RankedChunk {
+    pub hit: ChunkHit,
+    pub score: f32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("embedding the query failed: {0}")]
+    Embed(String),
+    #[error(transparent)]
+    Rerank(#[from] crate::rerank::RerankError),
+}
+
+/// Tuning of candidate pools and the thinking stages.
+#[derive(Debug, Clone)]
+pub struct SearchTuning {
+    /// Candidates drawn from each side in `fast` mode (at least the request's limit).
+    pub fast_pool: usize,
+    /// Candidates drawn from each side in `thinking` mode.
+    pub thinking_pool: usize,
+    /// Feedback chunks used for query expansion.
+    pub feedback_chunks: usize,
+    /// Expansion terms added from the feedback chunks.
+    pub expansion_terms: usize,
+    /// Weight of the feedback centroid added to the query vector.
+    pub feedback_vector_weight: f32,
+    /// Weight of the expansion terms' BM25 relative to the query's own.
+    pub expansion_keyword_weight: f32,
+    /// Candidates passed to the reranker.
+    pub rerank_depth: usize,
+    /// Share of the final score that comes from the reranker.
+    pub rerank_weight: f32,
+    /// Half-life of recency, in days.
+    pub recency_half_life_days: f32,
+}
+
+impl Default for SearchTuning {
+    fn default() -> Self {
+        Self {
+            fast_pool: 100,
+            thinking_pool: 200,
+            feedback_chunks: 3,
+            expansion_terms: 8,
+            feedback_vector_weight: 0.5,
+            expansion_keyword_weight: 0.3,
+            rerank_depth: 50,
+            rerank_weight: 0.3,
+            recency_half_life_days: 30.0,
+        }
+    }
+}
+
+/// Most keys an `and`/`phrase` restriction or a metadata pre-filter selects for the vector
+/// scan.
+const RESTRICT_MAX: u32 = 1_000_000;
+
+/// Runs queries over one store, the vector index and the embedding model.
+pub struct Retriever<'a> {
+    pub store: &'a dyn ChunkSearch,
+    pub vectors: &'a VectorIndex,
+    pub embedder: Arc<dyn Embedder>,
+    pub reranker: &'a dyn Reranker,
+    pub tuning: &'a SearchTuning,
+}
+
+/// One candidate and what is known about it.
+struct Candidate {
+    hit: ChunkHit,
+    keyword: f32,
+    expansion_keyword: f32,
+    semantic: f32,
+    fused: f32,
+}
+
+/// A linear map of scores onto 0..=1, fixed from one set of values.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    low: f32,
+    high: f32,
+    /// What every value maps to when the range is empty.
+    flat: f32,
+}
+
+impl Scale {
+    /// `x / max`; everything 0 when every value is 0.
+    fn by_max(values: impl Iterator<Item = f32>) -> Self {
+        Self {
+            low: 0.0,
+            high: values.fold(0.0f32, f32::max),
+            flat: 0.0,
+        }
+    }
+
+    /// `(x - min) / (max - min)`; everything 1 when all values are equal.
+    fn min_max(values: impl Iterator<Item = f32>) -> Self {
+        let (low, high) = values.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(x), hi.max(x))
+        });
+        Self {
+            low,
+            high,
+            flat: 1.0,
+        }
+    }
+
+    fn apply(self, x: f32) -> f32 {
+        if self.high > self.low {
+            (x - self.low) / (self.high - self.low)
+        } else {
+            self.flat
+        }
+    }
+}
+
+impl Retriever<'_> {
+    pub async fn search(&self, request: &SearchRequest) -> Result<Vec<RankedChunk>, SearchError> {
+        let lexical = keyword_query(&request.query, request.operator);
+        if request.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut ranked = match request.method {
+            Method::Text => self.text(request, &lexical).await?,
+            Method::Hybrid => self.hybrid(request, &lexical).await?,
+        };
+        self.finish(request, &mut ranked);
+        Ok(ranked)
+    }
+
+    /// BM25 alone: the keyword pool, scaled by the best score.
+    async fn text(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+    ) -> Result<Vec<RankedChunk>, SearchError> {
+        if lexical.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Weights and recency may reorder: draw more than the limit when they apply.
+        let reorders = request.recency_bias > 0.0 || request.weights.values().any(|w| *w < 1.0);
+        let pool = if reorders {
+            request.limit.max(self.tuning.fast_pool)
+        } else {
+            request.limit
+        };
+        let found = self
+            .store
+            .keyword_search(
+                &request.scope,
+                &request.filter,
+                lexical,
+                pool as u32,
+                request.now,
+            )
+            .await?;
+        let scores: HashMap<i64, f32> = found.iter().copied().collect();
+        let keys: Vec<i64> = found.iter().map(|f| f.0).collect();
+        let hits = self
+            .store
+            .fetch_chunks(&request.scope, &request.filter, &keys, request.now)
+            .await?;
+        let scale = Scale::by_max(found.iter().map(|f| f.1));
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let score = scale.apply(scores.get(&hit.chunk_key).copied().unwrap_or(0.0));
+                RankedChunk { hit, score }
+            })
+            .collect())
+    }
+
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, SearchError> {
+        let embedder = self.embedder.clone();
+        let text = text.to_owned();
+        let mut vectors = tokio::task::spawn_blocking(move || embedder.embed(&[text.as_str()]))
+            .await
+            .map_err(|e| SearchError::Embed(e.to_string()))?
+            .map_err(|e| SearchError::Embed(e.to_string()))?;
+        vectors
+            .pop()
+            .ok_or_else(|| SearchError::Embed("no vector returned".into()))
+    }
+
+    fn nearest(
+        &self,
+        request: &SearchRequest,
+        vector: &[f32],
+        pool: usize,
+        only: Option<&HashSet<i64>>,
+        apps_only: bool,
+    ) -> Vec<i64> {
+        let collections: HashSet<&str> = request
+            .filter
+            .collections
+            .iter()
+            .map(|c| c.as_str())
+            .collect();
+        let kinds = &request.filter.kinds;
+        let accept = |collection: &str, kind: ItemKind| {
+            (collections.is_empty() || collections.contains(collection))
+                && (kinds.is_empty() || kinds.contains(&kind))
+                && (!apps_only || kind == ItemKind::Knowledge)
+        };
+        self.vectors
+            .search(&request.scope.id, vector, pool, &accept, only)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect()
+    }
+
+    /// Keys the vector scan may consider, when something narrower than collection and kind
+    /// applies: the matches of an `and`/`phrase` query, or the chunks passing item conditions.
+    async fn restriction(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+    ) -> Result<Option<HashSet<i64>>, SearchError> {
+        if request.operator != TermOperator::Or {
+            let matches = self
+                .store
+                .keyword_search(
+                    &request.scope,
+                    &request.filter,
+                    lexical,
+                    RESTRICT_MAX,
+                    request.now,
+                )
+                .await?;
+            return Ok(Some(matches.into_iter().map(|m| m.0).collect()));
+        }
+        if request.filter.has_item_conditions() {
+            let keys = self
+                .store
+                .filtered_chunk_keys(&request.scope, &request.filter, RESTRICT_MAX, request.now)
+                .await?;
+            return Ok(Some(keys.into_iter().collect()));
+        }
+        Ok(None)
+    }
+
+    /// Adds the chunks of `keys` not yet known to `candidates` (read back within scope).
+    async fn add_candidates(
+        &self,
+        request: &SearchRequest,
+        keys: impl IntoIterator<Item = i64>,
+        candidates: &mut HashMap<i64, Candidate>,
+    ) -> Result<(), SearchError> {
+        let new: Vec<i64> = keys
+            .into_iter()
+            .filter(|k| !candidates.contains_key(k))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for hit in self
+            .store
+            .fetch_chunks(&request.scope, &request.filter, &new, request.now)
+            .await?
+        {
+            candidates.insert(
+                hit.chunk_key,
+                Candidate {
+                    hit,
+                    keyword: 0.0,
+                    expansion_keyword: 0.0,
+                    semantic: 0.0,
+                    fused: 0.0,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Exact BM25 of every candidate for `lexical`.
+    async fn keyword_scores(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+        candidates: &HashMap<i64, Candidate>,
+    ) -> Result<HashMap<i64, f32>, SearchError> {
+        if lexical.is_empty() || candidates.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keys: Vec<i64> = candidates.keys().copied().collect();
+        Ok(self
+            .store
+            .keyword_scores(&request.scope, lexical, &keys)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
+    async fn hybrid(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+    ) -> Result<Vec<RankedChunk>, SearchError> {
+        let thinking = request.mode == Mode::Thinking;
+        let pool = request.limit.max(if thinking {
+            self.tuning.thinking_pool
+        } else {
+            self.tuning.fast_pool
+        });
+        let restriction = self.restriction(request, lexical).await?;
+        if restriction.as_ref().is_some_and(HashSet::is_empty) {
+            return Ok(Vec::new());
+        }
+        let query_vector = self.embed(&request.query).await?;
+
+        // First stage: keyword and vector pools (and app-only pools when asked).
+        let mut keys: Vec<i64> = Vec::new();
+        if !lexical.is_empty() {
+            let found = self
+                .store
+                .keyword_search(
+                    &request.scope,
+                    &request.filter,
+                    lexical,
+                    pool as u32,
+                    request.now,
+                )
+                .await?;
+            keys.extend(found.iter().map(|f| f.0));
+        }
+        keys.extend(self.nearest(request, &query_vector, pool, restriction.as_ref(), false));
+        if request.query_apps {
+            let apps = ChunkFilter {
+                origin: Some(engram_store::ItemOrigin::App),
+                ..request.filter.clone()
+            };
+            if !lexical.is_empty() {
+                let found = self
+                    .store
+                    .keyword_search(&request.scope, &apps, lexical, pool as u32, request.now)
+                    .await?;
+                keys.extend(found.iter().map(|f| f.0));
+            }
+            let app_keys: HashSet<i64> = self
+                .store
+                .filtered_chunk_keys(&request.scope, &apps, RESTRICT_MAX, request.now)
+                .await?
+                .into_iter()
+                .filter(|k| restriction.as_ref().is_none_or(|r| r.contains(k)))
+                .collect();
+            keys.extend(self.nearest(request, &query_vector, pool, Some(&app_keys), true));
+        }
+        let mut candidates = HashMap::new();
+        self.add_candidates(request, keys, &mut candidates).await?;
+        let mut query_vectors = vec![query_vector];
+        let mut expansion = LexicalQuery {
+            terms: Vec::new(),
+            operator: TermOperator::Or,
+        };
+        self.score(
+            request,
+            lexical,
+            &expansion,
+            &query_vectors,
+            &mut candidates,
+        )
+        .await?;
+
+        if thinking && !candidates.is_empty() {
+            // Expansion from the best first-stage chunks: their centroid joins the query
+            // vector, and their shared distinctive terms form a second keyword query.
+            let mut best: Vec<&Candidate> = candidates.values().collect();
+            best.sort_by(|a, b| b.fused.total_cmp(&a.fused));
+            best.truncate(self.tuning.feedback_chunks);
+            let feedback_vector = feedback_vector(
+                &query_vectors[0],
+                best.iter().map(|c| c.hit.embedding.as_slice()),
+                self.tuning.feedback_vector_weight,
+            );
+            expansion.terms = expansion_terms(
+                lexical,
+                best.iter().map(|c| c.hit.content.as_str()),
+                self.tuning.expansion_terms,
+            );
+            let mut more = Vec::new();
+            if let Some(vector) = feedback_vector {
+                more.extend(self.nearest(request, &vector, pool, restriction.as_ref(), false));
+                query_vectors.push(vector);
+            }
+            if !expansion.is_empty() {
+                let found = self
+                    .store
+                    .keyword_search(
+                        &request.scope,
+                        &request.filter,
+                        &expansion,
+                        pool as u32,
+                        request.now,
+                    )
+                    .await?;
+                more.extend(
+                    found
+                        .iter()
+                        .map(|f| f.0)
+                        .filter(|k| restriction.as_ref().is_none_or(|r| r.contains(k))),
+                );
+            }
+            self.add_candidates(request, more, &mut candidates).await?;
+            self.score(
+                request,
+                lexical,
+                &expansion,
+                &query_vectors,
+                &mut candidates,
+            )
+            .await?;
+            self.rerank(request, &query_vectors, &mut candidates)?;
+        }
+
+        Ok(candidates
+            .into_values()
+            .map(|c| RankedChunk {
+                score: c.fused,
+                hit: c.hit,
+            })
+            .collect())
+    }
+
+    /// Computes every signal of every candidate exactly and fuses them under `alpha`.
+    async fn score(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+        expansion: &LexicalQuery,
+        query_vectors: &[Vec<f32>],
+        candidates: &mut HashMap<i64, Candidate>,
+    ) -> Result<(), SearchError> {
+        let keyword = self.keyword_scores(request, lexical, candidates).await?;
+        let expanded = self.keyword_scores(request, expansion, candidates).await?;
+        for (key, c) in candidates.iter_mut() {
+            c.keyword = keyword.get(key).copied().unwrap_or(0.0);
+            c.expansion_keyword = expanded.get(key).copied().unwrap_or(0.0);
+            c.semantic = if c.hit.embedding.len() == query_vectors[0].len() {
+                let own = dot(&query_vectors[0], &c.hit.embedding);
+                match query_vectors.get(1) {
+                    Some(feedback) => {
+                        let w = self.tuning.feedback_vector_weight;
+                        (own + w * dot(feedback, &c.hit.embedding)) / (1.0 + w)
+                    }
+                    None => own,
+                }
+            } else {
+                0.0
+            };
+        }
+        let keyword_scale = Scale::by_max(candidates.values().map(|c| c.keyword));
+        let expansion_scale = Scale::by_max(candidates.values().map(|c| c.expansion_keyword));
+        let semantic_scale = Scale::min_max(candidates.values().map(|c| c.semantic));
+        let lexical_weight = if expansion.is_empty() {
+            0.0
+        } else {
+            self.tuning.expansion_keyword_weight
+        };
+        let alpha = if lexical.is_empty() {
+            1.0
+        } else {
+            request.alpha
+        };
+        for c in candidates.values_mut() {
+            let keyword = (keyword_scale.apply(c.keyword)
+                + lexical_weight * expansion_scale.apply(c.expansion_keyword))
+                / (1.0 + lexical_weight);
+            c.fused = alpha * semantic_scale.apply(c.semantic) + (1.0 - alpha) * keyword;
+        }
+        Ok(())
+    }
+
+    /// Second stage: the reranker scores the best fused candidates; its scaled score takes
+    /// `rerank_weight` of theirs. Candidates below the depth keep their place below.
+    fn rerank(
+        &self,
+        request: &SearchRequest,
+        query_vectors: &[Vec<f32>],
+        candidates: &mut HashMap<i64, Candidate>,
+    ) -> Result<(), SearchError> {
+        let mut order: Vec<i64> = candidates.keys().copied().collect();
+        order.sort_by(|a, b| candidates[b].fused.total_cmp(&candidates[a].fused));
+        order.truncate(self.tuning.rerank_depth.max(request.limit));
+        let inputs: Vec<RerankCandidate<'_>> = order
+            .iter()
+            .map(|k| {
+                let hit = &candidates[k].hit;
+                RerankCandidate {
+                    title: &hit.item.fields.title,
+                    content: &hit.content,
+                    embedding: &hit.embedding,
+                }
+            })
+            .collect();
+        let scores = self.reranker.rerank(&RerankInput {
+            query: &request.query,
+            query_vectors,
+            candidates: &inputs,
+        })?;
+        let scale = Scale::min_max(scores.iter().copied());
+        let floor = order
+            .iter()
+            .map(|k| candidates[k].fused)
+            .fold(f32::INFINITY, f32::min);
+        let w = self.tuning.rerank_weight;
+        for (key, score) in order.iter().zip(scores) {
+            let c = candidates
+                .get_mut(key)
+                .expect("reranked keys are candidates");
+            c.fused = (1.0 - w) * c.fused + w * scale.apply(score);
+        }
+        // Keep unreranked candidates below every reranked one.
+        let reranked: HashSet<i64> = order.into_iter().collect();
+        for (key, c) in candidates.iter_mut() {
+            if !reranked.contains(key) {
+                c.fused = c.fused.min(floor) * (1.0 - w);
+            }
+        }
+        Ok(())
+    }
+
+    /// Collection weights and recency, then the final order (score, then key: deterministic)
+    /// and the limit.
+    fn finish(&self, request: &SearchRequest, ranked: &mut Vec<RankedChunk>) {
+        let half_life_ms = f64::from(self.tuning.recency_half_life_days) * 86_400_000.0;
+        for r in ranked.iter_mut() {
+            let weight = request
+                .weights
+                .get(r.hit.item.collection.as_str())
+                .copied()
+                .unwrap_or(1.0);
+            r.score *= weight;
+            if request.recency_bias > 0.0 {
+                let at = item_time_ms(&r.hit.item);
+                let age = (request.now - at).max(0) as f64;
+                let freshness = 0.5f64.powf(age / half_life_ms) as f32;
+                r.score *= 1.0 - request.recency_bias + request.recency_bias * freshness;
+            }
+            r.score = r.score.clamp(0.0, 1.0);
+        }
+        ranked.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
+        });
+        ranked.truncate(request.limit);
+    }
+}
+
+/// When an item happened: its own `timestamp` when it parses as RFC 3339, else when it was
+/// last written.
+fn item_time_ms(item: &engram_store::ItemRecord) -> i64 {
+    time::OffsetDateTime::parse(
+        &item.fields.timestamp,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+    .unwrap_or(item.updated_at)
+}
+
+/// `normalize(query + weight * mean(feedback))`, when there is feedback.
+fn feedback_vector<'a>(
+    query: &[f32],
+    feedback: impl Iterator<Item = &'a [f32]>,
+    weight: f32,
+) -> Option<Vec<f32>> {
+    let mut sum = vec![0.0f32; query.len()];
+    let mut n = 0;
+    for v in feedback.filter(|v| v.len() == query.len()) {
+        sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+        n += 1;
+    }
+    if n == 0 {
+        return None;
+    }
+    let mut out: Vec<f32> = query
+        .iter()
+        .zip(&sum)
+        .map(|(q, s)| q + weight * s / n as f32)
+        .collect();
+    let norm = out.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        out.iter_mut().for_each(|x| *x /= norm);
+    }
+    Some(out)
+}
+
+/// Terms shared by at least two feedback chunks (or the most frequent ones of a single chunk),
+/// not already in the query, most widespread first.
+fn expansion_terms<'a>(
+    query: &LexicalQuery,
+    feedback: impl Iterator<Item = &'a str>,
+    limit: usize,
+) -> Vec<String> {
+    let known: HashSet<&str> = query.terms.iter().map(String::as_str).collect();
+    let mut spread: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut chunks = 0;
+    for text in feedback {
+        chunks += 1;
+        let mut seen = HashSet::new();
+        for term in content_terms(text) {
+            if term.chars().count() < 3 || known.contains(term.as_str()) {
+                continue;
+            }
+            let entry = spread.entry(term.clone()).or_default();
+            entry.1 += 1;
+            if seen.insert(term) {
+                entry.0 += 1;
+            }
+        }
+    }
+    let min_spread = if chunks > 1 { 2 } else { 1 };
+    let mut terms: Vec<(String, (usize, usize))> = spread
+        .into_iter()
+        .filter(|(_, (docs, _))| *docs >= min_spread)
+        .collect();
+    terms.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    terms.into_iter().take(limit).map(|t| t.0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisers_are_safe_on_degenerate_input() {
+        assert_eq!(Scale::by_max([0.0, 0.0].into_iter()).apply(0.0), 0.0);
+        assert_eq!(Scale::min_max([0.3, 0.3].into_iter()).apply(0.3), 1.0);
+        let m = Scale::min_max([0.2, 0.6].into_iter());
+        assert!((m.apply(0.4) - 0.5).abs() < 1e-6);
+        assert!((Scale::by_max([2.0, 4.0].into_iter()).apply(2.0) - 0.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn expansion_takes_shared_new_terms() {
+        let query = keyword_query("protein folding", TermOperator::Or);
+        let terms = expansion_terms(
+            &query,
+            [
+                "chaperone proteins assist folding; chaperone",
+                "the chaperone binds misfolded protein",
+                "kinase signalling",
+            ]
+            .into_iter(),
+            5,
+        );
+        assert_eq!(terms, ["chaperone"]);
+    }
+
+    #[test]
+    fn feedback_vector_is_unit_length() {
+        let v = feedback_vector(&[1.0, 0.0], [[0.0f32, 1.0].as_slice()].into_iter(), 1.0).unwrap();
+        assert!((v[0] - v[1]).abs() < 1e-6);
+        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+        assert!(feedback_vector(&[1.0], std::iter::empty(), 1.0).is_none());
+    }
+}

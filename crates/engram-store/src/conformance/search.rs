@@ -1,0 +1,327 @@
+//! Conformance cases for retrieval reads: keyword ranking, filters, scope and liveness.
+
+use engram_types::ItemKind;
+use serde_json::json;
+
+use super::items::{chunk, claim_ours, collection, item, setup};
+use crate::{
+    ChunkFilter, DatabaseScope, FilterValue, ItemOrigin, LexicalQuery, NewItem, Store, TermOperator,
+};
+
+pub async fn run_all<S: Store>(store: &S) {
+    keyword_ranking_operators_and_scope(store).await;
+    filters_liveness_and_joined_chunks(store).await;
+}
+
+fn terms(words: &[&str], operator: TermOperator) -> LexicalQuery {
+    LexicalQuery {
+        terms: words.iter().map(|w| (*w).to_owned()).collect(),
+        operator,
+    }
+}
+
+/// Indexes each item as one chunk whose content is its text; returns chunk keys by item id.
+async fn index<S: Store>(
+    store: &S,
+    scope: &DatabaseScope,
+    items: Vec<NewItem>,
+    now: i64,
+) -> Vec<(String, i64)> {
+    store.enqueue_items(scope, &items, true, now).await.unwrap();
+    let mut keys = Vec::new();
+    for claimed in claim_ours(store, scope, "search", now).await {
+        let text = claimed.text.clone().unwrap();
+        let chunk = crate::NewChunk {
+            embedding: vec![0.1, 0.2],
+            ..chunk(&format!("{}-{}", scope.id, claimed.id), 0, &text)
+        };
+        let made = store
+            .complete_item(&claimed, &[chunk], now)
+            .await
+            .unwrap()
+            .unwrap();
+        keys.push((claimed.id.clone(), made[0]));
+    }
+    keys.sort();
+    keys
+}
+
+fn key_of(keys: &[(String, i64)], id: &str) -> i64 {
+    keys.iter().find(|(i, _)| i == id).unwrap().1
+}
+
+async fn keyword_ranking_operators_and_scope<S: Store>(store: &S) {
+    let scope = setup(store, "db_search_1", "conf-search-1").await;
+    let other = setup(store, "db_search_1b", "conf-search-1b").await;
+    let keys = index(
+        store,
+        &scope,
+        vec![
+            item("c", "a", "the quick brown fox jumps over the lazy dog"),
+            item("c", "b", "a brown dog sleeps; dogs sleep a lot"),
+            item("c", "c", "quantum chromodynamics of quarks"),
+            item("d", "e", "brown bears in another collection"),
+        ],
+        10,
+    )
+    .await;
+    // The same words in another organization's database never show up.
+    index(
+        store,
+        &other,
+        vec![item("c", "x", "brown fox brown fox")],
+        10,
+    )
+    .await;
+    let all = ChunkFilter::default();
+
+    let found = store
+        .keyword_search(
+            &scope,
+            &all,
+            &terms(&["brown", "fox"], TermOperator::Or),
+            10,
+            20,
+        )
+        .await
+        .unwrap();
+    let found_keys: Vec<i64> = found.iter().map(|f| f.0).collect();
+    assert_eq!(found_keys[0], key_of(&keys, "a"), "both terms rank first");
+    assert_eq!(found.len(), 3, "every chunk with either term: {found:?}");
+    assert!(found.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+    assert!(found.iter().all(|f| f.1 > 0.0), "higher is better");
+
+    let and = store
+        .keyword_search(
+            &scope,
+            &all,
+            &terms(&["brown", "dog"], TermOperator::And),
+            10,
+            20,
+        )
+        .await
+        .unwrap();
+    let mut and_keys: Vec<i64> = and.iter().map(|f| f.0).collect();
+    and_keys.sort_unstable();
+    assert_eq!(and_keys, [key_of(&keys, "a"), key_of(&keys, "b")]);
+
+    let phrase = store
+        .keyword_search(
+            &scope,
+            &all,
+            &terms(&["brown", "dog"], TermOperator::Phrase),
+            10,
+            20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        phrase.iter().map(|f| f.0).collect::<Vec<_>>(),
+        [key_of(&keys, "b")],
+        "only the exact phrase"
+    );
+
+    let stemmed = store
+        .keyword_search(
+            &scope,
+            &all,
+            &terms(&["sleeping"], TermOperator::Or),
+            10,
+            20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stemmed.len(), 1, "terms are stemmed like the index");
+
+    let syntax = store
+        .keyword_search(
+            &scope,
+            &all,
+            &terms(&["NEAR(", "\"", "*", "AND"], TermOperator::Or),
+            10,
+            20,
+        )
+        .await
+        .unwrap();
+    assert!(syntax.is_empty(), "user text is never query syntax");
+
+    let only_c = ChunkFilter {
+        collections: vec![collection("c")],
+        ..ChunkFilter::default()
+    };
+    let scoped = store
+        .keyword_search(
+            &scope,
+            &only_c,
+            &terms(&["brown"], TermOperator::Or),
+            10,
+            20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(scoped.len(), 2, "collection d is outside the filter");
+
+    let limited = store
+        .keyword_search(&scope, &all, &terms(&["brown"], TermOperator::Or), 1, 20)
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+
+    let scores = store
+        .keyword_scores(
+            &scope,
+            &terms(&["brown", "fox"], TermOperator::Or),
+            &[key_of(&keys, "a"), key_of(&keys, "c")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(scores.len(), 1, "a chunk without the terms has no score");
+    assert_eq!(scores[0], found[0], "the same score as the search");
+
+    // Another organization's keys are never scored or fetched through this scope.
+    let foreign = store
+        .filtered_chunk_keys(&other, &all, 100, 20)
+        .await
+        .unwrap();
+    assert_eq!(foreign.len(), 1);
+    assert!(store
+        .keyword_scores(&scope, &terms(&["brown"], TermOperator::Or), &foreign)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .fetch_chunks(&scope, &all, &foreign, 20)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
+    let scope = setup(store, "db_search_2", "conf-search-2").await;
+    let mut red = item("c", "red", "apples are red");
+    red.fields.metadata = json!({"colour": "red", "n": 1});
+    red.fields.additional_metadata = json!({"tag": "fruit"});
+    let mut green = item("c", "green", "apples are green");
+    green.fields.metadata = json!({"colour": "green", "n": 2});
+    let mut memory = item("c", "mem", "apples remembered");
+    memory.kind = ItemKind::Memory;
+    memory.origin = ItemOrigin::Memory;
+    memory.fields.expires_at = Some(1_000);
+    let keys = index(store, &scope, vec![red, green, memory], 10).await;
+    let every: Vec<i64> = keys.iter().map(|k| k.1).collect();
+    let apples = terms(&["apples"], TermOperator::Or);
+
+    let (scope_ref, apples_ref) = (&scope, &apples);
+    let by = |filter: ChunkFilter| async move {
+        let mut found: Vec<i64> = store
+            .keyword_search(scope_ref, &filter, apples_ref, 10, 20)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        found.sort_unstable();
+        let mut keyed = store
+            .filtered_chunk_keys(scope_ref, &filter, 10, 20)
+            .await
+            .unwrap();
+        keyed.sort_unstable();
+        assert_eq!(found, keyed, "search and key selection agree on {filter:?}");
+        found
+    };
+    assert_eq!(by(ChunkFilter::default()).await.len(), 3);
+    assert_eq!(
+        by(ChunkFilter {
+            kinds: vec![ItemKind::Knowledge],
+            ..ChunkFilter::default()
+        })
+        .await
+        .len(),
+        2
+    );
+    assert_eq!(
+        by(ChunkFilter {
+            metadata: vec![("colour".into(), FilterValue::Eq(json!("red")))],
+            ..ChunkFilter::default()
+        })
+        .await,
+        [key_of(&keys, "red")]
+    );
+    assert_eq!(
+        by(ChunkFilter {
+            metadata: vec![("n".into(), FilterValue::In(vec![json!(1), json!(2)]))],
+            ..ChunkFilter::default()
+        })
+        .await
+        .len(),
+        2
+    );
+    assert_eq!(
+        by(ChunkFilter {
+            metadata: vec![("n".into(), FilterValue::Eq(json!("1")))],
+            ..ChunkFilter::default()
+        })
+        .await
+        .len(),
+        0,
+        "types must match exactly"
+    );
+    assert_eq!(
+        by(ChunkFilter {
+            additional_metadata: vec![("tag".into(), FilterValue::Eq(json!("fruit")))],
+            ..ChunkFilter::default()
+        })
+        .await,
+        [key_of(&keys, "red")]
+    );
+    assert_eq!(
+        by(ChunkFilter {
+            origin: Some(ItemOrigin::Memory),
+            ..ChunkFilter::default()
+        })
+        .await,
+        [key_of(&keys, "mem")]
+    );
+
+    let hits = store
+        .fetch_chunks(&scope, &ChunkFilter::default(), &every, 20)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 3);
+    let red_hit = hits.iter().find(|h| h.item.id == "red").unwrap();
+    assert_eq!(red_hit.content, "apples are red");
+    assert_eq!(red_hit.embedding, vec![0.1, 0.2]);
+    assert_eq!(
+        red_hit.item.fields.metadata,
+        json!({"colour": "red", "n": 1})
+    );
+    assert_eq!(red_hit.item.fields.title, "title red");
+    assert_eq!(red_hit.item.fields.text, None, "hits carry no full text");
+
+    // The memory expires at 1000: gone from every retrieval read at once.
+    let later = store
+        .fetch_chunks(&scope, &ChunkFilter::default(), &every, 1_000)
+        .await
+        .unwrap();
+    assert_eq!(later.len(), 2);
+    assert_eq!(
+        store
+            .keyword_search(&scope, &ChunkFilter::default(), &apples, 10, 1_000)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // A database scheduled for deletion has nothing to find.
+    store.schedule_deletion(&scope, 30).await.unwrap();
+    assert!(store
+        .fetch_chunks(&scope, &ChunkFilter::default(), &every, 40)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .keyword_search(&scope, &ChunkFilter::default(), &apples, 10, 40)
+        .await
+        .unwrap()
+        .is_empty());
+}

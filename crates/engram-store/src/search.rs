@@ -1,0 +1,113 @@
+//! Reading chunks for retrieval: keyword (BM25) candidates, the keys that pass a filter (to
+//! restrict the vector scan before ranking), and the chunks themselves joined with their items.
+//! Every call is scoped to one database of one organization and sees only live chunks (a live
+//! database, an unexpired item), so the derived vector index may be briefly stale but a query
+//! never returns anything the store does not hold for that scope.
+
+use async_trait::async_trait;
+use engram_types::{CollectionName, ItemKind};
+use serde_json::Value;
+
+use crate::{DatabaseScope, FilterValue, ItemOrigin, ItemRecord, StoreResult};
+
+/// Which chunks a retrieval call may see, beyond its database. All conditions are ANDed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChunkFilter {
+    /// Only these kinds; empty means both.
+    pub kinds: Vec<ItemKind>,
+    /// Only these collections; empty means every collection of the database.
+    pub collections: Vec<CollectionName>,
+    /// Exact matches on the item's `metadata.<key>` (schema fields).
+    pub metadata: Vec<(String, FilterValue)>,
+    /// Exact matches on the item's `additional_metadata.<key>`.
+    pub additional_metadata: Vec<(String, FilterValue)>,
+    /// Only items that arrived this way.
+    pub origin: Option<ItemOrigin>,
+}
+
+impl ChunkFilter {
+    /// Whether the filter looks into item fields (so the vector scan must be restricted to the
+    /// keys the store selects).
+    pub fn has_item_conditions(&self) -> bool {
+        !self.metadata.is_empty() || !self.additional_metadata.is_empty() || self.origin.is_some()
+    }
+}
+
+/// How the terms of a keyword query combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TermOperator {
+    /// Any term matches; more and rarer terms rank higher.
+    #[default]
+    Or,
+    /// Every term must occur.
+    And,
+    /// The terms must occur consecutively, in order.
+    Phrase,
+}
+
+/// A keyword query: plain terms (letters and digits, no syntax) and how they combine. Each
+/// backend builds its own query language from it, so user text never reaches a query parser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LexicalQuery {
+    pub terms: Vec<String>,
+    pub operator: TermOperator,
+}
+
+impl LexicalQuery {
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
+/// A chunk found by retrieval, with its item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkHit {
+    pub chunk_key: i64,
+    pub chunk_id: String,
+    pub position: u32,
+    pub content: String,
+    pub layout: Value,
+    /// The chunk's stored embedding (empty when none was stored).
+    pub embedding: Vec<f32>,
+    pub created_at: i64,
+    /// The item, without its full text.
+    pub item: ItemRecord,
+}
+
+/// Retrieval reads, scoped by organization and database.
+#[async_trait]
+pub trait ChunkSearch: Send + Sync {
+    /// The best `limit` chunks by BM25 (higher is better) among those passing `filter`.
+    async fn keyword_search(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        query: &LexicalQuery,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<(i64, f32)>>;
+    /// BM25 scores of the given chunks of the database; chunks the query does not match are
+    /// absent.
+    async fn keyword_scores(
+        &self,
+        scope: &DatabaseScope,
+        query: &LexicalQuery,
+        keys: &[i64],
+    ) -> StoreResult<Vec<(i64, f32)>>;
+    /// Keys of the live chunks passing `filter`, at most `limit`, in key order.
+    async fn filtered_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<i64>>;
+    /// The given chunks that are live and pass `filter`, with their items, in no set order.
+    async fn fetch_chunks(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[i64],
+        now: i64,
+    ) -> StoreResult<Vec<ChunkHit>>;
+}

@@ -1,0 +1,254 @@
+//! Retrieval reads on SQLite: BM25 from the FTS5 index, filtered keys and joined chunks.
+
+use async_trait::async_trait;
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+use super::items::{item_from_row, push_filter, vector_from_bytes};
+use super::{corrupt, SqliteStore};
+use crate::{
+    ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreResult, TermOperator,
+};
+
+/// The FTS5 expression of a keyword query. Every term is a quoted string, so nothing a user
+/// typed is read as FTS5 syntax.
+pub(super) fn match_expression(query: &LexicalQuery) -> Option<String> {
+    let quote = |term: &str| format!("\"{}\"", term.replace('"', "\"\""));
+    let terms: Vec<&str> = query
+        .terms
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    if terms.is_empty() {
+        return None;
+    }
+    Some(match query.operator {
+        TermOperator::Or => terms
+            .iter()
+            .map(|t| quote(t))
+            .collect::<Vec<_>>()
+            .join(" OR "),
+        TermOperator::And => terms
+            .iter()
+            .map(|t| quote(t))
+            .collect::<Vec<_>>()
+            .join(" AND "),
+        TermOperator::Phrase => quote(&terms.join(" ")),
+    })
+}
+
+/// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.
+fn push_chunk_where(
+    builder: &mut QueryBuilder<'_, Sqlite>,
+    scope: &DatabaseScope,
+    filter: &ChunkFilter,
+    now: i64,
+) -> StoreResult<()> {
+    builder
+        .push(" AND c.database_id = ")
+        .push_bind(scope.id.as_str().to_owned())
+        .push(" AND d.org_id = ")
+        .push_bind(scope.org.as_str().to_owned())
+        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
+        .push_bind(now)
+        .push(")");
+    if !filter.kinds.is_empty() {
+        builder.push(" AND c.kind IN (");
+        let mut sep = builder.separated(", ");
+        for kind in &filter.kinds {
+            sep.push_bind(kind.as_str());
+        }
+        builder.push(")");
+    }
+    if !filter.collections.is_empty() {
+        builder.push(" AND c.collection IN (");
+        let mut sep = builder.separated(", ");
+        for c in &filter.collections {
+            sep.push_bind(c.as_str().to_owned());
+        }
+        builder.push(")");
+    }
+    if let Some(origin) = filter.origin {
+        builder.push(" AND i.origin = ").push_bind(origin.as_str());
+    }
+    for (key, value) in &filter.metadata {
+        push_filter(builder, "metadata", key, value)?;
+    }
+    for (key, value) in &filter.additional_metadata {
+        push_filter(builder, "additional_metadata", key, value)?;
+    }
+    Ok(())
+}
+
+const CHUNK_JOINS: &str =
+    " JOIN items i ON i.item_key = c.item_key JOIN databases d ON d.id = c.database_id";
+
+fn push_keys(builder: &mut QueryBuilder<'_, Sqlite>, column: &str, keys: &[i64]) {
+    builder.push(format!(" AND {column} IN ("));
+    let mut sep = builder.separated(", ");
+    for key in keys {
+        sep.push_bind(*key);
+    }
+    builder.push(")");
+}
+
+/// SQLite binds at most 32766 parameters per statement; key lists are sent in slices.
+const KEYS_PER_STATEMENT: usize = 10_000;
+
+#[async_trait]
+impl ChunkSearch for SqliteStore {
+    async fn keyword_search(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        query: &LexicalQuery,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        let Some(expression) = match_expression(query) else {
+            return Ok(Vec::new());
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut select = QueryBuilder::<Sqlite>::new(
+            "SELECT c.chunk_key, bm25(chunks_fts) AS rank FROM chunks_fts
+             JOIN chunks c ON c.chunk_key = chunks_fts.rowid",
+        );
+        select
+            .push(CHUNK_JOINS)
+            .push(" WHERE chunks_fts MATCH ")
+            .push_bind(expression);
+        push_chunk_where(&mut select, scope, filter, now)?;
+        select
+            .push(" ORDER BY rank, c.chunk_key LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows = select.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                let rank: f64 = row.try_get("rank")?;
+                Ok((row.try_get("chunk_key")?, -rank as f32))
+            })
+            .collect()
+    }
+
+    async fn keyword_scores(
+        &self,
+        scope: &DatabaseScope,
+        query: &LexicalQuery,
+        keys: &[i64],
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        let Some(expression) = match_expression(query) else {
+            return Ok(Vec::new());
+        };
+        let mut scores = Vec::with_capacity(keys.len());
+        for slice in keys.chunks(KEYS_PER_STATEMENT) {
+            let mut select = QueryBuilder::<Sqlite>::new(
+                "SELECT c.chunk_key, bm25(chunks_fts) AS rank FROM chunks_fts
+                 JOIN chunks c ON c.chunk_key = chunks_fts.rowid
+                 JOIN databases d ON d.id = c.database_id WHERE chunks_fts MATCH ",
+            );
+            select
+                .push_bind(expression.clone())
+                .push(" AND c.database_id = ")
+                .push_bind(scope.id.as_str().to_owned())
+                .push(" AND d.org_id = ")
+                .push_bind(scope.org.as_str().to_owned());
+            push_keys(&mut select, "chunks_fts.rowid", slice);
+            for row in select.build().fetch_all(&self.pool).await? {
+                let rank: f64 = row.try_get("rank")?;
+                scores.push((row.try_get("chunk_key")?, -rank as f32));
+            }
+        }
+        Ok(scores)
+    }
+
+    async fn filtered_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<i64>> {
+        let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
+        select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+        push_chunk_where(&mut select, scope, filter, now)?;
+        select
+            .push(" ORDER BY c.chunk_key LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows = select.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get("chunk_key")?))
+            .collect()
+    }
+
+    async fn fetch_chunks(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[i64],
+        now: i64,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        let mut hits = Vec::with_capacity(keys.len());
+        for slice in keys.chunks(KEYS_PER_STATEMENT) {
+            // Every item column but the full text, which a hit does not need.
+            let mut select = QueryBuilder::<Sqlite>::new(
+                "SELECT c.chunk_key, c.chunk_id, c.position, c.content, c.layout, c.embedding,
+                     c.created_at AS chunk_created_at,
+                     i.id, i.collection, i.kind, i.origin, i.filename, i.media_type, i.title, i.source_type,
+                     i.description, i.note, i.url, i.timestamp, NULL AS text, i.metadata, i.additional_metadata,
+                     i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.status, i.created_at,
+                     i.updated_at
+                 FROM chunks c",
+            );
+            select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+            push_chunk_where(&mut select, scope, filter, now)?;
+            push_keys(&mut select, "c.chunk_key", slice);
+            for row in select.build().fetch_all(&self.pool).await? {
+                let layout: String = row.try_get("layout")?;
+                let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
+                let position: i64 = row.try_get("position")?;
+                hits.push(ChunkHit {
+                    chunk_key: row.try_get("chunk_key")?,
+                    chunk_id: row.try_get("chunk_id")?,
+                    position: u32::try_from(position).map_err(|e| corrupt("position", e))?,
+                    content: row.try_get("content")?,
+                    layout: serde_json::from_str(&layout).map_err(|e| corrupt("layout", e))?,
+                    embedding: vector_from_bytes(&embedding.unwrap_or_default()),
+                    created_at: row.try_get("chunk_created_at")?,
+                    item: item_from_row(&row)?,
+                });
+            }
+        }
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(terms: &[&str], operator: TermOperator) -> LexicalQuery {
+        LexicalQuery {
+            terms: terms.iter().map(|t| (*t).to_owned()).collect(),
+            operator,
+        }
+    }
+
+    #[test]
+    fn expressions_quote_every_term() {
+        assert_eq!(
+            match_expression(&query(&["a", "b\"c"], TermOperator::Or)).unwrap(),
+            r#""a" OR "b""c""#
+        );
+        assert_eq!(
+            match_expression(&query(&["near", "x"], TermOperator::And)).unwrap(),
+            r#""near" AND "x""#
+        );
+        assert_eq!(
+            match_expression(&query(&["new", "york"], TermOperator::Phrase)).unwrap(),
+            r#""new york""#
+        );
+        assert!(match_expression(&query(&[" "], TermOperator::Or)).is_none());
+    }
+}
