@@ -81,10 +81,12 @@ impl QueryProfile {
     pub fn route(&self) -> (Mode, &'static str) {
         if self.content_terms <= 3 && !self.question {
             (Mode::Fast, "short keyword lookup")
+        } else if self.question {
+            (Mode::Thinking, "question")
         } else if self.identifiers > 0 && self.content_terms <= 5 {
             (Mode::Fast, "identifier lookup")
-        } else if self.question || self.content_terms >= 6 {
-            (Mode::Thinking, "question or long request")
+        } else if self.content_terms >= 6 {
+            (Mode::Thinking, "long request")
         } else {
             (Mode::Thinking, "inconclusive")
         }
