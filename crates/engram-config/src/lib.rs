@@ -32,6 +32,7 @@ pub struct Config {
     pub workers: WorkersConfig,
     pub embedding: EmbeddingConfig,
     pub pipeline: PipelineConfig,
+    pub search: SearchConfig,
     pub ingest: IngestConfig,
     pub log: LogConfig,
 }
@@ -46,6 +47,7 @@ impl Default for Config {
             workers: WorkersConfig::default(),
             embedding: EmbeddingConfig::default(),
             pipeline: PipelineConfig::default(),
+            search: SearchConfig::default(),
             ingest: IngestConfig::default(),
             log: LogConfig::default(),
         }
@@ -148,6 +150,60 @@ impl Default for PipelineConfig {
     }
 }
 
+/// Retrieval tuning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// How keyword and semantic scores combine under `alpha`: `convex` (scaled scores) or
+    /// `rrf` (reciprocal ranks).
+    pub fusion: Fusion,
+    /// Candidates drawn from each side in `fast` mode.
+    pub fast_pool: u32,
+    /// Candidates drawn from each side in `thinking` mode.
+    pub thinking_pool: u32,
+    /// Best first-stage chunks used for query expansion (`thinking`).
+    pub feedback_chunks: u32,
+    /// Expansion terms taken from them.
+    pub expansion_terms: u32,
+    /// Weight of their centroid added to the query vector.
+    pub feedback_vector_weight: f32,
+    /// Weight of the expansion terms' BM25 relative to the query's own.
+    pub expansion_keyword_weight: f32,
+    /// Candidates the reranker scores.
+    pub rerank_depth: u32,
+    /// Share of the final score that comes from the reranker.
+    pub rerank_weight: f32,
+    /// Half-life of `recency_bias`, in days.
+    pub recency_half_life_days: f32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            fusion: Fusion::Convex,
+            fast_pool: 100,
+            thinking_pool: 200,
+            feedback_chunks: 3,
+            expansion_terms: 8,
+            feedback_vector_weight: 0.5,
+            expansion_keyword_weight: 0.3,
+            rerank_depth: 50,
+            rerank_weight: 0.3,
+            recency_half_life_days: 30.0,
+        }
+    }
+}
+
+/// How keyword and semantic evidence combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// `alpha * semantic + (1 - alpha) * keyword`, each scaled over the candidates.
+    Convex,
+    /// Reciprocal rank fusion, each side weighted by `alpha`.
+    Rrf,
+}
+
 /// Ingestion limits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -243,6 +299,23 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "embedding.threads, embedding.max_batch and pipeline.expiry_sweep_ms must be positive".into(),
+            ));
+        }
+        let q = &self.search;
+        if q.fast_pool == 0 || q.thinking_pool == 0 || q.rerank_depth == 0 {
+            return Err(ConfigError::Invalid(
+                "search.fast_pool, thinking_pool and rerank_depth must be positive".into(),
+            ));
+        }
+        let unit = 0.0..=1.0;
+        if !unit.contains(&q.rerank_weight)
+            || !(0.0..=10.0).contains(&q.feedback_vector_weight)
+            || !(0.0..=10.0).contains(&q.expansion_keyword_weight)
+            || q.recency_half_life_days.is_nan()
+            || q.recency_half_life_days <= 0.0
+        {
+            return Err(ConfigError::Invalid(
+                "search.rerank_weight must be within 0..1, the feedback weights within 0..10 and recency_half_life_days positive".into(),
             ));
         }
         if self.workers.lifecycle_poll_ms == 0 {

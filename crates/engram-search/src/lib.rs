@@ -14,5 +14,7 @@ mod vectors;
 pub use analysis::{profile, Mode, QueryProfile};
 pub use chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
 pub use rerank::{EmbeddingReranker, RerankCandidate, RerankError, RerankInput, Reranker};
-pub use retrieve::{Method, RankedChunk, Retriever, SearchError, SearchRequest, SearchTuning};
+pub use retrieve::{
+    Fusion, Method, RankedChunk, Retriever, SearchError, SearchRequest, SearchTuning,
+};
 pub use vectors::{VectorEntry, VectorIndex};

@@ -66,9 +66,20 @@ pub enum SearchError {
     Rerank(#[from] crate::rerank::RerankError),
 }
 
+/// How keyword and semantic evidence combine under `alpha`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fusion {
+    /// `alpha * semantic + (1 - alpha) * keyword`, each scaled over the candidates.
+    #[default]
+    Convex,
+    /// Reciprocal rank fusion (k = 60), each side weighted by `alpha`.
+    Rrf,
+}
+
 /// Tuning of candidate pools and the thinking stages.
 #[derive(Debug, Clone)]
 pub struct SearchTuning {
+    pub fusion: Fusion,
     /// Candidates drawn from each side in `fast` mode (at least the request's limit).
     pub fast_pool: usize,
     /// Candidates drawn from each side in `thinking` mode.
@@ -92,6 +103,7 @@ pub struct SearchTuning {
 impl Default for SearchTuning {
     fn default() -> Self {
         Self {
+            fusion: Fusion::Convex,
             fast_pool: 100,
             thinking_pool: 200,
             feedback_chunks: 3,
@@ -521,6 +533,34 @@ impl Retriever<'_> {
                 + lexical_weight * expansion_scale.apply(c.expansion_keyword))
                 / (1.0 + lexical_weight);
             c.fused = alpha * semantic_scale.apply(c.semantic) + (1.0 - alpha) * keyword;
+        }
+        if self.tuning.fusion == Fusion::Rrf {
+            // Ranks by each signal; a chunk without any keyword match has no keyword rank.
+            const K: f32 = 60.0;
+            let keyword_of = |c: &Candidate| {
+                keyword_scale.apply(c.keyword)
+                    + lexical_weight * expansion_scale.apply(c.expansion_keyword)
+            };
+            let mut by_semantic: Vec<i64> = candidates.keys().copied().collect();
+            by_semantic.sort_by(|a, b| candidates[b].semantic.total_cmp(&candidates[a].semantic));
+            let mut by_keyword: Vec<i64> = candidates
+                .iter()
+                .filter(|(_, c)| keyword_of(c) > 0.0)
+                .map(|(k, _)| *k)
+                .collect();
+            by_keyword
+                .sort_by(|a, b| keyword_of(&candidates[b]).total_cmp(&keyword_of(&candidates[a])));
+            let mut fused: HashMap<i64, f32> = HashMap::new();
+            for (rank, key) in by_semantic.iter().enumerate() {
+                *fused.entry(*key).or_default() += alpha / (K + 1.0 + rank as f32);
+            }
+            for (rank, key) in by_keyword.iter().enumerate() {
+                *fused.entry(*key).or_default() += (1.0 - alpha) / (K + 1.0 + rank as f32);
+            }
+            // Scaled so that first on both sides scores 1.
+            for (key, c) in candidates.iter_mut() {
+                c.fused = fused.get(key).copied().unwrap_or(0.0) * (K + 1.0);
+            }
         }
         Ok(())
     }

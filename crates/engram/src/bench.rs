@@ -49,7 +49,7 @@ fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<Strin
     bail!("the corpus holds fewer than {count} pieces of {words} words")
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

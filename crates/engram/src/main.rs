@@ -2,6 +2,7 @@
 //! HTTP server, and offers the administrative commands.
 
 mod bench;
+mod eval;
 mod keys;
 mod serve;
 
@@ -51,6 +52,13 @@ enum Command {
     },
     /// Print the OpenAPI 3.1 document of every route.
     Openapi,
+    /// Retrieval quality on published benchmarks (run with a release build).
+    Eval {
+        #[command(subcommand)]
+        command: eval::EvalCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
     /// Benchmarks (run with a release build).
     Bench {
         #[command(subcommand)]
@@ -89,6 +97,7 @@ fn main() -> anyhow::Result<()> {
                 command: BenchCommand::Ingest(args),
                 config,
             } => bench::ingest(args, config.load(None)?).await,
+            Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
             Command::Openapi => {
                 println!(
                     "{}",

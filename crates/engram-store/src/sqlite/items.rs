@@ -144,8 +144,9 @@ pub(super) fn push_filter(
         .push(")");
     match value {
         FilterValue::Eq(v) => {
+            // `IS`: a filter on null matches a null (or absent) value.
             builder
-                .push(" = json_extract(")
+                .push(" IS json_extract(")
                 .push_bind(json_text(v, "filter")?)
                 .push(", '$')");
         }
