@@ -185,10 +185,10 @@ impl Default for SearchConfig {
             thinking_pool: 200,
             feedback_chunks: 3,
             expansion_terms: 8,
-            feedback_vector_weight: 0.5,
-            expansion_keyword_weight: 0.3,
+            feedback_vector_weight: 0.1,
+            expansion_keyword_weight: 0.05,
             rerank_depth: 50,
-            rerank_weight: 0.3,
+            rerank_weight: 0.05,
             recency_half_life_days: 30.0,
         }
     }

@@ -108,10 +108,10 @@ impl Default for SearchTuning {
             thinking_pool: 200,
             feedback_chunks: 3,
             expansion_terms: 8,
-            feedback_vector_weight: 0.5,
-            expansion_keyword_weight: 0.3,
+            feedback_vector_weight: 0.1,
+            expansion_keyword_weight: 0.05,
             rerank_depth: 50,
-            rerank_weight: 0.3,
+            rerank_weight: 0.05,
             recency_half_life_days: 30.0,
         }
     }
@@ -210,14 +210,7 @@ impl Retriever<'_> {
             request.limit
         };
         let found = self
-            .store
-            .keyword_search(
-                &request.scope,
-                &request.filter,
-                lexical,
-                pool as u32,
-                request.now,
-            )
+            .keyword_pool(request, &request.filter, lexical, pool)
             .await?;
         let scores: HashMap<i64, f32> = found.iter().copied().collect();
         let keys: Vec<i64> = found.iter().map(|f| f.0).collect();
@@ -233,6 +226,21 @@ impl Retriever<'_> {
                 RankedChunk { hit, score }
             })
             .collect())
+    }
+
+    /// The best `pool` chunks by BM25 within the request's scope and `filter`.
+    async fn keyword_pool(
+        &self,
+        request: &SearchRequest,
+        filter: &ChunkFilter,
+        lexical: &LexicalQuery,
+        pool: usize,
+    ) -> Result<Vec<(i64, f32)>, SearchError> {
+        let limit = u32::try_from(pool).unwrap_or(u32::MAX);
+        Ok(self
+            .store
+            .keyword_search(&request.scope, filter, lexical, limit, request.now)
+            .await?)
     }
 
     async fn embed(&self, text: &str) -> Result<Vec<f32>, SearchError> {
@@ -283,14 +291,7 @@ impl Retriever<'_> {
     ) -> Result<Option<HashSet<i64>>, SearchError> {
         if request.operator != TermOperator::Or {
             let matches = self
-                .store
-                .keyword_search(
-                    &request.scope,
-                    &request.filter,
-                    lexical,
-                    RESTRICT_MAX,
-                    request.now,
-                )
+                .keyword_pool(request, &request.filter, lexical, RESTRICT_MAX as usize)
                 .await?;
             return Ok(Some(matches.into_iter().map(|m| m.0).collect()));
         }
@@ -339,25 +340,6 @@ impl Retriever<'_> {
         Ok(())
     }
 
-    /// Exact BM25 of every candidate for `lexical`.
-    async fn keyword_scores(
-        &self,
-        request: &SearchRequest,
-        lexical: &LexicalQuery,
-        candidates: &HashMap<i64, Candidate>,
-    ) -> Result<HashMap<i64, f32>, SearchError> {
-        if lexical.is_empty() || candidates.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let keys: Vec<i64> = candidates.keys().copied().collect();
-        Ok(self
-            .store
-            .keyword_scores(&request.scope, lexical, &keys)
-            .await?
-            .into_iter()
-            .collect())
-    }
-
     async fn hybrid(
         &self,
         request: &SearchRequest,
@@ -376,20 +358,16 @@ impl Retriever<'_> {
         let query_vector = self.embed(&request.query).await?;
 
         // First stage: keyword and vector pools (and app-only pools when asked).
-        let mut keys: Vec<i64> = Vec::new();
+        // BM25 comes from the keyword pools: a chunk outside them scores below the pool's
+        // last, and counts as 0 (scoring it exactly costs a second pass over the postings).
+        let mut keyword: HashMap<i64, f32> = HashMap::new();
         if !lexical.is_empty() {
             let found = self
-                .store
-                .keyword_search(
-                    &request.scope,
-                    &request.filter,
-                    lexical,
-                    pool as u32,
-                    request.now,
-                )
+                .keyword_pool(request, &request.filter, lexical, pool)
                 .await?;
-            keys.extend(found.iter().map(|f| f.0));
+            keyword.extend(found);
         }
+        let mut keys: Vec<i64> = keyword.keys().copied().collect();
         keys.extend(self.nearest(request, &query_vector, pool, restriction.as_ref(), false));
         if request.query_apps {
             let apps = ChunkFilter {
@@ -397,11 +375,9 @@ impl Retriever<'_> {
                 ..request.filter.clone()
             };
             if !lexical.is_empty() {
-                let found = self
-                    .store
-                    .keyword_search(&request.scope, &apps, lexical, pool as u32, request.now)
-                    .await?;
+                let found = self.keyword_pool(request, &apps, lexical, pool).await?;
                 keys.extend(found.iter().map(|f| f.0));
+                keyword.extend(found);
             }
             let app_keys: HashSet<i64> = self
                 .store
@@ -419,14 +395,15 @@ impl Retriever<'_> {
             terms: Vec::new(),
             operator: TermOperator::Or,
         };
+        let mut expanded: HashMap<i64, f32> = HashMap::new();
         self.score(
             request,
             lexical,
             &expansion,
+            (&keyword, &expanded),
             &query_vectors,
             &mut candidates,
-        )
-        .await?;
+        );
 
         if thinking && !candidates.is_empty() {
             // Expansion from the best first-stage chunks: their centroid joins the query
@@ -451,31 +428,24 @@ impl Retriever<'_> {
             }
             if !expansion.is_empty() {
                 let found = self
-                    .store
-                    .keyword_search(
-                        &request.scope,
-                        &request.filter,
-                        &expansion,
-                        pool as u32,
-                        request.now,
-                    )
+                    .keyword_pool(request, &request.filter, &expansion, pool)
                     .await?;
-                more.extend(
-                    found
-                        .iter()
-                        .map(|f| f.0)
-                        .filter(|k| restriction.as_ref().is_none_or(|r| r.contains(k))),
-                );
+                let found: Vec<(i64, f32)> = found
+                    .into_iter()
+                    .filter(|(k, _)| restriction.as_ref().is_none_or(|r| r.contains(k)))
+                    .collect();
+                more.extend(found.iter().map(|f| f.0));
+                expanded.extend(found);
             }
             self.add_candidates(request, more, &mut candidates).await?;
             self.score(
                 request,
                 lexical,
                 &expansion,
+                (&keyword, &expanded),
                 &query_vectors,
                 &mut candidates,
-            )
-            .await?;
+            );
             self.rerank(request, &query_vectors, &mut candidates)?;
         }
 
@@ -488,17 +458,17 @@ impl Retriever<'_> {
             .collect())
     }
 
-    /// Computes every signal of every candidate exactly and fuses them under `alpha`.
-    async fn score(
+    /// Sets every candidate's signals (BM25 from the keyword pools, exact cosine from the
+    /// stored vectors) and fuses them under `alpha`.
+    fn score(
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
         expansion: &LexicalQuery,
+        (keyword, expanded): (&HashMap<i64, f32>, &HashMap<i64, f32>),
         query_vectors: &[Vec<f32>],
         candidates: &mut HashMap<i64, Candidate>,
-    ) -> Result<(), SearchError> {
-        let keyword = self.keyword_scores(request, lexical, candidates).await?;
-        let expanded = self.keyword_scores(request, expansion, candidates).await?;
+    ) {
         for (key, c) in candidates.iter_mut() {
             c.keyword = keyword.get(key).copied().unwrap_or(0.0);
             c.expansion_keyword = expanded.get(key).copied().unwrap_or(0.0);
@@ -562,7 +532,6 @@ impl Retriever<'_> {
                 c.fused = fused.get(key).copied().unwrap_or(0.0) * (K + 1.0);
             }
         }
-        Ok(())
     }
 
     /// Second stage: the reranker scores the best fused candidates; its scaled score takes
@@ -575,7 +544,7 @@ impl Retriever<'_> {
     ) -> Result<(), SearchError> {
         let mut order: Vec<i64> = candidates.keys().copied().collect();
         order.sort_by(|a, b| candidates[b].fused.total_cmp(&candidates[a].fused));
-        order.truncate(self.tuning.rerank_depth.max(request.limit));
+        order.truncate(self.tuning.rerank_depth);
         let inputs: Vec<RerankCandidate<'_>> = order
             .iter()
             .map(|k| {

@@ -52,7 +52,7 @@ pub enum EvalCommand {
     Locomo(EvalArgs),
 }
 
-fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+pub(crate) fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()
@@ -107,34 +107,8 @@ impl Harness {
         })
     }
 
-    /// The database, created (and provisioned) when missing; true when it already existed.
     async fn database(&self, name: &str) -> anyhow::Result<(DatabaseName, bool)> {
-        let db = DatabaseName::parse(name).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if self.app.database(&self.who, &db).await.is_ok() {
-            return Ok((db, true));
-        }
-        self.app
-            .create_database(
-                &self.who,
-                CreateDatabase {
-                    name: name.into(),
-                    schema: Vec::new(),
-                    embeddings_dimension: None,
-                    is_embeddings_tenant: false,
-                },
-            )
-            .await?;
-        let started = Instant::now();
-        loop {
-            let record = self.app.database(&self.who, &db).await?;
-            if record.state == engram_app::DatabaseState::Ready {
-                return Ok((db, false));
-            }
-            if started.elapsed() > Duration::from_secs(60) {
-                bail!("database {name} was not provisioned within a minute");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        ready_database(&self.app, &self.who, name).await
     }
 
     /// Waits until every id of each collection is indexed; fails on an errored item.
@@ -192,6 +166,36 @@ impl Harness {
         }
         self.app.close().await;
     }
+}
+
+/// The database, created and provisioned when missing; true when it already existed.
+pub(crate) async fn ready_database(
+    app: &App,
+    who: &Principal,
+    name: &str,
+) -> anyhow::Result<(DatabaseName, bool)> {
+    let db = DatabaseName::parse(name).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if app.database(who, &db).await.is_ok() {
+        return Ok((db, true));
+    }
+    app.create_database(
+        who,
+        CreateDatabase {
+            name: name.into(),
+            schema: Vec::new(),
+            embeddings_dimension: None,
+            is_embeddings_tenant: false,
+        },
+    )
+    .await?;
+    let started = Instant::now();
+    while app.database(who, &db).await?.state != engram_app::DatabaseState::Ready {
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("database {name} was not provisioned within a minute");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((db, false))
 }
 
 /// One mode to evaluate and the request fields it sets.

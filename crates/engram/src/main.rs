@@ -2,6 +2,7 @@
 //! HTTP server, and offers the administrative commands.
 
 mod bench;
+mod bench_query;
 mod eval;
 mod keys;
 mod serve;
@@ -72,6 +73,8 @@ enum Command {
 enum BenchCommand {
     /// End-to-end ingestion throughput and status latency while ingesting.
     Ingest(bench::IngestBench),
+    /// Query latency at scale: fast hybrid top 10 beside BM25 alone.
+    Query(bench_query::QueryBench),
 }
 
 impl ConfigArgs {
@@ -97,6 +100,10 @@ fn main() -> anyhow::Result<()> {
                 command: BenchCommand::Ingest(args),
                 config,
             } => bench::ingest(args, config.load(None)?).await,
+            Command::Bench {
+                command: BenchCommand::Query(args),
+                config,
+            } => bench_query::query(args, config.load(None)?).await,
             Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
             Command::Openapi => {
                 println!(

@@ -11,6 +11,7 @@ use crate::{
 pub async fn run_all<S: Store>(store: &S) {
     keyword_ranking_operators_and_scope(store).await;
     filters_liveness_and_joined_chunks(store).await;
+    matches_beyond_other_databases_are_found(store).await;
 }
 
 fn terms(words: &[&str], operator: TermOperator) -> LexicalQuery {
@@ -324,4 +325,37 @@ async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// The lexical index may be shared by every database: a database whose matches rank below
+/// hundreds of another's still gets them.
+async fn matches_beyond_other_databases_are_found<S: Store>(store: &S) {
+    let ours = setup(store, "db_search_3", "conf-search-3").await;
+    let theirs = setup(store, "db_search_3b", "conf-search-3b").await;
+    let crowd: Vec<NewItem> = (0..300)
+        .map(|i| item("c", &format!("z{i}"), "zebra zebra zebra"))
+        .collect();
+    index(store, &theirs, crowd, 10).await;
+    let keys = index(
+        store,
+        &ours,
+        vec![item(
+            "c",
+            "mine",
+            "a long text that mentions a zebra only once among many other words here",
+        )],
+        10,
+    )
+    .await;
+    let found = store
+        .keyword_search(
+            &ours,
+            &ChunkFilter::default(),
+            &terms(&["zebra"], TermOperator::Or),
+            5,
+            20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), [keys[0].1]);
 }

@@ -164,6 +164,44 @@ pub(super) fn push_filter(
     Ok(())
 }
 
+/// ` AND` the scope's database (by `database_column`) in a live database of its organization,
+/// and an unexpired item `i`. Expects `d` (databases) and `i` (items) joined.
+pub(super) fn push_live_scope(
+    builder: &mut QueryBuilder<'_, Sqlite>,
+    scope: &DatabaseScope,
+    database_column: &str,
+    now: i64,
+) {
+    builder
+        .push(format!(" AND {database_column} = "))
+        .push_bind(scope.id.as_str().to_owned())
+        .push(" AND d.org_id = ")
+        .push_bind(scope.org.as_str().to_owned())
+        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
+        .push_bind(now)
+        .push(")");
+}
+
+/// ` AND column IN (…)`; nothing when `values` is empty (no condition).
+pub(super) fn push_in<'a, T>(
+    builder: &mut QueryBuilder<'a, Sqlite>,
+    column: &str,
+    values: impl IntoIterator<Item = T>,
+) where
+    T: 'a + sqlx::Encode<'a, Sqlite> + sqlx::Type<Sqlite> + Send,
+{
+    let mut values = values.into_iter().peekable();
+    if values.peek().is_none() {
+        return;
+    }
+    builder.push(format!(" AND {column} IN ("));
+    let mut sep = builder.separated(", ");
+    for v in values {
+        sep.push_bind(v);
+    }
+    builder.push(")");
+}
+
 /// `WHERE …` of a listing: scope, liveness and every filter.
 fn push_list_where(
     builder: &mut QueryBuilder<'_, Sqlite>,
@@ -171,33 +209,17 @@ fn push_list_where(
     query: &ItemQuery,
     now: i64,
 ) -> StoreResult<()> {
-    builder
-        .push(" FROM items i JOIN databases d ON d.id = i.database_id WHERE i.database_id = ")
-        .push_bind(scope.id.as_str().to_owned())
-        .push(" AND d.org_id = ")
-        .push_bind(scope.org.as_str().to_owned())
-        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
-        .push_bind(now)
-        .push(")");
+    builder.push(" FROM items i JOIN databases d ON d.id = i.database_id WHERE 1 = 1");
+    push_live_scope(builder, scope, "i.database_id", now);
     if let Some(kind) = query.kind {
         builder.push(" AND i.kind = ").push_bind(kind.as_str());
     }
-    if !query.collections.is_empty() {
-        builder.push(" AND i.collection IN (");
-        let mut sep = builder.separated(", ");
-        for c in &query.collections {
-            sep.push_bind(c.as_str().to_owned());
-        }
-        builder.push(")");
-    }
-    if !query.ids.is_empty() {
-        builder.push(" AND i.id IN (");
-        let mut sep = builder.separated(", ");
-        for id in &query.ids {
-            sep.push_bind(id.clone());
-        }
-        builder.push(")");
-    }
+    push_in(
+        builder,
+        "i.collection",
+        query.collections.iter().map(|c| c.as_str().to_owned()),
+    );
+    push_in(builder, "i.id", query.ids.iter().cloned());
     for (key, value) in &query.metadata {
         push_filter(builder, "metadata", key, value)?;
     }

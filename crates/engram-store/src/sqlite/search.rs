@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::items::{item_from_row, push_filter, vector_from_bytes};
+use super::items::{item_from_row, push_filter, push_in, push_live_scope, vector_from_bytes};
 use super::{corrupt, SqliteStore};
 use crate::{
     ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreResult, TermOperator,
@@ -44,30 +44,13 @@ fn push_chunk_where(
     filter: &ChunkFilter,
     now: i64,
 ) -> StoreResult<()> {
-    builder
-        .push(" AND c.database_id = ")
-        .push_bind(scope.id.as_str().to_owned())
-        .push(" AND d.org_id = ")
-        .push_bind(scope.org.as_str().to_owned())
-        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
-        .push_bind(now)
-        .push(")");
-    if !filter.kinds.is_empty() {
-        builder.push(" AND c.kind IN (");
-        let mut sep = builder.separated(", ");
-        for kind in &filter.kinds {
-            sep.push_bind(kind.as_str());
-        }
-        builder.push(")");
-    }
-    if !filter.collections.is_empty() {
-        builder.push(" AND c.collection IN (");
-        let mut sep = builder.separated(", ");
-        for c in &filter.collections {
-            sep.push_bind(c.as_str().to_owned());
-        }
-        builder.push(")");
-    }
+    push_live_scope(builder, scope, "c.database_id", now);
+    push_in(builder, "c.kind", filter.kinds.iter().map(|k| k.as_str()));
+    push_in(
+        builder,
+        "c.collection",
+        filter.collections.iter().map(|c| c.as_str().to_owned()),
+    );
     if let Some(origin) = filter.origin {
         builder.push(" AND i.origin = ").push_bind(origin.as_str());
     }
@@ -83,17 +66,31 @@ fn push_chunk_where(
 const CHUNK_JOINS: &str =
     " JOIN items i ON i.item_key = c.item_key JOIN databases d ON d.id = c.database_id";
 
-fn push_keys(builder: &mut QueryBuilder<'_, Sqlite>, column: &str, keys: &[i64]) {
-    builder.push(format!(" AND {column} IN ("));
-    let mut sep = builder.separated(", ");
-    for key in keys {
-        sep.push_bind(*key);
-    }
-    builder.push(")");
-}
-
 /// SQLite binds at most 32766 parameters per statement; key lists are sent in slices.
 const KEYS_PER_STATEMENT: usize = 10_000;
+
+impl SqliteStore {
+    /// Which of `keys` are live chunks of the scope passing `filter`.
+    async fn keys_in_scope(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[i64],
+        now: i64,
+    ) -> StoreResult<std::collections::HashSet<i64>> {
+        let mut allowed = std::collections::HashSet::with_capacity(keys.len());
+        for slice in keys.chunks(KEYS_PER_STATEMENT) {
+            let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
+            select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+            push_chunk_where(&mut select, scope, filter, now)?;
+            push_in(&mut select, "c.chunk_key", slice.iter().copied());
+            for row in select.build().fetch_all(&self.pool).await? {
+                allowed.insert(row.try_get::<i64, _>(0)?);
+            }
+        }
+        Ok(allowed)
+    }
+}
 
 #[async_trait]
 impl ChunkSearch for SqliteStore {
@@ -111,25 +108,33 @@ impl ChunkSearch for SqliteStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut select = QueryBuilder::<Sqlite>::new(
-            "SELECT c.chunk_key, bm25(chunks_fts) AS rank FROM chunks_fts
-             JOIN chunks c ON c.chunk_key = chunks_fts.rowid",
-        );
-        select
-            .push(CHUNK_JOINS)
-            .push(" WHERE chunks_fts MATCH ")
-            .push_bind(expression);
-        push_chunk_where(&mut select, scope, filter, now)?;
-        select
-            .push(" ORDER BY rank, c.chunk_key LIMIT ")
-            .push_bind(i64::from(limit));
-        let rows = select.build().fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|row| {
-                let rank: f64 = row.try_get("rank")?;
-                Ok((row.try_get("chunk_key")?, -rank as f32))
-            })
-            .collect()
+        // The best matches by BM25 come from FTS5 alone (its `ORDER BY rank LIMIT` keeps a
+        // heap instead of sorting every match); scope and filters then apply to those. The
+        // index is shared by every database, so when filters drop too many the page grows
+        // until it covers every match.
+        let mut page = i64::from(limit).saturating_mul(2).max(64);
+        loop {
+            let ranked: Vec<(i64, f64)> = sqlx::query_as(
+                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            )
+            .bind(&expression)
+            .bind(page)
+            .fetch_all(&self.pool)
+            .await?;
+            let exhausted = (ranked.len() as i64) < page;
+            let keys: Vec<i64> = ranked.iter().map(|r| r.0).collect();
+            let allowed = self.keys_in_scope(scope, filter, &keys, now).await?;
+            let found: Vec<(i64, f32)> = ranked
+                .into_iter()
+                .filter(|(key, _)| allowed.contains(key))
+                .take(limit as usize)
+                .map(|(key, rank)| (key, -rank as f32))
+                .collect();
+            if found.len() == limit as usize || exhausted {
+                return Ok(found);
+            }
+            page = page.saturating_mul(8);
+        }
     }
 
     async fn keyword_scores(
@@ -154,7 +159,7 @@ impl ChunkSearch for SqliteStore {
                 .push_bind(scope.id.as_str().to_owned())
                 .push(" AND d.org_id = ")
                 .push_bind(scope.org.as_str().to_owned());
-            push_keys(&mut select, "chunks_fts.rowid", slice);
+            push_in(&mut select, "chunks_fts.rowid", slice.iter().copied());
             for row in select.build().fetch_all(&self.pool).await? {
                 let rank: f64 = row.try_get("rank")?;
                 scores.push((row.try_get("chunk_key")?, -rank as f32));
@@ -203,7 +208,7 @@ impl ChunkSearch for SqliteStore {
             );
             select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
             push_chunk_where(&mut select, scope, filter, now)?;
-            push_keys(&mut select, "c.chunk_key", slice);
+            push_in(&mut select, "c.chunk_key", slice.iter().copied());
             for row in select.build().fetch_all(&self.pool).await? {
                 let layout: String = row.try_get("layout")?;
                 let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
