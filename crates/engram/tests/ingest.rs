@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{eventually, Reply, Server};
+use common::{app, eventually, send_form, Reply, Server};
 use reqwest::multipart::{Form, Part};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -45,27 +45,11 @@ const TEXT: &str = "Meeting notes: the design review approved the new search lay
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// Sends a multipart request (current generation header included; legacy routes ignore it).
-async fn send_form(server: &Server, path: &str, key: &str, form: Form) -> Reply {
-    let request = server
-        .client
-        .post(server.url(path))
-        .header("API-Version", "2")
-        .header("Authorization", format!("Bearer {key}"))
-        .multipart(form);
-    common::read(request.send().await.expect("request")).await
-}
-
 fn file(name: &str, bytes: &[u8], media_type: &str) -> Part {
     Part::bytes(bytes.to_vec())
         .file_name(name.to_owned())
         .mime_str(media_type)
         .expect("media type")
-}
-
-/// One `app_knowledge` entry.
-fn app(id: &str, title: &str, text: &str) -> Value {
-    json!({"id": id, "title": title, "type": "page", "content": {"text": text}})
 }
 
 /// A `type=knowledge` form carrying only app content.

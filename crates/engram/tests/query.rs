@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{eventually, Reply, Server};
+use common::{app, eventually, send_form, Reply, Server};
 use reqwest::multipart::Form;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -67,22 +67,6 @@ fn tomato_guide() -> String {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// Sends a multipart request (current generation header included).
-async fn send_form(server: &Server, path: &str, key: &str, form: Form) -> Reply {
-    let request = server
-        .client
-        .post(server.url(path))
-        .header("API-Version", "2")
-        .header("Authorization", format!("Bearer {key}"))
-        .multipart(form);
-    common::read(request.send().await.expect("request")).await
-}
-
-/// One `app_knowledge` entry.
-fn app(id: &str, title: &str, text: &str) -> Value {
-    json!({"id": id, "title": title, "type": "page", "content": {"text": text}})
-}
 
 /// `POST /context/ingest` of app content into a collection (None: the default one); asserts
 /// 202 and every item queued.
@@ -1214,6 +1198,21 @@ async fn metadata_filters_apply_before_ranking_and_report_ignored_keys() {
             assert_eq!(reported, *ignored, "{filters}: {reply:#?}");
         }
     }
+
+    // The free-form filters' legacy name works on the current route and is reported.
+    let body = |free: &str| {
+        json!({"database": "filt", "query": question, "mode": "fast",
+               "metadata_filters": {free: {"region": "us"}}})
+    };
+    query(&server, &key, body("document_metadata"))
+        .await
+        .assert_deprecations(&[(
+            "metadata_filters.document_metadata",
+            "metadata_filters.additional_metadata",
+        )]);
+    query(&server, &key, body("additional_metadata"))
+        .await
+        .assert_deprecations(&[]);
 
     // Filters narrow before ranking: with one result allowed, the filtered item is returned
     // even though unfiltered ones outrank it.

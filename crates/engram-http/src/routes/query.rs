@@ -88,6 +88,26 @@ fn collections(value: Option<CollectionsDto>) -> Result<Option<Collections>, Api
     }
 }
 
+/// `metadata_filters` of the current route: the free-form part under `additional_metadata`,
+/// or its deprecated alias `document_metadata` (reported).
+fn current_filters(
+    deprecations: &mut Deprecations,
+    filters: Option<Map<String, Value>>,
+) -> Result<Map<String, Value>, ApiError> {
+    let mut filters = filters.unwrap_or_default();
+    let current = filters.remove("additional_metadata");
+    let alias = filters.remove("document_metadata");
+    if let Some(free) = deprecations.pick(
+        current,
+        alias,
+        "metadata_filters.additional_metadata",
+        "metadata_filters.document_metadata",
+    )? {
+        filters.insert("additional_metadata".into(), free);
+    }
+    Ok(filters)
+}
+
 fn required_query(query: Option<String>) -> Result<String, ApiError> {
     query.ok_or_else(|| ApiError::invalid("missing required field `query`"))
 }
@@ -165,7 +185,7 @@ async fn query(
         max_results: body.max_results,
         alpha: alpha(body.alpha)?,
         recency_bias: body.recency_bias,
-        metadata_filters: body.metadata_filters.unwrap_or_default(),
+        metadata_filters: current_filters(&mut deprecations, body.metadata_filters)?,
         graph_context: body.graph_context,
         query_apps: body.query_apps.unwrap_or(false),
     };

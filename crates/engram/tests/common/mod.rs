@@ -304,6 +304,27 @@ impl Drop for Server {
     }
 }
 
+/// Sends a multipart request (current generation header included; legacy routes ignore it).
+pub async fn send_form(
+    server: &Server,
+    path: &str,
+    key: &str,
+    form: reqwest::multipart::Form,
+) -> Reply {
+    let request = server
+        .client
+        .post(server.url(path))
+        .header("API-Version", "2")
+        .header("Authorization", format!("Bearer {key}"))
+        .multipart(form);
+    read(request.send().await.expect("request")).await
+}
+
+/// One `app_knowledge` entry.
+pub fn app(id: &str, title: &str, text: &str) -> Value {
+    serde_json::json!({"id": id, "title": title, "type": "page", "content": {"text": text}})
+}
+
 pub async fn read(response: reqwest::Response) -> Reply {
     let status = response.status();
     let headers = response.headers().clone();
