@@ -86,14 +86,6 @@ pub trait ChunkSearch: Send + Sync {
         limit: u32,
         now: i64,
     ) -> StoreResult<Vec<(i64, f32)>>;
-    /// BM25 scores of the given chunks of the database; chunks the query does not match are
-    /// absent.
-    async fn keyword_scores(
-        &self,
-        scope: &DatabaseScope,
-        query: &LexicalQuery,
-        keys: &[i64],
-    ) -> StoreResult<Vec<(i64, f32)>>;
     /// Keys of the live chunks passing `filter`, at most `limit`, in key order.
     async fn filtered_chunk_keys(
         &self,

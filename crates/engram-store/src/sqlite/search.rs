@@ -137,37 +137,6 @@ impl ChunkSearch for SqliteStore {
         }
     }
 
-    async fn keyword_scores(
-        &self,
-        scope: &DatabaseScope,
-        query: &LexicalQuery,
-        keys: &[i64],
-    ) -> StoreResult<Vec<(i64, f32)>> {
-        let Some(expression) = match_expression(query) else {
-            return Ok(Vec::new());
-        };
-        let mut scores = Vec::with_capacity(keys.len());
-        for slice in keys.chunks(KEYS_PER_STATEMENT) {
-            let mut select = QueryBuilder::<Sqlite>::new(
-                "SELECT c.chunk_key, bm25(chunks_fts) AS rank FROM chunks_fts
-                 JOIN chunks c ON c.chunk_key = chunks_fts.rowid
-                 JOIN databases d ON d.id = c.database_id WHERE chunks_fts MATCH ",
-            );
-            select
-                .push_bind(expression.clone())
-                .push(" AND c.database_id = ")
-                .push_bind(scope.id.as_str().to_owned())
-                .push(" AND d.org_id = ")
-                .push_bind(scope.org.as_str().to_owned());
-            push_in(&mut select, "chunks_fts.rowid", slice.iter().copied());
-            for row in select.build().fetch_all(&self.pool).await? {
-                let rank: f64 = row.try_get("rank")?;
-                scores.push((row.try_get("chunk_key")?, -rank as f32));
-            }
-        }
-        Ok(scores)
-    }
-
     async fn filtered_chunk_keys(
         &self,
         scope: &DatabaseScope,
