@@ -258,19 +258,6 @@ async fn setup_with(envs: &[(&str, &str)], databases: &[&str]) -> (Server, Strin
     (server, key)
 }
 
-/// Creates a database with a metadata schema and waits until it is ready.
-async fn ready_database_with_schema(server: &Server, key: &str, name: &str, schema: Value) {
-    let created = server
-        .post(
-            "/databases",
-            key,
-            json!({"database": name, "database_metadata_schema": schema}),
-        )
-        .await;
-    created.current_ok(202);
-    server.wait_ready(key, name).await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // 1. Knowledge ingestion and status
 // ---------------------------------------------------------------------------------------------
@@ -734,13 +721,13 @@ async fn json_fields_sent_as_objects_are_validation_errors() {
 #[tokio::test]
 async fn ingest_requests_are_validated_as_a_whole() {
     let (server, key) = setup(&["plain"]).await;
-    ready_database_with_schema(
-        &server,
-        &key,
-        "typed",
-        json!([{"name": "priority", "data_type": "INT32"}, {"name": "team"}]),
-    )
-    .await;
+    server
+        .ready_database_with_schema(
+            &key,
+            "typed",
+            json!([{"name": "priority", "data_type": "INT32"}, {"name": "team"}]),
+        )
+        .await;
 
     // document_metadata / file_metadata length differing from the files: 422.
     let two_files =
@@ -1263,14 +1250,14 @@ async fn upsert_replaces_content_and_chunks() {
 /// Seven sources `s1..s7`: odd ones `page`, even ones `chat`; `team` alpha for 1-4, beta for
 /// 5-7; `priority` = n; region eu for 1-3, us for 4-7.
 async fn seven_sources(server: &Server, key: &str, db: &str) {
-    ready_database_with_schema(
-        server,
-        key,
-        db,
-        json!([{"name": "team", "enable_match": true},
+    server
+        .ready_database_with_schema(
+            key,
+            db,
+            json!([{"name": "team", "enable_match": true},
                {"name": "priority", "data_type": "INT32", "enable_match": true}]),
-    )
-    .await;
+        )
+        .await;
     let items: Vec<Value> = (1..=7)
         .map(|n| {
             json!({

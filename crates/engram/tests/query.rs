@@ -143,19 +143,6 @@ async fn wait_completed(
     .await;
 }
 
-/// Creates a database with a metadata schema and waits until it is ready.
-async fn ready_database_with_schema(server: &Server, key: &str, name: &str, schema: Value) {
-    let created = server
-        .post(
-            "/databases",
-            key,
-            json!({"database": name, "database_metadata_schema": schema}),
-        )
-        .await;
-    created.current_ok(202);
-    server.wait_ready(key, name).await;
-}
-
 async fn query(server: &Server, key: &str, body: Value) -> Reply {
     server.post("/query", key, body).await
 }
@@ -1065,17 +1052,17 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
 async fn metadata_filters_apply_before_ranking_and_report_ignored_keys() {
     let server = Server::start();
     let key = server.key(ORG, &[]);
-    ready_database_with_schema(
-        &server,
-        &key,
-        "filt",
-        json!([
-            {"name": "team", "enable_match": true},
-            {"name": "priority", "data_type": "INT32", "enable_match": true},
-            {"name": "lang"}
-        ]),
-    )
-    .await;
+    server
+        .ready_database_with_schema(
+            &key,
+            "filt",
+            json!([
+                {"name": "team", "enable_match": true},
+                {"name": "priority", "data_type": "INT32", "enable_match": true},
+                {"name": "lang"}
+            ]),
+        )
+        .await;
     // f1 is by far the best match for the query; the others only share its topic loosely.
     let item = |id: &str, text: &str, team: &str, priority: i64, region: &str| {
         json!({

@@ -278,6 +278,19 @@ impl Server {
     }
 
     /// Polls `GET /databases/status` until every readiness flag is true.
+    /// Creates a database with a metadata schema and waits until it is ready.
+    pub async fn ready_database_with_schema(&self, key: &str, name: &str, schema: Value) {
+        let created = self
+            .post(
+                "/databases",
+                key,
+                serde_json::json!({"database": name, "database_metadata_schema": schema}),
+            )
+            .await;
+        created.current_ok(202);
+        self.wait_ready(key, name).await;
+    }
+
     pub async fn wait_ready(&self, key: &str, name: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
