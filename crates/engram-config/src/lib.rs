@@ -34,6 +34,7 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub search: SearchConfig,
     pub ingest: IngestConfig,
+    pub webhooks: WebhooksConfig,
     pub log: LogConfig,
 }
 
@@ -49,6 +50,7 @@ impl Default for Config {
             pipeline: PipelineConfig::default(),
             search: SearchConfig::default(),
             ingest: IngestConfig::default(),
+            webhooks: WebhooksConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -220,6 +222,43 @@ impl Default for IngestConfig {
     }
 }
 
+/// Delivery of `indexing.status_changed` events to the registered webhook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Attempts before a delivery is `permanently_failed`.
+    pub max_attempts: u32,
+    /// Delay before the second attempt (ms); doubles per attempt up to `retry_max_ms`.
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    /// Fraction of each retry delay that is randomised (0 = none, 1 = all of it).
+    pub retry_jitter: f64,
+    /// How long the receiver has to answer (ms); slower counts as a failed attempt.
+    pub timeout_ms: u64,
+    /// How long a claimed delivery stays claimed (ms); after a crash it is swept up again once
+    /// this has passed. Must exceed `timeout_ms`.
+    pub lease_ms: u64,
+    /// Deliveries sent at once.
+    pub concurrency: u32,
+    /// How often the sweeper looks for due retries and interrupted deliveries (ms).
+    pub sweep_ms: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 16,
+            retry_base_ms: 10_000,
+            retry_max_ms: 3_600_000,
+            retry_jitter: 0.2,
+            timeout_ms: 10_000,
+            lease_ms: 60_000,
+            concurrency: 16,
+            sweep_ms: 1_000,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -316,6 +355,23 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "search.rerank_weight must be within 0..1, the feedback weights within 0..10 and recency_half_life_days positive".into(),
+            ));
+        }
+        let w = &self.webhooks;
+        if w.max_attempts == 0
+            || w.timeout_ms == 0
+            || w.concurrency == 0
+            || w.sweep_ms == 0
+            || w.retry_max_ms < w.retry_base_ms
+            || !(0.0..=1.0).contains(&w.retry_jitter)
+        {
+            return Err(ConfigError::Invalid(
+                "webhooks.max_attempts, timeout_ms, concurrency and sweep_ms must be positive, retry_max_ms at least retry_base_ms and retry_jitter within 0..1".into(),
+            ));
+        }
+        if w.lease_ms <= w.timeout_ms {
+            return Err(ConfigError::Invalid(
+                "webhooks.lease_ms must exceed webhooks.timeout_ms".into(),
             ));
         }
         if self.workers.lifecycle_poll_ms == 0 {

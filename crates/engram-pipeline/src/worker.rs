@@ -8,7 +8,7 @@ use engram_embed::Embedder;
 use engram_parse::Limits;
 use engram_search::{Chunker, ChunkerOptions, TokenCounter, VectorEntry, VectorIndex};
 use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
-use engram_types::{Clock, ItemErrorCode};
+use engram_types::{Backoff, Clock, ItemErrorCode};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -282,12 +282,12 @@ impl Pipeline {
                 )
                 .await;
         }
-        let exponent = item.attempts.saturating_sub(1).min(20);
-        let delay = self
-            .options
-            .retry_base_ms
-            .saturating_mul(1 << exponent)
-            .min(self.options.retry_max_ms);
+        let delay = Backoff {
+            base_ms: self.options.retry_base_ms,
+            max_ms: self.options.retry_max_ms,
+            jitter: 0.0,
+        }
+        .delay_ms(item.attempts, 0.0);
         let now = self.clock.now_ms();
         tracing::warn!(id = %item.id, attempt = item.attempts, delay_ms = delay, message, "transient failure; will retry");
         let failure = ItemFailure {

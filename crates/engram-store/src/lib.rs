@@ -11,6 +11,7 @@ mod items;
 mod records;
 mod search;
 pub mod sqlite;
+mod webhooks;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -22,6 +23,7 @@ pub use error::{StoreError, StoreResult};
 pub use items::*;
 pub use records::*;
 pub use search::*;
+pub use webhooks::*;
 
 /// Storage of API keys. Only hashes of secrets are stored.
 #[async_trait]
@@ -96,6 +98,8 @@ pub trait Store:
     + WorkQueue
     + IndexSource
     + ChunkSearch
+    + WebhookStore
+    + DeliveryQueue
     + Send
     + Sync
     + 'static

@@ -23,8 +23,14 @@ pub enum ErrorCode {
     SourceNotFound,
     MemoryNotFound,
     FileNotFound,
+    /// No webhook is registered for the organization.
+    WebhookNotFound,
+    /// No delivery with that id in the organization's history.
+    DeliveryNotFound,
     TenantAlreadyExists,
     DatabaseAlreadyExists,
+    /// A manual retry of a delivery that is not `failed` or `permanently_failed`.
+    DeliveryNotRetryable,
     PayloadTooLarge,
     ValidationError,
     InvalidMemoryFormat,
@@ -36,7 +42,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// All codes, for exhaustive tests and documentation.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 27] = [
         Self::InvalidParameters,
         Self::InvalidTenantId,
         Self::InvalidSearchParameters,
@@ -52,8 +58,11 @@ impl ErrorCode {
         Self::SourceNotFound,
         Self::MemoryNotFound,
         Self::FileNotFound,
+        Self::WebhookNotFound,
+        Self::DeliveryNotFound,
         Self::TenantAlreadyExists,
         Self::DatabaseAlreadyExists,
+        Self::DeliveryNotRetryable,
         Self::PayloadTooLarge,
         Self::ValidationError,
         Self::InvalidMemoryFormat,
@@ -78,9 +87,14 @@ impl ErrorCode {
             | Self::DatabaseNotFound
             | Self::SourceNotFound
             | Self::MemoryNotFound
-            | Self::FileNotFound => 404,
+            | Self::FileNotFound
+            | Self::WebhookNotFound
+            | Self::DeliveryNotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::TenantAlreadyExists | Self::DatabaseAlreadyExists | Self::InvalidInput => 409,
+            Self::TenantAlreadyExists
+            | Self::DatabaseAlreadyExists
+            | Self::InvalidInput
+            | Self::DeliveryNotRetryable => 409,
             Self::PayloadTooLarge => 413,
             Self::ValidationError | Self::InvalidMemoryFormat | Self::InvalidEmbeddingFormat => 422,
             Self::RateLimited => 429,
@@ -107,6 +121,9 @@ impl ErrorCode {
             Self::SourceNotFound => "SOURCE_NOT_FOUND",
             Self::MemoryNotFound => "MEMORY_NOT_FOUND",
             Self::FileNotFound => "FILE_NOT_FOUND",
+            Self::WebhookNotFound => "WEBHOOK_NOT_FOUND",
+            Self::DeliveryNotFound => "DELIVERY_NOT_FOUND",
+            Self::DeliveryNotRetryable => "DELIVERY_NOT_RETRYABLE",
             Self::TenantAlreadyExists => "TENANT_ALREADY_EXISTS",
             Self::DatabaseAlreadyExists => "DATABASE_ALREADY_EXISTS",
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",

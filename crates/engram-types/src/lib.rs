@@ -1,6 +1,7 @@
 //! Shared vocabulary of engram: identifier newtypes, the error-code registry (code, HTTP status),
 //! the field types of a database metadata schema and the limits of the spec. No I/O, no async.
 
+pub mod backoff;
 pub mod clock;
 pub mod codes;
 pub mod ids;
@@ -8,7 +9,8 @@ pub mod limits;
 pub mod schema;
 pub mod status;
 
+pub use backoff::Backoff;
 pub use clock::{Clock, SystemClock};
 pub use codes::ErrorCode;
 pub use ids::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
-pub use status::{IndexingStatus, ItemErrorCode, ItemKind};
+pub use status::{DeliveryStatus, IndexingStatus, ItemErrorCode, ItemKind};

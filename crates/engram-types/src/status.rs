@@ -111,3 +111,48 @@ mod tests {
         );
     }
 }
+
+/// State of one webhook delivery. `delivered` and `permanently_failed` are final unless a
+/// manual retry queues the delivery again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    /// Created with the terminal indexing state; the first send is due or under way.
+    Pending,
+    /// Claimed by the background sweep for a retry (or recovered after a crash).
+    Sweeping,
+    Delivered,
+    /// An attempt failed; another is scheduled.
+    Failed,
+    /// Every automatic attempt failed.
+    PermanentlyFailed,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 5] = [
+        Self::Pending,
+        Self::Sweeping,
+        Self::Delivered,
+        Self::Failed,
+        Self::PermanentlyFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Sweeping => "sweeping",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+            Self::PermanentlyFailed => "permanently_failed",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    /// Whether a manual retry may queue the delivery again.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Self::Failed | Self::PermanentlyFailed)
+    }
+}

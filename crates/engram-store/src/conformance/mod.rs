@@ -6,6 +6,7 @@
 
 mod items;
 mod search;
+mod webhooks;
 
 pub use items::item;
 
@@ -26,6 +27,7 @@ pub async fn run_all<S: Store>(store: &S) {
     provisioning_turns_ready_when_every_flag_is_set(store).await;
     items::run_all(store).await;
     search::run_all(store).await;
+    webhooks::run_all(store).await;
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {

@@ -14,7 +14,7 @@ use crate::{
     NewChunk, NewItem, StoreError, StoreResult, StoredVector, WorkQueue,
 };
 
-const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+pub(super) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
 fn json_text(value: &Value, what: &str) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| corrupt(what, e))
@@ -609,6 +609,8 @@ impl WorkQueue for SqliteStore {
             .await?;
             keys.push(key.try_get(0)?);
         }
+        super::webhooks::record_event(&mut tx, item, IndexingStatus::Completed, "", "", now)
+            .await?;
         tx.commit().await?;
         Ok(Some(keys))
     }
@@ -623,6 +625,7 @@ impl WorkQueue for SqliteStore {
             Some(at) => ("queued", at),
             None => ("errored", now),
         };
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let done = sqlx::query(
             "UPDATE items SET status = ?, run_after = ?, error_code = ?, error_message = ?, lease_owner = NULL,
                  lease_until = NULL, updated_at = ?
@@ -636,9 +639,25 @@ impl WorkQueue for SqliteStore {
         .bind(item.item_key)
         .bind(item.version)
         .bind(&item.lease_owner)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        if failure.retry_at.is_none() {
+            super::webhooks::record_event(
+                &mut tx,
+                item,
+                IndexingStatus::Errored,
+                &failure.code,
+                &failure.message,
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>> {

@@ -24,6 +24,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "items",
         sql: include_str!("../../migrations/sqlite/0002_items.sql"),
     },
+    Migration {
+        version: 3,
+        name: "webhooks",
+        sql: include_str!("../../migrations/sqlite/0003_webhooks.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

@@ -4,6 +4,7 @@
 mod items;
 mod migrate;
 mod search;
+mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr;

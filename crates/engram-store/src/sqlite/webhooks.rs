@@ -1,0 +1,333 @@
+//! Webhook registration and the delivery outbox on SQLite.
+
+use async_trait::async_trait;
+use engram_types::{DatabaseId, DeliveryStatus, IndexingStatus, OrgId};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+use super::items::BEGIN_WRITE;
+use super::{corrupt, SqliteStore};
+use crate::{
+    ClaimedDelivery, ClaimedItem, DeliveryOutcome, DeliveryQuery, DeliveryQueue, DeliveryRecord,
+    Requeue, SecretChange, StoreResult, WebhookRecord, WebhookStore, INDEXING_STATUS_CHANGED,
+};
+
+/// Writes the outbox row of an item's terminal state, inside the transaction that stores the
+/// state, when the item's organization has a webhook. Nothing is written otherwise.
+pub(super) async fn record_event(
+    tx: &mut SqliteConnection,
+    item: &ClaimedItem,
+    status: IndexingStatus,
+    error_code: &str,
+    error_message: &str,
+    now: i64,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO webhook_deliveries (delivery_id, org_id, database_id, database_name, collection, item_id,
+             event_type, indexing_status, item_error_code, item_error_message, status, attempts, next_attempt_at,
+             webhook_url, created_at, updated_at)
+         SELECT 'dlv_' || lower(hex(randomblob(16))), w.org_id, d.id, d.name, ?, ?, ?, ?, ?, ?, 'pending', 0, ?,
+             w.url, ?, ?
+         FROM webhooks w JOIN databases d ON d.id = ? AND d.org_id = w.org_id
+         WHERE w.org_id = ?",
+    )
+    .bind(item.collection.as_str())
+    .bind(&item.id)
+    .bind(INDEXING_STATUS_CHANGED)
+    .bind(status.as_str())
+    .bind(error_code)
+    .bind(error_message)
+    .bind(now)
+    .bind(now)
+    .bind(now)
+    .bind(item.database_id.as_str())
+    .bind(item.org.as_str())
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+fn webhook_from_row(row: &SqliteRow) -> StoreResult<WebhookRecord> {
+    let event_types: String = row.try_get("event_types")?;
+    Ok(WebhookRecord {
+        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
+        url: row.try_get("url")?,
+        event_types: serde_json::from_str(&event_types)
+            .map_err(|e| corrupt("webhooks.event_types", e))?,
+        signing_secret: row.try_get("signing_secret")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn delivery_from_row(row: &SqliteRow) -> StoreResult<DeliveryRecord> {
+    let indexing: String = row.try_get("indexing_status")?;
+    let status: String = row.try_get("status")?;
+    let last_status_code: Option<i64> = row.try_get("last_status_code")?;
+    Ok(DeliveryRecord {
+        key: row.try_get("delivery_key")?,
+        delivery_id: row.try_get("delivery_id")?,
+        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
+        database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
+        database_name: row.try_get("database_name")?,
+        collection: row.try_get("collection")?,
+        item_id: row.try_get("item_id")?,
+        event_type: row.try_get("event_type")?,
+        indexing_status: IndexingStatus::parse(&indexing)
+            .ok_or_else(|| corrupt("webhook_deliveries.indexing_status", &indexing))?,
+        item_error_code: row.try_get("item_error_code")?,
+        item_error_message: row.try_get("item_error_message")?,
+        status: DeliveryStatus::parse(&status)
+            .ok_or_else(|| corrupt("webhook_deliveries.status", &status))?,
+        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        last_status_code: last_status_code.and_then(|c| u16::try_from(c).ok()),
+        error_code: row.try_get("error_code")?,
+        error_message: row.try_get("error_message")?,
+        webhook_url: row.try_get("webhook_url")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+#[async_trait]
+impl WebhookStore for SqliteStore {
+    async fn put_webhook(
+        &self,
+        org: &OrgId,
+        url: &str,
+        event_types: &[String],
+        secret: SecretChange,
+        now: i64,
+    ) -> StoreResult<WebhookRecord> {
+        let event_types =
+            serde_json::to_string(event_types).map_err(|e| corrupt("event_types", e))?;
+        let (set_secret, secret) = match secret {
+            SecretChange::Keep => (false, None),
+            SecretChange::Set(secret) => (true, Some(secret)),
+        };
+        let row = sqlx::query(
+            "INSERT INTO webhooks (org_id, url, event_types, signing_secret, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT (org_id) DO UPDATE SET url = excluded.url, event_types = excluded.event_types,
+                 signing_secret = CASE WHEN ? THEN excluded.signing_secret ELSE webhooks.signing_secret END,
+                 updated_at = excluded.updated_at
+             RETURNING *",
+        )
+        .bind(org.as_str())
+        .bind(url)
+        .bind(event_types)
+        .bind(secret)
+        .bind(now)
+        .bind(now)
+        .bind(set_secret)
+        .fetch_one(&self.pool)
+        .await?;
+        webhook_from_row(&row)
+    }
+
+    async fn webhook(&self, org: &OrgId) -> StoreResult<Option<WebhookRecord>> {
+        sqlx::query("SELECT * FROM webhooks WHERE org_id = ?")
+            .bind(org.as_str())
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(webhook_from_row)
+            .transpose()
+    }
+
+    async fn delete_webhook(&self, org: &OrgId) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM webhooks WHERE org_id = ?")
+            .bind(org.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_signing_secret(
+        &self,
+        org: &OrgId,
+        secret: Option<&str>,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let done =
+            sqlx::query("UPDATE webhooks SET signing_secret = ?, updated_at = ? WHERE org_id = ?")
+                .bind(secret)
+                .bind(now)
+                .bind(org.as_str())
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_deliveries(
+        &self,
+        org: &OrgId,
+        query: &DeliveryQuery,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        let mut sql =
+            QueryBuilder::<Sqlite>::new("SELECT * FROM webhook_deliveries WHERE org_id = ");
+        sql.push_bind(org.as_str());
+        if let Some(status) = query.status {
+            sql.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(before) = query.before {
+            sql.push(" AND delivery_key < ").push_bind(before);
+        }
+        sql.push(" ORDER BY delivery_key DESC LIMIT ")
+            .push_bind(i64::from(query.limit));
+        let rows = sql.build().fetch_all(&self.pool).await?;
+        rows.iter().map(delivery_from_row).collect()
+    }
+
+    async fn delivery(
+        &self,
+        org: &OrgId,
+        delivery_id: &str,
+    ) -> StoreResult<Option<DeliveryRecord>> {
+        sqlx::query("SELECT * FROM webhook_deliveries WHERE org_id = ? AND delivery_id = ?")
+            .bind(org.as_str())
+            .bind(delivery_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(delivery_from_row)
+            .transpose()
+    }
+
+    async fn requeue_delivery(
+        &self,
+        org: &OrgId,
+        delivery_id: &str,
+        now: i64,
+    ) -> StoreResult<Requeue> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let status: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM webhook_deliveries WHERE org_id = ? AND delivery_id = ?",
+        )
+        .bind(org.as_str())
+        .bind(delivery_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(status) = status else {
+            return Ok(Requeue::NotFound);
+        };
+        let status = DeliveryStatus::parse(&status)
+            .ok_or_else(|| corrupt("webhook_deliveries.status", &status))?;
+        if !status.is_retryable() {
+            return Ok(Requeue::NotRetryable(status));
+        }
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, lease_owner = NULL,
+                 lease_until = NULL, updated_at = ?
+             WHERE org_id = ? AND delivery_id = ?",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(org.as_str())
+        .bind(delivery_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Requeue::Queued)
+    }
+}
+
+#[async_trait]
+impl DeliveryQueue for SqliteStore {
+    async fn claim_deliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedDelivery>> {
+        let lease = format!("{owner}:{}", claim_number());
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let rows = sqlx::query(
+            "UPDATE webhook_deliveries
+             SET status = CASE WHEN status = 'pending' AND lease_owner IS NULL THEN 'pending' ELSE 'sweeping' END,
+                 lease_owner = ?, lease_until = ?, updated_at = ?
+             WHERE delivery_key IN (
+                 SELECT delivery_key FROM webhook_deliveries
+                 WHERE status IN ('pending', 'sweeping', 'failed') AND next_attempt_at <= ?
+                   AND (lease_owner IS NULL OR lease_until <= ?)
+                 ORDER BY next_attempt_at, delivery_key LIMIT ?)
+             RETURNING *",
+        )
+        .bind(&lease)
+        .bind(now.saturating_add(lease_ms))
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut claimed = rows
+            .iter()
+            .map(|row| {
+                Ok(ClaimedDelivery {
+                    record: delivery_from_row(row)?,
+                    lease: lease.clone(),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        claimed.sort_by_key(|c| (c.record.next_attempt_at, c.record.key));
+        Ok(claimed)
+    }
+
+    async fn finish_delivery(
+        &self,
+        claimed: &ClaimedDelivery,
+        outcome: &DeliveryOutcome,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let query = match outcome {
+            DeliveryOutcome::Delivered { status_code, url } => sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1,
+                     last_status_code = ?, error_code = NULL, error_message = NULL, webhook_url = ?,
+                     lease_owner = NULL, lease_until = NULL, updated_at = ?
+                 WHERE delivery_key = ? AND lease_owner = ?",
+            )
+            .bind(i64::from(*status_code))
+            .bind(url),
+            DeliveryOutcome::Failed {
+                code,
+                message,
+                status_code,
+                url,
+                retry_at,
+            } => sqlx::query(
+                "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?,
+                     last_status_code = ?, error_code = ?, error_message = ?, webhook_url = ?,
+                     lease_owner = NULL, lease_until = NULL, updated_at = ?
+                 WHERE delivery_key = ? AND lease_owner = ?",
+            )
+            .bind(if retry_at.is_some() {
+                DeliveryStatus::Failed.as_str()
+            } else {
+                DeliveryStatus::PermanentlyFailed.as_str()
+            })
+            .bind(retry_at.unwrap_or(now))
+            .bind(status_code.map(i64::from))
+            .bind(code)
+            .bind(message)
+            .bind(url),
+        };
+        let done = query
+            .bind(now)
+            .bind(claimed.record.key)
+            .bind(&claimed.lease)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+/// Numbers this process's claims, so each claim's lease is distinct (owners are unique).
+fn claim_number() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CLAIMS: AtomicU64 = AtomicU64::new(0);
+    format!("{}", CLAIMS.fetch_add(1, Ordering::Relaxed))
+}
