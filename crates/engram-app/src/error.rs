@@ -30,6 +30,14 @@ pub enum AppError {
     FileNotFound(String),
     #[error("key `{0}` not found")]
     KeyNotFound(String),
+    #[error("no webhook is registered; register one with POST /webhooks/indexing")]
+    WebhookNotFound,
+    #[error("no delivery `{0}` in this organization's history")]
+    DeliveryNotFound(String),
+    #[error(
+        "delivery `{id}` is {status}; only failed and permanently_failed deliveries can be retried"
+    )]
+    DeliveryNotRetryable { id: String, status: &'static str },
     /// A dependency (the embedding model, …) cannot serve the request now.
     #[error("{0}")]
     Unavailable(String),
@@ -54,6 +62,9 @@ impl AppError {
             Self::DatabaseExists(_) => ErrorCode::DatabaseAlreadyExists,
             Self::FileNotFound(_) => ErrorCode::FileNotFound,
             Self::KeyNotFound(_) => ErrorCode::NotFound,
+            Self::WebhookNotFound => ErrorCode::WebhookNotFound,
+            Self::DeliveryNotFound(_) => ErrorCode::DeliveryNotFound,
+            Self::DeliveryNotRetryable { .. } => ErrorCode::DeliveryNotRetryable,
             Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
             Self::Internal(_) | Self::Startup(_) => ErrorCode::InternalError,
         }

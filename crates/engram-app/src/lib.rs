@@ -13,6 +13,7 @@ mod lifecycle;
 mod models;
 mod query;
 mod ratelimit;
+mod webhooks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,11 +30,13 @@ pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
 pub use engram_search::{Method, Mode, RankedChunk, SearchTuning};
+pub use engram_store::DeliveryRecord;
 pub use engram_store::{ChunkHit, TermOperator};
 pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
 };
+pub use engram_types::DeliveryStatus;
 pub use error::{AppError, AppResult};
 pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
@@ -46,6 +49,10 @@ pub use models::Models;
 pub use query::{
     Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, COLLECTIONS_MAX,
     MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
+};
+pub use webhooks::{
+    DeliveryPage, RegisterWebhook, Registered, TestDelivery, WebhookView, DELIVERIES_LIMIT_DEFAULT,
+    DELIVERIES_LIMIT_MAX,
 };
 
 /// The application: every use case, over one store.
@@ -69,6 +76,10 @@ struct Inner {
     lifecycle_wake: Notify,
     /// Wakes the indexing pipeline when items are queued.
     pipeline_wake: Arc<Notify>,
+    /// The only outbound HTTP client (webhooks; connectors later).
+    outbound: engram_outbound::Outbound,
+    /// Wakes the webhook dispatcher when events are stored or retries queued.
+    webhook_wake: Arc<Notify>,
     config: Config,
 }
 
@@ -96,7 +107,7 @@ impl App {
     pub async fn open(config: Config) -> AppResult<Self> {
         let store = SqliteStore::open(&config.data_dir).await?;
         let models = Models::load(&config.embedding).await?;
-        let app = Self::with_store(config, Arc::new(store), Arc::new(SystemClock), Some(models));
+        let app = Self::with_store(config, Arc::new(store), Arc::new(SystemClock), Some(models))?;
         app.load_vectors().await?;
         Ok(app)
     }
@@ -105,12 +116,7 @@ impl App {
     /// index nothing.
     pub async fn open_admin(config: Config) -> AppResult<Self> {
         let store = SqliteStore::open(&config.data_dir).await?;
-        Ok(Self::with_store(
-            config,
-            Arc::new(store),
-            Arc::new(SystemClock),
-            None,
-        ))
+        Self::with_store(config, Arc::new(store), Arc::new(SystemClock), None)
     }
 
     /// An application over a given store. Without `models` nothing is indexed (for tests of the
@@ -120,8 +126,12 @@ impl App {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         models: Option<Models>,
-    ) -> Self {
-        Self {
+    ) -> AppResult<Self> {
+        let outbound = engram_outbound::Outbound::new(engram_outbound::AddressPolicy {
+            allow_private: config.outbound_allow_private,
+        })
+        .map_err(|e| AppError::Startup(format!("outbound HTTP client: {e}")))?;
+        Ok(Self {
             inner: Arc::new(Inner {
                 store,
                 clock,
@@ -133,9 +143,11 @@ impl App {
                 limiter: ratelimit::RateLimiter::new(&config.rate_limit),
                 lifecycle_wake: Notify::new(),
                 pipeline_wake: Arc::new(Notify::new()),
+                outbound,
+                webhook_wake: Arc::new(Notify::new()),
                 config,
             }),
-        }
+        })
     }
 
     /// Builds the vector index from the vectors stored with the chunks.

@@ -43,6 +43,10 @@ impl App {
         let app = self.clone();
         let worker_token = token.clone();
         tracker.spawn(async move { app.run_lifecycle(worker_token).await });
+        tracker.spawn(
+            self.webhook_dispatcher()
+                .run(self.inner.webhook_wake.clone(), token.clone()),
+        );
         if let Some(models) = &self.inner.models {
             let config = &self.config().pipeline;
             let options = PipelineOptions {
@@ -61,7 +65,8 @@ impl App {
                     self.inner.clock.clone(),
                     options.clone(),
                 )
-                .with_vectors(self.inner.vectors.clone());
+                .with_vectors(self.inner.vectors.clone())
+                .with_event_wake(self.inner.webhook_wake.clone());
                 tracker.spawn(pipeline.run(self.inner.pipeline_wake.clone(), token.clone()));
             }
             let app = self.clone();
@@ -191,7 +196,7 @@ mod tests {
             ..Config::default()
         };
         let store = SqliteStore::open(dir).await.unwrap();
-        App::with_store(config, Arc::new(store), Arc::new(SystemClock), None)
+        App::with_store(config, Arc::new(store), Arc::new(SystemClock), None).unwrap()
     }
 
     /// The vector index follows what the store holds: loaded at open, kept current by the

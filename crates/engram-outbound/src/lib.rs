@@ -291,7 +291,11 @@ fn classify(err: reqwest::Error, timeout: Duration, url: &Url) -> OutboundError 
     if err.is_timeout() {
         OutboundError::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
     } else if err.is_connect() {
-        OutboundError::Connect(format!("{}", url.host_str().unwrap_or_default()))
+        let mut cause: &(dyn StdError + 'static) = &err;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        OutboundError::Connect(format!("{}: {cause}", url.host_str().unwrap_or_default()))
     } else {
         OutboundError::Request(err.without_url().to_string())
     }

@@ -56,6 +56,8 @@ pub struct Pipeline {
     options: PipelineOptions,
     owner: String,
     vectors: Option<Arc<VectorIndex>>,
+    /// Told when items reach a terminal state (their webhook events are stored with them).
+    events: Option<Arc<Notify>>,
 }
 
 impl Pipeline {
@@ -75,12 +77,19 @@ impl Pipeline {
             options,
             owner,
             vectors: None,
+            events: None,
         }
     }
 
     /// Keeps a vector index current with what this worker writes.
     pub fn with_vectors(mut self, vectors: Arc<VectorIndex>) -> Self {
         self.vectors = Some(vectors);
+        self
+    }
+
+    /// Notifies `wake` after each batch, whose terminal states may carry webhook events.
+    pub fn with_event_wake(mut self, wake: Arc<Notify>) -> Self {
+        self.events = Some(wake);
         self
     }
 
@@ -93,7 +102,12 @@ impl Pipeline {
             }
             match self.run_once().await {
                 Ok(0) => {}
-                Ok(_) => continue,
+                Ok(_) => {
+                    if let Some(events) = &self.events {
+                        events.notify_one();
+                    }
+                    continue;
+                }
                 Err(err) => tracing::error!(error = %err, "indexing pass failed"),
             }
             tokio::select! {

@@ -18,3 +18,5 @@ pub const DEFAULT_EMBEDDING_DIMENSION: u32 = 384;
 pub const EMBEDDING_DIMENSION_RANGE: std::ops::RangeInclusive<u32> = 1..=4096;
 /// Largest JSON request body accepted.
 pub const JSON_BODY_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Shortest webhook signing secret a client may set.
+pub const SIGNING_SECRET_MIN_CHARS: usize = 16;

@@ -168,7 +168,7 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
         Arc::new(store),
         Arc::new(engram_app::SystemClock),
         Some(models),
-    );
+    )?;
     let key = app
         .create_key(KeySpec {
             org: "bench".into(),

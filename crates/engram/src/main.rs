@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_query;
+mod bench_webhooks;
 mod eval;
 mod keys;
 mod serve;
@@ -75,6 +76,8 @@ enum BenchCommand {
     Ingest(bench::IngestBench),
     /// Query latency at scale: fast hybrid top 10 beside BM25 alone.
     Query(bench_query::QueryBench),
+    /// Webhook deliveries per second and the delay from terminal state to delivery.
+    Webhooks(bench_webhooks::WebhookBench),
 }
 
 impl ConfigArgs {
@@ -104,6 +107,10 @@ fn main() -> anyhow::Result<()> {
                 command: BenchCommand::Query(args),
                 config,
             } => bench_query::query(args, config.load(None)?).await,
+            Command::Bench {
+                command: BenchCommand::Webhooks(args),
+                ..
+            } => bench_webhooks::webhooks(args).await,
             Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
             Command::Openapi => {
                 println!(

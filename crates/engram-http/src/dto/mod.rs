@@ -5,6 +5,7 @@ pub mod current;
 pub mod items;
 pub mod legacy;
 pub mod query;
+pub mod webhooks;
 
 use engram_app::SchemaFieldSpec;
 use engram_types::schema::SchemaField;

@@ -9,6 +9,7 @@ mod envelope;
 mod legacy_content;
 mod query;
 mod tenants;
+mod webhooks;
 
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub fn api() -> OpenApiRouter<App> {
         .merge(legacy_content::routes())
         .merge(query::routes())
         .merge(tenants::routes())
+        .merge(webhooks::routes())
 }
 
 /// The route serving the OpenAPI document itself (described in the document by `openapi::finish`).

@@ -2,6 +2,8 @@
 //! data directory, creates keys with the real `engram keys` command, and talks HTTP to it.
 #![allow(dead_code)]
 
+pub mod receiver;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,234 @@
+//! Webhook routes: `/webhooks/indexing*`. Successful responses are plain objects (the spec's
+//! documented contract for webhook management); errors use the current error envelope.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use engram_app::{App, RegisterWebhook};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::ErrorEnvelopeDoc;
+use crate::dto::webhooks::*;
+use crate::error::ApiError;
+use crate::extract::{Auth, Json, Query};
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(register_webhook, get_webhook, delete_webhook))
+        .routes(routes!(set_signing_secret, clear_signing_secret))
+        .routes(routes!(test_webhook))
+        .routes(routes!(list_deliveries))
+        .routes(routes!(get_delivery))
+        .routes(routes!(retry_delivery))
+}
+
+fn plain(status: StatusCode, body: impl serde::Serialize) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+/// Register the organization's webhook, replacing any earlier one. Omitting `signing_secret`
+/// keeps the current secret.
+#[utoipa::path(post, path = "/webhooks/indexing", tag = "webhooks", request_body = RegisterWebhookRequest,
+    responses(
+        (status = 201, body = RegisteredWebhook, description = "registered"),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: `url` missing or a field of the wrong type"),
+        (status = 403, body = ErrorEnvelopeDoc, description = "FORBIDDEN: the key is restricted to some databases"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: URL not public HTTPS, secret shorter than 16 characters, both secret options, unknown event type"),
+    ))]
+async fn register_webhook(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<RegisterWebhookRequest>,
+) -> Result<Response, ApiError> {
+    let registered = app
+        .register_webhook(
+            &who,
+            RegisterWebhook {
+                url: body.url,
+                event_types: body.event_types,
+                signing_secret: body.signing_secret,
+                generate_signing_secret: body.generate_signing_secret,
+            },
+        )
+        .await?;
+    let message = match &registered.generated_secret {
+        Some(_) => "webhook registered; store the signing secret now, it is not shown again",
+        None => "webhook registered",
+    };
+    Ok(plain(
+        StatusCode::CREATED,
+        RegisteredWebhook {
+            registered: true,
+            url: registered.webhook.url,
+            event_types: registered.webhook.event_types,
+            signing_secret_configured: registered.webhook.signing_secret_configured,
+            signing_secret: registered.generated_secret,
+            message: message.into(),
+        },
+    ))
+}
+
+/// The registration (never the secret).
+#[utoipa::path(get, path = "/webhooks/indexing", tag = "webhooks",
+    responses((status = 200, body = WebhookState)))]
+async fn get_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiError> {
+    let view = app.webhook(&who).await?;
+    Ok(plain(StatusCode::OK, WebhookState::from(view)))
+}
+
+/// Remove the webhook; its secret is discarded.
+#[utoipa::path(delete, path = "/webhooks/indexing", tag = "webhooks",
+    responses((status = 200, body = WebhookDeleted)))]
+async fn delete_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiError> {
+    let deleted = app.delete_webhook(&who).await?;
+    let message = if deleted {
+        "webhook deleted"
+    } else {
+        "no webhook was registered"
+    };
+    Ok(plain(
+        StatusCode::OK,
+        WebhookDeleted {
+            deleted,
+            message: message.into(),
+        },
+    ))
+}
+
+/// Generate a signing secret (no body), or set your own (`{signing_secret}`, at least 16
+/// characters). Takes effect at once, for deliveries in flight too.
+#[utoipa::path(post, path = "/webhooks/indexing/signing-secret", tag = "webhooks", request_body = SigningSecretRequest,
+    responses(
+        (status = 200, body = SigningSecretSet),
+        (status = 404, body = ErrorEnvelopeDoc, description = "WEBHOOK_NOT_FOUND"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: secret shorter than 16 characters"),
+    ))]
+async fn set_signing_secret(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<SigningSecretRequest>,
+) -> Result<Response, ApiError> {
+    let generated = app.set_signing_secret(&who, body.signing_secret).await?;
+    let message = match &generated {
+        Some(_) => "signing secret generated; store it now, it is not shown again",
+        None => "signing secret set",
+    };
+    Ok(plain(
+        StatusCode::OK,
+        SigningSecretSet {
+            generated: generated.is_some(),
+            signing_secret: generated,
+            message: message.into(),
+        },
+    ))
+}
+
+/// Turn signing off: deliveries lose the signature header.
+#[utoipa::path(delete, path = "/webhooks/indexing/signing-secret", tag = "webhooks",
+    responses(
+        (status = 200, body = SigningDisabled),
+        (status = 404, body = ErrorEnvelopeDoc, description = "WEBHOOK_NOT_FOUND"),
+    ))]
+async fn clear_signing_secret(
+    State(app): State<App>,
+    Auth(who): Auth,
+) -> Result<Response, ApiError> {
+    app.clear_signing_secret(&who).await?;
+    Ok(plain(
+        StatusCode::OK,
+        SigningDisabled {
+            signing_secret_configured: false,
+            message: "signing disabled; deliveries carry no signature header".into(),
+        },
+    ))
+}
+
+/// Send a synthetic `indexing.status_changed` event now (absent from the history).
+#[utoipa::path(post, path = "/webhooks/indexing/test", tag = "webhooks",
+    responses(
+        (status = 200, body = TestDeliveryResult),
+        (status = 404, body = ErrorEnvelopeDoc, description = "WEBHOOK_NOT_FOUND"),
+    ))]
+async fn test_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiError> {
+    let result = app.test_webhook(&who).await?;
+    Ok(plain(
+        StatusCode::OK,
+        TestDeliveryResult {
+            delivered: result.delivered,
+            status_code: result.status_code,
+            message: result.message,
+        },
+    ))
+}
+
+/// The delivery history, newest first, one page at a time.
+#[utoipa::path(get, path = "/webhooks/indexing/deliveries", tag = "webhooks", params(DeliveriesParams),
+    responses(
+        (status = 200, body = DeliveryList),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: limit, status or cursor"),
+    ))]
+async fn list_deliveries(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<DeliveriesParams>,
+) -> Result<Response, ApiError> {
+    let page = app
+        .list_deliveries(
+            &who,
+            params.limit,
+            params.status.as_deref(),
+            params.cursor.as_deref(),
+        )
+        .await?;
+    let deliveries: Vec<DeliveryDto> = page.deliveries.iter().map(DeliveryDto::from).collect();
+    Ok(plain(
+        StatusCode::OK,
+        DeliveryList {
+            count: deliveries.len(),
+            deliveries,
+            next_cursor: page.next_cursor,
+        },
+    ))
+}
+
+/// One delivery by id.
+#[utoipa::path(get, path = "/webhooks/indexing/deliveries/{delivery_id}", tag = "webhooks",
+    params(("delivery_id" = String, Path)),
+    responses(
+        (status = 200, body = DeliveryDto),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DELIVERY_NOT_FOUND"),
+    ))]
+async fn get_delivery(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(delivery_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let delivery = app.delivery(&who, &delivery_id).await?;
+    Ok(plain(StatusCode::OK, DeliveryDto::from(&delivery)))
+}
+
+/// Queue a `failed` or `permanently_failed` delivery for another attempt, signed with the
+/// current secret.
+#[utoipa::path(post, path = "/webhooks/indexing/deliveries/{delivery_id}/retry", tag = "webhooks",
+    params(("delivery_id" = String, Path)),
+    responses(
+        (status = 200, body = RetryQueued),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DELIVERY_NOT_FOUND"),
+        (status = 409, body = ErrorEnvelopeDoc, description = "DELIVERY_NOT_RETRYABLE: not failed or permanently_failed"),
+    ))]
+async fn retry_delivery(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(delivery_id): Path<String>,
+) -> Result<Response, ApiError> {
+    app.retry_delivery(&who, &delivery_id).await?;
+    Ok(plain(
+        StatusCode::OK,
+        RetryQueued {
+            message: "delivery queued for another attempt".into(),
+            delivery_id,
+            queued: true,
+        },
+    ))
+}

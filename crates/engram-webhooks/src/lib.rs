@@ -1,0 +1,429 @@
+//! Indexing webhooks: the `indexing.status_changed` payload, its signature, and the dispatcher
+//! that works the delivery outbox.
+//!
+//! Every item that reaches a terminal state while its organization has a webhook gets an outbox
+//! row in the same transaction (the store does that). The [`Dispatcher`] claims due rows with a
+//! lease: new ones are sent at once (`pending`), failed ones when their backoff has passed and
+//! those whose lease ran out (a crash mid-delivery) are swept up (`sweeping`). Each attempt ends
+//! `delivered`, `failed` (another attempt scheduled with capped, jittered exponential backoff) or
+//! `permanently_failed` after the last attempt. Bodies are rendered from the stored row, so every
+//! attempt of one event sends the same bytes with the same delivery id; the signature is made at
+//! send time with the secret in force then, so a rotation takes effect at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use engram_outbound::{Outbound, OutboundError, Url};
+use engram_store::{
+    ClaimedDelivery, DeliveryOutcome, DeliveryRecord, Store, StoreResult, WebhookRecord,
+    INDEXING_STATUS_CHANGED,
+};
+use engram_types::clock::format_ms;
+use engram_types::{Backoff, Clock, IndexingStatus, OrgId};
+use serde_json::{json, Map, Value};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use engram_outbound::sign_sha256;
+
+/// Header carrying the event's stable id.
+pub const DELIVERY_ID_HEADER: &str = "X-Service-Delivery-ID";
+/// Header carrying the event name.
+pub const EVENT_HEADER: &str = "X-Service-Event";
+/// Header carrying `sha256=<hex>` when signing is on.
+pub const SIGNATURE_HEADER: &str = "X-Service-Signature";
+
+/// The JSON body of a real event, rendered from its outbox row (the same bytes every attempt).
+pub fn event_body(record: &DeliveryRecord) -> Vec<u8> {
+    let mut body = Map::new();
+    body.insert("event".into(), json!(record.event_type));
+    body.insert("delivery_id".into(), json!(record.delivery_id));
+    body.insert("id".into(), json!(record.item_id));
+    body.insert("database".into(), json!(record.database_name));
+    body.insert("collection".into(), json!(record.collection));
+    // Deprecated names: `tenant_id` identifies the database (it is not its name).
+    body.insert("tenant_id".into(), json!(record.database_id.as_str()));
+    body.insert("sub_tenant_id".into(), json!(record.collection));
+    body.insert("status".into(), json!(record.indexing_status.as_str()));
+    body.insert("timestamp".into(), json!(format_ms(record.created_at)));
+    if record.indexing_status == IndexingStatus::Errored {
+        body.insert("error_code".into(), json!(record.item_error_code));
+        body.insert("error_message".into(), json!(record.item_error_message));
+    }
+    to_bytes(body)
+}
+
+/// The synthetic body of a test delivery: every scope field is the organization id.
+pub fn test_body(org: &OrgId, delivery_id: &str, now_ms: i64) -> Vec<u8> {
+    let org = org.as_str();
+    let body = json!({
+        "event": INDEXING_STATUS_CHANGED,
+        "delivery_id": delivery_id,
+        "id": "test_document",
+        "database": org,
+        "collection": org,
+        "tenant_id": org,
+        "sub_tenant_id": org,
+        "status": IndexingStatus::Completed.as_str(),
+        "timestamp": format_ms(now_ms),
+        "test": true,
+    });
+    match body {
+        Value::Object(map) => to_bytes(map),
+        _ => unreachable!("a json! object literal is an object"),
+    }
+}
+
+fn to_bytes(body: Map<String, Value>) -> Vec<u8> {
+    // Serialising a map of strings and booleans cannot fail.
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The headers of one attempt. The signature covers the exact body bytes sent.
+pub fn delivery_headers(
+    delivery_id: &str,
+    secret: Option<&str>,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        (DELIVERY_ID_HEADER, delivery_id.to_owned()),
+        (EVENT_HEADER, INDEXING_STATUS_CHANGED.to_owned()),
+    ];
+    if let Some(secret) = secret {
+        headers.push((SIGNATURE_HEADER, sign_sha256(secret.as_bytes(), body)));
+    }
+    headers
+}
+
+/// How deliveries are attempted.
+#[derive(Debug, Clone)]
+pub struct DispatchOptions {
+    /// Attempts before `permanently_failed`.
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    /// How long the receiver has to answer.
+    pub timeout: Duration,
+    /// How long a claim lasts (longer than `timeout`).
+    pub lease_ms: i64,
+    /// Deliveries in flight at once.
+    pub concurrency: usize,
+    /// How often the sweep looks for due retries and expired leases.
+    pub sweep_every: Duration,
+}
+
+/// The result of one send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    pub delivered: bool,
+    /// The receiver's HTTP status; 0 when it never answered.
+    pub status_code: u16,
+    pub message: String,
+}
+
+/// Sends one body to a webhook, signed with its current secret.
+pub async fn send(
+    outbound: &Outbound,
+    webhook: &WebhookRecord,
+    delivery_id: &str,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<u16, OutboundError> {
+    let url =
+        Url::parse(&webhook.url).map_err(|_| OutboundError::InvalidUrl(webhook.url.clone()))?;
+    let headers = delivery_headers(delivery_id, webhook.signing_secret.as_deref(), &body);
+    let answer = outbound.post_json(&url, &headers, body, timeout).await?;
+    Ok(answer.status)
+}
+
+/// Sends the synthetic test event (not recorded in the history).
+pub async fn send_test(
+    outbound: &Outbound,
+    webhook: &WebhookRecord,
+    now_ms: i64,
+    timeout: Duration,
+) -> SendResult {
+    let delivery_id = format!("test_{}", uuid::Uuid::new_v4().simple());
+    let body = test_body(&webhook.org, &delivery_id, now_ms);
+    match send(outbound, webhook, &delivery_id, body, timeout).await {
+        Ok(status) if (200..300).contains(&status) => SendResult {
+            delivered: true,
+            status_code: status,
+            message: format!("test delivery accepted with HTTP {status}"),
+        },
+        Ok(status) => SendResult {
+            delivered: false,
+            status_code: status,
+            message: format!("the receiver answered HTTP {status}"),
+        },
+        Err(err) => SendResult {
+            delivered: false,
+            status_code: 0,
+            message: err.to_string(),
+        },
+    }
+}
+
+/// Works the delivery outbox: first sends, retries and crash recovery.
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    outbound: Outbound,
+    clock: Arc<dyn Clock>,
+    options: DispatchOptions,
+    owner: String,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Arc<dyn Store>,
+        outbound: Outbound,
+        clock: Arc<dyn Clock>,
+        options: DispatchOptions,
+    ) -> Self {
+        Self {
+            store,
+            outbound,
+            clock,
+            options,
+            owner: format!("dispatcher_{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// Claims and sends until `token` is cancelled, then lets the sends in flight finish (each
+    /// is bounded by the receiver time-out). `wake` is notified when new events are stored.
+    pub async fn run(self: Arc<Self>, wake: Arc<Notify>, token: CancellationToken) {
+        tracing::debug!(owner = %self.owner, "webhook dispatcher started");
+        let permits = Arc::new(Semaphore::new(self.options.concurrency.max(1)));
+        let mut in_flight = JoinSet::new();
+        loop {
+            if token.is_cancelled() {
+                break;
+            }
+            while in_flight.try_join_next().is_some() {}
+            let free = permits.available_permits();
+            if free > 0 {
+                match self.claim(free).await {
+                    Ok(claimed) => {
+                        let full = claimed.len() == free;
+                        for delivery in claimed {
+                            let Ok(permit) = permits.clone().acquire_owned().await else {
+                                break;
+                            };
+                            let me = self.clone();
+                            let wake = wake.clone();
+                            in_flight.spawn(async move {
+                                me.deliver(&delivery).await;
+                                drop(permit);
+                                wake.notify_one();
+                            });
+                        }
+                        if full {
+                            // More may be due; claim again once a permit frees up.
+                            continue;
+                        }
+                    }
+                    Err(err) => tracing::error!(error = %err, "claiming webhook deliveries failed"),
+                }
+            }
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = wake.notified() => {}
+                () = tokio::time::sleep(self.options.sweep_every) => {}
+            }
+        }
+        while in_flight.join_next().await.is_some() {}
+        tracing::debug!(owner = %self.owner, "webhook dispatcher stopped");
+    }
+
+    async fn claim(&self, limit: usize) -> StoreResult<Vec<ClaimedDelivery>> {
+        self.store
+            .claim_deliveries(
+                &self.owner,
+                self.clock.now_ms(),
+                self.options.lease_ms,
+                u32::try_from(limit).unwrap_or(u32::MAX),
+            )
+            .await
+    }
+
+    /// Makes one attempt and records it.
+    pub async fn deliver(&self, claimed: &ClaimedDelivery) {
+        let outcome = match self.attempt(&claimed.record).await {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                // The store failed us; the lease runs out and the sweep tries again.
+                tracing::error!(error = %err, delivery_id = %claimed.record.delivery_id, "webhook attempt not recorded");
+                return;
+            }
+        };
+        match &outcome {
+            DeliveryOutcome::Delivered { status_code, .. } => tracing::info!(
+                delivery_id = %claimed.record.delivery_id,
+                status_code,
+                attempt = claimed.record.attempts + 1,
+                "webhook delivered"
+            ),
+            DeliveryOutcome::Failed { code, retry_at, .. } => tracing::warn!(
+                delivery_id = %claimed.record.delivery_id,
+                code,
+                attempt = claimed.record.attempts + 1,
+                retry_at,
+                "webhook delivery failed"
+            ),
+        }
+        match self
+            .store
+            .finish_delivery(claimed, &outcome, self.clock.now_ms())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                delivery_id = %claimed.record.delivery_id,
+                "webhook claim lost before its attempt was recorded; the sweep owns it now"
+            ),
+            Err(err) => tracing::error!(error = %err, "recording a webhook attempt failed"),
+        }
+    }
+
+    async fn attempt(&self, record: &DeliveryRecord) -> StoreResult<DeliveryOutcome> {
+        let Some(webhook) = self.store.webhook(&record.org).await? else {
+            return Ok(self.failed(
+                record,
+                "WEBHOOK_NOT_REGISTERED",
+                "no webhook is registered for the organization".into(),
+                None,
+                record.webhook_url.clone(),
+            ));
+        };
+        let body = event_body(record);
+        let sent = send(
+            &self.outbound,
+            &webhook,
+            &record.delivery_id,
+            body,
+            self.options.timeout,
+        )
+        .await;
+        Ok(match sent {
+            Ok(status) if (200..300).contains(&status) => DeliveryOutcome::Delivered {
+                status_code: status,
+                url: webhook.url,
+            },
+            Ok(status) => self.failed(
+                record,
+                "RECEIVER_ERROR",
+                format!("the receiver answered HTTP {status}"),
+                Some(status),
+                webhook.url,
+            ),
+            Err(err) => self.failed(record, err.code(), err.to_string(), None, webhook.url),
+        })
+    }
+
+    /// A failed attempt: retried after the backoff, or final after the last attempt.
+    fn failed(
+        &self,
+        record: &DeliveryRecord,
+        code: &str,
+        message: String,
+        status_code: Option<u16>,
+        url: String,
+    ) -> DeliveryOutcome {
+        let attempts = record.attempts.saturating_add(1);
+        let retry_at = (attempts < self.options.max_attempts).then(|| {
+            let delay = self
+                .options
+                .backoff
+                .delay_ms(attempts, rand::random::<f64>());
+            self.clock.now_ms().saturating_add(delay)
+        });
+        DeliveryOutcome::Failed {
+            code: code.to_owned(),
+            message,
+            status_code,
+            url,
+            retry_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engram_types::{DatabaseId, DeliveryStatus};
+
+    fn record(status: IndexingStatus) -> DeliveryRecord {
+        DeliveryRecord {
+            key: 1,
+            delivery_id: "dlv_1".into(),
+            org: OrgId::from_trusted("org_1"),
+            database_id: DatabaseId::from_trusted("db_0f3a"),
+            database_name: "docs".into(),
+            collection: "alice".into(),
+            item_id: "notes".into(),
+            event_type: INDEXING_STATUS_CHANGED.into(),
+            indexing_status: status,
+            item_error_code: "E2002".into(),
+            item_error_message: "no text".into(),
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: 0,
+            last_status_code: None,
+            error_code: None,
+            error_message: None,
+            webhook_url: String::new(),
+            created_at: 1_700_000_000_000,
+            updated_at: 1_700_000_000_000,
+        }
+    }
+
+    #[test]
+    fn event_bodies_carry_the_spec_fields() {
+        let body: Value =
+            serde_json::from_slice(&event_body(&record(IndexingStatus::Completed))).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "event": "indexing.status_changed", "delivery_id": "dlv_1", "id": "notes",
+                "database": "docs", "collection": "alice", "tenant_id": "db_0f3a",
+                "sub_tenant_id": "alice", "status": "completed",
+                "timestamp": "2023-11-14T22:13:20Z"
+            })
+        );
+        let errored: Value =
+            serde_json::from_slice(&event_body(&record(IndexingStatus::Errored))).unwrap();
+        assert_eq!(errored["status"], "errored");
+        assert_eq!(errored["error_code"], "E2002");
+        assert_eq!(errored["error_message"], "no text");
+        assert_eq!(
+            event_body(&record(IndexingStatus::Completed)),
+            event_body(&record(IndexingStatus::Completed)),
+            "every attempt sends the same bytes"
+        );
+    }
+
+    #[test]
+    fn test_bodies_are_synthetic() {
+        let org = OrgId::from_trusted("org_9");
+        let body: Value = serde_json::from_slice(&test_body(&org, "test_1", 0)).unwrap();
+        for field in ["database", "collection", "tenant_id", "sub_tenant_id"] {
+            assert_eq!(body[field], "org_9");
+        }
+        assert_eq!(body["id"], "test_document");
+        assert_eq!(body["test"], true);
+        assert_eq!(body["status"], "completed");
+    }
+
+    #[test]
+    fn the_signature_header_is_present_only_with_a_secret() {
+        let unsigned = delivery_headers("dlv_1", None, b"{}");
+        assert!(unsigned.iter().all(|(name, _)| *name != SIGNATURE_HEADER));
+        let signed = delivery_headers("dlv_1", Some("0123456789abcdef"), b"{}");
+        let (_, value) = signed
+            .iter()
+            .find(|(name, _)| *name == SIGNATURE_HEADER)
+            .unwrap();
+        assert_eq!(value, &sign_sha256(b"0123456789abcdef", b"{}"));
+        assert!(value.starts_with("sha256=") && value.len() == 7 + 64);
+    }
+}
