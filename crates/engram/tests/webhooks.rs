@@ -68,6 +68,25 @@ async fn received_events(receiver: &Receiver, count: usize) -> Vec<Received> {
     .await
 }
 
+/// Ingests one item into `docs` and returns its event, the `nth` the receiver has seen.
+async fn event_for(
+    server: &Server,
+    key: &str,
+    receiver: &Receiver,
+    id: &str,
+    nth: usize,
+) -> Received {
+    ingest(
+        server,
+        key,
+        "docs",
+        &[app(id, "Printer", "The printer needs attention.")],
+    )
+    .await;
+    let got = received_events(receiver, nth).await;
+    got.into_iter().find(|r| r.json()["id"] == id).unwrap()
+}
+
 /// The README's verification example, run by Python on the raw body: true when it accepts.
 fn readme_verifies(secret: &str, received: &Received) -> bool {
     let readme = include_str!("../../../README.md");
@@ -450,31 +469,15 @@ async fn events_are_signed_delivered_and_recorded() {
         )
         .await;
     let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_owned();
-    ingest(
-        &server,
-        &key,
-        "docs",
-        &[app("ok-2", "Toner", "Toner is low.")],
-    )
-    .await;
-    let got = received_events(&receiver, 3).await;
-    let second = got.iter().find(|r| r.json()["id"] == "ok-2").unwrap();
-    assert!(readme_verifies(&new_secret, second));
-    assert!(!readme_verifies(&secret, second));
+    let second = event_for(&server, &key, &receiver, "ok-2", 3).await;
+    assert!(readme_verifies(&new_secret, &second));
+    assert!(!readme_verifies(&secret, &second));
     server
         .delete("/webhooks/indexing/signing-secret", &key)
         .await;
-    ingest(
-        &server,
-        &key,
-        "docs",
-        &[app("ok-3", "Paper", "Paper tray empty.")],
-    )
-    .await;
-    let got = received_events(&receiver, 4).await;
-    let third = got.iter().find(|r| r.json()["id"] == "ok-3").unwrap();
+    let third = event_for(&server, &key, &receiver, "ok-3", 4).await;
     assert_eq!(third.header("x-service-signature"), None);
-    assert!(!readme_verifies(&new_secret, third), "no header, no trust");
+    assert!(!readme_verifies(&new_secret, &third), "no header, no trust");
 }
 
 #[tokio::test]
