@@ -139,6 +139,8 @@ impl App {
             lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
             concurrency: config.concurrency as usize,
             sweep_every: Duration::from_millis(config.sweep_ms),
+            retention: (config.retention_days > 0)
+                .then(|| Duration::from_secs(u64::from(config.retention_days) * 86_400)),
         };
         std::sync::Arc::new(engram_webhooks::Dispatcher::new(
             self.inner.store.clone(),

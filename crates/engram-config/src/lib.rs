@@ -242,6 +242,8 @@ pub struct WebhooksConfig {
     pub concurrency: u32,
     /// How often the sweeper looks for due retries and interrupted deliveries (ms).
     pub sweep_ms: u64,
+    /// Days `delivered` and `permanently_failed` deliveries stay in the history; 0 keeps them.
+    pub retention_days: u32,
 }
 
 impl Default for WebhooksConfig {
@@ -255,6 +257,7 @@ impl Default for WebhooksConfig {
             lease_ms: 60_000,
             concurrency: 16,
             sweep_ms: 1_000,
+            retention_days: 30,
         }
     }
 }

@@ -187,4 +187,7 @@ pub trait DeliveryQueue: Send + Sync {
         outcome: &DeliveryOutcome,
         now: i64,
     ) -> StoreResult<bool>;
+    /// Deletes up to `limit` `delivered` and `permanently_failed` deliveries last updated
+    /// before `before` (the history's retention); returns how many.
+    async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64>;
 }

@@ -110,7 +110,12 @@ pub struct DispatchOptions {
     pub concurrency: usize,
     /// How often the sweep looks for due retries and expired leases.
     pub sweep_every: Duration,
+    /// How long finished deliveries stay in the history; `None` keeps them.
+    pub retention: Option<Duration>,
 }
+
+/// How often finished deliveries past their retention are removed.
+const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
 /// The result of one send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,9 +200,14 @@ impl Dispatcher {
         tracing::debug!(owner = %self.owner, "webhook dispatcher started");
         let permits = Arc::new(Semaphore::new(self.options.concurrency.max(1)));
         let mut in_flight = JoinSet::new();
+        let mut next_purge = tokio::time::Instant::now();
         loop {
             if token.is_cancelled() {
                 break;
+            }
+            if tokio::time::Instant::now() >= next_purge {
+                next_purge += RETENTION_EVERY;
+                self.purge_old().await;
             }
             while in_flight.try_join_next().is_some() {}
             let free = permits.available_permits();
@@ -233,6 +243,32 @@ impl Dispatcher {
         }
         while in_flight.join_next().await.is_some() {}
         tracing::debug!(owner = %self.owner, "webhook dispatcher stopped");
+    }
+
+    /// Removes finished deliveries older than the retention, a bounded batch at a time.
+    async fn purge_old(&self) {
+        const BATCH: u32 = 10_000;
+        let Some(retention) = self.options.retention else {
+            return;
+        };
+        let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let before = self.clock.now_ms().saturating_sub(keep_ms);
+        loop {
+            match self.store.purge_deliveries(before, BATCH).await {
+                Ok(removed) => {
+                    if removed > 0 {
+                        tracing::info!(removed, "removed deliveries past their retention");
+                    }
+                    if removed < u64::from(BATCH) {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "removing old deliveries failed");
+                    break;
+                }
+            }
+        }
     }
 
     async fn claim(&self, limit: usize) -> StoreResult<Vec<ClaimedDelivery>> {

@@ -146,6 +146,7 @@ fn dispatcher(
             lease_ms: 60_000,
             concurrency,
             sweep_every: Duration::from_millis(1_000),
+            retention: None,
         },
     ))
 }

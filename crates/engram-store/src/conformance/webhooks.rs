@@ -472,6 +472,12 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
         .await
         .unwrap()
         .is_empty());
+    store.purge_deliveries(i64::MAX, 10_000).await.unwrap();
+    assert_eq!(
+        store.list_deliveries(&org, &all(100)).await.unwrap().len(),
+        8,
+        "retention never removes deliveries still to be made"
+    );
     for claimed in claim_org(store, &org, "cleanup", 1_000_000).await {
         let outcome = DeliveryOutcome::Delivered {
             status_code: 200,
@@ -482,4 +488,16 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
             .await
             .unwrap());
     }
+    store.purge_deliveries(1_000_001, 10_000).await.unwrap();
+    assert_eq!(
+        store.list_deliveries(&org, &all(100)).await.unwrap().len(),
+        8,
+        "not old enough"
+    );
+    assert!(store.purge_deliveries(1_000_002, 10_000).await.unwrap() >= 8);
+    assert!(store
+        .list_deliveries(&org, &all(100))
+        .await
+        .unwrap()
+        .is_empty());
 }

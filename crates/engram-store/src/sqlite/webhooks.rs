@@ -323,6 +323,20 @@ impl DeliveryQueue for SqliteStore {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+
+    async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM webhook_deliveries WHERE delivery_key IN (
+                 SELECT delivery_key FROM webhook_deliveries
+                 WHERE status IN ('delivered', 'permanently_failed') AND updated_at < ?
+                 LIMIT ?)",
+        )
+        .bind(before)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }
 
 /// Numbers this process's claims, so each claim's lease is distinct (owners are unique).
