@@ -180,13 +180,25 @@ pub trait DeliveryQueue: Send + Sync {
         lease_ms: i64,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
-    /// Records an attempt if the claim is still held; false (and nothing written) otherwise.
+    /// Records attempts in one transaction: each only if its claim is still held. One flag per
+    /// attempt, in order: false when the claim was lost (nothing written for it).
+    async fn finish_deliveries(
+        &self,
+        attempts: &[(ClaimedDelivery, DeliveryOutcome)],
+        now: i64,
+    ) -> StoreResult<Vec<bool>>;
+    /// Records one attempt if the claim is still held; false (and nothing written) otherwise.
     async fn finish_delivery(
         &self,
         claimed: &ClaimedDelivery,
         outcome: &DeliveryOutcome,
         now: i64,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let done = self
+            .finish_deliveries(&[(claimed.clone(), outcome.clone())], now)
+            .await?;
+        Ok(done.first().copied().unwrap_or(false))
+    }
     /// Deletes up to `limit` `delivered` and `permanently_failed` deliveries last updated
     /// before `before` (the history's retention); returns how many.
     async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64>;

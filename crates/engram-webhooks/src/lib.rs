@@ -10,6 +10,7 @@
 //! attempt of one event sends the same bytes with the same delivery id; the signature is made at
 //! send time with the secret in force then, so a rotation takes effect at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use engram_store::{
 use engram_types::clock::format_ms;
 use engram_types::{Backoff, Clock, IndexingStatus, OrgId};
 use serde_json::{json, Map, Value};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -169,6 +170,19 @@ pub async fn send_test(
     }
 }
 
+fn log_attempt(claimed: &ClaimedDelivery, outcome: &DeliveryOutcome) {
+    let attempt = claimed.record.attempts + 1;
+    let delivery_id = &claimed.record.delivery_id;
+    match outcome {
+        DeliveryOutcome::Delivered { status_code, .. } => {
+            tracing::info!(%delivery_id, status_code, attempt, "webhook delivered")
+        }
+        DeliveryOutcome::Failed { code, retry_at, .. } => {
+            tracing::warn!(%delivery_id, code, attempt, retry_at, "webhook delivery failed")
+        }
+    }
+}
+
 /// Works the delivery outbox: first sends, retries and crash recovery.
 pub struct Dispatcher {
     store: Arc<dyn Store>,
@@ -200,6 +214,9 @@ impl Dispatcher {
         tracing::debug!(owner = %self.owner, "webhook dispatcher started");
         let permits = Arc::new(Semaphore::new(self.options.concurrency.max(1)));
         let mut in_flight = JoinSet::new();
+        // Attempts are recorded by one task, many per transaction (group commit).
+        let (attempts, recorded) = mpsc::unbounded_channel();
+        let recorder = tokio::spawn(self.clone().record(recorded));
         let mut next_purge = tokio::time::Instant::now();
         loop {
             if token.is_cancelled() {
@@ -215,15 +232,19 @@ impl Dispatcher {
                 match self.claim(free).await {
                     Ok(claimed) => {
                         let full = claimed.len() == free;
+                        let webhooks = self.webhooks_of(&claimed).await;
                         for delivery in claimed {
                             let Ok(permit) = permits.clone().acquire_owned().await else {
                                 break;
                             };
-                            let me = self.clone();
-                            let wake = wake.clone();
+                            let webhook = webhooks.get(&delivery.record.org).cloned().flatten();
+                            let (me, wake, attempts) =
+                                (self.clone(), wake.clone(), attempts.clone());
                             in_flight.spawn(async move {
-                                me.deliver(&delivery).await;
+                                let outcome =
+                                    me.attempt(&delivery.record, webhook.as_deref()).await;
                                 drop(permit);
+                                let _ = attempts.send((delivery, outcome));
                                 wake.notify_one();
                             });
                         }
@@ -242,6 +263,8 @@ impl Dispatcher {
             }
         }
         while in_flight.join_next().await.is_some() {}
+        drop(attempts);
+        let _ = recorder.await;
         tracing::debug!(owner = %self.owner, "webhook dispatcher stopped");
     }
 
@@ -282,78 +305,100 @@ impl Dispatcher {
             .await
     }
 
-    /// Makes one attempt and records it.
-    pub async fn deliver(&self, claimed: &ClaimedDelivery) {
-        let outcome = match self.attempt(&claimed.record).await {
-            Ok(outcome) => outcome,
-            Err(err) => {
-                // The store failed us; the lease runs out and the sweep tries again.
-                tracing::error!(error = %err, delivery_id = %claimed.record.delivery_id, "webhook attempt not recorded");
-                return;
+    /// The current registration of each organization among `claimed`, read when they are
+    /// claimed, right before they are sent (so a rotated secret signs them at once).
+    async fn webhooks_of(
+        &self,
+        claimed: &[ClaimedDelivery],
+    ) -> HashMap<OrgId, Option<Arc<WebhookRecord>>> {
+        let mut webhooks = HashMap::new();
+        for delivery in claimed {
+            let org = &delivery.record.org;
+            if webhooks.contains_key(org) {
+                continue;
             }
-        };
-        match &outcome {
-            DeliveryOutcome::Delivered { status_code, .. } => tracing::info!(
-                delivery_id = %claimed.record.delivery_id,
-                status_code,
-                attempt = claimed.record.attempts + 1,
-                "webhook delivered"
-            ),
-            DeliveryOutcome::Failed { code, retry_at, .. } => tracing::warn!(
-                delivery_id = %claimed.record.delivery_id,
-                code,
-                attempt = claimed.record.attempts + 1,
-                retry_at,
-                "webhook delivery failed"
-            ),
+            match self.store.webhook(org).await {
+                Ok(found) => {
+                    webhooks.insert(org.clone(), found.map(Arc::new));
+                }
+                // Not inserted: its deliveries fail this attempt and are retried.
+                Err(err) => tracing::error!(error = %err, "reading the webhook failed"),
+            }
         }
-        match self
-            .store
-            .finish_delivery(claimed, &outcome, self.clock.now_ms())
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                delivery_id = %claimed.record.delivery_id,
-                "webhook claim lost before its attempt was recorded; the sweep owns it now"
-            ),
-            Err(err) => tracing::error!(error = %err, "recording a webhook attempt failed"),
+        webhooks
+    }
+
+    /// Records attempts as they finish, as many per transaction as have arrived.
+    async fn record(
+        self: Arc<Self>,
+        mut finished: mpsc::UnboundedReceiver<(ClaimedDelivery, DeliveryOutcome)>,
+    ) {
+        let mut batch = Vec::new();
+        while finished.recv_many(&mut batch, 256).await > 0 {
+            for (claimed, outcome) in &batch {
+                log_attempt(claimed, outcome);
+            }
+            match self
+                .store
+                .finish_deliveries(&batch, self.clock.now_ms())
+                .await
+            {
+                Ok(done) => {
+                    for ((claimed, _), written) in batch.iter().zip(done) {
+                        if !written {
+                            tracing::warn!(
+                                delivery_id = %claimed.record.delivery_id,
+                                "webhook claim lost before its attempt was recorded; the sweep owns it now"
+                            );
+                        }
+                    }
+                }
+                // The leases run out and the sweep sends these again (at least once).
+                Err(err) => tracing::error!(error = %err, "recording webhook attempts failed"),
+            }
+            batch.clear();
         }
     }
 
-    async fn attempt(&self, record: &DeliveryRecord) -> StoreResult<DeliveryOutcome> {
-        let Some(webhook) = self.store.webhook(&record.org).await? else {
-            return Ok(self.failed(
+    /// One attempt to the organization's current webhook (`None`: none registered).
+    async fn attempt(
+        &self,
+        record: &DeliveryRecord,
+        webhook: Option<&WebhookRecord>,
+    ) -> DeliveryOutcome {
+        let Some(webhook) = webhook else {
+            return self.failed(
                 record,
                 "WEBHOOK_NOT_REGISTERED",
                 "no webhook is registered for the organization".into(),
                 None,
                 record.webhook_url.clone(),
-            ));
+            );
         };
         let body = event_body(record);
         let sent = send(
             &self.outbound,
-            &webhook,
+            webhook,
             &record.delivery_id,
             body,
             self.options.timeout,
         )
         .await;
-        Ok(match sent {
+        let url = webhook.url.clone();
+        match sent {
             Ok(status) if (200..300).contains(&status) => DeliveryOutcome::Delivered {
                 status_code: status,
-                url: webhook.url,
+                url,
             },
             Ok(status) => self.failed(
                 record,
                 "RECEIVER_ERROR",
                 format!("the receiver answered HTTP {status}"),
                 Some(status),
-                webhook.url,
+                url,
             ),
-            Err(err) => self.failed(record, err.code(), err.to_string(), None, webhook.url),
-        })
+            Err(err) => self.failed(record, err.code(), err.to_string(), None, url),
+        }
     }
 
     /// A failed attempt: retried after the backoff, or final after the last attempt.

@@ -277,51 +277,21 @@ impl DeliveryQueue for SqliteStore {
         Ok(claimed)
     }
 
-    async fn finish_delivery(
+    async fn finish_deliveries(
         &self,
-        claimed: &ClaimedDelivery,
-        outcome: &DeliveryOutcome,
+        attempts: &[(ClaimedDelivery, DeliveryOutcome)],
         now: i64,
-    ) -> StoreResult<bool> {
-        let query = match outcome {
-            DeliveryOutcome::Delivered { status_code, url } => sqlx::query(
-                "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1,
-                     last_status_code = ?, error_code = NULL, error_message = NULL, webhook_url = ?,
-                     lease_owner = NULL, lease_until = NULL, updated_at = ?
-                 WHERE delivery_key = ? AND lease_owner = ?",
-            )
-            .bind(i64::from(*status_code))
-            .bind(url),
-            DeliveryOutcome::Failed {
-                code,
-                message,
-                status_code,
-                url,
-                retry_at,
-            } => sqlx::query(
-                "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?,
-                     last_status_code = ?, error_code = ?, error_message = ?, webhook_url = ?,
-                     lease_owner = NULL, lease_until = NULL, updated_at = ?
-                 WHERE delivery_key = ? AND lease_owner = ?",
-            )
-            .bind(if retry_at.is_some() {
-                DeliveryStatus::Failed.as_str()
-            } else {
-                DeliveryStatus::PermanentlyFailed.as_str()
-            })
-            .bind(retry_at.unwrap_or(now))
-            .bind(status_code.map(i64::from))
-            .bind(code)
-            .bind(message)
-            .bind(url),
-        };
-        let done = query
-            .bind(now)
-            .bind(claimed.record.key)
-            .bind(&claimed.lease)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+    ) -> StoreResult<Vec<bool>> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut done = Vec::with_capacity(attempts.len());
+        for (claimed, outcome) in attempts {
+            let written = finish_query(claimed, outcome, now)
+                .execute(&mut *tx)
+                .await?;
+            done.push(written.rows_affected() == 1);
+        }
+        tx.commit().await?;
+        Ok(done)
     }
 
     async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64> {
@@ -337,6 +307,50 @@ impl DeliveryQueue for SqliteStore {
         .await?;
         Ok(done.rows_affected())
     }
+}
+
+/// The statement recording one attempt, guarded by the claim's lease.
+fn finish_query<'q>(
+    claimed: &'q ClaimedDelivery,
+    outcome: &'q DeliveryOutcome,
+    now: i64,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    let query = match outcome {
+        DeliveryOutcome::Delivered { status_code, url } => sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1,
+                 last_status_code = ?, error_code = NULL, error_message = NULL, webhook_url = ?,
+                 lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE delivery_key = ? AND lease_owner = ?",
+        )
+        .bind(i64::from(*status_code))
+        .bind(url),
+        DeliveryOutcome::Failed {
+            code,
+            message,
+            status_code,
+            url,
+            retry_at,
+        } => sqlx::query(
+            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?,
+                 last_status_code = ?, error_code = ?, error_message = ?, webhook_url = ?,
+                 lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE delivery_key = ? AND lease_owner = ?",
+        )
+        .bind(if retry_at.is_some() {
+            DeliveryStatus::Failed.as_str()
+        } else {
+            DeliveryStatus::PermanentlyFailed.as_str()
+        })
+        .bind(retry_at.unwrap_or(now))
+        .bind(status_code.map(i64::from))
+        .bind(code)
+        .bind(message)
+        .bind(url),
+    };
+    query
+        .bind(now)
+        .bind(claimed.record.key)
+        .bind(&claimed.lease)
 }
 
 /// Numbers this process's claims, so each claim's lease is distinct (owners are unique).
