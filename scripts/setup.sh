@@ -35,3 +35,24 @@ fi
 # weights). Each target directory gets a stamp naming its pins once its files are verified; a
 # directory with the right stamp is left alone, so a second run downloads nothing.
 "$(dirname "$0")/setup_models.sh" "$cache"
+
+# Parsing tools, from Debian's packages: Tesseract (OCR of images and scanned PDF pages) and
+# Poppler (PDF text and page rendering) are used at run time; LibreOffice only makes the test
+# fixtures (Office and OpenDocument files made by a real office suite), and qpdf an encrypted PDF.
+packages=()
+need tesseract || packages+=(tesseract-ocr tesseract-ocr-eng)
+need pdftotext || packages+=(poppler-utils)
+need soffice || packages+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
+need qpdf || packages+=(qpdf)
+if [ "${#packages[@]}" -gt 0 ]; then
+  if need apt-get; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing ${packages[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  else
+    echo "setup: please install ${packages[*]} (tesseract, poppler, libreoffice, qpdf)" >&2
+    exit 1
+  fi
+fi

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 use crate::Unsupported;
 
 /// Decodes text: UTF-8 with or without a byte-order mark, UTF-16 and UTF-32 (either byte order)
-/// with one. Anything else, or an invalid sequence, is `Unsupported`. Other encodings
-/// (Windows-1252, Shift-JIS…) come here when they come.
+/// with one, and otherwise the legacy encoding the bytes most likely are (Shift-JIS, EUC-KR,
+/// GBK, Big5, Windows-1252/Latin-1, Cyrillic…), guessed by `chardetng` as browsers do and
+/// decoded by `encoding_rs`. A sequence invalid in the guessed encoding is `Unsupported`.
 pub fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, Unsupported> {
     let invalid = |encoding: &'static str| {
         Unsupported::new(format!("text that is not valid {encoding}"), None)
@@ -33,9 +34,25 @@ pub fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, Unsupported> {
             .ok_or_else(|| invalid("UTF-16"));
     }
     let rest = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
-    std::str::from_utf8(rest)
-        .map(Cow::Borrowed)
-        .map_err(|_| invalid("UTF-8 (nor UTF-16 with a byte-order mark)"))
+    match std::str::from_utf8(rest) {
+        Ok(text) => Ok(Cow::Borrowed(text)),
+        Err(_) => legacy(rest).map(Cow::Owned).ok_or_else(|| {
+            invalid("UTF-8, nor UTF-16 with a byte-order mark, nor a legacy encoding")
+        }),
+    }
+}
+
+/// Bytes in the legacy encoding they most likely are; `None` when they are not valid in it.
+fn legacy(bytes: &[u8]) -> Option<String> {
+    let mut detector = chardetng::EncodingDetector::new();
+    detector.feed(bytes, true);
+    let encoding = detector.guess(None, true);
+    if encoding == encoding_rs::UTF_8 {
+        return None;
+    }
+    encoding
+        .decode_without_bom_handling_and_without_replacement(bytes)
+        .map(Cow::into_owned)
 }
 
 fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Option<String> {
@@ -146,11 +163,20 @@ mod tests {
     }
 
     #[test]
+    fn legacy_encodings_are_guessed() {
+        assert_eq!(
+            decode(b"caf\xE9 cr\xE8me br\xFBl\xE9e").unwrap(),
+            "café crème brûlée"
+        );
+        // Shift-JIS, as a Japanese Windows writes CSV.
+        let (sjis, _, _) = encoding_rs::SHIFT_JIS.encode("名前,年齢,住所\n佐藤太郎,30,東京\n");
+        assert_eq!(decode(&sjis).unwrap(), "名前,年齢,住所\n佐藤太郎,30,東京\n");
+        let sample = std::fs::read(crate::tests::sample("test_mskanji.csv")).unwrap();
+        assert!(decode(&sample).unwrap().contains("髙橋淳"));
+    }
+
+    #[test]
     fn invalid_sequences_are_unsupported() {
-        assert!(decode(b"caf\xE9")
-            .unwrap_err()
-            .to_string()
-            .contains("UTF-8"));
         assert!(decode(&[0xFF, 0xFE, b'a'])
             .unwrap_err()
             .to_string()

@@ -50,6 +50,8 @@ pub enum EvalCommand {
     Beir(EvalArgs),
     /// Recall of evidence turns at 5, 10 and 25 on LoCoMo (locomo10_turns.jsonl, locomo10_qa.jsonl).
     Locomo(EvalArgs),
+    /// Share of the expected strings the parser extracts from the markitdown test files.
+    Parsing(crate::eval_parsing::ParsingArgs),
 }
 
 pub(crate) fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
@@ -298,6 +300,7 @@ pub async fn run(command: EvalCommand, config: Config) -> anyhow::Result<()> {
     match command {
         EvalCommand::Beir(args) => beir(args, config).await,
         EvalCommand::Locomo(args) => locomo(args, config).await,
+        EvalCommand::Parsing(args) => crate::eval_parsing::run(args),
     }
 }
 

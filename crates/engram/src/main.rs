@@ -5,6 +5,7 @@ mod bench;
 mod bench_query;
 mod bench_webhooks;
 mod eval;
+mod eval_parsing;
 mod keys;
 mod serve;
 

@@ -19,13 +19,10 @@ const ORG: &str = "acme";
 /// Indexing runs the real embedding model on a small machine, next to other tests.
 const WAIT: Duration = Duration::from_secs(180);
 
-/// A minimal real PNG (1x1), magic bytes first.
-const PNG: &[u8] = &[
-    0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', 0x00, 0x00, 0x00, 0x0d, b'I', b'H', b'D',
-    b'R', 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15,
-    0xc4, 0x89, 0x00, 0x00, 0x00, 0x0a, b'I', b'D', b'A', b'T', 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00,
-    0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, b'I', b'E', b'N', b'D',
-    0xae, 0x42, 0x60, 0x82,
+/// A real gzip stream (`printf 'hello\n' | gzip -n`): a format engram does not index.
+const GZIP: &[u8] = &[
+    0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xCB, 0x48, 0xCD, 0xC9, 0xC9, 0xE7,
+    0x02, 0x00, 0x20, 0x30, 0x3A, 0x36, 0x06, 0x00, 0x00, 0x00,
 ];
 
 const MARKDOWN: &str = "# Release checklist\n\nBefore every release the team runs the full \
@@ -271,7 +268,7 @@ async fn knowledge_files_and_app_content_are_queued_and_indexed() {
         {"id": "doc-md", "additional_metadata": {"format": "markdown"}},
         {"id": "doc-csv", "additional_metadata": {"format": "csv"}},
         {"id": "doc-json", "additional_metadata": {"format": "json"}},
-        {"id": "doc-png", "additional_metadata": {"format": "png"}},
+        {"id": "doc-gz", "additional_metadata": {"format": "gzip"}},
         {"id": "doc-html", "additional_metadata": {"format": "html"}},
         {"id": "doc-txt", "additional_metadata": {"format": "text"}},
     ]);
@@ -292,7 +289,7 @@ async fn knowledge_files_and_app_content_are_queued_and_indexed() {
             "documents",
             file("service.json", JSON_DOC.as_bytes(), "application/json"),
         )
-        .part("documents", file("logo.png", PNG, "image/png"))
+        .part("documents", file("logo.gz", GZIP, "application/gzip"))
         .part(
             "documents",
             file("hours.html", HTML.as_bytes(), "text/html"),
@@ -317,7 +314,7 @@ async fn knowledge_files_and_app_content_are_queued_and_indexed() {
         ("doc-md", "notes.md"),
         ("doc-csv", "people.csv"),
         ("doc-json", "service.json"),
-        ("doc-png", "logo.png"),
+        ("doc-gz", "logo.gz"),
         ("doc-html", "hours.html"),
         ("doc-txt", "minutes.txt"),
     ];
@@ -326,7 +323,7 @@ async fn knowledge_files_and_app_content_are_queued_and_indexed() {
         assert_eq!(result["filename"], filename, "{reply:#?}");
         assert_eq!(result["infer"], false, "{reply:#?}");
         assert_eq!(result["relations_created"], 0, "{reply:#?}");
-        if id == "doc-png" {
+        if id == "doc-gz" {
             assert_ne!(result["status"], "queued", "{reply:#?}");
             assert_eq!(result["error_code"], "E1002", "{reply:#?}");
             assert!(
@@ -402,25 +399,25 @@ async fn knowledge_files_and_app_content_are_queued_and_indexed() {
         assert_eq!(s["error_message"], "", "{s:#?}");
     }
 
-    // The refused PNG has no status record: alone it is 404, among known ids a not-found entry.
-    status_of(&server, &key, "kb", None, &["doc-png"])
+    // The refused gzip file has no status record: alone it is 404, among known ids a not-found entry.
+    status_of(&server, &key, "kb", None, &["doc-gz"])
         .await
         .assert_current_error(404, "FILE_NOT_FOUND");
     status_of(&server, &key, "kb", None, &["nope-1", "nope-2"])
         .await
         .assert_current_error(404, "FILE_NOT_FOUND");
-    let mixed = status_of(&server, &key, "kb", None, &["doc-txt", "doc-png"]).await;
+    let mixed = status_of(&server, &key, "kb", None, &["doc-txt", "doc-gz"]).await;
     let statuses = mixed.current_ok(200)["statuses"]
         .as_array()
         .unwrap()
         .clone();
     assert_eq!(statuses[0]["indexing_status"], "completed", "{mixed:#?}");
-    assert_eq!(statuses[1]["id"], "doc-png", "{mixed:#?}");
+    assert_eq!(statuses[1]["id"], "doc-gz", "{mixed:#?}");
     assert_eq!(statuses[1]["error_code"], "FILE_NOT_FOUND", "{mixed:#?}");
     assert_eq!(statuses[1]["success"], false, "{mixed:#?}");
     assert_ne!(statuses[1]["indexing_status"], "completed", "{mixed:#?}");
 
-    // Every accepted item has at least one chunk; the PNG added nothing.
+    // Every accepted item has at least one chunk; the gzip file added nothing.
     let (knowledge, memories) = rows(&server, &key, "kb").await;
     assert!(knowledge >= 6, "{knowledge} knowledge rows");
     assert_eq!(memories, 0);
@@ -502,7 +499,7 @@ async fn legacy_upload_knowledge_and_verify_processing() {
     let (server, key) = setup(&["legacykb"]).await;
     let file_metadata = json!([
         {"id": "leg-md", "document_metadata": {"source": "wiki"}},
-        {"id": "leg-png"},
+        {"id": "leg-gz"},
         {"id": "leg-txt"},
     ]);
     let form = Form::new()
@@ -512,7 +509,7 @@ async fn legacy_upload_knowledge_and_verify_processing() {
             "files",
             file("notes.md", MARKDOWN.as_bytes(), "text/markdown"),
         )
-        .part("files", file("logo.png", PNG, "image/png"))
+        .part("files", file("logo.gz", GZIP, "application/gzip"))
         .part("files", file("minutes.txt", TEXT.as_bytes(), "text/plain"))
         .text("file_metadata", file_metadata.to_string())
         .text(
@@ -535,7 +532,7 @@ async fn legacy_upload_knowledge_and_verify_processing() {
         .collect();
     assert_eq!(
         ids,
-        ["leg-md", "leg-png", "leg-txt", "leg-app"],
+        ["leg-md", "leg-gz", "leg-txt", "leg-app"],
         "{reply:#?}"
     );
     for r in results {
@@ -543,7 +540,7 @@ async fn legacy_upload_knowledge_and_verify_processing() {
             r.get("id").is_none(),
             "legacy results use source_id: {reply:#?}"
         );
-        if r["source_id"] == "leg-png" {
+        if r["source_id"] == "leg-gz" {
             assert_ne!(r["status"], "queued", "{reply:#?}");
             assert!(
                 r["error"].as_str().is_some_and(|e| e.contains("E1002")),
@@ -603,7 +600,7 @@ async fn legacy_upload_knowledge_and_verify_processing() {
 
     // The refused file, unknown ids, and the right ids in the wrong sub-tenant: FILE_NOT_FOUND.
     for path in [
-        "/ingestion/verify_processing?file_ids=leg-png&tenant_id=legacykb&sub_tenant_id=team_a",
+        "/ingestion/verify_processing?file_ids=leg-gz&tenant_id=legacykb&sub_tenant_id=team_a",
         "/ingestion/verify_processing?file_ids=zzz&tenant_id=legacykb&sub_tenant_id=team_a",
         "/ingestion/verify_processing?file_ids=leg-md&tenant_id=legacykb",
     ] {

@@ -1,0 +1,164 @@
+//! `engram eval parsing DIR`: how much of each test file's expected text engram's parser
+//! extracts, over the markitdown test files (`DIR/test_files`, `DIR/expected.json`).
+//!
+//! Per file: the fraction of `must_contain_text` found in the extracted text (backslashes
+//! removed, as markitdown's own check does); any `must_not_contain` hit scores 0. A file with
+//! nothing to find scores 1 when it is handled as expected: refused as unsupported when it is
+//! random bytes, extracted without error (or refused for having no text) otherwise. Beside it,
+//! a baseline: the same check on the file's bytes read as text (what plain text extraction
+//! finds), so a format's parser shows what it adds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use engram_parse::{detect, extract, Limits, ParseError};
+use serde_json::Value;
+
+#[derive(clap::Args)]
+pub struct ParsingArgs {
+    /// The markitdown directory (expected.json and test_files/).
+    pub dir: PathBuf,
+    /// Print the extracted text of files below this score.
+    #[arg(long)]
+    pub show_below: Option<f64>,
+}
+
+fn strings(vector: &Value, field: &str) -> Vec<String> {
+    vector[field]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Found of `wanted` in `text`, and whether a forbidden string appears.
+fn check(text: &str, wanted: &[String], forbidden: &[String]) -> (usize, bool) {
+    let text = text.replace('\\', "");
+    let found = wanted.iter().filter(|s| text.contains(s.as_str())).count();
+    let hit = forbidden.iter().any(|s| text.contains(s.as_str()));
+    (found, hit)
+}
+
+/// What the parser made of one file.
+enum Outcome {
+    Text(String),
+    Unsupported(String),
+    Failed(ParseError),
+}
+
+fn parse(path: &Path, name: &str) -> anyhow::Result<Outcome> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let format = match detect(&bytes, name, None) {
+        Ok(format) => format,
+        Err(unsupported) => return Ok(Outcome::Unsupported(unsupported.to_string())),
+    };
+    Ok(match extract(&bytes, format, &Limits::default()) {
+        Ok(document) => Outcome::Text(document.text()),
+        Err(err) => Outcome::Failed(err),
+    })
+}
+
+pub fn run(args: ParsingArgs) -> anyhow::Result<()> {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(args.dir.join("expected.json"))
+            .context("reading expected.json")?,
+    )?;
+    let vectors = expected["vectors"]
+        .as_array()
+        .context("expected.json has no vectors")?;
+    println!(
+        "{:<48} {:>7} {:>7} {:>9} {:>8}  outcome",
+        "file", "found", "score", "baseline", "ms"
+    );
+    let (mut found_all, mut wanted_all, mut score_sum) = (0, 0, 0.0);
+    let mut by_extension: BTreeMap<String, (f64, f64, usize)> = BTreeMap::new();
+    for vector in vectors {
+        let name = vector["file"].as_str().context("a vector without file")?;
+        let path = args.dir.join("test_files").join(name);
+        let wanted = strings(vector, "must_contain_text");
+        let forbidden = strings(vector, "must_not_contain");
+        let negative = vector["notes"]
+            .as_str()
+            .is_some_and(|n| n.contains("unsupported-format error"));
+        let started = Instant::now();
+        let outcome = parse(&path, name)?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let (found, score, label, text) = match &outcome {
+            Outcome::Text(text) => {
+                let (found, hit) = check(text, &wanted, &forbidden);
+                let score = if hit {
+                    0.0
+                } else if wanted.is_empty() {
+                    if negative {
+                        0.0
+                    } else {
+                        1.0
+                    }
+                } else {
+                    found as f64 / wanted.len() as f64
+                };
+                let label = if hit {
+                    "FORBIDDEN TEXT".to_owned()
+                } else {
+                    format!("{} chars", text.chars().count())
+                };
+                (found, score, label, text.as_str())
+            }
+            Outcome::Unsupported(why) => {
+                let score = if negative { 1.0 } else { 0.0 };
+                (0, score, format!("unsupported: {why}"), "")
+            }
+            Outcome::Failed(err) => {
+                let ok = wanted.is_empty() && matches!(err, ParseError::NoText) && !negative;
+                (0, if ok { 1.0 } else { 0.0 }, format!("error: {err}"), "")
+            }
+        };
+        let raw = std::fs::read(&path).unwrap_or_default();
+        let (base_found, base_hit) = check(&String::from_utf8_lossy(&raw), &wanted, &forbidden);
+        let baseline = if wanted.is_empty() || base_hit {
+            0.0
+        } else {
+            base_found as f64 / wanted.len() as f64
+        };
+        println!(
+            "{name:<48} {:>7} {score:>7.2} {baseline:>9.2} {ms:>8.1}  {label}",
+            format!("{found}/{}", wanted.len()),
+        );
+        if args.show_below.is_some_and(|below| score < below) {
+            println!("---- {name} ----\n{text}\n---- end of {name} ----");
+        }
+        found_all += found;
+        wanted_all += wanted.len();
+        score_sum += score;
+        let extension = name
+            .rsplit('.')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let entry = by_extension.entry(extension).or_default();
+        entry.0 += score;
+        entry.1 += baseline;
+        entry.2 += 1;
+    }
+    println!("\nby format (mean score, mean baseline of plain text reading):");
+    for (extension, (score, baseline, files)) in &by_extension {
+        let n = *files as f64;
+        println!(
+            "  {extension:<6} {:.2}  baseline {:.2}  ({files} files)",
+            score / n,
+            baseline / n
+        );
+    }
+    println!(
+        "\noverall: mean per-file score {:.3} over {} files; strings found {found_all}/{wanted_all} ({:.3})",
+        score_sum / vectors.len().max(1) as f64,
+        vectors.len(),
+        found_all as f64 / wanted_all.max(1) as f64
+    );
+    Ok(())
+}
