@@ -1,4 +1,6 @@
-//! JSON: flattened to `path.to.key: value` lines (arrays indexed, `items[0].name: …`), grouped
+//! JSON: a Jupyter notebook (an object with `nbformat` and `cells`) is read as the Markdown of
+//! its cells (code cells fenced with the kernel's language); other JSON is flattened to
+//! `path.to.key: value` lines (arrays indexed, `items[0].name: …`), grouped
 //! into blocks. A top-level array or a stream of values (JSON Lines) is a list of records:
 //! blocks hold whole records where they fit and carry the records' range.
 
@@ -40,10 +42,56 @@ pub(crate) fn within_depth(text: &str) -> bool {
     true
 }
 
+/// A Jupyter notebook's cells as one Markdown text: Markdown and raw cells as they are, code
+/// cells fenced (outputs are left out). `None` when `value` is not a notebook.
+fn notebook_markdown(value: &Value) -> Option<String> {
+    let notebook = value.as_object()?;
+    notebook.get("nbformat")?;
+    let cells = notebook.get("cells")?.as_array()?;
+    let metadata = notebook.get("metadata");
+    let language = metadata
+        .and_then(|m| m.pointer("/kernelspec/language"))
+        .or_else(|| metadata.and_then(|m| m.pointer("/language_info/name")))
+        .and_then(Value::as_str)
+        .filter(|l| {
+            l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-_.".contains(c))
+        })
+        .unwrap_or("");
+    let mut markdown = String::new();
+    for cell in cells {
+        let source = match cell.get("source") {
+            Some(Value::String(source)) => source.clone(),
+            Some(Value::Array(lines)) => lines.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        match cell.get("cell_type").and_then(Value::as_str) {
+            Some("markdown" | "raw") => markdown.push_str(&source),
+            Some("code") => {
+                // A fence longer than any backtick run inside the code.
+                let longest = source.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+                let fence = "`".repeat(longest.max(2) + 1);
+                markdown.push_str(&format!(
+                    "{fence}{language}\n{}\n{fence}",
+                    source.trim_end()
+                ));
+            }
+            _ => continue,
+        }
+        markdown.push_str("\n\n");
+    }
+    Some(markdown)
+}
+
 pub(crate) fn extract(text: &str, limits: &Limits) -> Result<Document, ParseError> {
     let mut values = Vec::new();
     for value in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
         values.push(value.map_err(|e| ParseError::Corrupt(format!("invalid json: {e}")))?);
+    }
+    if let [value] = values.as_slice() {
+        if let Some(markdown) = notebook_markdown(value) {
+            return super::markdown::extract(&markdown, limits);
+        }
     }
     let mut out = Builder::new(limits);
     let mut lines = Lines::default();
@@ -194,6 +242,30 @@ mod tests {
             .into_iter()
             .map(|b| b.text)
             .collect()
+    }
+
+    #[test]
+    fn notebooks_read_as_their_cells() {
+        let sample = std::fs::read_to_string(crate::tests::sample("test_notebook.ipynb")).unwrap();
+        let doc = extract(&sample, &Limits::default()).unwrap();
+        let text = doc.text();
+        assert!(text.contains("# Test Notebook"), "{text}");
+        assert!(
+            text.contains("```python\nprint(\"markitdown\")\n```"),
+            "{text}"
+        );
+        assert!(!text.contains("nbformat"), "{text}");
+        let code = doc
+            .blocks
+            .iter()
+            .find(|b| b.kind == BlockKind::Code)
+            .unwrap();
+        assert_eq!(
+            code.layout.headings.first().map(String::as_str),
+            Some("Test Notebook")
+        );
+        let fenced = r#"{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": ["x = '```'\n", "y"]}]}"#;
+        assert_eq!(texts(fenced), ["````\nx = '```'\ny\n````"]);
     }
 
     #[test]
