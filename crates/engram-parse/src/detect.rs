@@ -68,6 +68,7 @@ fn text_format(text: &str, extension: &str, declared: Option<&str>) -> Format {
         Some(format) => format,
         _ if looks_like_html(text) => Format::Html,
         _ if looks_like_json(text, false) => Format::Json,
+        _ if looks_like_xml(text) => Format::Xml,
         _ => Format::PlainText,
     }
 }
@@ -97,6 +98,71 @@ fn is_svg(text: &str) -> bool {
         rest.as_bytes().get(4),
         Some(b' ' | b'>' | b'\n' | b'\t' | b'\r' | b'/')
     )
+}
+
+/// Markup that opens with an XML declaration, or whose first element is closed again at the
+/// end of the text (`<catalog>…</catalog>`).
+fn looks_like_xml(text: &str) -> bool {
+    let start = text.trim_start();
+    if start.starts_with("<?xml") {
+        return true;
+    }
+    let Some(name) = start.strip_prefix('<').map(|rest| {
+        rest.split([' ', '>', '/', '\n', '\t', '\r'])
+            .next()
+            .unwrap_or_default()
+    }) else {
+        return false;
+    };
+    let is_name = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_-.:".contains(c));
+    // HTML fragments (`<b>…</b>`, `<div>…</div>`) are not XML documents.
+    const HTML: &[&str] = &[
+        "a",
+        "b",
+        "i",
+        "u",
+        "p",
+        "em",
+        "strong",
+        "span",
+        "div",
+        "section",
+        "article",
+        "ul",
+        "ol",
+        "li",
+        "table",
+        "tr",
+        "td",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "body",
+        "head",
+        "pre",
+        "code",
+        "blockquote",
+        "main",
+        "nav",
+        "header",
+        "footer",
+        "form",
+        "small",
+        "br",
+        "img",
+    ];
+    is_name
+        && !HTML.contains(&name.to_ascii_lowercase().as_str())
+        && text.trim_end().ends_with(&format!("</{name}>"))
 }
 
 /// Markup whose first KiB opens a `<!doctype html>` or an `<html>` element.
@@ -482,6 +548,14 @@ mod tests {
             detect(b"<b>not a page</b>", "", None),
             Ok(Format::PlainText)
         );
+        assert_eq!(
+            detect(b"<catalog><book>Dune</book></catalog>", "", None),
+            Ok(Format::Xml)
+        );
+        assert_eq!(
+            detect(b"<?xml version='1.0'?><a>x</a>", "notes.txt", None),
+            Ok(Format::Xml)
+        );
         // Only the first KiB is looked at, cut on a character boundary.
         let late = format!("<!-- {} --><html>", "\u{e9}".repeat(600));
         assert_eq!(detect(late.as_bytes(), "", None), Ok(Format::PlainText));
@@ -524,7 +598,7 @@ mod tests {
             ("test_notebook.ipynb", Ok(Format::Json)),
             ("test_blog.html", Ok(Format::Html)),
             ("test_wikipedia.html", Ok(Format::Html)),
-            ("test_rss.xml", Ok(Format::PlainText)),
+            ("test_rss.xml", Ok(Format::Xml)),
         ];
         for (file, expected) in cases {
             let bytes = std::fs::read(crate::tests::sample(file)).unwrap();

@@ -20,6 +20,8 @@ pub enum Format {
     Json,
     /// HTML or XHTML.
     Html,
+    /// XML: RSS and Atom feeds as sections, other documents as their elements' text.
+    Xml,
 }
 
 impl Format {
@@ -31,6 +33,7 @@ impl Format {
         Self::Tsv,
         Self::Json,
         Self::Html,
+        Self::Xml,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -42,6 +45,7 @@ impl Format {
             Self::Tsv => "text/tab-separated-values",
             Self::Json => "application/json",
             Self::Html => "text/html",
+            Self::Xml => "application/xml",
         }
     }
 
@@ -54,6 +58,7 @@ impl Format {
             Self::Tsv => "tsv",
             Self::Json => "json",
             Self::Html => "html",
+            Self::Xml => "xml",
         }
     }
 
@@ -77,6 +82,11 @@ impl Format {
             | "application/jsonl"
             | "application/x-jsonlines" => Self::Json,
             "text/html" | "application/xhtml+xml" => Self::Html,
+            "application/xml"
+            | "text/xml"
+            | "application/rss+xml"
+            | "application/atom+xml"
+            | "application/rdf+xml" => Self::Xml,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })
@@ -91,6 +101,7 @@ impl Format {
             "tsv" | "tab" => Self::Tsv,
             "json" | "jsonl" | "ndjson" | "geojson" => Self::Json,
             "html" | "htm" | "xhtml" => Self::Html,
+            "xml" | "rss" | "atom" | "rdf" => Self::Xml,
             _ => return None,
         })
     }

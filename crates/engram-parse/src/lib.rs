@@ -47,6 +47,7 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Tsv => formats::delimited::extract(&text(bytes)?, b'\t', limits),
         Format::Json => formats::json::extract(&text(bytes)?, limits),
         Format::Html => formats::html::extract(&text(bytes)?, limits),
+        Format::Xml => formats::xml::extract(&text(bytes)?, limits),
     }
 }
 

@@ -7,3 +7,4 @@ pub(crate) mod json;
 pub(crate) mod markdown;
 pub(crate) mod plain;
 pub(crate) mod table;
+pub(crate) mod xml;
