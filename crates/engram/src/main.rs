@@ -2,6 +2,7 @@
 //! HTTP server, and offers the administrative commands.
 
 mod bench;
+mod bench_parse;
 mod bench_query;
 mod bench_webhooks;
 mod eval;
@@ -79,6 +80,8 @@ enum BenchCommand {
     Query(bench_query::QueryBench),
     /// Webhook deliveries per second and the delay from terminal state to delivery.
     Webhooks(bench_webhooks::WebhookBench),
+    /// Parsing throughput: pages per second (PDF), rows per second (spreadsheet).
+    Parse(bench_parse::ParseBench),
 }
 
 impl ConfigArgs {
@@ -112,6 +115,10 @@ fn main() -> anyhow::Result<()> {
                 command: BenchCommand::Webhooks(args),
                 ..
             } => bench_webhooks::webhooks(args).await,
+            Command::Bench {
+                command: BenchCommand::Parse(args),
+                ..
+            } => bench_parse::parse(args),
             Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
             Command::Openapi => {
                 println!(
