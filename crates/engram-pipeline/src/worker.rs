@@ -47,6 +47,15 @@ impl Default for PipelineOptions {
     }
 }
 
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// One indexing worker.
 pub struct Pipeline {
     store: Arc<dyn Store>,
@@ -135,6 +144,7 @@ impl Pipeline {
         if claimed.is_empty() {
             return Ok(0);
         }
+        let _heartbeat = self.heartbeat(&claimed);
         let count = claimed.len();
         let (claimed, prepared) = self.prepare_all(claimed).await;
 
@@ -221,6 +231,24 @@ impl Pipeline {
             "indexed batch"
         );
         Ok(count)
+    }
+
+    /// Extends the batch's leases every third of a lease until the returned guard is dropped,
+    /// so a batch that outlasts one lease (OCR of a long scan) is not claimed twice.
+    fn heartbeat(&self, claimed: &[ClaimedItem]) -> AbortOnDrop {
+        let (store, clock) = (self.store.clone(), self.clock.clone());
+        let lease_ms = self.options.lease_ms;
+        let items = claimed.to_vec();
+        let every = Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(1).max(1));
+        AbortOnDrop(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let until = clock.now_ms().saturating_add(lease_ms);
+                if let Err(err) = store.extend_leases(&items, until).await {
+                    tracing::warn!(error = %err, "extending indexing leases failed");
+                }
+            }
+        }))
     }
 
     async fn prepare_all(&self, claimed: Vec<ClaimedItem>) -> (Vec<ClaimedItem>, Vec<Prepared>) {

@@ -305,6 +305,10 @@ pub trait WorkQueue: Send + Sync {
         lease_ms: i64,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedItem>>;
+    /// Extends the leases this owner still holds on `items` to `until` (a heartbeat for long
+    /// batches: OCR of a large scan can outlast one lease). Items upserted, deleted or claimed
+    /// by another worker meanwhile are left alone.
+    async fn extend_leases(&self, items: &[ClaimedItem], until: i64) -> StoreResult<()>;
     /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
     /// still current, and returns the new chunks' keys in order. `None` (and nothing written)
     /// when the item was upserted, deleted or re-leased meanwhile.

@@ -294,6 +294,25 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
         1,
         "indexed once"
     );
+
+    // A heartbeat keeps a long batch's lease; another owner's heartbeat extends nothing.
+    store
+        .enqueue_items(&scope, &[item("c", "slow", "text")], true, 100_000)
+        .await
+        .unwrap();
+    let slow = claim_ours(store, &scope, "slow-worker", 100_000).await;
+    assert_eq!(slow.len(), 1);
+    store.extend_leases(&slow, 400_000).await.unwrap();
+    assert!(
+        claim_ours(store, &scope, "thief", 200_000).await.is_empty(),
+        "the extended lease still holds"
+    );
+    let mut foreign = slow.clone();
+    foreign[0].lease_owner = "thief".into();
+    store.extend_leases(&foreign, 900_000).await.unwrap();
+    let taken = claim_ours(store, &scope, "thief", 400_001).await;
+    assert_eq!(taken.len(), 1, "only the holder extends its lease");
+    store.extend_leases(&[], 1).await.unwrap();
 }
 
 async fn failures_retry_then_error<S: Store>(store: &S) {

@@ -561,6 +561,19 @@ impl WorkQueue for SqliteStore {
         Ok(claimed)
     }
 
+    async fn extend_leases(&self, items: &[ClaimedItem], until: i64) -> StoreResult<()> {
+        let Some(first) = items.first() else {
+            return Ok(());
+        };
+        let mut sql = QueryBuilder::<Sqlite>::new("UPDATE items SET lease_until = ");
+        sql.push_bind(until)
+            .push(" WHERE status = 'processing' AND lease_owner = ")
+            .push_bind(first.lease_owner.as_str());
+        push_in(&mut sql, "item_key", items.iter().map(|i| i.item_key));
+        sql.build().execute(&self.pool).await?;
+        Ok(())
+    }
+
     async fn complete_item(
         &self,
         item: &ClaimedItem,
