@@ -1,0 +1,145 @@
+//! Uploaded files of every text format, end to end: detected by content, parsed, chunked with
+//! their structure in `layout`, and found by queries (the real binary and model).
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{eventually, send_form, Server};
+use reqwest::multipart::{Form, Part};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn sample(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/eval/parsing/markitdown/test_files")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Uploads files (name, bytes) with ids; asserts each is queued and waits until each is
+/// terminal; returns the statuses by id.
+async fn upload(server: &Server, key: &str, files: &[(&str, &str, Vec<u8>)]) -> Vec<Value> {
+    let mut form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "files");
+    for (_, name, bytes) in files {
+        form = form.part(
+            "documents",
+            Part::bytes(bytes.clone()).file_name((*name).to_owned()),
+        );
+    }
+    let metadata: Vec<Value> = files.iter().map(|(id, _, _)| json!({"id": id})).collect();
+    form = form.text("document_metadata", Value::from(metadata).to_string());
+    let reply = send_form(server, "/context/ingest", key, form).await;
+    let data = reply.current_ok(202);
+    for result in data["results"].as_array().unwrap() {
+        assert_eq!(result["status"], "queued", "{reply:#?}");
+    }
+    let ids: Vec<&str> = files.iter().map(|(id, _, _)| *id).collect();
+    eventually(WAIT, "every file indexed", || async {
+        let reply = server
+            .get(
+                &format!("/context/status?database=files&ids={}", ids.join(",")),
+                key,
+            )
+            .await;
+        let statuses = reply.body["data"]["statuses"].as_array()?.clone();
+        statuses
+            .iter()
+            .all(|s| s["indexing_status"] == "completed" || s["indexing_status"] == "errored")
+            .then_some(statuses)
+    })
+    .await
+}
+
+/// The chunks a query returns for one source id.
+async fn chunks_of(server: &Server, key: &str, query: &str, id: &str) -> Vec<Value> {
+    let reply = server
+        .post(
+            "/query",
+            key,
+            json!({"database": "files", "query": query, "max_results": 50, "query_by": "text"}),
+        )
+        .await;
+    let data = reply.current_ok(200);
+    data["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["id"] == id)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn text_formats_in_any_encoding_are_indexed_with_structure() {
+    let server = Server::start();
+    let key = server.key("org-files", &[]);
+    server.ready_database(&key, "files").await;
+    let statuses = upload(
+        &server,
+        &key,
+        &[
+            ("kanji", "test_mskanji.csv", sample("test_mskanji.csv")),
+            ("feed", "test_rss.xml", sample("test_rss.xml")),
+            (
+                "notebook",
+                "test_notebook.ipynb",
+                sample("test_notebook.ipynb"),
+            ),
+            (
+                "latin1",
+                "menu.txt",
+                b"Cr\xE8me br\xFBl\xE9e and caf\xE9 au lait are on the dessert menu.".to_vec(),
+            ),
+        ],
+    )
+    .await;
+    for status in &statuses {
+        assert_eq!(status["indexing_status"], "completed", "{status:#?}");
+    }
+
+    // Shift-JIS CSV: decoded, a Markdown table whose header row is repeated, rows in layout.
+    let listed = server
+        .post(
+            "/context/list",
+            &key,
+            json!({"database": "files", "type": "knowledge", "source_ids": ["kanji"]}),
+        )
+        .await;
+    assert_eq!(listed.current_ok(200)["total"], 1, "{listed:#?}");
+    let kanji = chunks_of(&server, &key, "佐藤太郎", "kanji").await;
+    let table = kanji[0]["chunk_content"].as_str().unwrap();
+    assert!(table.contains("| 名前 | 年齢 | 住所 |"), "{kanji:#?}");
+    assert!(table.contains("| 髙橋淳 | 35 | 名古屋 |"), "{kanji:#?}");
+    assert!(kanji[0]["layout"]["row_range"].is_array(), "{kanji:#?}");
+    let latin = chunks_of(&server, &key, "brûlée dessert", "latin1").await;
+    assert!(
+        latin[0]["chunk_content"]
+            .as_str()
+            .unwrap()
+            .contains("Crème brûlée"),
+        "{latin:#?}"
+    );
+
+    // RSS: items as sections under the feed title.
+    let feed = chunks_of(&server, &key, "Fortune 500 Microsoft 365 Copilot", "feed").await;
+    let first = &feed[0];
+    let headings = first["layout"]["headings"].as_array().unwrap();
+    assert_eq!(headings[0], "The Official Microsoft Blog", "{first:#?}");
+    assert!(!first["chunk_content"].as_str().unwrap().contains("<item>"));
+
+    // Notebook: cells as Markdown, code fenced.
+    let notebook = chunks_of(&server, &key, "markitdown print", "notebook").await;
+    assert!(
+        notebook
+            .iter()
+            .any(|c| c["chunk_content"].as_str().unwrap().contains("```python")),
+        "{notebook:#?}"
+    );
+}
