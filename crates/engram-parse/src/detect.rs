@@ -28,6 +28,9 @@ pub fn detect(
     declared_media_type: Option<&str>,
 ) -> Result<Format, Unsupported> {
     let extension = extension(filename);
+    if let Some(format) = binary_format(bytes) {
+        return Ok(format);
+    }
     if let Some(found) = signature(bytes, &extension) {
         return Err(found);
     }
@@ -59,7 +62,7 @@ fn extension(filename: &str) -> String {
 
 fn text_format(text: &str, extension: &str, declared: Option<&str>) -> Format {
     // `.txt` and `text/plain` say only "text": they do not stop the other signs.
-    let specific = |format: &Format| *format != Format::PlainText;
+    let specific = |format: &Format| *format != Format::PlainText && format.is_text();
     let named = Format::from_extension(extension)
         .filter(specific)
         .or_else(|| declared.and_then(Format::from_media_type).filter(specific));
@@ -204,6 +207,26 @@ type Media = Option<Cow<'static, str>>;
 
 fn found(label: &'static str, media_type: &'static str) -> Unsupported {
     Unsupported::new(label, Some(Cow::Borrowed(media_type)))
+}
+
+/// Binary formats engram reads, by their certain signatures.
+fn binary_format(bytes: &[u8]) -> Option<Format> {
+    if bytes.starts_with(b"%PDF-") {
+        return Some(Format::Pdf);
+    }
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return Some(Format::Png);
+    }
+    if bytes.starts_with(b"\xFF\xD8\xFF") {
+        return Some(Format::Jpeg);
+    }
+    if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") {
+        return Some(Format::Tiff);
+    }
+    if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+        return Some(Format::Webp);
+    }
+    None
 }
 
 /// Certain signatures at the start of the file.
@@ -400,24 +423,21 @@ mod tests {
     fn real_leading_bytes_are_refused_whatever_the_name() {
         // First bytes of the files in shared/eval/parsing/markitdown/test_files.
         let pdf = b"%PDF-1.4\n%\xC7\xEC\x8F\xA2\n5 0 obj\n<</Length 6 0 R/Filter /FlateDecode>>\nstream\n";
-        assert_eq!(refused(pdf, "report.txt"), "PDF document (application/pdf)");
+        assert_eq!(detect(pdf, "report.txt", None), Ok(Format::Pdf));
         let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x01\0\0\0\x01\0\x08\x06\0\0\0";
-        assert_eq!(refused(png, "notes.txt"), "PNG image (image/png)");
+        assert_eq!(detect(png, "notes.txt", None), Ok(Format::Png));
         assert_eq!(
-            refused(b"\xFF\xD8\xFF\xE0\0\x10JFIF\0\x01", "a.md"),
-            "JPEG image (image/jpeg)"
+            detect(b"\xFF\xD8\xFF\xE0\0\x10JFIF\0\x01", "a.md", None),
+            Ok(Format::Jpeg)
         );
         assert_eq!(
             refused(b"GIF89a\x01\0\x01\0\x80\0\0", "a.csv"),
             "GIF image (image/gif)"
         );
+        assert_eq!(detect(b"II*\0\x08\0\0\0", "scan", None), Ok(Format::Tiff));
         assert_eq!(
-            refused(b"II*\0\x08\0\0\0", "scan"),
-            "TIFF image (image/tiff)"
-        );
-        assert_eq!(
-            refused(b"RIFF\x24\x08\0\0WEBPVP8 ", "x"),
-            "WebP image (image/webp)"
+            detect(b"RIFF\x24\x08\0\0WEBPVP8 ", "x", None),
+            Ok(Format::Webp)
         );
         assert_eq!(
             refused(b"\x1F\x8B\x08\0\0\0\0\0", "x.json"),
@@ -585,14 +605,14 @@ mod tests {
     #[test]
     fn markitdown_samples() {
         let cases = [
-            ("test.pdf", Err("PDF document (application/pdf)")),
+            ("test.pdf", Ok(Format::Pdf)),
             ("test.docx", Err("Word document (application/vnd.openxmlformats-officedocument.wordprocessingml.document)")),
             ("test.xlsx", Err("Excel workbook (application/vnd.openxmlformats-officedocument.spreadsheetml.sheet)")),
             ("test.pptx", Err("PowerPoint presentation (application/vnd.openxmlformats-officedocument.presentationml.presentation)")),
             ("test.xls", Err("Excel 97-2003 workbook (application/vnd.ms-excel)")),
             ("test_outlook_msg.msg", Err("Outlook message (application/vnd.ms-outlook)")),
             ("test.epub", Err("EPUB book (application/epub+zip)")),
-            ("test.jpg", Err("JPEG image (image/jpeg)")),
+            ("test.jpg", Ok(Format::Jpeg)),
             ("test_files.zip", Err("ZIP archive (application/zip)")),
             ("test.json", Ok(Format::Json)),
             ("test_notebook.ipynb", Ok(Format::Json)),

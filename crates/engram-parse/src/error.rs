@@ -52,6 +52,14 @@ pub enum ParseError {
     /// The file, or what it expands to, is past one of the `Limits`.
     #[error("file too large: {what} over the limit of {limit}")]
     TooLarge { what: &'static str, limit: usize },
+    /// A tool this format is read with is not installed.
+    #[error(
+        "reading this file needs `{tool}`, which is not installed (Debian package `{package}`)"
+    )]
+    ToolMissing {
+        tool: &'static str,
+        package: &'static str,
+    },
 }
 
 impl ParseError {
@@ -61,7 +69,9 @@ impl ParseError {
     /// message says which.
     pub fn item_code(&self) -> ItemErrorCode {
         match self {
-            Self::NoText | Self::Corrupt(_) | Self::TooLarge { .. } => ItemErrorCode::NoText,
+            Self::NoText | Self::Corrupt(_) | Self::TooLarge { .. } | Self::ToolMissing { .. } => {
+                ItemErrorCode::NoText
+            }
         }
     }
 }

@@ -22,6 +22,13 @@ pub enum Format {
     Html,
     /// XML: RSS and Atom feeds as sections, other documents as their elements' text.
     Xml,
+    /// PDF: the text layer by page, scanned pages through OCR.
+    Pdf,
+    /// Images, read by OCR (with their descriptive metadata).
+    Png,
+    Jpeg,
+    Tiff,
+    Webp,
 }
 
 impl Format {
@@ -34,6 +41,11 @@ impl Format {
         Self::Json,
         Self::Html,
         Self::Xml,
+        Self::Pdf,
+        Self::Png,
+        Self::Jpeg,
+        Self::Tiff,
+        Self::Webp,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -46,7 +58,26 @@ impl Format {
             Self::Json => "application/json",
             Self::Html => "text/html",
             Self::Xml => "application/xml",
+            Self::Pdf => "application/pdf",
+            Self::Png => "image/png",
+            Self::Jpeg => "image/jpeg",
+            Self::Tiff => "image/tiff",
+            Self::Webp => "image/webp",
         }
+    }
+
+    /// Whether the format is text (decoded first); binary formats are known only by content.
+    pub fn is_text(self) -> bool {
+        matches!(
+            self,
+            Self::PlainText
+                | Self::Markdown
+                | Self::Csv
+                | Self::Tsv
+                | Self::Json
+                | Self::Html
+                | Self::Xml
+        )
     }
 
     /// A short lower-case name, for logs and messages.
@@ -59,6 +90,11 @@ impl Format {
             Self::Json => "json",
             Self::Html => "html",
             Self::Xml => "xml",
+            Self::Pdf => "pdf",
+            Self::Png => "png",
+            Self::Jpeg => "jpeg",
+            Self::Tiff => "tiff",
+            Self::Webp => "webp",
         }
     }
 
@@ -87,6 +123,11 @@ impl Format {
             | "application/rss+xml"
             | "application/atom+xml"
             | "application/rdf+xml" => Self::Xml,
+            "application/pdf" => Self::Pdf,
+            "image/png" => Self::Png,
+            "image/jpeg" | "image/jpg" => Self::Jpeg,
+            "image/tiff" => Self::Tiff,
+            "image/webp" => Self::Webp,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })
@@ -130,7 +171,7 @@ mod tests {
             Format::from_media_type("application/ld+json"),
             Some(Format::Json)
         );
-        assert_eq!(Format::from_media_type("application/pdf"), None);
+        assert_eq!(Format::from_media_type("application/zip"), None);
         assert_eq!(Format::from_media_type(""), None);
     }
 
@@ -138,6 +179,10 @@ mod tests {
     fn extensions() {
         assert_eq!(Format::from_extension("MD"), Some(Format::Markdown));
         assert_eq!(Format::from_extension("jsonl"), Some(Format::Json));
-        assert_eq!(Format::from_extension("pdf"), None);
+        assert_eq!(
+            Format::from_extension("pdf"),
+            None,
+            "binary formats are known by content"
+        );
     }
 }

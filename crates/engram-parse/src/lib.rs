@@ -48,6 +48,10 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Json => formats::json::extract(&text(bytes)?, limits),
         Format::Html => formats::html::extract(&text(bytes)?, limits),
         Format::Xml => formats::xml::extract(&text(bytes)?, limits),
+        Format::Pdf => formats::pdf::extract(bytes, limits),
+        Format::Png | Format::Jpeg | Format::Tiff | Format::Webp => {
+            formats::image::extract(bytes, format.name(), limits)
+        }
     }
 }
 

@@ -3,8 +3,11 @@
 
 pub(crate) mod delimited;
 pub(crate) mod html;
+pub(crate) mod image;
 pub(crate) mod json;
 pub(crate) mod markdown;
+pub(crate) mod pdf;
 pub(crate) mod plain;
 pub(crate) mod table;
+pub(crate) mod tools;
 pub(crate) mod xml;

@@ -5,18 +5,22 @@ use crate::{Document, Limits, ParseError};
 
 pub(crate) fn extract(text: &str, limits: &Limits) -> Result<Document, ParseError> {
     let mut out = Builder::new(limits);
-    paragraphs(text, &mut out)?;
+    paragraphs(text, &mut out, &Layout::default())?;
     out.finish()
 }
 
-/// Pushes each paragraph of `text` as it is, lines kept.
-pub(crate) fn paragraphs(text: &str, out: &mut Builder<'_>) -> Result<(), ParseError> {
+/// Pushes each paragraph of `text` as it is, lines kept, each with `layout`.
+pub(crate) fn paragraphs(
+    text: &str,
+    out: &mut Builder<'_>,
+    layout: &Layout,
+) -> Result<(), ParseError> {
     let mut start = None;
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         match (line.trim().is_empty(), start) {
             (true, Some(s)) => {
-                out.push(BlockKind::Paragraph, &text[s..offset], Layout::default())?;
+                out.push(BlockKind::Paragraph, &text[s..offset], layout.clone())?;
                 start = None;
             }
             (false, None) => start = Some(offset),
@@ -25,7 +29,7 @@ pub(crate) fn paragraphs(text: &str, out: &mut Builder<'_>) -> Result<(), ParseE
         offset += line.len();
     }
     if let Some(s) = start {
-        out.push(BlockKind::Paragraph, &text[s..], Layout::default())?;
+        out.push(BlockKind::Paragraph, &text[s..], layout.clone())?;
     }
     Ok(())
 }

@@ -32,18 +32,18 @@ pub(crate) fn extract(text: &str, limits: &Limits) -> Result<Document, ParseErro
 }
 
 /// The text directly inside one element, with the names of the elements around it.
-struct Element {
+pub(crate) struct Element {
     /// Local names from the root down to this element.
-    path: Vec<String>,
-    text: String,
+    pub(crate) path: Vec<String>,
+    pub(crate) text: String,
 }
 
 impl Element {
-    fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.path.last().map(String::as_str).unwrap_or_default()
     }
 
-    fn parent(&self) -> &str {
+    pub(crate) fn parent(&self) -> &str {
         self.path
             .len()
             .checked_sub(2)
@@ -59,7 +59,7 @@ fn local(name: &[u8]) -> String {
 }
 
 /// Every element that holds text, in document order (an element's text pieces joined).
-fn elements(text: &str) -> Result<Vec<Element>, ParseError> {
+pub(crate) fn elements(text: &str) -> Result<Vec<Element>, ParseError> {
     let corrupt = |e: &dyn std::fmt::Display| ParseError::Corrupt(format!("invalid xml: {e}"));
     let mut reader = Reader::from_str(text);
     let mut path: Vec<String> = Vec::new();

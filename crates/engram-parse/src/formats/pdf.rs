@@ -1,0 +1,148 @@
+//! PDF: the text layer by Poppler's `pdftotext` (reading order), one page at a time (pages end
+//! at form feeds), each page's paragraphs with `layout.page`. Pages without a text layer (scans)
+//! are rendered by `pdftoppm` and read by Tesseract. Both run as subprocesses (`tools`): a
+//! malformed or hostile PDF fails, or is killed at the time-out, without touching the worker.
+//! Encrypted PDFs that need a password are `Corrupt` with that reason.
+
+use std::path::Path;
+
+use crate::document::{Builder, Layout};
+use crate::formats::{plain, tools};
+use crate::{Document, Limits, ParseError};
+
+/// Most pages sent through OCR in one document (each takes seconds).
+const MAX_OCR_PAGES: usize = 200;
+
+pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
+    let dir = tempfile::tempdir().map_err(|e| ParseError::Corrupt(format!("temp dir: {e}")))?;
+    let input = dir.path().join("in.pdf");
+    std::fs::write(&input, bytes).map_err(|e| ParseError::Corrupt(format!("temp file: {e}")))?;
+    let run = tools::run(
+        tools::PDFTOTEXT,
+        &[
+            "-enc".as_ref(),
+            "UTF-8".as_ref(),
+            input.as_os_str(),
+            "-".as_ref(),
+        ],
+        dir.path(),
+        limits.max_text_bytes,
+    )?;
+    if !run.success {
+        let reason = run.stderr.lines().last().unwrap_or("unreadable").trim();
+        let reason = if reason.contains("password") || reason.contains("Incorrect password") {
+            "the PDF is encrypted".to_owned()
+        } else {
+            format!("pdftotext: {reason}")
+        };
+        return Err(ParseError::Corrupt(reason));
+    }
+    let text = String::from_utf8_lossy(&run.stdout);
+    let mut pages: Vec<&str> = text.split('\u{c}').collect();
+    // pdftotext ends the last page with a form feed too.
+    if pages.last().is_some_and(|p| p.trim().is_empty()) && pages.len() > 1 {
+        pages.pop();
+    }
+    let mut out = Builder::new(limits);
+    let mut ocr_pages = 0;
+    for (index, page_text) in pages.iter().enumerate() {
+        let page = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        let layout = Layout {
+            page: Some(page),
+            ..Layout::default()
+        };
+        if page_text.trim().is_empty() && ocr_pages < MAX_OCR_PAGES {
+            ocr_pages += 1;
+            let scanned = ocr_page(&input, page, dir.path(), limits)?;
+            plain::paragraphs(&crate::decode::normalize(&scanned), &mut out, &layout)?;
+        } else {
+            plain::paragraphs(&crate::decode::normalize(page_text), &mut out, &layout)?;
+        }
+    }
+    out.finish()
+}
+
+/// The OCR text of one page, rendered at 300 dpi.
+fn ocr_page(input: &Path, page: u32, dir: &Path, limits: &Limits) -> Result<String, ParseError> {
+    let number = page.to_string();
+    let prefix = dir.join(format!("page-{page}"));
+    let run = tools::run(
+        tools::PDFTOPPM,
+        &[
+            "-r".as_ref(),
+            "300".as_ref(),
+            "-f".as_ref(),
+            number.as_ref(),
+            "-l".as_ref(),
+            number.as_ref(),
+            "-png".as_ref(),
+            "-singlefile".as_ref(),
+            input.as_os_str(),
+            prefix.as_os_str(),
+        ],
+        dir,
+        1024,
+    )?;
+    let image = prefix.with_extension("png");
+    if !run.success || !image.exists() {
+        return Ok(String::new());
+    }
+    let text = tools::ocr(&image, dir, limits.max_text_bytes);
+    let _ = std::fs::remove_file(&image);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::sample;
+
+    fn text_of(name: &str) -> Document {
+        extract(&std::fs::read(sample(name)).unwrap(), &Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn pages_are_numbered() {
+        let doc = text_of("REPAIR-2022-INV-001_multipage.pdf");
+        let pages: Vec<u32> = doc.blocks.iter().filter_map(|b| b.layout.page).collect();
+        assert_eq!(pages.first(), Some(&1));
+        assert_eq!(pages.last(), Some(&3), "pdfinfo: 3 pages");
+        assert!(pages.windows(2).all(|w| w[0] <= w[1]));
+        assert!(doc.text().contains("Gabriel Diaz"));
+    }
+
+    #[test]
+    fn scans_go_through_ocr() {
+        let doc = text_of("MEDRPT-2024-PAT-3847_medical_report_scan.pdf");
+        assert!(doc.text().split_whitespace().count() > 20, "{}", doc.text());
+    }
+
+    #[test]
+    fn broken_and_encrypted_pdfs_fail_cleanly() {
+        let bytes = std::fs::read(sample("test.pdf")).unwrap();
+        // A truncated file gives what is readable, or an error: never a panic or a hang.
+        let _ = extract(&bytes[..bytes.len() / 3], &Limits::default());
+        assert!(matches!(
+            extract(b"%PDF-1.7\nnot really", &Limits::default()),
+            Err(ParseError::Corrupt(_) | ParseError::NoText)
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, locked) = (dir.path().join("p.pdf"), dir.path().join("l.pdf"));
+        std::fs::write(&plain, &bytes).unwrap();
+        let made = std::process::Command::new("qpdf")
+            .args(["--encrypt", "user-pw", "owner-pw", "256", "--"])
+            .arg(&plain)
+            .arg(&locked)
+            .status();
+        match made {
+            Ok(status) if status.success() => {
+                let locked = std::fs::read(&locked).unwrap();
+                assert_eq!(
+                    extract(&locked, &Limits::default()),
+                    Err(ParseError::Corrupt("the PDF is encrypted".into()))
+                );
+            }
+            _ => eprintln!("qpdf not installed: encrypted PDF case skipped"),
+        }
+    }
+}
