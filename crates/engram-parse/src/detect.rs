@@ -28,7 +28,7 @@ pub fn detect(
     declared_media_type: Option<&str>,
 ) -> Result<Format, Unsupported> {
     let extension = extension(filename);
-    if let Some(format) = binary_format(bytes) {
+    if let Some(format) = binary_format(bytes, &extension) {
         return Ok(format);
     }
     if let Some(found) = signature(bytes, &extension) {
@@ -210,7 +210,7 @@ fn found(label: &'static str, media_type: &'static str) -> Unsupported {
 }
 
 /// Binary formats engram reads, by their certain signatures.
-fn binary_format(bytes: &[u8]) -> Option<Format> {
+fn binary_format(bytes: &[u8], extension: &str) -> Option<Format> {
     if bytes.starts_with(b"%PDF-") {
         return Some(Format::Pdf);
     }
@@ -225,6 +225,18 @@ fn binary_format(bytes: &[u8]) -> Option<Format> {
     }
     if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
         return Some(Format::Webp);
+    }
+    if bytes.starts_with(b"PK\x03\x04") {
+        return match zip(bytes, extension).media_type() {
+            Some(media) => Format::from_media_type(media).filter(|f| !f.is_text()),
+            None => None,
+        };
+    }
+    if bytes.starts_with(b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1") {
+        return ole2(bytes)
+            .media_type()
+            .and_then(Format::from_media_type)
+            .filter(|f| !f.is_text());
     }
     None
 }
@@ -447,7 +459,7 @@ mod tests {
             refused(b"\x7FELF\x02\x01\x01\0\0\0\0\0\0\0\0\0", "x").starts_with("ELF executable")
         );
         let zip = b"PK\x03\x04\x14\0\0\0\x08\0\0\0!\0";
-        assert_eq!(refused(zip, "a.txt"), "ZIP archive (application/zip)");
+        assert_eq!(detect(zip, "a.txt", None), Ok(Format::Zip));
         let ole = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1\0\0\0\0\0\0\0\0";
         assert!(refused(ole, "a.txt").starts_with("OLE2 compound document"));
         assert!(refused(b"{\\rtf1\\ansi\\deff0 hello}", "a.txt").starts_with("RTF document"));
@@ -469,7 +481,7 @@ mod tests {
         );
         let mut docx = b"PK\x03\x04\x14\0\x06\0\x08\0\0\0!\0".to_vec();
         docx.extend_from_slice(b"....[Content_Types].xml....word/document.xml....");
-        assert!(refused(&docx, "a").starts_with("Word document"));
+        assert_eq!(detect(&docx, "a", None), Ok(Format::Docx));
         let keynote = b"PK\x03\x04\x14\0\0\0\x08\0Index/Metadata.iwa";
         assert!(refused(keynote, "deck.key").starts_with("Keynote presentation"));
         let mut msg = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1".to_vec();
@@ -606,14 +618,17 @@ mod tests {
     fn markitdown_samples() {
         let cases = [
             ("test.pdf", Ok(Format::Pdf)),
-            ("test.docx", Err("Word document (application/vnd.openxmlformats-officedocument.wordprocessingml.document)")),
-            ("test.xlsx", Err("Excel workbook (application/vnd.openxmlformats-officedocument.spreadsheetml.sheet)")),
-            ("test.pptx", Err("PowerPoint presentation (application/vnd.openxmlformats-officedocument.presentationml.presentation)")),
-            ("test.xls", Err("Excel 97-2003 workbook (application/vnd.ms-excel)")),
-            ("test_outlook_msg.msg", Err("Outlook message (application/vnd.ms-outlook)")),
-            ("test.epub", Err("EPUB book (application/epub+zip)")),
+            ("test.docx", Ok(Format::Docx)),
+            ("test.xlsx", Ok(Format::Xlsx)),
+            ("test.pptx", Ok(Format::Pptx)),
+            ("test.xls", Ok(Format::Xls)),
+            (
+                "test_outlook_msg.msg",
+                Err("Outlook message (application/vnd.ms-outlook)"),
+            ),
+            ("test.epub", Ok(Format::Epub)),
             ("test.jpg", Ok(Format::Jpeg)),
-            ("test_files.zip", Err("ZIP archive (application/zip)")),
+            ("test_files.zip", Ok(Format::Zip)),
             ("test.json", Ok(Format::Json)),
             ("test_notebook.ipynb", Ok(Format::Json)),
             ("test_blog.html", Ok(Format::Html)),

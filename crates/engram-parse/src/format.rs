@@ -29,6 +29,18 @@ pub enum Format {
     Jpeg,
     Tiff,
     Webp,
+    /// Word (Office Open XML).
+    Docx,
+    /// PowerPoint (Office Open XML).
+    Pptx,
+    /// Spreadsheets: Excel (Office Open XML and 97-2003) and OpenDocument, read by calamine.
+    Xlsx,
+    Xls,
+    Ods,
+    /// EPUB books.
+    Epub,
+    /// ZIP archives: each entry engram reads.
+    Zip,
 }
 
 impl Format {
@@ -46,6 +58,13 @@ impl Format {
         Self::Jpeg,
         Self::Tiff,
         Self::Webp,
+        Self::Docx,
+        Self::Pptx,
+        Self::Xlsx,
+        Self::Xls,
+        Self::Ods,
+        Self::Epub,
+        Self::Zip,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -63,6 +82,15 @@ impl Format {
             Self::Jpeg => "image/jpeg",
             Self::Tiff => "image/tiff",
             Self::Webp => "image/webp",
+            Self::Docx => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            Self::Pptx => {
+                "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+            }
+            Self::Xlsx => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            Self::Xls => "application/vnd.ms-excel",
+            Self::Ods => "application/vnd.oasis.opendocument.spreadsheet",
+            Self::Epub => "application/epub+zip",
+            Self::Zip => "application/zip",
         }
     }
 
@@ -95,6 +123,13 @@ impl Format {
             Self::Jpeg => "jpeg",
             Self::Tiff => "tiff",
             Self::Webp => "webp",
+            Self::Docx => "docx",
+            Self::Pptx => "pptx",
+            Self::Xlsx => "xlsx",
+            Self::Xls => "xls",
+            Self::Ods => "ods",
+            Self::Epub => "epub",
+            Self::Zip => "zip",
         }
     }
 
@@ -128,6 +163,15 @@ impl Format {
             "image/jpeg" | "image/jpg" => Self::Jpeg,
             "image/tiff" => Self::Tiff,
             "image/webp" => Self::Webp,
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => Self::Docx,
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation" => {
+                Self::Pptx
+            }
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => Self::Xlsx,
+            "application/vnd.ms-excel" => Self::Xls,
+            "application/vnd.oasis.opendocument.spreadsheet" => Self::Ods,
+            "application/epub+zip" => Self::Epub,
+            "application/zip" | "application/x-zip-compressed" => Self::Zip,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })
@@ -171,7 +215,7 @@ mod tests {
             Format::from_media_type("application/ld+json"),
             Some(Format::Json)
         );
-        assert_eq!(Format::from_media_type("application/zip"), None);
+        assert_eq!(Format::from_media_type("application/x-tar"), None);
         assert_eq!(Format::from_media_type(""), None);
     }
 

@@ -52,6 +52,11 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Png | Format::Jpeg | Format::Tiff | Format::Webp => {
             formats::image::extract(bytes, format.name(), limits)
         }
+        Format::Docx => formats::ooxml::extract_docx(bytes, limits),
+        Format::Pptx => formats::ooxml::extract_pptx(bytes, limits),
+        Format::Xlsx | Format::Xls | Format::Ods => formats::sheets::extract(bytes, format, limits),
+        Format::Epub => formats::epub::extract(bytes, limits),
+        Format::Zip => formats::archive::extract(bytes, limits, 0),
     }
 }
 

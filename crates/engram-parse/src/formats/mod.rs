@@ -1,13 +1,18 @@
 //! One module per format family. Text formats (this issue) share decoding; binary families
 //! (PDF, Office, iWork, images, EPUB, e-mail) come as sibling modules taking the raw bytes.
 
+pub(crate) mod archive;
 pub(crate) mod delimited;
+pub(crate) mod epub;
 pub(crate) mod html;
 pub(crate) mod image;
 pub(crate) mod json;
 pub(crate) mod markdown;
+pub(crate) mod ooxml;
 pub(crate) mod pdf;
 pub(crate) mod plain;
+pub(crate) mod sheets;
 pub(crate) mod table;
 pub(crate) mod tools;
 pub(crate) mod xml;
+pub(crate) mod zipped;

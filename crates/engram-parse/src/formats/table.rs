@@ -102,6 +102,32 @@ impl TableBlocks {
     }
 }
 
+/// Writes a whole table whose first row is the header. `first_number` is the source row number
+/// of the header (spreadsheets), so data rows carry theirs in `row_range`.
+pub(crate) fn write_rows(
+    out: &mut Builder<'_>,
+    rows: &[Vec<String>],
+    layout: Layout,
+    first_number: Option<u32>,
+) -> Result<(), ParseError> {
+    let Some((header, body)) = rows.split_first() else {
+        return Ok(());
+    };
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let pad = |row: &Vec<String>| {
+        let mut row = row.clone();
+        row.resize(width, String::new());
+        row
+    };
+    let mut table = TableBlocks::new(header_lines(&pad(header)), layout);
+    for (i, row) in body.iter().enumerate() {
+        let number =
+            first_number.map(|n| n.saturating_add(u32::try_from(i + 1).unwrap_or(u32::MAX)));
+        table.push(out, &row_line(&pad(row)), number)?;
+    }
+    table.finish(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

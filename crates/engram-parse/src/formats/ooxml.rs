@@ -1,0 +1,600 @@
+//! Office Open XML: Word (`.docx`) and PowerPoint (`.pptx`), read from their XML parts with
+//! quick-xml inside a bounded ZIP reader. Relationships are read only to find parts inside the
+//! package; external targets (linked files, URLs) are never opened.
+//!
+//! - Word: paragraphs in order; headings from paragraph styles (`Heading1`…, `Title`, or any
+//!   style named "heading N" in `styles.xml`) with their path in `layout.headings`; list items;
+//!   tables as Markdown tables; equations (OMML) as `$…$`; then footnotes, endnotes and
+//!   comments, each under its own heading.
+//! - PowerPoint: slides in presentation order, `layout.slide` numbered from 1; the title as a
+//!   heading, text frames, tables, picture descriptions (alt text), chart labels and values, and
+//!   speaker notes.
+
+use std::collections::HashMap;
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+use crate::document::{BlockKind, Builder, Layout};
+use crate::formats::table;
+use crate::formats::zipped::Container;
+use crate::{Document, Limits, ParseError};
+
+fn corrupt(part: &str, e: impl std::fmt::Display) -> ParseError {
+    ParseError::Corrupt(format!("{part}: {e}"))
+}
+
+pub(crate) fn local(name: &[u8]) -> &[u8] {
+    match name.iter().rposition(|b| *b == b':') {
+        Some(i) => &name[i + 1..],
+        None => name,
+    }
+}
+
+/// The value of the attribute whose local name is `key`.
+pub(crate) fn attr(start: &BytesStart<'_>, key: &[u8]) -> Option<String> {
+    start.attributes().flatten().find_map(|a| {
+        (local(a.key.as_ref()) == key).then(|| {
+            let raw = String::from_utf8_lossy(&a.value);
+            quick_xml::escape::unescape(&raw)
+                .map(|v| v.into_owned())
+                .unwrap_or_else(|_| raw.into_owned())
+        })
+    })
+}
+
+/// The `r:id` of an element (a prefixed `id`; the plain `id` is a number).
+fn relationship_id(start: &BytesStart<'_>) -> Option<String> {
+    start.attributes().flatten().find_map(|a| {
+        let key = a.key.as_ref();
+        (key != b"id" && local(key) == b"id")
+            .then(|| String::from_utf8_lossy(&a.value).into_owned())
+    })
+}
+
+/// Text of a text event: entities resolved where valid.
+fn text_of(event: &quick_xml::events::BytesText<'_>) -> String {
+    let raw = event.decode().map(|c| c.into_owned()).unwrap_or_default();
+    quick_xml::escape::unescape(&raw)
+        .map(|c| c.into_owned())
+        .unwrap_or(raw)
+}
+
+fn reference_text(reference: &quick_xml::events::BytesRef<'_>) -> String {
+    let name = String::from_utf8_lossy(reference).into_owned();
+    quick_xml::escape::unescape(&format!("&{name};"))
+        .map(|c| c.into_owned())
+        .unwrap_or_default()
+}
+
+/// Relationship targets of a part by id, resolved against `base` (the part's folder); only
+/// internal targets.
+fn relationships(
+    zip: &mut Container<'_>,
+    rels: &str,
+    base: &str,
+) -> Result<HashMap<String, String>, ParseError> {
+    let mut out = HashMap::new();
+    let Some(xml) = zip.text(rels)? else {
+        return Ok(out);
+    };
+    let mut reader = Reader::from_str(&xml);
+    loop {
+        match reader.read_event().map_err(|e| corrupt(rels, e))? {
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"Relationship" => {
+                if attr(&e, b"TargetMode").is_some_and(|m| m == "External") {
+                    continue;
+                }
+                if let (Some(id), Some(target)) = (attr(&e, b"Id"), attr(&e, b"Target")) {
+                    out.insert(id, resolve(base, &target));
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `target` relative to the folder `base` (`ppt/slides` + `../media/x` = `ppt/media/x`).
+fn resolve(base: &str, target: &str) -> String {
+    if let Some(absolute) = target.strip_prefix('/') {
+        return absolute.to_owned();
+    }
+    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    for piece in target.split('/') {
+        match piece {
+            ".." => {
+                parts.pop();
+            }
+            "." | "" => {}
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+// ------------------------------------------------------------------------------------------
+// Word
+
+/// Heading levels of paragraph style ids, from `styles.xml` ("heading 1" → 1, "Title" → 1).
+fn heading_styles(zip: &mut Container<'_>) -> Result<HashMap<String, usize>, ParseError> {
+    let mut out = HashMap::new();
+    let Some(xml) = zip.text("word/styles.xml")? else {
+        return Ok(out);
+    };
+    let mut reader = Reader::from_str(&xml);
+    let mut current: Option<String> = None;
+    loop {
+        match reader.read_event().map_err(|e| corrupt("styles", e))? {
+            Event::Start(e) if local(e.name().as_ref()) == b"style" => {
+                current = attr(&e, b"styleId")
+            }
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"name" => {
+                if let (Some(id), Some(name)) = (&current, attr(&e, b"val")) {
+                    if let Some(level) = heading_level(&name) {
+                        out.insert(id.clone(), level);
+                    }
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// "heading 2", "Heading2" → 2; "Title" → 1.
+fn heading_level(style: &str) -> Option<usize> {
+    let lower = style.to_ascii_lowercase().replace(' ', "");
+    if lower == "title" {
+        return Some(1);
+    }
+    let level: usize = lower.strip_prefix("heading")?.parse().ok()?;
+    (1..=9).contains(&level).then_some(level)
+}
+
+#[derive(Default)]
+struct WordTable {
+    rows: Vec<Vec<String>>,
+    row: Vec<String>,
+    cell: String,
+}
+
+/// Reads one Word XML part (body, footnotes, endnotes or comments) into blocks.
+struct WordReader<'s> {
+    styles: &'s HashMap<String, usize>,
+    headings: Vec<(usize, String)>,
+}
+
+impl WordReader<'_> {
+    fn path(&self) -> Vec<String> {
+        self.headings.iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    fn read(&mut self, xml: &str, part: &str, out: &mut Builder<'_>) -> Result<(), ParseError> {
+        let mut reader = Reader::from_str(xml);
+        let (mut para, mut level, mut list, mut in_text) = (String::new(), None, false, false);
+        let mut tables: Vec<WordTable> = Vec::new();
+        loop {
+            let event = reader.read_event().map_err(|e| corrupt(part, e))?;
+            match event {
+                Event::Start(e) => match local(e.name().as_ref()) {
+                    b"p" => {
+                        para.clear();
+                        level = None;
+                        list = false;
+                    }
+                    b"t" => in_text = true,
+                    b"oMath" => para.push('$'),
+                    b"tbl" => tables.push(WordTable::default()),
+                    b"tr" => {
+                        if let Some(t) = tables.last_mut() {
+                            t.row.clear();
+                        }
+                    }
+                    b"tc" => {
+                        if let Some(t) = tables.last_mut() {
+                            t.cell.clear();
+                        }
+                    }
+                    _ => {}
+                },
+                Event::Empty(e) => match local(e.name().as_ref()) {
+                    b"pStyle" => {
+                        level = attr(&e, b"val").and_then(|v| {
+                            self.styles.get(&v).copied().or_else(|| heading_level(&v))
+                        });
+                    }
+                    b"numPr" => list = true,
+                    b"tab" => para.push('\t'),
+                    b"br" | b"cr" => para.push('\n'),
+                    _ => {}
+                },
+                Event::Text(t) if in_text => para.push_str(&text_of(&t)),
+                Event::GeneralRef(r) if in_text => para.push_str(&reference_text(&r)),
+                Event::End(e) => match local(e.name().as_ref()) {
+                    b"t" => in_text = false,
+                    b"oMath" => para.push('$'),
+                    b"numPr" => list = true,
+                    b"p" => {
+                        let text = para.trim().to_owned();
+                        para.clear();
+                        if let Some(table) = tables.last_mut() {
+                            if !text.is_empty() {
+                                if !table.cell.is_empty() {
+                                    table.cell.push(' ');
+                                }
+                                table.cell.push_str(&text);
+                            }
+                        } else {
+                            self.paragraph(&text, level, list, out)?;
+                        }
+                    }
+                    b"tc" => {
+                        if let Some(t) = tables.last_mut() {
+                            let cell = std::mem::take(&mut t.cell);
+                            t.row.push(cell);
+                        }
+                    }
+                    b"tr" => {
+                        if let Some(t) = tables.last_mut() {
+                            let row = std::mem::take(&mut t.row);
+                            t.rows.push(row);
+                        }
+                    }
+                    b"tbl" => {
+                        if let Some(done) = tables.pop() {
+                            match tables.last_mut() {
+                                // A nested table becomes text of the cell around it.
+                                Some(outer) => {
+                                    for row in done.rows {
+                                        outer.cell.push(' ');
+                                        outer.cell.push_str(&row.join(" "));
+                                    }
+                                }
+                                None => table::write_rows(
+                                    out,
+                                    &done.rows,
+                                    Layout::under(&self.path()),
+                                    None,
+                                )?,
+                            }
+                        }
+                    }
+                    _ => {}
+                },
+                Event::Eof => break,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn paragraph(
+        &mut self,
+        text: &str,
+        level: Option<usize>,
+        list: bool,
+        out: &mut Builder<'_>,
+    ) -> Result<(), ParseError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if let Some(level) = level {
+            self.headings.retain(|(l, _)| *l < level);
+            self.headings.push((level, text.to_owned()));
+            let heading = format!("{} {}", "#".repeat(level), text.replace('\n', " "));
+            return out.push(BlockKind::Heading, &heading, Layout::under(&self.path()));
+        }
+        if list {
+            return out.push(
+                BlockKind::ListItem,
+                &format!("- {text}"),
+                Layout::under(&self.path()),
+            );
+        }
+        out.push(BlockKind::Paragraph, text, Layout::under(&self.path()))
+    }
+}
+
+pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
+    let mut zip = Container::open(bytes, limits)?;
+    let styles = heading_styles(&mut zip)?;
+    let body = zip
+        .text("word/document.xml")?
+        .ok_or_else(|| ParseError::Corrupt("a Word document without word/document.xml".into()))?;
+    let mut out = Builder::new(limits);
+    let mut reader = WordReader {
+        styles: &styles,
+        headings: Vec::new(),
+    };
+    reader.read(&body, "document", &mut out)?;
+    for (part, title) in [
+        ("word/footnotes.xml", "Footnotes"),
+        ("word/endnotes.xml", "Endnotes"),
+        ("word/comments.xml", "Comments"),
+    ] {
+        if let Some(xml) = zip.text(part)? {
+            let mut section = Builder::new(limits);
+            let mut notes = WordReader {
+                styles: &styles,
+                headings: vec![(1, title.to_owned())],
+            };
+            notes.read(&xml, part, &mut section)?;
+            if let Ok(doc) = section.finish() {
+                out.push(
+                    BlockKind::Heading,
+                    &format!("# {title}"),
+                    Layout::under(&[title.to_owned()]),
+                )?;
+                for block in doc.blocks {
+                    out.push(block.kind, &block.text, block.layout)?;
+                }
+            }
+        }
+    }
+    out.finish()
+}
+
+// ------------------------------------------------------------------------------------------
+// PowerPoint
+
+/// Slide part names in presentation order.
+fn slide_order(zip: &mut Container<'_>) -> Result<Vec<String>, ParseError> {
+    let rels = relationships(zip, "ppt/_rels/presentation.xml.rels", "ppt")?;
+    let xml = zip
+        .text("ppt/presentation.xml")?
+        .ok_or_else(|| ParseError::Corrupt("a presentation without ppt/presentation.xml".into()))?;
+    let mut reader = Reader::from_str(&xml);
+    let mut slides = Vec::new();
+    loop {
+        match reader
+            .read_event()
+            .map_err(|e| corrupt("presentation", e))?
+        {
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"sldId" => {
+                if let Some(target) = relationship_id(&e).and_then(|id| rels.get(&id)) {
+                    slides.push(target.clone());
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(slides)
+}
+
+/// Text of one slide-like part: (title, blocks as (kind, text)).
+fn slide_text(
+    xml: &str,
+    part: &str,
+    out: &mut Vec<(BlockKind, String)>,
+) -> Result<Option<String>, ParseError> {
+    let mut reader = Reader::from_str(xml);
+    let (mut para, mut in_text, mut is_title, mut title) = (String::new(), false, false, None);
+    let mut shape_title = false;
+    let mut table: Option<WordTable> = None;
+    loop {
+        match reader.read_event().map_err(|e| corrupt(part, e))? {
+            Event::Start(e) => match local(e.name().as_ref()) {
+                b"sp" => {
+                    shape_title = false;
+                }
+                b"t" | b"v" => in_text = true,
+                b"tbl" => table = Some(WordTable::default()),
+                b"tr" => {
+                    if let Some(t) = table.as_mut() {
+                        t.row.clear();
+                    }
+                }
+                b"tc" => {
+                    if let Some(t) = table.as_mut() {
+                        t.cell.clear();
+                    }
+                }
+                b"cNvPr" => push_descr(&e, out),
+                _ => {}
+            },
+            Event::Empty(e) => match local(e.name().as_ref()) {
+                b"ph" => {
+                    shape_title =
+                        attr(&e, b"type").is_some_and(|t| t == "title" || t == "ctrTitle");
+                    is_title = shape_title;
+                }
+                b"cNvPr" => push_descr(&e, out),
+                b"br" => para.push('\n'),
+                _ => {}
+            },
+            Event::Text(t) if in_text => para.push_str(&text_of(&t)),
+            Event::GeneralRef(r) if in_text => para.push_str(&reference_text(&r)),
+            Event::End(e) => match local(e.name().as_ref()) {
+                b"t" => in_text = false,
+                b"v" => {
+                    in_text = false;
+                    para.push(' ');
+                }
+                b"p" | b"ser" | b"cat" => {
+                    let text = para.trim().to_owned();
+                    para.clear();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    if let Some(t) = table.as_mut() {
+                        if !t.cell.is_empty() {
+                            t.cell.push(' ');
+                        }
+                        t.cell.push_str(&text);
+                    } else if is_title && shape_title && title.is_none() {
+                        title = Some(text);
+                    } else {
+                        out.push((BlockKind::Paragraph, text));
+                    }
+                }
+                b"sp" => is_title = false,
+                b"tc" => {
+                    if let Some(t) = table.as_mut() {
+                        let cell = std::mem::take(&mut t.cell);
+                        t.row.push(cell);
+                    }
+                }
+                b"tr" => {
+                    if let Some(t) = table.as_mut() {
+                        let row = std::mem::take(&mut t.row);
+                        t.rows.push(row);
+                    }
+                }
+                b"tbl" => {
+                    if let Some(done) = table.take() {
+                        let mut text = String::new();
+                        if let Some((header, body)) = done.rows.split_first() {
+                            text = table::header_lines(header);
+                            for row in body {
+                                text.push('\n');
+                                text.push_str(&table::row_line(row));
+                            }
+                        }
+                        out.push((BlockKind::Table, text));
+                    }
+                }
+                _ => {}
+            },
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(title)
+}
+
+/// A picture's or shape's description (alt text) as its own paragraph.
+fn push_descr(e: &BytesStart<'_>, out: &mut Vec<(BlockKind, String)>) {
+    if let Some(descr) = attr(e, b"descr").filter(|d| !d.trim().is_empty()) {
+        out.push((BlockKind::Paragraph, format!("Image: {}", descr.trim())));
+    }
+}
+
+pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
+    let mut zip = Container::open(bytes, limits)?;
+    let slides = slide_order(&mut zip)?;
+    let mut out = Builder::new(limits);
+    for (index, part) in slides.iter().enumerate() {
+        let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        let Some(xml) = zip.text(part)? else { continue };
+        let mut blocks = Vec::new();
+        let title = slide_text(&xml, part, &mut blocks)?;
+        // Charts and notes linked from the slide.
+        let (folder, file) = part.rsplit_once('/').unwrap_or(("", part.as_str()));
+        let rels = relationships(&mut zip, &format!("{folder}/_rels/{file}.rels"), folder)?;
+        let mut linked: Vec<&String> = rels
+            .values()
+            .filter(|t| t.contains("charts/chart") || t.contains("notesSlide"))
+            .collect();
+        linked.sort();
+        for target in linked {
+            if let Some(xml) = zip.text(target)? {
+                let mut more = Vec::new();
+                slide_text(&xml, target, &mut more)?;
+                let label = if target.contains("notesSlide") {
+                    "Notes"
+                } else {
+                    "Chart"
+                };
+                let text: Vec<String> = more.into_iter().map(|(_, t)| t).collect();
+                if !text.is_empty() {
+                    blocks.push((
+                        BlockKind::Paragraph,
+                        format!("{label}: {}", text.join("\n")),
+                    ));
+                }
+            }
+        }
+        let heading = format!(
+            "Slide {number}{}",
+            title.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
+        );
+        let layout = Layout {
+            slide: Some(number),
+            headings: vec![heading.clone()],
+            ..Layout::default()
+        };
+        out.push(BlockKind::Heading, &format!("## {heading}"), layout.clone())?;
+        for (kind, text) in blocks {
+            out.push(kind, &text, layout.clone())?;
+        }
+    }
+    out.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::sample;
+
+    fn contains_all(text: &str, name: &str) {
+        let expected: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sample("../expected.json")).unwrap())
+                .unwrap();
+        let vector = expected["vectors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["file"] == name)
+            .unwrap();
+        let text = text.replace('\\', "");
+        for s in vector["must_contain_text"].as_array().unwrap() {
+            assert!(
+                text.contains(s.as_str().unwrap()),
+                "{name}: {s} missing from\n{text}"
+            );
+        }
+        for s in vector["must_not_contain"].as_array().unwrap() {
+            assert!(!text.contains(s.as_str().unwrap()), "{name}: {s} present");
+        }
+    }
+
+    #[test]
+    fn word_documents() {
+        for name in [
+            "test.docx",
+            "test_with_comment.docx",
+            "equations.docx",
+            "rlink.docx",
+        ] {
+            let doc =
+                extract_docx(&std::fs::read(sample(name)).unwrap(), &Limits::default()).unwrap();
+            contains_all(&doc.text(), name);
+        }
+        let doc = extract_docx(
+            &std::fs::read(sample("test.docx")).unwrap(),
+            &Limits::default(),
+        )
+        .unwrap();
+        let heading = doc
+            .blocks
+            .iter()
+            .find(|b| b.kind == BlockKind::Heading)
+            .unwrap();
+        assert!(heading.text.starts_with('#'));
+        assert!(doc.blocks.iter().any(|b| b.kind == BlockKind::Table));
+    }
+
+    #[test]
+    fn presentations_by_slide() {
+        let doc = extract_pptx(
+            &std::fs::read(sample("test.pptx")).unwrap(),
+            &Limits::default(),
+        )
+        .unwrap();
+        contains_all(&doc.text(), "test.pptx");
+        let slides: Vec<u32> = doc.blocks.iter().filter_map(|b| b.layout.slide).collect();
+        assert_eq!(slides.first(), Some(&1));
+        assert_eq!(slides.iter().max(), Some(&6));
+    }
+
+    #[test]
+    fn corrupt_packages_fail_cleanly() {
+        let bytes = std::fs::read(sample("test.docx")).unwrap();
+        assert!(extract_docx(&bytes[..bytes.len() / 2], &Limits::default()).is_err());
+        assert!(extract_pptx(b"PK\x03\x04broken", &Limits::default()).is_err());
+    }
+}
