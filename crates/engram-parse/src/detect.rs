@@ -490,7 +490,7 @@ mod tests {
                 .encode_utf16()
                 .flat_map(u16::to_le_bytes),
         );
-        assert!(refused(&msg, "mail.msg").starts_with("Outlook message"));
+        assert_eq!(detect(&msg, "mail.msg", None), Ok(Format::Msg));
     }
 
     #[test]
@@ -622,10 +622,7 @@ mod tests {
             ("test.xlsx", Ok(Format::Xlsx)),
             ("test.pptx", Ok(Format::Pptx)),
             ("test.xls", Ok(Format::Xls)),
-            (
-                "test_outlook_msg.msg",
-                Err("Outlook message (application/vnd.ms-outlook)"),
-            ),
+            ("test_outlook_msg.msg", Ok(Format::Msg)),
             ("test.epub", Ok(Format::Epub)),
             ("test.jpg", Ok(Format::Jpeg)),
             ("test_files.zip", Ok(Format::Zip)),

@@ -41,6 +41,8 @@ pub enum Format {
     Epub,
     /// ZIP archives: each entry engram reads.
     Zip,
+    /// Outlook messages.
+    Msg,
 }
 
 impl Format {
@@ -65,6 +67,7 @@ impl Format {
         Self::Ods,
         Self::Epub,
         Self::Zip,
+        Self::Msg,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -91,6 +94,7 @@ impl Format {
             Self::Ods => "application/vnd.oasis.opendocument.spreadsheet",
             Self::Epub => "application/epub+zip",
             Self::Zip => "application/zip",
+            Self::Msg => "application/vnd.ms-outlook",
         }
     }
 
@@ -130,6 +134,7 @@ impl Format {
             Self::Ods => "ods",
             Self::Epub => "epub",
             Self::Zip => "zip",
+            Self::Msg => "msg",
         }
     }
 
@@ -172,6 +177,7 @@ impl Format {
             "application/vnd.oasis.opendocument.spreadsheet" => Self::Ods,
             "application/epub+zip" => Self::Epub,
             "application/zip" | "application/x-zip-compressed" => Self::Zip,
+            "application/vnd.ms-outlook" => Self::Msg,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })

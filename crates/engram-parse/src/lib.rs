@@ -57,6 +57,7 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Xlsx | Format::Xls | Format::Ods => formats::sheets::extract(bytes, format, limits),
         Format::Epub => formats::epub::extract(bytes, limits),
         Format::Zip => formats::archive::extract(bytes, limits, 0),
+        Format::Msg => formats::msg::extract(bytes, limits),
     }
 }
 

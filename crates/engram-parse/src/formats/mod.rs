@@ -8,6 +8,7 @@ pub(crate) mod html;
 pub(crate) mod image;
 pub(crate) mod json;
 pub(crate) mod markdown;
+pub(crate) mod msg;
 pub(crate) mod ooxml;
 pub(crate) mod pdf;
 pub(crate) mod plain;
