@@ -475,10 +475,7 @@ mod tests {
             b"PK\x03\x04\x14\0\0\0\0\0\0\0\0\0\0\0\0\0\x27\0\0\0\x27\0\0\0\x08\0\0\0mimetype"
                 .to_vec();
         odt.extend_from_slice(b"application/vnd.oasis.opendocument.textPK\x03\x04");
-        assert_eq!(
-            refused(&odt, "a.odt"),
-            "OpenDocument text (application/vnd.oasis.opendocument.text)"
-        );
+        assert_eq!(detect(&odt, "a.odt", None), Ok(Format::Odt));
         let mut docx = b"PK\x03\x04\x14\0\x06\0\x08\0\0\0!\0".to_vec();
         docx.extend_from_slice(b"....[Content_Types].xml....word/document.xml....");
         assert_eq!(detect(&docx, "a", None), Ok(Format::Docx));

@@ -43,6 +43,9 @@ pub enum Format {
     Zip,
     /// Outlook messages.
     Msg,
+    /// OpenDocument text and presentations.
+    Odt,
+    Odp,
 }
 
 impl Format {
@@ -68,6 +71,8 @@ impl Format {
         Self::Epub,
         Self::Zip,
         Self::Msg,
+        Self::Odt,
+        Self::Odp,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -95,6 +100,8 @@ impl Format {
             Self::Epub => "application/epub+zip",
             Self::Zip => "application/zip",
             Self::Msg => "application/vnd.ms-outlook",
+            Self::Odt => "application/vnd.oasis.opendocument.text",
+            Self::Odp => "application/vnd.oasis.opendocument.presentation",
         }
     }
 
@@ -135,6 +142,8 @@ impl Format {
             Self::Epub => "epub",
             Self::Zip => "zip",
             Self::Msg => "msg",
+            Self::Odt => "odt",
+            Self::Odp => "odp",
         }
     }
 
@@ -178,6 +187,8 @@ impl Format {
             "application/epub+zip" => Self::Epub,
             "application/zip" | "application/x-zip-compressed" => Self::Zip,
             "application/vnd.ms-outlook" => Self::Msg,
+            "application/vnd.oasis.opendocument.text" => Self::Odt,
+            "application/vnd.oasis.opendocument.presentation" => Self::Odp,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })

@@ -58,6 +58,7 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Epub => formats::epub::extract(bytes, limits),
         Format::Zip => formats::archive::extract(bytes, limits, 0),
         Format::Msg => formats::msg::extract(bytes, limits),
+        Format::Odt | Format::Odp => formats::odf::extract(bytes, limits),
     }
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod image;
 pub(crate) mod json;
 pub(crate) mod markdown;
 pub(crate) mod msg;
+pub(crate) mod odf;
 pub(crate) mod ooxml;
 pub(crate) mod pdf;
 pub(crate) mod plain;

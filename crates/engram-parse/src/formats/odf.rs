@@ -1,0 +1,224 @@
+//! OpenDocument text (`.odt`) and presentations (`.odp`) from their `content.xml` (spreadsheets
+//! go through calamine): headings by outline level with their path, paragraphs, list items,
+//! tables as Markdown tables; in presentations one section per `draw:page`, numbered in
+//! `layout.slide`.
+
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+use crate::document::{BlockKind, Builder, Layout};
+use crate::formats::ooxml::{attr, local};
+use crate::formats::table;
+use crate::formats::zipped::Container;
+use crate::{Document, Limits, ParseError};
+
+/// "Heading_20_2" / "Heading 2" → 2, "Title" → 1.
+fn style_level(style: &str) -> Option<usize> {
+    let name = style.replace("_20_", " ").to_ascii_lowercase();
+    if name == "title" {
+        return Some(1);
+    }
+    let level: usize = name.strip_prefix("heading ")?.trim().parse().ok()?;
+    (1..=9).contains(&level).then_some(level)
+}
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<Vec<String>>,
+    row: Vec<String>,
+    cell: String,
+}
+
+pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
+    let mut zip = Container::open(bytes, limits)?;
+    let xml = zip
+        .text("content.xml")?
+        .ok_or_else(|| ParseError::Corrupt("an OpenDocument file without content.xml".into()))?;
+    let corrupt = |e: quick_xml::Error| ParseError::Corrupt(format!("content.xml: {e}"));
+    let mut reader = Reader::from_str(&xml);
+    let mut out = Builder::new(limits);
+    let mut headings: Vec<(usize, String)> = Vec::new();
+    let mut slide: Option<(u32, String)> = None;
+    let mut slides = 0u32;
+    // Open paragraph-like elements: (level if a heading, list item?, text).
+    let mut para: Option<(Option<usize>, bool, String)> = None;
+    let mut list_depth = 0usize;
+    let mut tables: Vec<Table> = Vec::new();
+    // Heading levels of automatic paragraph styles (a heading written as `text:p` whose style
+    // derives from "Heading N" or "Title").
+    let mut style_levels: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::new();
+    let layout = |headings: &[(usize, String)], slide: &Option<(u32, String)>| {
+        let mut path: Vec<String> = slide.iter().map(|(_, name)| name.clone()).collect();
+        path.extend(headings.iter().map(|(_, t)| t.clone()));
+        Layout {
+            slide: slide.as_ref().map(|(n, _)| *n),
+            headings: path,
+            ..Layout::default()
+        }
+    };
+    loop {
+        match reader.read_event().map_err(corrupt)? {
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"style" => {
+                let level = attr(&e, b"default-outline-level")
+                    .and_then(|l| l.parse().ok())
+                    .or_else(|| {
+                        attr(&e, b"parent-style-name")
+                            .as_deref()
+                            .and_then(style_level)
+                    });
+                if let (Some(name), Some(level)) = (attr(&e, b"name"), level) {
+                    style_levels.insert(name, level);
+                }
+            }
+            Event::Start(e) => match local(e.name().as_ref()) {
+                b"h" => {
+                    let level = attr(&e, b"outline-level")
+                        .and_then(|l| l.parse().ok())
+                        .unwrap_or(1usize)
+                        .clamp(1, 9);
+                    para = Some((Some(level), false, String::new()));
+                }
+                b"p" if para.is_none() => {
+                    let level = attr(&e, b"style-name")
+                        .and_then(|s| style_levels.get(&s).copied().or_else(|| style_level(&s)));
+                    para = Some((level, list_depth > 0, String::new()));
+                }
+                b"list-item" => list_depth += 1,
+                b"page" => {
+                    slides += 1;
+                    let name = attr(&e, b"name").unwrap_or_default();
+                    let title = format!("Slide {slides}");
+                    let title = if name.is_empty() || name.starts_with("page") {
+                        title
+                    } else {
+                        format!("{title}: {name}")
+                    };
+                    slide = Some((slides, title.clone()));
+                    headings.clear();
+                    out.push(
+                        BlockKind::Heading,
+                        &format!("## {title}"),
+                        layout(&headings, &slide),
+                    )?;
+                }
+                b"table" => tables.push(Table::default()),
+                b"table-row" => {
+                    if let Some(t) = tables.last_mut() {
+                        t.row.clear();
+                    }
+                }
+                b"table-cell" => {
+                    if let Some(t) = tables.last_mut() {
+                        t.cell.clear();
+                    }
+                }
+                _ => {}
+            },
+            Event::Empty(e) => match local(e.name().as_ref()) {
+                b"s" => {
+                    if let Some((_, _, text)) = para.as_mut() {
+                        text.push(' ');
+                    }
+                }
+                b"tab" => {
+                    if let Some((_, _, text)) = para.as_mut() {
+                        text.push('\t');
+                    }
+                }
+                b"line-break" => {
+                    if let Some((_, _, text)) = para.as_mut() {
+                        text.push('\n');
+                    }
+                }
+                b"table-cell" => {
+                    if let Some(t) = tables.last_mut() {
+                        t.row.push(String::new());
+                    }
+                }
+                _ => {}
+            },
+            Event::Text(t) => {
+                if let Some((_, _, text)) = para.as_mut() {
+                    let raw = t.decode().map(|c| c.into_owned()).unwrap_or_default();
+                    text.push_str(&raw);
+                }
+            }
+            Event::GeneralRef(r) => {
+                if let Some((_, _, text)) = para.as_mut() {
+                    let name = String::from_utf8_lossy(&r).into_owned();
+                    text.push_str(
+                        &quick_xml::escape::unescape(&format!("&{name};"))
+                            .map(|c| c.into_owned())
+                            .unwrap_or_default(),
+                    );
+                }
+            }
+            Event::End(e) => match local(e.name().as_ref()) {
+                b"h" | b"p" => {
+                    let Some((level, list, text)) = para.take() else {
+                        continue;
+                    };
+                    let text = text.trim().to_owned();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    if let Some(t) = tables.last_mut() {
+                        if !t.cell.is_empty() {
+                            t.cell.push(' ');
+                        }
+                        t.cell.push_str(&text);
+                    } else if let Some(level) = level {
+                        headings.retain(|(l, _)| *l < level);
+                        headings.push((level, text.clone()));
+                        let heading = format!("{} {}", "#".repeat(level), text.replace('\n', " "));
+                        out.push(BlockKind::Heading, &heading, layout(&headings, &slide))?;
+                    } else if list {
+                        out.push(
+                            BlockKind::ListItem,
+                            &format!("- {text}"),
+                            layout(&headings, &slide),
+                        )?;
+                    } else {
+                        out.push(BlockKind::Paragraph, &text, layout(&headings, &slide))?;
+                    }
+                }
+                b"list-item" => list_depth = list_depth.saturating_sub(1),
+                b"table-cell" => {
+                    if let Some(t) = tables.last_mut() {
+                        let cell = std::mem::take(&mut t.cell);
+                        t.row.push(cell);
+                    }
+                }
+                b"table-row" => {
+                    if let Some(t) = tables.last_mut() {
+                        let row = std::mem::take(&mut t.row);
+                        t.rows.push(row);
+                    }
+                }
+                b"table" => {
+                    if let Some(done) = tables.pop() {
+                        match tables.last_mut() {
+                            Some(outer) => {
+                                for row in done.rows {
+                                    outer.cell.push(' ');
+                                    outer.cell.push_str(&row.join(" "));
+                                }
+                            }
+                            None => table::write_rows(
+                                &mut out,
+                                &done.rows,
+                                layout(&headings, &slide),
+                                None,
+                            )?,
+                        }
+                    }
+                }
+                _ => {}
+            },
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    out.finish()
+}
