@@ -72,6 +72,7 @@ fn text_format(text: &str, extension: &str, declared: Option<&str>) -> Format {
         _ if looks_like_html(text) => Format::Html,
         _ if looks_like_json(text, false) => Format::Json,
         _ if looks_like_xml(text) => Format::Xml,
+        _ if looks_like_email(text) => Format::Eml,
         _ => Format::PlainText,
     }
 }
@@ -166,6 +167,43 @@ fn looks_like_xml(text: &str) -> bool {
     is_name
         && !HTML.contains(&name.to_ascii_lowercase().as_str())
         && text.trim_end().ends_with(&format!("</{name}>"))
+}
+
+/// A header block of RFC 822 fields (`Name: value` lines up to the first blank line) with at
+/// least three of the fields every message has.
+fn looks_like_email(text: &str) -> bool {
+    const FIELDS: &[&str] = &[
+        "from",
+        "to",
+        "subject",
+        "date",
+        "message-id",
+        "mime-version",
+        "received",
+        "return-path",
+        "content-type",
+        "cc",
+        "reply-to",
+        "delivered-to",
+    ];
+    let head = decode::head(text, 16 * 1024);
+    let mut known = 0;
+    for line in head.lines() {
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            continue; // a folded continuation
+        }
+        let Some((name, _)) = line.split_once(':') else {
+            return false;
+        };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+            return false;
+        }
+        known += usize::from(FIELDS.contains(&name.to_ascii_lowercase().as_str()));
+    }
+    known >= 3
 }
 
 /// Markup whose first KiB opens a `<!doctype html>` or an `<html>` element.
@@ -580,6 +618,12 @@ mod tests {
         assert_eq!(
             detect(b"<catalog><book>Dune</book></catalog>", "", None),
             Ok(Format::Xml)
+        );
+        let mail = b"Received: by mx\r\nFrom: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n\r\nbody";
+        assert_eq!(detect(mail, "message", None), Ok(Format::Eml));
+        assert_eq!(
+            detect(b"Note: one\nTodo: two\nFrom: three\n\nbody", "", None),
+            Ok(Format::PlainText)
         );
         assert_eq!(
             detect(b"<?xml version='1.0'?><a>x</a>", "notes.txt", None),

@@ -46,6 +46,8 @@ pub enum Format {
     /// OpenDocument text and presentations.
     Odt,
     Odp,
+    /// E-mail messages (RFC 822 / MIME).
+    Eml,
 }
 
 impl Format {
@@ -73,6 +75,7 @@ impl Format {
         Self::Msg,
         Self::Odt,
         Self::Odp,
+        Self::Eml,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -102,6 +105,7 @@ impl Format {
             Self::Msg => "application/vnd.ms-outlook",
             Self::Odt => "application/vnd.oasis.opendocument.text",
             Self::Odp => "application/vnd.oasis.opendocument.presentation",
+            Self::Eml => "message/rfc822",
         }
     }
 
@@ -116,6 +120,7 @@ impl Format {
                 | Self::Json
                 | Self::Html
                 | Self::Xml
+                | Self::Eml
         )
     }
 
@@ -144,6 +149,7 @@ impl Format {
             Self::Msg => "msg",
             Self::Odt => "odt",
             Self::Odp => "odp",
+            Self::Eml => "eml",
         }
     }
 
@@ -189,6 +195,7 @@ impl Format {
             "application/vnd.ms-outlook" => Self::Msg,
             "application/vnd.oasis.opendocument.text" => Self::Odt,
             "application/vnd.oasis.opendocument.presentation" => Self::Odp,
+            "message/rfc822" => Self::Eml,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })
@@ -204,6 +211,7 @@ impl Format {
             "json" | "jsonl" | "ndjson" | "geojson" => Self::Json,
             "html" | "htm" | "xhtml" => Self::Html,
             "xml" | "rss" | "atom" | "rdf" => Self::Xml,
+            "eml" => Self::Eml,
             _ => return None,
         })
     }

@@ -59,6 +59,7 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Zip => formats::archive::extract(bytes, limits, 0),
         Format::Msg => formats::msg::extract(bytes, limits),
         Format::Odt | Format::Odp => formats::odf::extract(bytes, limits),
+        Format::Eml => formats::eml::extract(bytes, limits),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod archive;
 pub(crate) mod delimited;
+pub(crate) mod eml;
 pub(crate) mod epub;
 pub(crate) mod html;
 pub(crate) mod image;
