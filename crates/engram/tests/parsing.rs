@@ -143,3 +143,81 @@ async fn text_formats_in_any_encoding_are_indexed_with_structure() {
         "{notebook:#?}"
     );
 }
+
+#[tokio::test]
+async fn documents_scans_and_images_are_indexed_with_pages_sheets_and_slides() {
+    let server = Server::start();
+    let key = server.key("org-docs", &[]);
+    server.ready_database(&key, "files").await;
+    // A blank image: real PNG bytes with no text in it.
+    let blank: Vec<u8> = vec![
+        0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', 0, 0, 0, 0x0d, b'I', b'H', b'D', b'R',
+        0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89, 0, 0, 0, 0x0a, b'I', b'D',
+        b'A', b'T', 0x78, 0x9c, 0x63, 0, 1, 0, 0, 5, 0, 1, 0x0d, 0x0a, 0x2d, 0xb4, 0, 0, 0, 0,
+        b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82,
+    ];
+    let statuses = upload(
+        &server,
+        &key,
+        &[
+            (
+                "invoice",
+                "repair.pdf",
+                sample("REPAIR-2022-INV-001_multipage.pdf"),
+            ),
+            (
+                "scan",
+                "scan.pdf",
+                sample("MEDRPT-2024-PAT-3847_medical_report_scan.pdf"),
+            ),
+            ("shot", "shot.jpg", sample("test_llm.jpg")),
+            ("paper", "paper.docx", sample("test.docx")),
+            ("book", "book.xlsx", sample("test.xlsx")),
+            ("deck", "deck.pptx", sample("test.pptx")),
+            ("blank", "blank.png", blank),
+        ],
+    )
+    .await;
+    let by_id = |id: &str| statuses.iter().find(|s| s["id"] == id).unwrap().clone();
+    for id in ["invoice", "scan", "shot", "paper", "book", "deck"] {
+        assert_eq!(
+            by_id(id)["indexing_status"],
+            "completed",
+            "{:#?}",
+            by_id(id)
+        );
+    }
+    let blank = by_id("blank");
+    assert_eq!(blank["indexing_status"], "errored", "{blank:#?}");
+    assert_eq!(blank["error_code"], "E2002", "{blank:#?}");
+
+    let invoice = chunks_of(&server, &key, "Gabriel Diaz", "invoice").await;
+    assert!(invoice[0]["layout"]["page"].is_u64(), "{invoice:#?}");
+    let scan = chunks_of(&server, &key, "patient", "scan").await;
+    assert!(!scan.is_empty(), "the scan was read by OCR");
+    assert!(scan[0]["layout"]["page"].is_u64());
+    let shot = chunks_of(&server, &key, "5bda1dd6", "shot").await;
+    assert!(!shot.is_empty(), "the screenshot's text was read by OCR");
+    let book = chunks_of(
+        &server,
+        &key,
+        "6ff4173b-42a5-4784-9b19-f49caff4d93d",
+        "book",
+    )
+    .await;
+    assert!(book[0]["layout"]["sheet"].is_string(), "{book:#?}");
+    assert!(book[0]["chunk_content"]
+        .as_str()
+        .unwrap()
+        .contains("| --- |"));
+    let deck = chunks_of(&server, &key, "Human-written caption", "deck").await;
+    assert!(deck[0]["layout"]["slide"].is_u64(), "{deck:#?}");
+    let paper = chunks_of(&server, &key, "AutoGen multi-agent conversation", "paper").await;
+    assert!(
+        !paper[0]["layout"]["headings"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{paper:#?}"
+    );
+}
