@@ -2,9 +2,9 @@
 //! repeated until a minimum time has passed: pages per second for a PDF, rows per second for a
 //! spreadsheet, beside megabytes per second for any file.
 //!
-//! With no `--file`, the PDF is the markitdown `test.pdf` (a 14-page paper with a text layer)
-//! and the spreadsheet is a workbook of `--rows` rows that LibreOffice makes from a generated CSV
-//! (skipped with a note when `soffice` is not installed).
+//! With no `--file`, LibreOffice makes the inputs (skipped with a note when `soffice` is not
+//! installed): a text PDF of about 60 pages from generated sections, and a workbook of `--rows`
+//! rows from a generated CSV; the markitdown scan (3 pages without a text layer) measures OCR.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -43,14 +43,61 @@ fn units(document: &Document) -> (u32, u64) {
     (pages, rows)
 }
 
-/// A workbook of `rows` rows, converted by LibreOffice from a generated CSV.
-fn spreadsheet(dir: &Path, rows: usize) -> anyhow::Result<Option<PathBuf>> {
-    if std::process::Command::new("soffice")
+fn have_soffice() -> bool {
+    let found = std::process::Command::new("soffice")
         .arg("--version")
         .output()
-        .is_err()
-    {
-        println!("(soffice not installed: no generated spreadsheet)");
+        .is_ok();
+    if !found {
+        println!("(soffice not installed: no generated inputs)");
+    }
+    found
+}
+
+/// Converts `input` in `dir` to `format` with LibreOffice.
+fn soffice(dir: &Path, input: &Path, format: &str) -> anyhow::Result<PathBuf> {
+    let status = std::process::Command::new("soffice")
+        .args(["--headless", "--convert-to", format, "--outdir"])
+        .arg(dir)
+        .arg(input)
+        .env("HOME", dir)
+        .output()
+        .context("running soffice")?;
+    let out = input.with_extension(format.split(':').next().unwrap_or(format));
+    if !status.status.success() || !out.exists() {
+        bail!("soffice did not convert {}", input.display());
+    }
+    Ok(out)
+}
+
+/// A text PDF of about 60 pages (sections of generated prose), made by LibreOffice.
+fn text_pdf(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    if !have_soffice() {
+        return Ok(None);
+    }
+    let words = "the engine computes values tables of numbers were printed by machines during \
+        the century analysis of results shows growth in every region"
+        .split_whitespace()
+        .collect::<Vec<_>>();
+    let mut html = String::from("<html><body>");
+    for section in 0..60 {
+        html.push_str(&format!("<h2>Section {section}</h2>"));
+        for paragraph in 0..6 {
+            let text: Vec<&str> = (0..90)
+                .map(|i| words[(section * 31 + paragraph * 7 + i * 13) % words.len()])
+                .collect();
+            html.push_str(&format!("<p>{}.</p>", text.join(" ")));
+        }
+    }
+    html.push_str("</body></html>");
+    let input = dir.join("sections.html");
+    std::fs::write(&input, html)?;
+    soffice(dir, &input, "pdf").map(Some)
+}
+
+/// A workbook of `rows` rows, converted by LibreOffice from a generated CSV.
+fn spreadsheet(dir: &Path, rows: usize) -> anyhow::Result<Option<PathBuf>> {
+    if !have_soffice() {
         return Ok(None);
     }
     let csv = dir.join("rows.csv");
@@ -66,28 +113,18 @@ fn spreadsheet(dir: &Path, rows: usize) -> anyhow::Result<Option<PathBuf>> {
         ));
     }
     std::fs::write(&csv, text)?;
-    let status = std::process::Command::new("soffice")
-        .args(["--headless", "--convert-to", "xlsx", "--outdir"])
-        .arg(dir)
-        .arg(&csv)
-        .env("HOME", dir)
-        .output()
-        .context("running soffice")?;
-    let xlsx = dir.join("rows.xlsx");
-    if !status.status.success() || !xlsx.exists() {
-        bail!("soffice did not convert {}", csv.display());
-    }
-    Ok(Some(xlsx))
+    soffice(dir, &csv, "xlsx").map(Some)
 }
 
 pub fn parse(args: ParseBench) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut files = args.files.clone();
     if files.is_empty() {
-        files.push(PathBuf::from(
-            "../shared/eval/parsing/markitdown/test_files/test.pdf",
-        ));
+        files.extend(text_pdf(dir.path())?);
         files.extend(spreadsheet(dir.path(), args.rows)?);
+        files.push(PathBuf::from(
+            "../shared/eval/parsing/markitdown/test_files/MEDRPT-2024-PAT-3847_medical_report_scan.pdf",
+        ));
     }
     let limits = Limits::default();
     println!(
@@ -111,7 +148,7 @@ pub fn parse(args: ParseBench) -> anyhow::Result<()> {
         let (pages, rows) = last.as_ref().map(units).unwrap_or_default();
         let rate = |n: f64| {
             if n > 0.0 {
-                format!("{:.0}", n / per_run)
+                format!("{:.1}", n / per_run)
             } else {
                 "-".into()
             }
