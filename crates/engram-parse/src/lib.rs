@@ -7,15 +7,20 @@
 //!   upload path calls it; the format's [`Format::media_type`] is stored with the item and read
 //!   back with [`Format::from_media_type`].
 //! - [`extract`] turns the bytes of a detected format into a [`Document`]: [`Block`]s of text in
-//!   reading order, each with its [`BlockKind`] and [`Layout`] (heading path, rows, and later
-//!   page, sheet, slide), within [`Limits`]. Failures are [`ParseError`]s, all item code `E2002`
+//!   reading order, each with its [`BlockKind`] and [`Layout`] (heading path, page, sheet,
+//!   slide, rows), within [`Limits`]. Failures are [`ParseError`]s, all item code `E2002`
 //!   ([`error_code`]).
 //!
-//! Formats today: plain text, Markdown, CSV, TSV, JSON (and JSON Lines), HTML. Text may be
-//! UTF-8 (with or without a byte-order mark) or UTF-16/UTF-32 with one ([`decode`]). Nothing
-//! here panics or takes more than linear time on hostile input: JSON is parsed with a nesting
-//! limit, HTML is read from a linear tokenizer without building a tree, Markdown by
-//! pulldown-cmark (linear by design), and every document is bounded by `Limits`.
+//! Formats: plain text, Markdown, CSV, TSV, JSON (JSON Lines, Jupyter notebooks), HTML, XML
+//! (RSS/Atom feeds), e-mail (EML), PDF (text layer by page; scanned pages by OCR), images (PNG,
+//! JPEG, TIFF, WebP by OCR, with their metadata), Word and PowerPoint (OOXML), OpenDocument text
+//! and presentations, spreadsheets (XLSX, XLS, ODS), EPUB, ZIP archives and Outlook messages.
+//! Text may be UTF-8, UTF-16/UTF-32 with a byte-order mark, or a legacy encoding (Shift-JIS,
+//! Windows-1252, …) guessed by chardetng ([`decode`]). Nothing here panics or takes more than
+//! linear time on hostile input: JSON is parsed with a nesting limit, HTML is read from a linear
+//! tokenizer, XML by a streaming reader that expands no DTD entities, ZIP containers through a
+//! reader that bounds inflated bytes, PDF and OCR in child processes with a time-out, and every
+//! document is bounded by `Limits`.
 
 use std::borrow::Cow;
 
