@@ -8,17 +8,27 @@ use crate::document::{BlockKind, Builder, Layout};
 use crate::formats::plain;
 use crate::{Document, Limits, ParseError};
 
+/// "Name <address>", or whichever of the two is known.
+pub(crate) fn contact(name: &str, address: &str) -> String {
+    match (name.trim(), address.trim()) {
+        ("", address) => address.to_owned(),
+        (name, "") => name.to_owned(),
+        (name, address) if name == address => address.to_owned(),
+        (name, address) => format!("{name} <{address}>"),
+    }
+}
+
 fn addresses(address: Option<&Address<'_>>) -> String {
     let Some(address) = address else {
         return String::new();
     };
     address
         .iter()
-        .map(|a| match (a.name(), a.address()) {
-            (Some(name), Some(mail)) => format!("{name} <{mail}>"),
-            (None, Some(mail)) => mail.to_owned(),
-            (Some(name), None) => name.to_owned(),
-            (None, None) => String::new(),
+        .map(|a| {
+            contact(
+                a.name().unwrap_or_default(),
+                a.address().unwrap_or_default(),
+            )
         })
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()

@@ -65,11 +65,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         let address = property(&mut file, &folder, "39FE")
             .or_else(|| property(&mut file, &folder, "3003"))
             .unwrap_or_default();
-        recipients.push(match (name.is_empty(), address.is_empty()) {
-            (false, false) if name != address => format!("{name} <{address}>"),
-            (_, false) => address,
-            _ => name,
-        });
+        recipients.push(super::eml::contact(&name, &address));
     }
     let to = property(&mut file, "", "0E04").unwrap_or_default();
     let mut out = Builder::new(limits);
@@ -85,11 +81,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         )?;
     }
     let mut header = Vec::new();
-    let from = match (sender_name.is_empty(), sender.is_empty()) {
-        (false, false) if sender_name != sender => format!("{sender_name} <{sender}>"),
-        (_, false) => sender,
-        _ => sender_name,
-    };
+    let from = super::eml::contact(&sender_name, &sender);
     if !from.is_empty() {
         header.push(format!("From: {from}"));
     }

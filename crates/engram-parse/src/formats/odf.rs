@@ -22,13 +22,6 @@ fn style_level(style: &str) -> Option<usize> {
     (1..=9).contains(&level).then_some(level)
 }
 
-#[derive(Default)]
-struct Table {
-    rows: Vec<Vec<String>>,
-    row: Vec<String>,
-    cell: String,
-}
-
 pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
     let mut zip = Container::open(bytes, limits)?;
     let xml = zip
@@ -43,7 +36,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
     // Open paragraph-like elements: (level if a heading, list item?, text).
     let mut para: Option<(Option<usize>, bool, String)> = None;
     let mut list_depth = 0usize;
-    let mut tables: Vec<Table> = Vec::new();
+    let mut tables = table::Tables::default();
     // Heading levels of automatic paragraph styles (a heading written as `text:p` whose style
     // derives from "Heading N" or "Title").
     let mut style_levels: std::collections::HashMap<String, usize> =
@@ -102,17 +95,9 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                         layout(&headings, &slide),
                     )?;
                 }
-                b"table" => tables.push(Table::default()),
-                b"table-row" => {
-                    if let Some(t) = tables.last_mut() {
-                        t.row.clear();
-                    }
-                }
-                b"table-cell" => {
-                    if let Some(t) = tables.last_mut() {
-                        t.cell.clear();
-                    }
-                }
+                b"table" => tables.open(),
+                b"table-row" => tables.start_row(),
+                b"table-cell" => tables.start_cell(),
                 _ => {}
             },
             Event::Empty(e) => match local(e.name().as_ref()) {
@@ -132,9 +117,8 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                     }
                 }
                 b"table-cell" => {
-                    if let Some(t) = tables.last_mut() {
-                        t.row.push(String::new());
-                    }
+                    tables.start_cell();
+                    tables.end_cell();
                 }
                 _ => {}
             },
@@ -163,11 +147,8 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                     if text.is_empty() {
                         continue;
                     }
-                    if let Some(t) = tables.last_mut() {
-                        if !t.cell.is_empty() {
-                            t.cell.push(' ');
-                        }
-                        t.cell.push_str(&text);
+                    if tables.text(&text) {
+                        continue;
                     } else if let Some(level) = level {
                         headings.retain(|(l, _)| *l < level);
                         headings.push((level, text.clone()));
@@ -184,34 +165,11 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                     }
                 }
                 b"list-item" => list_depth = list_depth.saturating_sub(1),
-                b"table-cell" => {
-                    if let Some(t) = tables.last_mut() {
-                        let cell = std::mem::take(&mut t.cell);
-                        t.row.push(cell);
-                    }
-                }
-                b"table-row" => {
-                    if let Some(t) = tables.last_mut() {
-                        let row = std::mem::take(&mut t.row);
-                        t.rows.push(row);
-                    }
-                }
+                b"table-cell" => tables.end_cell(),
+                b"table-row" => tables.end_row(),
                 b"table" => {
-                    if let Some(done) = tables.pop() {
-                        match tables.last_mut() {
-                            Some(outer) => {
-                                for row in done.rows {
-                                    outer.cell.push(' ');
-                                    outer.cell.push_str(&row.join(" "));
-                                }
-                            }
-                            None => table::write_rows(
-                                &mut out,
-                                &done.rows,
-                                layout(&headings, &slide),
-                                None,
-                            )?,
-                        }
+                    if let Some(rows) = tables.close() {
+                        table::write_rows(&mut out, &rows, layout(&headings, &slide), None)?;
                     }
                 }
                 _ => {}

@@ -154,13 +154,6 @@ fn heading_level(style: &str) -> Option<usize> {
     (1..=9).contains(&level).then_some(level)
 }
 
-#[derive(Default)]
-struct WordTable {
-    rows: Vec<Vec<String>>,
-    row: Vec<String>,
-    cell: String,
-}
-
 /// Reads one Word XML part (body, footnotes, endnotes or comments) into blocks.
 struct WordReader<'s> {
     styles: &'s HashMap<String, usize>,
@@ -175,7 +168,7 @@ impl WordReader<'_> {
     fn read(&mut self, xml: &str, part: &str, out: &mut Builder<'_>) -> Result<(), ParseError> {
         let mut reader = Reader::from_str(xml);
         let (mut para, mut level, mut list, mut in_text) = (String::new(), None, false, false);
-        let mut tables: Vec<WordTable> = Vec::new();
+        let mut tables = table::Tables::default();
         loop {
             let event = reader.read_event().map_err(|e| corrupt(part, e))?;
             match event {
@@ -187,17 +180,9 @@ impl WordReader<'_> {
                     }
                     b"t" => in_text = true,
                     b"oMath" => para.push('$'),
-                    b"tbl" => tables.push(WordTable::default()),
-                    b"tr" => {
-                        if let Some(t) = tables.last_mut() {
-                            t.row.clear();
-                        }
-                    }
-                    b"tc" => {
-                        if let Some(t) = tables.last_mut() {
-                            t.cell.clear();
-                        }
-                    }
+                    b"tbl" => tables.open(),
+                    b"tr" => tables.start_row(),
+                    b"tc" => tables.start_cell(),
                     _ => {}
                 },
                 Event::Empty(e) => match local(e.name().as_ref()) {
@@ -220,46 +205,15 @@ impl WordReader<'_> {
                     b"p" => {
                         let text = para.trim().to_owned();
                         para.clear();
-                        if let Some(table) = tables.last_mut() {
-                            if !text.is_empty() {
-                                if !table.cell.is_empty() {
-                                    table.cell.push(' ');
-                                }
-                                table.cell.push_str(&text);
-                            }
-                        } else {
+                        if !tables.text(&text) {
                             self.paragraph(&text, level, list, out)?;
                         }
                     }
-                    b"tc" => {
-                        if let Some(t) = tables.last_mut() {
-                            let cell = std::mem::take(&mut t.cell);
-                            t.row.push(cell);
-                        }
-                    }
-                    b"tr" => {
-                        if let Some(t) = tables.last_mut() {
-                            let row = std::mem::take(&mut t.row);
-                            t.rows.push(row);
-                        }
-                    }
+                    b"tc" => tables.end_cell(),
+                    b"tr" => tables.end_row(),
                     b"tbl" => {
-                        if let Some(done) = tables.pop() {
-                            match tables.last_mut() {
-                                // A nested table becomes text of the cell around it.
-                                Some(outer) => {
-                                    for row in done.rows {
-                                        outer.cell.push(' ');
-                                        outer.cell.push_str(&row.join(" "));
-                                    }
-                                }
-                                None => table::write_rows(
-                                    out,
-                                    &done.rows,
-                                    Layout::under(&self.path()),
-                                    None,
-                                )?,
-                            }
+                        if let Some(rows) = tables.close() {
+                            table::write_rows(out, &rows, Layout::under(&self.path()), None)?;
                         }
                     }
                     _ => {}
@@ -374,7 +328,7 @@ fn slide_text(
     let mut reader = Reader::from_str(xml);
     let (mut para, mut in_text, mut is_title, mut title) = (String::new(), false, false, None);
     let mut shape_title = false;
-    let mut table: Option<WordTable> = None;
+    let mut tables = table::Tables::default();
     loop {
         match reader.read_event().map_err(|e| corrupt(part, e))? {
             Event::Start(e) => match local(e.name().as_ref()) {
@@ -382,17 +336,9 @@ fn slide_text(
                     shape_title = false;
                 }
                 b"t" | b"v" => in_text = true,
-                b"tbl" => table = Some(WordTable::default()),
-                b"tr" => {
-                    if let Some(t) = table.as_mut() {
-                        t.row.clear();
-                    }
-                }
-                b"tc" => {
-                    if let Some(t) = table.as_mut() {
-                        t.cell.clear();
-                    }
-                }
+                b"tbl" => tables.open(),
+                b"tr" => tables.start_row(),
+                b"tc" => tables.start_cell(),
                 b"cNvPr" => push_descr(&e, out),
                 _ => {}
             },
@@ -420,11 +366,8 @@ fn slide_text(
                     if text.is_empty() {
                         continue;
                     }
-                    if let Some(t) = table.as_mut() {
-                        if !t.cell.is_empty() {
-                            t.cell.push(' ');
-                        }
-                        t.cell.push_str(&text);
+                    if tables.text(&text) {
+                        continue;
                     } else if is_title && shape_title && title.is_none() {
                         title = Some(text);
                     } else {
@@ -432,29 +375,11 @@ fn slide_text(
                     }
                 }
                 b"sp" => is_title = false,
-                b"tc" => {
-                    if let Some(t) = table.as_mut() {
-                        let cell = std::mem::take(&mut t.cell);
-                        t.row.push(cell);
-                    }
-                }
-                b"tr" => {
-                    if let Some(t) = table.as_mut() {
-                        let row = std::mem::take(&mut t.row);
-                        t.rows.push(row);
-                    }
-                }
+                b"tc" => tables.end_cell(),
+                b"tr" => tables.end_row(),
                 b"tbl" => {
-                    if let Some(done) = table.take() {
-                        let mut text = String::new();
-                        if let Some((header, body)) = done.rows.split_first() {
-                            text = table::header_lines(header);
-                            for row in body {
-                                text.push('\n');
-                                text.push_str(&table::row_line(row));
-                            }
-                        }
-                        out.push((BlockKind::Table, text));
+                    if let Some(rows) = tables.close() {
+                        out.push((BlockKind::Table, table::markdown(&rows)));
                     }
                 }
                 _ => {}

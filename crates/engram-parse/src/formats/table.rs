@@ -102,6 +102,92 @@ impl TableBlocks {
     }
 }
 
+/// Tables being read from markup (Word, slides, OpenDocument): a stack, because tables nest.
+#[derive(Default)]
+pub(crate) struct Tables {
+    stack: Vec<Grid>,
+}
+
+#[derive(Default)]
+struct Grid {
+    rows: Vec<Vec<String>>,
+    row: Vec<String>,
+    cell: String,
+}
+
+impl Tables {
+    pub(crate) fn open(&mut self) {
+        self.stack.push(Grid::default());
+    }
+
+    pub(crate) fn start_row(&mut self) {
+        if let Some(grid) = self.stack.last_mut() {
+            grid.row.clear();
+        }
+    }
+
+    pub(crate) fn start_cell(&mut self) {
+        if let Some(grid) = self.stack.last_mut() {
+            grid.cell.clear();
+        }
+    }
+
+    /// Adds a paragraph of text to the current cell; false when no table is open.
+    pub(crate) fn text(&mut self, text: &str) -> bool {
+        let Some(grid) = self.stack.last_mut() else {
+            return false;
+        };
+        if !text.is_empty() {
+            if !grid.cell.is_empty() {
+                grid.cell.push(' ');
+            }
+            grid.cell.push_str(text);
+        }
+        true
+    }
+
+    /// Ends a cell.
+    pub(crate) fn end_cell(&mut self) {
+        if let Some(grid) = self.stack.last_mut() {
+            let cell = std::mem::take(&mut grid.cell);
+            grid.row.push(cell);
+        }
+    }
+
+    pub(crate) fn end_row(&mut self) {
+        if let Some(grid) = self.stack.last_mut() {
+            let row = std::mem::take(&mut grid.row);
+            grid.rows.push(row);
+        }
+    }
+
+    /// Closes the innermost table. A nested table's rows become text of the cell around it;
+    /// an outermost table's rows are returned.
+    pub(crate) fn close(&mut self) -> Option<Vec<Vec<String>>> {
+        let done = self.stack.pop()?;
+        if self.stack.is_empty() {
+            return Some(done.rows);
+        }
+        for row in done.rows {
+            self.text(&row.join(" "));
+        }
+        None
+    }
+}
+
+/// A table's rows as Markdown, the first row as the header (one block, for small tables).
+pub(crate) fn markdown(rows: &[Vec<String>]) -> String {
+    let Some((header, body)) = rows.split_first() else {
+        return String::new();
+    };
+    let mut text = header_lines(header);
+    for row in body {
+        text.push('\n');
+        text.push_str(&row_line(row));
+    }
+    text
+}
+
 /// Writes a whole table whose first row is the header. `first_number` is the source row number
 /// of the header (spreadsheets), so data rows carry theirs in `row_range`.
 pub(crate) fn write_rows(
