@@ -48,6 +48,9 @@ pub enum Format {
     Odp,
     /// E-mail messages (RFC 822 / MIME).
     Eml,
+    /// Word and PowerPoint 97-2003.
+    Doc,
+    Ppt,
 }
 
 impl Format {
@@ -76,6 +79,8 @@ impl Format {
         Self::Odt,
         Self::Odp,
         Self::Eml,
+        Self::Doc,
+        Self::Ppt,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -106,6 +111,8 @@ impl Format {
             Self::Odt => "application/vnd.oasis.opendocument.text",
             Self::Odp => "application/vnd.oasis.opendocument.presentation",
             Self::Eml => "message/rfc822",
+            Self::Doc => "application/msword",
+            Self::Ppt => "application/vnd.ms-powerpoint",
         }
     }
 
@@ -150,6 +157,8 @@ impl Format {
             Self::Odt => "odt",
             Self::Odp => "odp",
             Self::Eml => "eml",
+            Self::Doc => "doc",
+            Self::Ppt => "ppt",
         }
     }
 
@@ -196,6 +205,8 @@ impl Format {
             "application/vnd.oasis.opendocument.text" => Self::Odt,
             "application/vnd.oasis.opendocument.presentation" => Self::Odp,
             "message/rfc822" => Self::Eml,
+            "application/msword" => Self::Doc,
+            "application/vnd.ms-powerpoint" => Self::Ppt,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })

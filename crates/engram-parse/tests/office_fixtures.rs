@@ -101,6 +101,29 @@ fn libreoffice_documents_keep_their_structure() {
     let docx = convert(dir.path(), &html, "docx:MS Word 2007 XML").unwrap();
     check_report(&read(&docx, "report.docx", Format::Docx), "docx");
 
+    let doc = convert(dir.path(), &html, "doc:MS Word 97").unwrap();
+    let old = read(&doc, "report.doc", Format::Doc);
+    let text = old.text();
+    for s in [
+        "Quarterly Report",
+        "Revenue grew in every region",
+        "North exceeded its target",
+        "Hiring continues & costs stay flat",
+        "1200",
+    ] {
+        assert!(text.contains(s), "doc: {s} missing from\n{text}");
+    }
+    let ppt = convert(dir.path(), &sample("test.pptx"), "ppt").unwrap();
+    let deck = read(&ppt, "test.ppt", Format::Ppt);
+    let text = deck.text();
+    assert!(
+        text.contains("AutoGen: Enabling Next-Gen LLM Applications via Multi-Agent Conversation"),
+        "{text}"
+    );
+    let slides: Vec<u32> = deck.blocks.iter().filter_map(|b| b.layout.slide).collect();
+    assert_eq!(slides.first(), Some(&1), "{text}");
+    assert!(slides.iter().max().unwrap() >= &5, "{slides:?}");
+
     let odp = convert(dir.path(), &sample("test.pptx"), "odp").unwrap();
     let deck = read(&odp, "test.odp", Format::Odp);
     let text = deck.text();

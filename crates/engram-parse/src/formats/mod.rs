@@ -8,6 +8,7 @@ pub(crate) mod epub;
 pub(crate) mod html;
 pub(crate) mod image;
 pub(crate) mod json;
+pub(crate) mod legacy;
 pub(crate) mod markdown;
 pub(crate) mod msg;
 pub(crate) mod odf;
