@@ -18,6 +18,37 @@ pub(crate) fn contact(name: &str, address: &str) -> String {
     }
 }
 
+/// Pushes a message's subject as the top heading and its header fields (those with a value) as
+/// one paragraph; returns the heading path for the body.
+pub(crate) fn head(
+    out: &mut Builder<'_>,
+    subject: &str,
+    fields: &[(&str, String)],
+) -> Result<Vec<String>, ParseError> {
+    let headings: Vec<String> = (!subject.is_empty())
+        .then(|| subject.to_owned())
+        .into_iter()
+        .collect();
+    if !subject.is_empty() {
+        out.push(
+            BlockKind::Heading,
+            &format!("# {subject}"),
+            Layout::under(&headings),
+        )?;
+    }
+    let header: Vec<String> = fields
+        .iter()
+        .filter(|(_, value)| !value.is_empty())
+        .map(|(label, value)| format!("{label}: {value}"))
+        .collect();
+    out.push(
+        BlockKind::Paragraph,
+        &header.join("\n"),
+        Layout::under(&headings),
+    )?;
+    Ok(headings)
+}
+
 fn addresses(address: Option<&Address<'_>>) -> String {
     let Some(address) = address else {
         return String::new();
@@ -41,35 +72,18 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         .ok_or_else(|| ParseError::Corrupt("not an e-mail message".into()))?;
     let mut out = Builder::new(limits);
     let subject = message.subject().unwrap_or_default().trim().to_owned();
-    let headings: Vec<String> = (!subject.is_empty())
-        .then(|| subject.clone())
-        .into_iter()
-        .collect();
-    if !subject.is_empty() {
-        out.push(
-            BlockKind::Heading,
-            &format!("# {subject}"),
-            Layout::under(&headings),
-        )?;
-    }
-    let mut header = Vec::new();
-    for (label, value) in [
-        ("From", addresses(message.from())),
-        ("To", addresses(message.to())),
-        ("Cc", addresses(message.cc())),
-        (
-            "Date",
-            message.date().map(|d| d.to_rfc3339()).unwrap_or_default(),
-        ),
-    ] {
-        if !value.is_empty() {
-            header.push(format!("{label}: {value}"));
-        }
-    }
-    out.push(
-        BlockKind::Paragraph,
-        &header.join("\n"),
-        Layout::under(&headings),
+    let headings = head(
+        &mut out,
+        &subject,
+        &[
+            ("From", addresses(message.from())),
+            ("To", addresses(message.to())),
+            ("Cc", addresses(message.cc())),
+            (
+                "Date",
+                message.date().map(|d| d.to_rfc3339()).unwrap_or_default(),
+            ),
+        ],
     )?;
     if let Some(text) = message.body_text(0).filter(|t| !t.trim().is_empty()) {
         plain::paragraphs(

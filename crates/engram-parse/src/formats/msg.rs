@@ -5,7 +5,7 @@
 
 use std::io::{Cursor, Read};
 
-use crate::document::{BlockKind, Builder, Layout};
+use crate::document::{Builder, Layout};
 use crate::formats::plain;
 use crate::{Document, Limits, ParseError};
 
@@ -69,37 +69,16 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
     }
     let to = property(&mut file, "", "0E04").unwrap_or_default();
     let mut out = Builder::new(limits);
-    let headings: Vec<String> = (!subject.is_empty())
-        .then(|| subject.clone())
-        .into_iter()
-        .collect();
-    if !subject.is_empty() {
-        out.push(
-            BlockKind::Heading,
-            &format!("# {subject}"),
-            Layout::under(&headings),
-        )?;
-    }
-    let mut header = Vec::new();
-    let from = super::eml::contact(&sender_name, &sender);
-    if !from.is_empty() {
-        header.push(format!("From: {from}"));
-    }
     let to = if recipients.is_empty() {
         to
     } else {
         recipients.join(", ")
     };
-    if !to.is_empty() {
-        header.push(format!("To: {to}"));
-    }
-    if !subject.is_empty() {
-        header.push(format!("Subject: {subject}"));
-    }
-    out.push(
-        BlockKind::Paragraph,
-        &header.join("\n"),
-        Layout::under(&headings),
+    let from = super::eml::contact(&sender_name, &sender);
+    let headings = super::eml::head(
+        &mut out,
+        &subject,
+        &[("From", from), ("To", to), ("Subject", subject.clone())],
     )?;
     match property(&mut file, "", "1000").filter(|b| !b.trim().is_empty()) {
         Some(body) => plain::paragraphs(
