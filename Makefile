@@ -7,11 +7,15 @@ LISTEN ?= 127.0.0.1:8080
 DATA_DIR ?= ./data
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: setup build run test lint fmt check-fmt clippy unit e2e clean-data
+.PHONY: setup setup-test build run test lint fmt check-fmt clippy unit e2e clean-data
 
-## setup: install whatever the build and the tests need and is missing.
+## setup: install whatever the build and the service need and is missing.
 setup:
 	@scripts/setup.sh "$(CACHE_DIR)"
+
+## setup-test: also what only the tests need (LibreOffice makes fixtures, qpdf encrypts one).
+setup-test:
+	@scripts/setup.sh "$(CACHE_DIR)" --test
 
 ## build: the release binary target/release/engram.
 build: setup
@@ -22,7 +26,7 @@ run: build
 	./target/release/engram serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 ## test: style checks, then every test (unit, conformance, end-to-end against the real binary).
-test: setup check-fmt clippy
+test: setup-test check-fmt clippy
 	$(CARGO) test --workspace --locked --all-targets
 
 lint: check-fmt clippy

@@ -3,6 +3,8 @@
 # there. Downloads go to the cache directory given as $1 (default .cache), never into git.
 set -euo pipefail
 cache="${1:-.cache}"
+for_tests=false
+[ "${2:-}" = "--test" ] && for_tests=true
 mkdir -p "$cache"
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -42,10 +44,15 @@ fi
 packages=()
 need tesseract || packages+=(tesseract-ocr tesseract-ocr-eng)
 need pdftotext || packages+=(poppler-utils)
-need soffice || packages+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
-need qpdf || packages+=(qpdf)
+if $for_tests; then
+  need soffice || packages+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
+  need qpdf || packages+=(qpdf)
+fi
 if [ "${#packages[@]}" -gt 0 ]; then
-  if need apt-get; then
+  if ! $for_tests && ! need apt-get; then
+    # The service runs without them; PDF and image uploads then fail with a message naming them.
+    echo "setup: for PDF and image files, install ${packages[*]} (Poppler and Tesseract)" >&2
+  elif need apt-get; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     echo "setup: installing ${packages[*]}" >&2
