@@ -122,6 +122,24 @@ mod tests {
     }
 
     #[test]
+    fn tiff_pages_rendered_by_poppler() {
+        // A real TIFF, made by pdftoppm from a page with known text.
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("page");
+        let made = std::process::Command::new("pdftoppm")
+            .args(["-r", "200", "-f", "1", "-l", "1", "-tiff", "-singlefile"])
+            .arg(sample("REPAIR-2022-INV-001_multipage.pdf"))
+            .arg(&prefix)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let tiff = std::fs::read(prefix.with_extension("tif")).unwrap();
+        assert_eq!(crate::detect(&tiff, "page", None), Ok(crate::Format::Tiff));
+        let text = extract(&tiff, "tiff", &Limits::default()).unwrap().text();
+        assert!(text.contains("Gabriel Diaz"), "{text}");
+    }
+
+    #[test]
     fn huge_and_blank_images() {
         // A PNG header claiming 100000 x 100000 pixels: refused before any decoding.
         let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
