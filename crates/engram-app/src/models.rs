@@ -24,11 +24,17 @@ impl Models {
     pub async fn load(config: &EmbeddingConfig) -> AppResult<Self> {
         let mut options = LocalEmbedderOptions::from_cache_dir(&config.cache_dir);
         options.threads = config.threads;
+        options.sessions = config.sessions;
         options.max_batch = config.max_batch;
+        // Queries are short and one at a time per call: one session of `threads` threads.
+        let query_options = LocalEmbedderOptions {
+            sessions: 1,
+            ..options.clone()
+        };
         let (local, query) = tokio::task::spawn_blocking(move || {
             Ok::<_, engram_embed::EmbedError>((
                 LocalEmbedder::new(&options)?,
-                LocalEmbedder::new(&options)?,
+                LocalEmbedder::new(&query_options)?,
             ))
         })
         .await

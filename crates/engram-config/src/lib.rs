@@ -102,8 +102,12 @@ impl Default for WorkersConfig {
 pub struct EmbeddingConfig {
     /// Where `make setup` put the model and the runtime (`models/…`, `onnxruntime/…`).
     pub cache_dir: PathBuf,
-    /// Threads one embedding call uses.
+    /// Threads each model session runs on.
     pub threads: usize,
+    /// Model sessions for indexing: the batches of a call run on all of them at once. One
+    /// single-threaded session per core is the fastest for this small model. Queries have a
+    /// session of their own besides.
+    pub sessions: usize,
     /// Most texts per model run.
     pub max_batch: usize,
 }
@@ -112,7 +116,8 @@ impl Default for EmbeddingConfig {
     fn default() -> Self {
         Self {
             cache_dir: PathBuf::from(".cache"),
-            threads: 2,
+            threads: 1,
+            sessions: 2,
             max_batch: 8,
         }
     }
@@ -122,7 +127,7 @@ impl Default for EmbeddingConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
-    /// Indexing workers (each embeds with `embedding.threads` threads).
+    /// Indexing workers (they share the `embedding.sessions`).
     pub workers: u32,
     /// Items claimed at once; their chunks are embedded together.
     pub batch_items: u32,
@@ -336,11 +341,12 @@ impl Config {
             ));
         }
         if self.embedding.threads == 0
+            || self.embedding.sessions == 0
             || self.embedding.max_batch == 0
             || self.pipeline.expiry_sweep_ms == 0
         {
             return Err(ConfigError::Invalid(
-                "embedding.threads, embedding.max_batch and pipeline.expiry_sweep_ms must be positive".into(),
+                "embedding.threads, sessions, max_batch and pipeline.expiry_sweep_ms must be positive".into(),
             ));
         }
         let q = &self.search;

@@ -1,5 +1,6 @@
 //! Throughput of the local embedder: 256 texts of about 110 tokens (a typical chunk) at batch
-//! sizes 8, 16 and 32, on 1 and 2 intra-op threads. Not a timed test: it prints texts/second.
+//! sizes 8, 16 and 32, on one session of 1 or 2 intra-op threads and on two single-threaded
+//! sessions. Not a timed test: it prints texts/second.
 //!
 //!     cargo bench -p engram-embed --bench embed
 //!
@@ -50,7 +51,9 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
     // and then one small batch checks that it works without spending a minute measuring.
     if !std::env::args().any(|a| a == "--bench") {
-        let vectors = common::embedder(2, 8).embed(&texts[..8]).expect("embeds");
+        let vectors = common::embedder(1, 2, 8)
+            .embed(&texts[..8])
+            .expect("embeds");
         assert_eq!(vectors.len(), 8);
         println!("embed bench: smoke run only; `cargo bench -p engram-embed` measures");
         return;
@@ -61,7 +64,7 @@ fn main() {
         .unwrap_or(2)
         .max(1);
     {
-        let embedder = common::embedder(1, 32);
+        let embedder = common::embedder(1, 1, 32);
         let tokens: usize = texts
             .iter()
             .map(|t| embedder.token_ids(t).expect("tokenizes").len())
@@ -71,10 +74,10 @@ fn main() {
             tokens as f64 / TEXTS as f64
         );
     }
-    println!("threads  batch  texts/s  ms/text");
-    for threads in [1, 2] {
-        for batch in [8, 16, 32] {
-            let embedder = common::embedder(threads, batch);
+    println!("sessions  threads  batch  texts/s  ms/text");
+    for (sessions, threads) in [(1, 1), (1, 2), (2, 1)] {
+        for batch in [2, 4, 8, 16] {
+            let embedder = common::embedder(threads, sessions, batch);
             embedder.embed(&texts[..batch]).expect("warm-up");
             let mut best = Duration::MAX;
             for _ in 0..rounds {
@@ -85,7 +88,7 @@ fn main() {
             }
             let secs = best.as_secs_f64();
             println!(
-                "{threads:>7}  {batch:>5}  {:>7.1}  {:>7.2}",
+                "{sessions:>8}  {threads:>7}  {batch:>5}  {:>7.1}  {:>7.2}",
                 TEXTS as f64 / secs,
                 secs * 1000.0 / TEXTS as f64
             );

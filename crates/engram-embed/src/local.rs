@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ort::environment::Environment;
 use ort::session::{Session, SessionInputValue};
@@ -13,9 +14,11 @@ use crate::pooling::{l2_normalize, mean_pool};
 use crate::{EmbedError, Embedder, MAX_TOKENS};
 
 /// Intra-op threads of a session unless the options say otherwise.
-pub const DEFAULT_THREADS: usize = 2;
+pub const DEFAULT_THREADS: usize = 1;
+/// Sessions (model runs that can go on at once) unless the options say otherwise.
+pub const DEFAULT_SESSIONS: usize = 2;
 /// Most texts run through the model at once unless the options say otherwise.
-pub const DEFAULT_MAX_BATCH: usize = 32;
+pub const DEFAULT_MAX_BATCH: usize = 8;
 
 const MODEL_ID: &str = "all-MiniLM-L6-v2-onnx-int8";
 const MODEL_FILE: &str = "model.onnx";
@@ -32,9 +35,13 @@ pub struct LocalEmbedderOptions {
     pub model_dir: PathBuf,
     /// Path of `libonnxruntime.so` (1.17 or newer), loaded once per process.
     pub runtime_lib: PathBuf,
-    /// Intra-op threads of the ONNX Runtime session (default 2).
+    /// Intra-op threads of each ONNX Runtime session (default 1).
     pub threads: usize,
-    /// Most texts per model run (default 32); longer inputs are split into runs of this size.
+    /// Sessions of the model (default 2): batches run on all of them at once, each on its own
+    /// `threads`. One single-threaded session per core beats one session spread over the cores
+    /// for a model this small (no synchronisation inside a run).
+    pub sessions: usize,
+    /// Most texts per model run (default 8); longer inputs are split into runs of this size.
     pub max_batch: usize,
 }
 
@@ -45,6 +52,7 @@ impl LocalEmbedderOptions {
             model_dir: model_dir.into(),
             runtime_lib: runtime_lib.into(),
             threads: DEFAULT_THREADS,
+            sessions: DEFAULT_SESSIONS,
             max_batch: DEFAULT_MAX_BATCH,
         }
     }
@@ -62,10 +70,11 @@ impl LocalEmbedderOptions {
 ///
 /// Texts are truncated at [`MAX_TOKENS`] tokens. A call sorts its texts by token count and runs
 /// them in batches of at most `max_batch`, each padded to its longest text, so little compute
-/// goes to padding; the vectors come back in input order. Calls on one embedder run one at a
-/// time (the session is behind a lock); each uses `threads` cores.
+/// goes to padding; the vectors come back in input order. The batches of a call run on every
+/// free session at once; a session runs one batch at a time (it is behind a lock), on `threads`
+/// cores, so concurrent calls share the sessions batch by batch.
 pub struct LocalEmbedder {
-    session: Mutex<Session>,
+    sessions: Vec<Mutex<Session>>,
     tokenizer: Tokenizer,
     padding: PaddingParams,
     token_type_ids: bool,
@@ -78,6 +87,9 @@ impl LocalEmbedder {
     pub fn new(options: &LocalEmbedderOptions) -> Result<Self, EmbedError> {
         if options.threads == 0 {
             return Err(EmbedError::InvalidOptions("threads must be at least 1"));
+        }
+        if options.sessions == 0 {
+            return Err(EmbedError::InvalidOptions("sessions must be at least 1"));
         }
         if options.max_batch == 0 {
             return Err(EmbedError::InvalidOptions("max_batch must be at least 1"));
@@ -99,15 +111,19 @@ impl LocalEmbedder {
             reason: reason.to_owned(),
             source: Some(Box::new(source)),
         };
-        let session = Session::builder(&environment)
-            .and_then(|b| Ok(b.with_intra_threads(options.threads)?))
-            .and_then(|b| Ok(b.with_inter_threads(1)?))
-            .map_err(|e| model_err("cannot configure the session", e))?
-            .commit_from_file(&model_path)
-            .map_err(|e| model_err("cannot load", e))?;
-        let (token_type_ids, dimension) = check_signature(&session, &model_path)?;
+        let sessions = (0..options.sessions)
+            .map(|_| {
+                Session::builder(&environment)
+                    .and_then(|b| Ok(b.with_intra_threads(options.threads)?))
+                    .and_then(|b| Ok(b.with_inter_threads(1)?))
+                    .map_err(|e| model_err("cannot configure the session", e))?
+                    .commit_from_file(&model_path)
+                    .map_err(|e| model_err("cannot load", e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (token_type_ids, dimension) = check_signature(&sessions[0], &model_path)?;
         Ok(Self {
-            session: Mutex::new(session),
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
             tokenizer,
             padding,
             token_type_ids,
@@ -128,8 +144,73 @@ impl LocalEmbedder {
             .map_err(EmbedError::Tokenizer)
     }
 
-    /// Runs one batch of encodings of equal (padded) length; one unit vector per encoding.
-    fn run_batch(&self, batch: &[Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// A free session, trying them from `first` on; waits for `first` when all are busy. A panic
+    /// while a lock was held cannot leave a session half-changed: a poisoned lock is recovered.
+    fn session(&self, first: usize) -> MutexGuard<'_, Session> {
+        let n = self.sessions.len();
+        (0..n)
+            .find_map(|k| self.sessions[(first + k) % n].try_lock().ok())
+            .unwrap_or_else(|| {
+                self.sessions[first % n]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            })
+    }
+
+    /// Pads and runs the batches `order` is cut into, on up to every session at once; the
+    /// vectors of each batch in its order.
+    fn run_batches(
+        &self,
+        encodings: &mut [Encoding],
+        order: &[usize],
+    ) -> Result<Vec<Vec<Vec<f32>>>, EmbedError> {
+        let mut batches = order
+            .chunks(self.max_batch)
+            .map(|chunk| {
+                let mut batch: Vec<Encoding> = chunk
+                    .iter()
+                    .map(|&i| std::mem::take(&mut encodings[i]))
+                    .collect();
+                tokenizers::pad_encodings(&mut batch, &self.padding)
+                    .map_err(EmbedError::Tokenizer)?;
+                Ok(Mutex::new((batch, None)))
+            })
+            .collect::<Result<Vec<Mutex<(Vec<Encoding>, Option<Result<_, _>>)>>, EmbedError>>()?;
+        let runners = self.sessions.len().min(batches.len());
+        let next = AtomicUsize::new(0);
+        let run = |runner: usize| loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = batches.get(index) else {
+                break;
+            };
+            let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            let result = self.run_batch(&slot.0, runner);
+            slot.1 = Some(result);
+        };
+        if runners <= 1 {
+            run(0);
+        } else {
+            std::thread::scope(|scope| {
+                for runner in 1..runners {
+                    scope.spawn(move || run(runner));
+                }
+                run(0);
+            });
+        }
+        batches
+            .iter_mut()
+            .map(|slot| {
+                let slot = slot.get_mut().unwrap_or_else(PoisonError::into_inner);
+                slot.1
+                    .take()
+                    .unwrap_or_else(|| Err(EmbedError::Inference("a batch was not run".into())))
+            })
+            .collect()
+    }
+
+    /// Runs one batch of encodings of equal (padded) length on a free session (trying
+    /// `first` first); one unit vector per encoding.
+    fn run_batch(&self, batch: &[Encoding], first: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
         let rows = batch.len();
         let cols = batch.first().map_or(0, Encoding::len);
         let mut ids = Vec::with_capacity(rows * cols);
@@ -154,8 +235,7 @@ impl LocalEmbedder {
             inputs.push((TOKEN_TYPE_IDS.into(), tensor(types)?));
         }
 
-        // A panic while the lock was held cannot leave the session half-changed: recover it.
-        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut session = self.session(first);
         let outputs = session
             .run(inputs)
             .map_err(|e| EmbedError::Inference(Box::new(e)))?;
@@ -195,13 +275,9 @@ impl Embedder for LocalEmbedder {
         order.sort_by_key(|&i| encodings[i].len());
 
         let mut vectors = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(self.max_batch) {
-            let mut batch: Vec<Encoding> = chunk
-                .iter()
-                .map(|&i| std::mem::take(&mut encodings[i]))
-                .collect();
-            tokenizers::pad_encodings(&mut batch, &self.padding).map_err(EmbedError::Tokenizer)?;
-            for (&i, v) in chunk.iter().zip(self.run_batch(&batch)?) {
+        let batches = self.run_batches(&mut encodings, &order)?;
+        for (chunk, batch) in order.chunks(self.max_batch).zip(batches) {
+            for (&i, v) in chunk.iter().zip(batch) {
                 vectors[i] = v;
             }
         }

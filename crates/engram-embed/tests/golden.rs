@@ -42,7 +42,7 @@ fn case(name: &str) -> &'static Case {
 /// One embedder for the whole binary (loading takes a fraction of a second per session).
 fn embedder() -> &'static LocalEmbedder {
     static EMBEDDER: OnceLock<LocalEmbedder> = OnceLock::new();
-    EMBEDDER.get_or_init(|| common::embedder(2, 32))
+    EMBEDDER.get_or_init(|| common::embedder(2, 1, 32))
 }
 
 fn texts() -> Vec<&'static str> {
@@ -101,8 +101,9 @@ fn paraphrase_is_closer_than_unrelated_text() {
 fn batching_and_order_do_not_change_vectors() {
     let texts = texts();
     let together = embedder().embed(&texts).unwrap();
-    // Small batches over the texts in reverse order: every batch is padded differently.
-    let small = common::embedder(1, 2);
+    // Small batches over the texts in reverse order, run on three sessions at once: every
+    // batch is padded differently and the batches finish in any order.
+    let small = common::embedder(1, 3, 2);
     let reversed: Vec<&str> = texts.iter().rev().copied().collect();
     let mut apart = small.embed(&reversed).unwrap();
     apart.reverse();
@@ -137,9 +138,9 @@ fn missing_files_say_how_to_get_them() {
 }
 
 #[test]
-fn zero_threads_or_batch_is_refused() {
-    for (threads, max_batch) in [(0, 32), (2, 0)] {
-        let error = LocalEmbedder::new(&common::options(threads, max_batch)).err();
+fn zero_threads_sessions_or_batch_is_refused() {
+    for (threads, sessions, max_batch) in [(0, 1, 32), (1, 0, 32), (2, 1, 0)] {
+        let error = LocalEmbedder::new(&common::options(threads, sessions, max_batch)).err();
         assert!(
             matches!(error, Some(EmbedError::InvalidOptions(_))),
             "{error:?}"

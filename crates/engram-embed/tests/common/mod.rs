@@ -5,8 +5,8 @@ use std::path::Path;
 
 use engram_embed::{LocalEmbedder, LocalEmbedderOptions};
 
-/// Options for the model of this checkout, with the given threads and batch size.
-pub fn options(threads: usize, max_batch: usize) -> LocalEmbedderOptions {
+/// Options for the model of this checkout, with the given threads, sessions and batch size.
+pub fn options(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedderOptions {
     let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache");
     let mut options = LocalEmbedderOptions::from_cache_dir(&cache);
     if let Some(dir) = std::env::var_os("ENGRAM_MODEL_DIR") {
@@ -16,13 +16,14 @@ pub fn options(threads: usize, max_batch: usize) -> LocalEmbedderOptions {
         options.runtime_lib = lib.into();
     }
     options.threads = threads;
+    options.sessions = sessions;
     options.max_batch = max_batch;
     options
 }
 
 /// The local embedder; panics with the way to get the files when they are missing.
-pub fn embedder(threads: usize, max_batch: usize) -> LocalEmbedder {
-    let options = options(threads, max_batch);
+pub fn embedder(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedder {
+    let options = options(threads, sessions, max_batch);
     LocalEmbedder::new(&options).unwrap_or_else(|e| {
         let mut message = e.to_string();
         let mut source = std::error::Error::source(&e);
