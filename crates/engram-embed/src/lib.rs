@@ -14,7 +14,9 @@ mod pooling;
 
 use std::path::PathBuf;
 
-pub use local::{LocalEmbedder, LocalEmbedderOptions, DEFAULT_MAX_BATCH, DEFAULT_THREADS};
+pub use local::{
+    LocalEmbedder, LocalEmbedderOptions, DEFAULT_MAX_BATCH, DEFAULT_SESSIONS, DEFAULT_THREADS,
+};
 pub use pooling::{cosine, l2_normalize};
 
 /// Dimension of the vectors of all-MiniLM-L6-v2.

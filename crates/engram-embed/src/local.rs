@@ -17,10 +17,12 @@ use crate::{EmbedError, Embedder, MAX_TOKENS};
 pub const DEFAULT_THREADS: usize = 1;
 /// Sessions (model runs that can go on at once) unless the options say otherwise.
 pub const DEFAULT_SESSIONS: usize = 2;
-/// Most texts run through the model at once unless the options say otherwise.
-pub const DEFAULT_MAX_BATCH: usize = 8;
+/// Most texts run through the model at once unless the options say otherwise: one, so that a
+/// text's vector never depends on the texts it came with (activations are quantized per run),
+/// no compute goes to padding, and it is also the fastest on CPU.
+pub const DEFAULT_MAX_BATCH: usize = 1;
 
-const MODEL_ID: &str = "all-MiniLM-L6-v2-onnx-int8";
+const MODEL_ID: &str = "all-MiniLM-L6-v2-onnx-int8-dynamic";
 const MODEL_FILE: &str = "model.onnx";
 const TOKENIZER_FILE: &str = "tokenizer.json";
 const OUTPUT: &str = "last_hidden_state";
@@ -41,7 +43,9 @@ pub struct LocalEmbedderOptions {
     /// `threads`. One single-threaded session per core beats one session spread over the cores
     /// for a model this small (no synchronisation inside a run).
     pub sessions: usize,
-    /// Most texts per model run (default 8); longer inputs are split into runs of this size.
+    /// Most texts per model run (default 1); longer inputs are split into runs of this size.
+    /// Above one, a text's vector depends slightly on its batch (cosine above 0.99 to the
+    /// vector of the text run alone), since activations are quantized over the whole run.
     pub max_batch: usize,
 }
 
@@ -67,6 +71,11 @@ impl LocalEmbedderOptions {
 }
 
 /// all-MiniLM-L6-v2 (384 dimensions) from an int8 ONNX export, run by ONNX Runtime.
+///
+/// The model is the one `scripts/setup_models.sh` writes: its matrix products are
+/// `DynamicQuantizeMatMul` (int8 weights as shipped, activations quantized to uint8 per run), so
+/// they run on the int8 kernels; about twice as fast as the same weights in f32 on two cores,
+/// cosine about 0.995 to the f32 model and the same SciFact nDCG@10 within 0.003.
 ///
 /// Texts are truncated at [`MAX_TOKENS`] tokens. A call sorts its texts by token count and runs
 /// them in batches of at most `max_batch`, each padded to its longest text, so little compute

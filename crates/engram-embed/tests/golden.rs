@@ -1,6 +1,7 @@
 //! The int8 ONNX model against the f32 reference (`tests/fixtures/golden.json`, written by
 //! `scripts/golden_embeddings.py`), and the properties callers rely on: unit vectors, input
-//! order, batching that does not change results, paraphrases closer than unrelated text.
+//! order, vectors that do not depend on the other texts of a call, paraphrases closer than
+//! unrelated text.
 
 mod common;
 
@@ -39,10 +40,17 @@ fn case(name: &str) -> &'static Case {
         .unwrap_or_else(|| panic!("golden.json has no case {name}"))
 }
 
-/// One embedder for the whole binary (loading takes a fraction of a second per session).
+/// One embedder with the default options for the whole binary (loading takes a fraction of a
+/// second per session).
 fn embedder() -> &'static LocalEmbedder {
     static EMBEDDER: OnceLock<LocalEmbedder> = OnceLock::new();
-    EMBEDDER.get_or_init(|| common::embedder(2, 1, 32))
+    EMBEDDER.get_or_init(|| {
+        common::embedder(
+            engram_embed::DEFAULT_THREADS,
+            engram_embed::DEFAULT_SESSIONS,
+            engram_embed::DEFAULT_MAX_BATCH,
+        )
+    })
 }
 
 fn texts() -> Vec<&'static str> {
@@ -98,24 +106,34 @@ fn paraphrase_is_closer_than_unrelated_text() {
 }
 
 #[test]
-fn batching_and_order_do_not_change_vectors() {
+fn other_texts_and_order_do_not_change_vectors() {
     let texts = texts();
     let together = embedder().embed(&texts).unwrap();
-    // Small batches over the texts in reverse order, run on three sessions at once: every
-    // batch is padded differently and the batches finish in any order.
-    let small = common::embedder(1, 3, 2);
+    // In reverse order on three sessions at once: the runs finish in any order.
+    let three = common::embedder(1, 3, 1);
     let reversed: Vec<&str> = texts.iter().rev().copied().collect();
-    let mut apart = small.embed(&reversed).unwrap();
+    let mut apart = three.embed(&reversed).unwrap();
     apart.reverse();
     for (i, text) in texts.iter().enumerate() {
         let alone = embedder().embed(&[text]).unwrap();
+        assert_eq!(alone[0], together[i], "text {i} alone vs with the others");
+        assert_eq!(apart[i], together[i], "text {i} on three sessions");
+    }
+}
+
+#[test]
+fn batches_of_several_texts_stay_close() {
+    // Activations are quantized per model run, so a text run in a padded batch of four comes
+    // out slightly different from the same text run alone, but not by much.
+    let texts = texts();
+    let alone = embedder().embed(&texts).unwrap();
+    let batched = common::embedder(1, 2, 4).embed(&texts).unwrap();
+    for (i, (a, b)) in alone.iter().zip(&batched).enumerate() {
+        let similarity = cosine(a, b);
+        println!("text {i}: cosine {similarity:.5} in a batch of 4 to alone");
         assert!(
-            cosine(&alone[0], &together[i]) > 0.9999,
-            "text {i} alone vs in a batch"
-        );
-        assert!(
-            cosine(&apart[i], &together[i]) > 0.9999,
-            "text {i} in batches of 2"
+            similarity > 0.99,
+            "text {i}: cosine {similarity} in a batch of 4"
         );
     }
 }
