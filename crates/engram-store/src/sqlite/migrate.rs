@@ -29,6 +29,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "webhooks",
         sql: include_str!("../../migrations/sqlite/0003_webhooks.sql"),
     },
+    Migration {
+        version: 4,
+        name: "lexical_log",
+        sql: include_str!("../../migrations/sqlite/0004_lexical_log.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

@@ -2,6 +2,7 @@
 //! processes (the server and `engram keys`) may open it at once.
 
 mod items;
+mod lexical;
 mod migrate;
 mod search;
 mod webhooks;
@@ -30,6 +31,8 @@ pub const DB_FILE: &str = "engram.sqlite3";
 #[derive(Clone)]
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
+    /// BM25 over chunk text, derived from `chunks` (see `lexical`).
+    lexical: std::sync::Arc<lexical::LexicalIndexes>,
 }
 
 impl SqliteStore {
@@ -50,7 +53,15 @@ impl SqliteStore {
             .max_connections(8)
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        let lexical = std::sync::Arc::new(lexical::LexicalIndexes::new());
+        let started = std::time::Instant::now();
+        let chunks = lexical.rebuild(&pool).await?;
+        tracing::info!(
+            chunks,
+            ms = started.elapsed().as_millis() as u64,
+            "lexical index rebuilt"
+        );
+        Ok(Self { pool, lexical })
     }
 }
 
@@ -436,7 +447,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_lexical_index_follows_chunks_through_every_deletion_path() {
-        use crate::{ItemStore, LifecycleStore, WorkQueue};
+        use crate::{ChunkSearch, ItemStore, LifecycleStore, WorkQueue};
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
         let db = store
@@ -463,12 +474,18 @@ mod tests {
                 .unwrap()
                 .is_some());
         }
-        let matching = "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zebra'";
-        assert_eq!(
-            count(&store, matching).await,
-            2,
-            "porter stemming matches zebras"
-        );
+        let zebra = crate::LexicalQuery {
+            terms: vec!["zebra".into()],
+            operator: crate::TermOperator::Or,
+        };
+        let matching = || async {
+            store
+                .keyword_search(&scope, &crate::ChunkFilter::default(), &zebra, 10, 0)
+                .await
+                .unwrap()
+                .len()
+        };
+        assert_eq!(matching().await, 2, "porter stemming matches zebras");
         store
             .delete_items(
                 &scope,
@@ -479,7 +496,7 @@ mod tests {
             )
             .await
             .unwrap();
-        assert_eq!(count(&store, matching).await, 1);
+        assert_eq!(matching().await, 1);
         store
             .enqueue_items(
                 &scope,
@@ -490,7 +507,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            count(&store, matching).await,
+            matching().await,
             0,
             "an upsert drops the old chunks from the index"
         );
@@ -509,13 +526,21 @@ mod tests {
             };
             assert!(store.complete_item(c, &[chunk], 6).await.unwrap().is_some());
         }
-        assert_eq!(count(&store, matching).await, 2);
+        assert_eq!(matching().await, 2);
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM lexical_log").await, 0);
+        let reopened = SqliteStore::open(dir.path()).await.unwrap();
+        let rebuilt = reopened
+            .keyword_search(&scope, &crate::ChunkFilter::default(), &zebra, 10, 0)
+            .await
+            .unwrap();
+        assert_eq!(rebuilt.len(), 2, "a reopened store rebuilds the index");
+        reopened.close().await;
         store.schedule_deletion(&scope, 7).await.unwrap();
         store.purge_database(&db.id).await.unwrap();
-        assert_eq!(
-            count(&store, matching).await,
-            0,
-            "purging a database empties its index"
+        assert_eq!(matching().await, 0, "purging a database empties its index");
+        assert!(
+            store.lexical.database(db.id.as_str()).is_none(),
+            "and the index of a purged database is dropped"
         );
         assert_eq!(count(&store, "SELECT COUNT(*) FROM items").await, 0);
     }

@@ -1,41 +1,11 @@
-//! Retrieval reads on SQLite: BM25 from the FTS5 index, filtered keys and joined chunks.
+//! Retrieval reads on SQLite: BM25 from the lexical index, filtered keys and joined chunks.
 
 use async_trait::async_trait;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::items::{item_from_row, push_filter, push_in, push_live_scope, vector_from_bytes};
 use super::{corrupt, SqliteStore};
-use crate::{
-    ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreResult, TermOperator,
-};
-
-/// The FTS5 expression of a keyword query. Every term is a quoted string, so nothing a user
-/// typed is read as FTS5 syntax.
-pub(super) fn match_expression(query: &LexicalQuery) -> Option<String> {
-    let quote = |term: &str| format!("\"{}\"", term.replace('"', "\"\""));
-    let terms: Vec<&str> = query
-        .terms
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !t.trim().is_empty())
-        .collect();
-    if terms.is_empty() {
-        return None;
-    }
-    Some(match query.operator {
-        TermOperator::Or => terms
-            .iter()
-            .map(|t| quote(t))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-        TermOperator::And => terms
-            .iter()
-            .map(|t| quote(t))
-            .collect::<Vec<_>>()
-            .join(" AND "),
-        TermOperator::Phrase => quote(&terms.join(" ")),
-    })
-}
+use crate::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreResult};
 
 /// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.
 fn push_chunk_where(
@@ -102,33 +72,39 @@ impl ChunkSearch for SqliteStore {
         limit: u32,
         now: i64,
     ) -> StoreResult<Vec<(i64, f32)>> {
-        let Some(expression) = match_expression(query) else {
-            return Ok(Vec::new());
-        };
-        if limit == 0 {
+        if limit == 0 || query.is_empty() {
             return Ok(Vec::new());
         }
-        // The best matches by BM25 come from FTS5 alone (its `ORDER BY rank LIMIT` keeps a
-        // heap instead of sorting every match); scope and filters then apply to those. The
-        // index is shared by every database, so when filters drop too many the page grows
-        // until it covers every match.
-        let mut page = i64::from(limit).saturating_mul(2).max(64);
+        self.lexical.catch_up(&self.pool).await?;
+        // The best matches by BM25 come from the database's index (block-max WAND skips what
+        // cannot reach the page); liveness and item conditions then apply to those, from the
+        // store. When they drop too many the page grows until it covers every match.
+        let collections: Vec<String> = filter
+            .collections
+            .iter()
+            .map(|c| c.as_str().to_owned())
+            .collect();
+        let mut page = (limit as usize).saturating_mul(2).max(64);
         loop {
-            let ranked: Vec<(i64, f64)> = sqlx::query_as(
-                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-            )
-            .bind(&expression)
-            .bind(page)
-            .fetch_all(&self.pool)
-            .await?;
-            let exhausted = (ranked.len() as i64) < page;
+            let lexical = self.lexical.clone();
+            let (database, query, kinds) = (
+                scope.id.as_str().to_owned(),
+                query.clone(),
+                filter.kinds.clone(),
+            );
+            let wanted = collections.clone();
+            let ranked = tokio::task::spawn_blocking(move || {
+                lexical.search(&database, &query, &kinds, &wanted, page)
+            })
+            .await
+            .map_err(|e| crate::StoreError::Lexical(e.to_string()))??;
+            let exhausted = ranked.len() < page;
             let keys: Vec<i64> = ranked.iter().map(|r| r.0).collect();
             let allowed = self.keys_in_scope(scope, filter, &keys, now).await?;
             let found: Vec<(i64, f32)> = ranked
                 .into_iter()
                 .filter(|(key, _)| allowed.contains(key))
                 .take(limit as usize)
-                .map(|(key, rank)| (key, -rank as f32))
                 .collect();
             if found.len() == limit as usize || exhausted {
                 return Ok(found);
@@ -195,34 +171,5 @@ impl ChunkSearch for SqliteStore {
             }
         }
         Ok(hits)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn query(terms: &[&str], operator: TermOperator) -> LexicalQuery {
-        LexicalQuery {
-            terms: terms.iter().map(|t| (*t).to_owned()).collect(),
-            operator,
-        }
-    }
-
-    #[test]
-    fn expressions_quote_every_term() {
-        assert_eq!(
-            match_expression(&query(&["a", "b\"c"], TermOperator::Or)).unwrap(),
-            r#""a" OR "b""c""#
-        );
-        assert_eq!(
-            match_expression(&query(&["near", "x"], TermOperator::And)).unwrap(),
-            r#""near" AND "x""#
-        );
-        assert_eq!(
-            match_expression(&query(&["new", "york"], TermOperator::Phrase)).unwrap(),
-            r#""new york""#
-        );
-        assert!(match_expression(&query(&[" "], TermOperator::Or)).is_none());
     }
 }
