@@ -355,18 +355,20 @@ impl Retriever<'_> {
         if restriction.as_ref().is_some_and(HashSet::is_empty) {
             return Ok(Vec::new());
         }
-        let query_vector = self.embed(&request.query).await?;
-
         // First stage: keyword and vector pools (and app-only pools when asked).
         // BM25 comes from the keyword pools: a chunk outside them scores below the pool's
         // last, and counts as 0 (scoring it exactly costs a second pass over the postings).
-        let mut keyword: HashMap<i64, f32> = HashMap::new();
-        if !lexical.is_empty() {
-            let found = self
-                .keyword_pool(request, &request.filter, lexical, pool)
-                .await?;
-            keyword.extend(found);
-        }
+        // The keyword search runs while the model embeds the query.
+        let keyword_pool = async {
+            if lexical.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.keyword_pool(request, &request.filter, lexical, pool)
+                .await
+        };
+        let (query_vector, found) = tokio::join!(self.embed(&request.query), keyword_pool);
+        let query_vector = query_vector?;
+        let mut keyword: HashMap<i64, f32> = found?.into_iter().collect();
         let mut keys: Vec<i64> = keyword.keys().copied().collect();
         keys.extend(self.nearest(request, &query_vector, pool, restriction.as_ref(), false));
         if request.query_apps {

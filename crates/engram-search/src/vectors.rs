@@ -48,11 +48,11 @@ fn quantize(vector: &[f32], out: &mut Vec<i8>) -> f32 {
     scale
 }
 
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| i32::from(*x) * i32::from(*y))
-        .sum()
+/// The integer dot product of two codes of equal length, on the best SIMD kernel the CPU has
+/// (SimSIMD picks it at run time: AVX-512 VNNI, AVX2, NEON, or a portable loop).
+fn dot_i8(a: &[i8], b: &[i8]) -> f32 {
+    use simsimd::SpatialSimilarity;
+    i8::dot(a, b).unwrap_or(0.0) as f32
 }
 
 impl Segment {
@@ -206,7 +206,7 @@ impl VectorIndex {
             })
             .map(|(slot, key)| {
                 let codes = &segment.codes[slot * self.dimension..(slot + 1) * self.dimension];
-                let score = dot_i8(&code, codes) as f32 * query_scale * segment.scales[slot];
+                let score = dot_i8(&code, codes) * query_scale * segment.scales[slot];
                 (*key, score)
             })
             .collect();
