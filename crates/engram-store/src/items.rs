@@ -130,6 +130,9 @@ pub struct NewChunk {
     pub chunk_id: String,
     pub position: u32,
     pub content: String,
+    /// Text indexed with the chunk (keyword and vector) but not part of it: for a memory that
+    /// continues a conversation, the memory before it. Empty when there is none.
+    pub context: String,
     /// Structure of the chunk in its source (page, sheet, heading, …).
     pub layout: Value,
     pub embedding: Vec<f32>,
@@ -327,4 +330,8 @@ pub trait WorkQueue: Send + Sync {
     ) -> StoreResult<bool>;
     /// Deletes up to `limit` expired items with their chunks; returns the chunk keys removed.
     async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>>;
+    /// For a memory that continues a conversation, the text of the memory before it: the live
+    /// memory of the same database, collection, user and (non-empty) title that was added just
+    /// before it. `None` for anything else.
+    async fn preceding_memory(&self, item: &ClaimedItem, now: i64) -> StoreResult<Option<String>>;
 }

@@ -1933,3 +1933,68 @@ async fn legacy_recall_routes_answer_in_the_legacy_shape() {
     assert_eq!(chunks(&reply).len(), 2, "{reply:#?}");
     assert_eq!(item_set(&reply), set(&["garden"]), "{reply:#?}");
 }
+
+/// A memory that continues a conversation (same user, collection and title) is indexed with
+/// the memory before it, so an answer is found through its question; what is returned is the
+/// memory's own text, and nothing links across users or titles.
+#[tokio::test]
+async fn a_conversation_turn_is_found_through_the_turn_before_it() {
+    let server = Server::start();
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "chat").await;
+    let question = "What is the name of your new puppy?";
+    let answer = "Biscuit, she is a golden retriever.";
+    let storm = "Thunderstorms are forecast for the whole weekend.";
+    let colour = "My favourite colour is blue.";
+    ingest_memories(
+        &server,
+        &key,
+        "chat",
+        "home",
+        json!([
+            {"id": "q", "title": "chat-1", "user_name": "dana", "text": question},
+            {"id": "storm", "title": "chat-1", "user_name": "eve", "text": storm},
+            {"id": "a", "title": "chat-1", "user_name": "dana", "text": answer},
+            {"id": "colour", "title": "chat-2", "user_name": "dana", "text": colour},
+        ]),
+    )
+    .await;
+    wait_completed(
+        &server,
+        &key,
+        "chat",
+        Some("home"),
+        &["q", "storm", "a", "colour"],
+    )
+    .await;
+    let q = |text: &str| {
+        json!({"database": "chat", "collection": "home", "type": "memory",
+               "query_by": "text", "query": text, "max_results": 10})
+    };
+
+    // The answer never says "puppy": its question does.
+    let reply = query_ok(&server, &key, q("puppy name")).await;
+    assert_eq!(item_set(&reply["data"]), set(&["q", "a"]), "{reply:#?}");
+    for chunk in chunks(&reply["data"]) {
+        let content = chunk["chunk_content"].as_str().unwrap_or_default();
+        assert!(
+            content == question || content == answer,
+            "a chunk returns its memory's own text, never its context: {reply:#?}"
+        );
+    }
+    // Semantic queries see it too.
+    let reply = query_ok(
+        &server,
+        &key,
+        json!({"database": "chat", "collection": "home", "type": "memory", "mode": "fast",
+               "query": "what is the puppy called", "max_results": 2}),
+    )
+    .await;
+    assert!(item_set(&reply["data"]).contains("a"), "{reply:#?}");
+
+    // Another user's turn (eve's, between dana's two) and another title are no context.
+    let reply = query_ok(&server, &key, q("thunderstorms weekend")).await;
+    assert_eq!(item_set(&reply["data"]), set(&["storm"]), "{reply:#?}");
+    let reply = query_ok(&server, &key, q("favourite colour")).await;
+    assert_eq!(item_set(&reply["data"]), set(&["colour"]), "{reply:#?}");
+}

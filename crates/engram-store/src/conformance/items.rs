@@ -17,6 +17,50 @@ pub async fn run_all<S: Store>(store: &S) {
     listing_filters_and_pages(store).await;
     expired_items_vanish_and_are_purged(store).await;
     stored_vectors_rebuild_derived_indexes(store).await;
+    a_memory_continuing_a_conversation_gets_the_one_before(store).await;
+}
+
+async fn a_memory_continuing_a_conversation_gets_the_one_before<S: Store>(store: &S) {
+    let scope = setup(store, "db_items_8", "conf-items-8").await;
+    let memory = |coll: &str, id: &str, user: &str, title: &str, text: &str| {
+        let mut m = item(coll, id, text);
+        m.kind = ItemKind::Memory;
+        m.origin = ItemOrigin::Memory;
+        m.fields.user_name = user.into();
+        m.fields.title = title.into();
+        m
+    };
+    let mut expired = memory("c", "m0", "ann", "Session 1", "gone by now");
+    expired.fields.expires_at = Some(5);
+    let items = [
+        expired,
+        memory("c", "m1", "ann", "Session 1", "Did you go to Paris?"),
+        memory("c", "m2", "ann", "Session 1", "Yes, in June."),
+        memory("c", "m3", "bob", "Session 1", "another user"),
+        memory("c", "m4", "ann", "Session 2", "a new session"),
+        memory("d", "m5", "ann", "Session 1", "another collection"),
+        memory("c", "m6", "ann", "", "untitled"),
+        memory("c", "m7", "ann", "", "untitled too"),
+        item("c", "k1", "knowledge is never continued"),
+    ];
+    store.enqueue_items(&scope, &items, true, 0).await.unwrap();
+    let claimed = claim_ours(store, &scope, "w", 10).await;
+    let mut found = std::collections::HashMap::new();
+    for c in &claimed {
+        found.insert(c.id.clone(), store.preceding_memory(c, 10).await.unwrap());
+    }
+    let before = |id: &str| found.get(id).cloned().flatten();
+    assert_eq!(before("m1"), None, "the memory before m1 has expired");
+    assert_eq!(before("m2").as_deref(), Some("Did you go to Paris?"));
+    assert_eq!(before("m3"), None, "another user's conversation");
+    assert_eq!(before("m4"), None, "another title is another conversation");
+    assert_eq!(before("m5"), None, "another collection");
+    assert_eq!(
+        before("m7"),
+        None,
+        "untitled memories are not a conversation"
+    );
+    assert_eq!(before("k1"), None, "knowledge");
 }
 
 async fn stored_vectors_rebuild_derived_indexes<S: Store>(store: &S) {
@@ -99,6 +143,7 @@ pub(super) fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
         chunk_id: id.into(),
         position,
         content: text.into(),
+        context: String::new(),
         layout: json!({}),
         embedding: vec![0.5; 4],
     }

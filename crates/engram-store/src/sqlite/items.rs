@@ -604,9 +604,9 @@ impl WorkQueue for SqliteStore {
             .await?;
         for chunk in chunks {
             let key = sqlx::query(
-                "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content, layout,
-                     embedding, created_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING chunk_key",
+                "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content,
+                     context, layout, embedding, created_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING chunk_key",
             )
             .bind(&chunk.chunk_id)
             .bind(item.item_key)
@@ -615,6 +615,7 @@ impl WorkQueue for SqliteStore {
             .bind(item.kind.as_str())
             .bind(i64::from(chunk.position))
             .bind(&chunk.content)
+            .bind(&chunk.context)
             .bind(json_text(&chunk.layout, "layout")?)
             .bind(embedding_bytes(&chunk.embedding))
             .bind(now)
@@ -696,5 +697,26 @@ impl WorkQueue for SqliteStore {
         .await?;
         tx.commit().await?;
         Ok(keys)
+    }
+
+    async fn preceding_memory(&self, item: &ClaimedItem, now: i64) -> StoreResult<Option<String>> {
+        if item.kind != ItemKind::Memory || item.title.is_empty() {
+            return Ok(None);
+        }
+        let text: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT p.text FROM items c JOIN items p
+                 ON p.database_id = c.database_id AND p.collection = c.collection
+                AND p.kind = c.kind AND p.user_name = c.user_name AND p.title = c.title
+                AND p.item_key < c.item_key
+             WHERE c.item_key = ? AND c.database_id = ?
+               AND (p.expires_at IS NULL OR p.expires_at > ?)
+             ORDER BY p.item_key DESC LIMIT 1",
+        )
+        .bind(item.item_key)
+        .bind(item.database_id.as_str())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(text.flatten().filter(|t| !t.trim().is_empty()))
     }
 }

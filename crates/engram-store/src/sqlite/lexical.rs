@@ -88,6 +88,8 @@ pub(super) struct LexicalDoc {
     pub collection: String,
     pub kind: String,
     pub content: String,
+    /// Indexed with the content (see `NewChunk::context`).
+    pub context: String,
 }
 
 /// What to change in one database's index: every key in `remove` goes, then `add` comes in.
@@ -175,6 +177,9 @@ impl LexicalIndexes {
             let mut document = TantivyDocument::new();
             document.add_i64(self.fields.key, doc.chunk_key);
             document.add_text(self.fields.text, &doc.content);
+            if !doc.context.is_empty() {
+                document.add_text(self.fields.text, &doc.context);
+            }
             document.add_text(self.fields.collection, &doc.collection);
             document.add_text(self.fields.kind, &doc.kind);
             writer.add_document(document).map_err(lexical_error)?;
@@ -206,7 +211,7 @@ impl LexicalIndexes {
         let (mut after, mut total) = (i64::MIN, 0);
         loop {
             let rows = sqlx::query(
-                "SELECT chunk_key, database_id, collection, kind, content FROM chunks
+                "SELECT chunk_key, database_id, collection, kind, content, context FROM chunks
                  WHERE chunk_key > ? ORDER BY chunk_key LIMIT ?",
             )
             .bind(after)
@@ -269,7 +274,8 @@ impl LexicalIndexes {
             }
             let keys: Vec<i64> = keys.into_iter().collect();
             let mut select = QueryBuilder::<Sqlite>::new(
-                "SELECT chunk_key, database_id, collection, kind, content FROM chunks WHERE 1 = 1",
+                "SELECT chunk_key, database_id, collection, kind, content, context FROM chunks
+                 WHERE 1 = 1",
             );
             push_in(&mut select, "chunk_key", keys.iter().copied());
             for row in select.build().fetch_all(pool).await? {
@@ -414,5 +420,6 @@ fn doc_from_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<LexicalDoc> {
         collection: row.try_get("collection")?,
         kind: row.try_get("kind")?,
         content: row.try_get("content")?,
+        context: row.try_get("context")?,
     })
 }

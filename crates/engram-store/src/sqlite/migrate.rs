@@ -34,6 +34,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "lexical_log",
         sql: include_str!("../../migrations/sqlite/0004_lexical_log.sql"),
     },
+    Migration {
+        version: 5,
+        name: "chunk_context",
+        sql: include_str!("../../migrations/sqlite/0005_chunk_context.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

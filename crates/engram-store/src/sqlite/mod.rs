@@ -465,6 +465,7 @@ mod tests {
                 chunk_id: format!("{}-0", claimed.id),
                 position: 0,
                 content: "striped zebras graze".into(),
+                context: String::new(),
                 layout: serde_json::json!({}),
                 embedding: vec![1.0],
             };
@@ -521,6 +522,7 @@ mod tests {
                 chunk_id: format!("{}-1", c.id),
                 position: 0,
                 content: "zebra again".into(),
+                context: String::new(),
                 layout: serde_json::json!({}),
                 embedding: vec![1.0],
             };
