@@ -63,3 +63,30 @@ if [ "${#packages[@]}" -gt 0 ]; then
     exit 1
   fi
 fi
+
+# numbers-parser (PyPI) only makes test fixtures: real Numbers spreadsheets for the iWork tests.
+# It goes into the cache directory, never into the system's Python; a stamp naming the pin keeps
+# a second run quiet.
+if $for_tests; then
+  numbers_pin="numbers-parser==4.22.0"
+  numbers_dir="$cache/python/numbers-parser"
+  if [ "$(cat "$numbers_dir/.stamp" 2>/dev/null)" != "$numbers_pin" ]; then
+    python="$(command -v python3 || true)"
+    if [ -n "$python" ] && "$python" -m pip --version >/dev/null 2>&1; then
+      echo "setup: installing $numbers_pin" >&2
+      staged="$(mktemp -d "$cache/.numbers-parser.XXXXXX")"
+      if ! "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+        --root-user-action=ignore --no-warn-conflicts --target "$staged" "$numbers_pin" >&2; then
+        rm -rf "$staged"
+        echo "setup: pip could not install $numbers_pin" >&2
+        exit 1
+      fi
+      echo "$numbers_pin" >"$staged/.stamp"
+      rm -rf "$numbers_dir"
+      mkdir -p "$cache/python"
+      mv "$staged" "$numbers_dir"
+    else
+      echo "setup: python3 with pip is missing; the Numbers fixture test will be skipped" >&2
+    fi
+  fi
+fi

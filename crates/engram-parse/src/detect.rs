@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use memchr::memmem;
 use serde::de::IgnoredAny;
 
-use crate::formats::json;
+use crate::formats::{iwork, json};
 use crate::{decode, Format, Unsupported};
 
 /// The format of a file, or why it is not supported. Linear in the file's size (UTF-8
@@ -388,14 +388,24 @@ fn zip(bytes: &[u8], extension: &str) -> Unsupported {
             "application/vnd.openxmlformats-officedocument.presentationml.presentation",
         );
     }
-    if has(b"Index/Document.iwa")
+    // iWork 2013+ (`Index/*.iwa`, or an `Index.zip`) and iWork '09 (`index.apxl`, or
+    // `index.xml` beside its `buildVersionHistory.plist`, "B" in later versions); the
+    // application from the name, else from the content.
+    let iwork = has(b"Index/Document.iwa")
         || has(b"Index.zip")
-        || matches!(extension, "pages" | "numbers" | "key")
-    {
-        return match extension {
-            "numbers" => found("Numbers spreadsheet", "application/vnd.apple.numbers"),
-            "key" => found("Keynote presentation", "application/vnd.apple.keynote"),
-            "pages" => found("Pages document", "application/vnd.apple.pages"),
+        || has(b"index.apxl")
+        || (has(b"index.xml") && has(b"uildVersionHistory.plist"));
+    if iwork || matches!(extension, "pages" | "numbers" | "key") {
+        let app = match extension {
+            "numbers" => Some(Format::Numbers),
+            "key" => Some(Format::Keynote),
+            "pages" => Some(Format::Pages),
+            _ => iwork::sniff(bytes),
+        };
+        return match app {
+            Some(Format::Numbers) => found("Numbers spreadsheet", "application/vnd.apple.numbers"),
+            Some(Format::Keynote) => found("Keynote presentation", "application/vnd.apple.keynote"),
+            Some(Format::Pages) => found("Pages document", "application/vnd.apple.pages"),
             _ => found("iWork document", "application/vnd.apple.iwork"),
         };
     }
@@ -518,7 +528,9 @@ mod tests {
         docx.extend_from_slice(b"....[Content_Types].xml....word/document.xml....");
         assert_eq!(detect(&docx, "a", None), Ok(Format::Docx));
         let keynote = b"PK\x03\x04\x14\0\0\0\x08\0Index/Metadata.iwa";
-        assert!(refused(keynote, "deck.key").starts_with("Keynote presentation"));
+        assert_eq!(detect(keynote, "deck.key", None), Ok(Format::Keynote));
+        let unknown = b"PK\x03\x04\x14\0\0\0\x08\0Index/Document.iwa";
+        assert!(refused(unknown, "upload").starts_with("iWork document"));
         let mut msg = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1".to_vec();
         msg.extend(
             "__substg1.0_0037001F"

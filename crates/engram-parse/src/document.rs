@@ -190,6 +190,11 @@ impl<'l> Builder<'l> {
         &self.blocks
     }
 
+    /// The blocks so far, without the check `finish` makes.
+    pub(crate) fn into_blocks(self) -> Vec<Block> {
+        self.blocks
+    }
+
     fn check(&self, more_text: usize) -> Result<(), ParseError> {
         if self.blocks.len() >= self.limits.max_blocks {
             return Err(ParseError::TooLarge {

@@ -51,6 +51,11 @@ pub enum Format {
     /// Word and PowerPoint 97-2003.
     Doc,
     Ppt,
+    /// Apple iWork: Pages documents, Numbers spreadsheets and Keynote presentations (2013 and
+    /// later, and iWork '09).
+    Pages,
+    Numbers,
+    Keynote,
 }
 
 impl Format {
@@ -81,6 +86,9 @@ impl Format {
         Self::Eml,
         Self::Doc,
         Self::Ppt,
+        Self::Pages,
+        Self::Numbers,
+        Self::Keynote,
     ];
 
     /// The canonical media type, stored with the item; `from_media_type` reads it back.
@@ -113,6 +121,9 @@ impl Format {
             Self::Eml => "message/rfc822",
             Self::Doc => "application/msword",
             Self::Ppt => "application/vnd.ms-powerpoint",
+            Self::Pages => "application/vnd.apple.pages",
+            Self::Numbers => "application/vnd.apple.numbers",
+            Self::Keynote => "application/vnd.apple.keynote",
         }
     }
 
@@ -159,6 +170,9 @@ impl Format {
             Self::Eml => "eml",
             Self::Doc => "doc",
             Self::Ppt => "ppt",
+            Self::Pages => "pages",
+            Self::Numbers => "numbers",
+            Self::Keynote => "keynote",
         }
     }
 
@@ -207,6 +221,11 @@ impl Format {
             "message/rfc822" => Self::Eml,
             "application/msword" => Self::Doc,
             "application/vnd.ms-powerpoint" => Self::Ppt,
+            "application/vnd.apple.pages" | "application/x-iwork-pages-sffpages" => Self::Pages,
+            "application/vnd.apple.numbers" | "application/x-iwork-numbers-sffnumbers" => {
+                Self::Numbers
+            }
+            "application/vnd.apple.keynote" | "application/x-iwork-keynote-sffkey" => Self::Keynote,
             other if other.starts_with("application/") && other.ends_with("+json") => Self::Json,
             _ => return None,
         })

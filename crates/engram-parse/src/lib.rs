@@ -14,8 +14,8 @@
 //! Formats: plain text, Markdown, CSV, TSV, JSON (JSON Lines, Jupyter notebooks), HTML, XML
 //! (RSS/Atom feeds), e-mail (EML), PDF (text layer by page; scanned pages by OCR), images (PNG,
 //! JPEG, TIFF, WebP by OCR, with their metadata), Word and PowerPoint (OOXML), OpenDocument text
-//! and presentations, Word and PowerPoint 97-2003, spreadsheets (XLSX, XLS, ODS), EPUB, ZIP
-//! archives and Outlook messages.
+//! and presentations, Word and PowerPoint 97-2003, spreadsheets (XLSX, XLS, ODS), Apple iWork
+//! (Pages, Numbers, Keynote), EPUB, ZIP archives and Outlook messages.
 //! Text may be UTF-8, UTF-16/UTF-32 with a byte-order mark, or a legacy encoding (Shift-JIS,
 //! Windows-1252, …) guessed by chardetng ([`decode`]). Nothing here panics or takes more than
 //! linear time on hostile input: JSON is parsed with a nesting limit, HTML is read from a linear
@@ -68,6 +68,7 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Eml => formats::eml::extract(bytes, limits),
         Format::Doc => formats::legacy::extract_doc(bytes, limits),
         Format::Ppt => formats::legacy::extract_ppt(bytes, limits),
+        Format::Pages | Format::Numbers | Format::Keynote => formats::iwork::extract(bytes, limits),
     }
 }
 

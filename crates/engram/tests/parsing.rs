@@ -221,3 +221,57 @@ async fn documents_scans_and_images_are_indexed_with_pages_sheets_and_slides() {
         "{paper:#?}"
     );
 }
+
+/// A Numbers spreadsheet written by numbers-parser (which `make setup-test` installs under
+/// `.cache/python`), uploaded without a telling name: detected by content, indexed by sheet
+/// with its header row. Skipped with a message when numbers-parser is not set up.
+#[tokio::test]
+async fn numbers_spreadsheets_are_indexed_by_sheet() {
+    let pylib =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/python/numbers-parser");
+    if !pylib.join("numbers_parser").is_dir() {
+        eprintln!("numbers-parser is not installed (make setup-test installs it): skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("budget.numbers");
+    let script = r#"
+import sys
+from numbers_parser import Document
+doc = Document()
+doc.sheets[0].name = "Budget"
+table = doc.sheets[0].tables[0]
+rows = [["Department", "Spend", "Approved"], ["Marketing", 12500, True], ["Research", 48000.5, False]]
+for r, row in enumerate(rows):
+    for c, value in enumerate(row):
+        table.write(r, c, value)
+doc.save(sys.argv[1])
+"#;
+    let output = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .env("PYTHONPATH", &pylib)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+
+    let server = Server::start();
+    let key = server.key("org-numbers", &[]);
+    server.ready_database(&key, "files").await;
+    let statuses = upload(
+        &server,
+        &key,
+        &[("budget", "upload.bin", std::fs::read(&path).unwrap())],
+    )
+    .await;
+    assert_eq!(statuses[0]["indexing_status"], "completed", "{statuses:#?}");
+    let chunks = chunks_of(&server, &key, "Research", "budget").await;
+    assert_eq!(chunks.len(), 1, "{chunks:#?}");
+    assert_eq!(chunks[0]["layout"]["sheet"], "Budget", "{chunks:#?}");
+    let content = chunks[0]["chunk_content"].as_str().unwrap();
+    assert!(
+        content.contains("| Department | Spend | Approved |")
+            && content.contains("| Research | 48000.5 | FALSE |"),
+        "{content}"
+    );
+}

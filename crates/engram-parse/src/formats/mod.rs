@@ -7,6 +7,7 @@ pub(crate) mod eml;
 pub(crate) mod epub;
 pub(crate) mod html;
 pub(crate) mod image;
+pub(crate) mod iwork;
 pub(crate) mod json;
 pub(crate) mod legacy;
 pub(crate) mod markdown;

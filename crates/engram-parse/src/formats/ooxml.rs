@@ -53,14 +53,14 @@ fn relationship_id(start: &BytesStart<'_>) -> Option<String> {
 }
 
 /// Text of a text event: entities resolved where valid.
-fn text_of(event: &quick_xml::events::BytesText<'_>) -> String {
+pub(crate) fn text_of(event: &quick_xml::events::BytesText<'_>) -> String {
     let raw = event.decode().map(|c| c.into_owned()).unwrap_or_default();
     quick_xml::escape::unescape(&raw)
         .map(|c| c.into_owned())
         .unwrap_or(raw)
 }
 
-fn reference_text(reference: &quick_xml::events::BytesRef<'_>) -> String {
+pub(crate) fn reference_text(reference: &quick_xml::events::BytesRef<'_>) -> String {
     let name = String::from_utf8_lossy(reference).into_owned();
     quick_xml::escape::unescape(&format!("&{name};"))
         .map(|c| c.into_owned())

@@ -34,6 +34,35 @@ impl<'a> Container<'a> {
         })
     }
 
+    /// A container held in an entry of this one (iWork's `Index.zip`): it may inflate no more
+    /// than what this one still may.
+    pub(crate) fn nested<'b>(&self, bytes: &'b [u8]) -> Result<Container<'b>, ParseError> {
+        let zip = ZipArchive::new(Cursor::new(bytes))
+            .map_err(|e| ParseError::Corrupt(format!("unreadable inner zip container: {e}")))?;
+        if zip.len() > MAX_ENTRIES {
+            return Err(ParseError::TooLarge {
+                what: "zip entries",
+                limit: MAX_ENTRIES,
+            });
+        }
+        Ok(Container {
+            zip,
+            budget: self.budget,
+        })
+    }
+
+    /// Inflated bytes still allowed.
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// The extra field of entry `name`, read without inflating the entry.
+    pub(crate) fn extra_field(&mut self, name: &str) -> Option<Vec<u8>> {
+        let index = self.zip.index_for_name(name)?;
+        let entry = self.zip.by_index_raw(index).ok()?;
+        entry.extra_data().map(<[u8]>::to_vec)
+    }
+
     /// Entry names, in the archive's order.
     pub(crate) fn names(&self) -> Vec<String> {
         self.zip.file_names().map(str::to_owned).collect()
@@ -44,6 +73,13 @@ impl<'a> Container<'a> {
         let mut entry = match self.zip.by_name(name) {
             Ok(entry) => entry,
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+            Err(zip::result::ZipError::UnsupportedArchive(
+                zip::result::ZipError::PASSWORD_REQUIRED,
+            )) => {
+                return Err(ParseError::Corrupt(
+                    "the document is password-protected".into(),
+                ))
+            }
             Err(e) => return Err(ParseError::Corrupt(format!("zip entry {name}: {e}"))),
         };
         if entry.is_dir() {
