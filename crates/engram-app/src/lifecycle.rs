@@ -100,14 +100,20 @@ impl App {
                 () = token.cancelled() => break,
                 () = tokio::time::sleep(every) => {}
             }
-            match self.store().purge_expired(self.now_ms(), 1_000).await {
-                Ok(keys) if !keys.is_empty() => {
-                    tracing::info!(chunks = keys.len(), "purged expired memories")
-                }
-                Ok(_) => {}
+            match self.purge_expired_memories().await {
+                Ok(0) => {}
+                Ok(chunks) => tracing::info!(chunks, "purged expired memories"),
                 Err(err) => tracing::error!(error = %err, "purging expired memories failed"),
             }
         }
+    }
+
+    /// Deletes up to 1,000 chunks of expired memories from the store and their vectors from
+    /// the in-memory index; returns how many chunks went.
+    pub(crate) async fn purge_expired_memories(&self) -> AppResult<usize> {
+        let keys = self.store().purge_expired(self.now_ms(), 1_000).await?;
+        self.inner.vectors.remove_anywhere(&keys);
+        Ok(keys.len())
     }
 
     /// One pass over every database that needs work. Public to the crate's tests.
@@ -172,7 +178,7 @@ mod tests {
     use engram_store::sqlite::SqliteStore;
 
     use super::*;
-    use crate::{CreateDatabase, SystemClock};
+    use crate::{Clock, CreateDatabase, SystemClock};
 
     /// A key of organization `acme` and its new database `docs`.
     async fn acme_docs(app: &App) -> (crate::Principal, DatabaseRecord) {
@@ -197,6 +203,79 @@ mod tests {
         };
         let store = SqliteStore::open(dir).await.unwrap();
         App::with_store(config, Arc::new(store), Arc::new(SystemClock), None).unwrap()
+    }
+
+    /// A clock a test moves forward.
+    struct Later(std::sync::atomic::AtomicI64);
+
+    impl Clock for Later {
+        fn now_ms(&self) -> i64 {
+            SystemClock.now_ms() + self.0.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    /// Purging expired memories takes their vectors out of the index too (nothing a query
+    /// could return, but memory the index would otherwise hold until a restart).
+    #[tokio::test]
+    async fn purging_expired_memories_removes_their_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache");
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            embedding: engram_config::EmbeddingConfig {
+                cache_dir: cache,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let models = crate::models::Models::load(&config.embedding)
+            .await
+            .expect("the model is set up (make setup)");
+        let store = SqliteStore::open(dir.path()).await.unwrap();
+        let clock = Arc::new(Later(std::sync::atomic::AtomicI64::new(0)));
+        let app = App::with_store(config, Arc::new(store), clock.clone(), Some(models)).unwrap();
+        let (who, db) = acme_docs(&app).await;
+        let memory = |id: &str, text: &str, expiry_time: Option<i64>| crate::MemoryInput {
+            id: Some(id.into()),
+            text: Some(text.into()),
+            expiry_time,
+            ..Default::default()
+        };
+        let request = crate::MemoryRequest {
+            collection: None,
+            upsert: true,
+            memories: vec![
+                memory("brief", "the parking code is 4411 this week", Some(60)),
+                memory("kept", "Dana prefers window seats", None),
+            ],
+        };
+        app.ingest_memories(&who, &db.name, request).await.unwrap();
+        let token = CancellationToken::new();
+        let workers = app.start_workers(token.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while app.vectors().len(&db.id) < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "indexing did not finish"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        workers.shutdown(Duration::from_secs(10)).await;
+        assert_eq!(
+            app.purge_expired_memories().await.unwrap(),
+            0,
+            "not expired yet"
+        );
+        assert_eq!(app.vectors().len(&db.id), 2);
+
+        clock.0.store(120_000, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(app.purge_expired_memories().await.unwrap(), 1);
+        assert_eq!(
+            app.vectors().len(&db.id),
+            1,
+            "the expired memory's vector is gone"
+        );
+        app.close().await;
     }
 
     /// The vector index follows what the store holds: loaded at open, kept current by the
