@@ -12,6 +12,7 @@ pub async fn run_all<S: Store>(store: &S) {
     keyword_ranking_operators_and_scope(store).await;
     filters_liveness_and_joined_chunks(store).await;
     matches_beyond_other_databases_are_found(store).await;
+    a_gone_memory_stops_being_context(store).await;
 }
 
 fn terms(words: &[&str], operator: TermOperator) -> LexicalQuery {
@@ -342,4 +343,92 @@ async fn matches_beyond_other_databases_are_found<S: Store>(store: &S) {
         .await
         .unwrap();
     assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), [keys[0].1]);
+}
+
+/// A memory indexed with the one before it as context (see `preceding_memory`) loses that
+/// context when the one before it is deleted, purged or replaced: its words leave the index.
+async fn a_gone_memory_stops_being_context<S: Store>(store: &S) {
+    let scope = setup(store, "db_search_4", "conf-search-4").await;
+    let memory = |id: &str, title: &str, text: &str, expires_at: Option<i64>| {
+        let mut m = item("c", id, text);
+        m.kind = ItemKind::Memory;
+        m.origin = ItemOrigin::Memory;
+        m.fields.user_name = "ann".into();
+        m.fields.title = title.into();
+        m.fields.expires_at = expires_at;
+        m
+    };
+    let items = [
+        memory("q1", "s1", "Have you met Klaus?", None),
+        memory("a1", "s1", "Only once.", None),
+        memory("q2", "s2", "Did you visit Lisbon?", None),
+        memory("a2", "s2", "Twice, in spring.", None),
+        memory("q3", "s3", "Is the gondola open?", Some(1_000)),
+        memory("a3", "s3", "Until October.", None),
+    ];
+    store.enqueue_items(&scope, &items, true, 10).await.unwrap();
+    for claimed in claim_ours(store, &scope, "context", 10).await {
+        let context = store
+            .preceding_memory(&claimed, 10)
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        let chunk = crate::NewChunk {
+            context,
+            ..chunk(
+                &format!("ctx-{}", claimed.id),
+                0,
+                claimed.text.as_deref().unwrap(),
+            )
+        };
+        store
+            .complete_item(&claimed, &[chunk], 10)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let found = |word: &'static str| {
+        let query = terms(&[word], TermOperator::Or);
+        let scope = scope.clone();
+        async move {
+            store
+                .keyword_search(&scope, &ChunkFilter::default(), &query, 10, 20)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    assert_eq!(
+        found("klaus").await,
+        2,
+        "the answer is found through its question"
+    );
+    assert_eq!(found("lisbon").await, 2);
+    assert_eq!(found("gondola").await, 2);
+
+    store
+        .delete_items(&scope, &collection("c"), None, &["q1".into()], 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        found("klaus").await,
+        0,
+        "a deleted memory leaves its successor's context"
+    );
+    let replaced = memory("q2", "s2", "Did you visit Porto?", None);
+    store
+        .enqueue_items(&scope, &[replaced], true, 30)
+        .await
+        .unwrap();
+    assert_eq!(
+        found("lisbon").await,
+        0,
+        "a replaced memory leaves its successor's context"
+    );
+    store.purge_expired(2_000, 100).await.unwrap();
+    assert_eq!(
+        found("gondola").await,
+        0,
+        "a purged memory leaves its successor's context"
+    );
 }

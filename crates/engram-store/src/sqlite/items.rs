@@ -706,8 +706,8 @@ impl WorkQueue for SqliteStore {
         let text: Option<Option<String>> = sqlx::query_scalar(
             "SELECT p.text FROM items c JOIN items p
                  ON p.database_id = c.database_id AND p.collection = c.collection
-                AND p.kind = c.kind AND p.user_name = c.user_name AND p.title = c.title
-                AND p.item_key < c.item_key
+                AND p.kind = 'memory' AND p.title <> '' AND p.user_name = c.user_name
+                AND p.title = c.title AND p.item_key < c.item_key
              WHERE c.item_key = ? AND c.database_id = ?
                AND (p.expires_at IS NULL OR p.expires_at > ?)
              ORDER BY p.item_key DESC LIMIT 1",

@@ -39,6 +39,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "chunk_context",
         sql: include_str!("../../migrations/sqlite/0005_chunk_context.sql"),
     },
+    Migration {
+        version: 6,
+        name: "conversations",
+        sql: include_str!("../../migrations/sqlite/0006_conversations.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {
