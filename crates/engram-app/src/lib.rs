@@ -13,6 +13,8 @@ mod lifecycle;
 mod models;
 mod query;
 mod ratelimit;
+#[cfg(test)]
+mod testing;
 mod webhooks;
 
 use std::path::PathBuf;

@@ -178,23 +178,8 @@ mod tests {
     use engram_store::sqlite::SqliteStore;
 
     use super::*;
-    use crate::{Clock, CreateDatabase, SystemClock};
-
-    /// A key of organization `acme` and its new database `docs`.
-    async fn acme_docs(app: &App) -> (crate::Principal, DatabaseRecord) {
-        let spec = crate::KeySpec {
-            org: "acme".into(),
-            ..Default::default()
-        };
-        let key = app.create_key(spec).await.unwrap();
-        let who = app.authenticate(&key.token).await.unwrap();
-        let request = CreateDatabase {
-            name: "docs".into(),
-            ..Default::default()
-        };
-        let db = app.create_database(&who, request).await.unwrap();
-        (who, db)
-    }
+    use crate::testing::{acme_docs, config_with_model};
+    use crate::{Clock, SystemClock};
 
     async fn app(dir: &std::path::Path) -> App {
         let config = Config {
@@ -219,15 +204,7 @@ mod tests {
     #[tokio::test]
     async fn purging_expired_memories_removes_their_vectors() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache");
-        let config = Config {
-            data_dir: dir.path().to_path_buf(),
-            embedding: engram_config::EmbeddingConfig {
-                cache_dir: cache,
-                ..Default::default()
-            },
-            ..Config::default()
-        };
+        let config = config_with_model(dir.path());
         let models = crate::models::Models::load(&config.embedding)
             .await
             .expect("the model is set up (make setup)");
@@ -283,15 +260,7 @@ mod tests {
     #[tokio::test]
     async fn the_vector_index_follows_the_store_across_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache");
-        let config = Config {
-            data_dir: dir.path().to_path_buf(),
-            embedding: engram_config::EmbeddingConfig {
-                cache_dir: cache,
-                ..Default::default()
-            },
-            ..Config::default()
-        };
+        let config = config_with_model(dir.path());
         let app = App::open(config.clone())
             .await
             .expect("the model is set up (make setup)");

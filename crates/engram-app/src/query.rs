@@ -328,7 +328,127 @@ impl App {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
     use super::*;
+    use crate::testing::{acme_docs, config_with_model};
+    use crate::AppSource;
+
+    /// Metadata filters apply before ranking, whatever share of the database they pass: a
+    /// broad one (checked on an over-fetched scan), a narrow one (a wider scan) and a rare one
+    /// (every passing key read) all give the nearest passing chunks, as exact cosine over
+    /// every passing chunk ranks them. Needs the model from `make setup`.
+    #[tokio::test]
+    async fn filtered_queries_return_the_nearest_passing_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config_with_model(dir.path());
+        // A small pool, so that 400 chunks exercise every stage of the filtered scan.
+        config.search.fast_pool = 10;
+        let app = App::open(config)
+            .await
+            .expect("the model is set up (make setup)");
+        let (who, db) = acme_docs(&app).await;
+        let animals = [
+            "fox", "heron", "otter", "badger", "lynx", "owl", "trout", "beetle",
+        ];
+        let places = ["garden", "river", "forest", "harbour", "meadow"];
+        let doings = ["sleeps", "hunts", "swims", "sings", "hides"];
+        let texts: Vec<String> = (0..400)
+            .map(|i| {
+                format!(
+                    "Field note {i}: the {} {} near the {}.",
+                    animals[i % animals.len()],
+                    doings[(i / 8) % doings.len()],
+                    places[(i / 40) % places.len()]
+                )
+            })
+            .collect();
+        let sources = texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| AppSource {
+                id: Some(format!("n{i}")),
+                text: text.clone(),
+                additional_metadata: serde_json::Map::from_iter([
+                    ("half".to_owned(), json!(i.is_multiple_of(2))),
+                    ("twentieth".to_owned(), json!(i % 20 == 3)),
+                    ("rare".to_owned(), json!(i % 80 == 7)),
+                ]),
+                attachments: json!([]),
+                relations: json!({}),
+                ..AppSource::default()
+            })
+            .collect();
+        let request = crate::KnowledgeRequest {
+            upsert: true,
+            file_metadata_field: "document_metadata",
+            app_knowledge: sources,
+            ..Default::default()
+        };
+        app.ingest_knowledge(&who, &db.name, request).await.unwrap();
+        let token = CancellationToken::new();
+        let workers = app.start_workers(token.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while app.vectors().len(&db.id) < texts.len() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "indexing did not finish"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        workers.shutdown(Duration::from_secs(10)).await;
+
+        let models = app.inner.models.as_ref().unwrap();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = models.embedder.embed(&refs).unwrap();
+        let question = "an otter swimming in the river";
+        let query_vector = models.query_embedder.embed(&[question]).unwrap().remove(0);
+        let cosine = |v: &[f32]| v.iter().zip(&query_vector).map(|(a, b)| a * b).sum::<f32>();
+        for (key, passes) in [
+            (
+                "half",
+                (|i: usize| i.is_multiple_of(2)) as fn(usize) -> bool,
+            ),
+            ("twentieth", |i| i % 20 == 3),
+            ("rare", |i| i % 80 == 7),
+        ] {
+            let mut expected: Vec<(f32, String)> = (0..texts.len())
+                .filter(|&i| passes(i))
+                .map(|i| (cosine(&vectors[i]), format!("n{i}")))
+                .collect();
+            expected.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let expected: Vec<String> = expected.into_iter().take(5).map(|e| e.1).collect();
+            let outcome = app
+                .query(
+                    &who,
+                    &db.name,
+                    QueryRequest {
+                        query: question.into(),
+                        kind: QueryKind::Knowledge,
+                        mode: RequestedMode::Fast,
+                        max_results: Some(5),
+                        alpha: Some(Alpha::Value(1.0)),
+                        metadata_filters: serde_json::Map::from_iter([(
+                            "additional_metadata".to_owned(),
+                            json!({ key: true }),
+                        )]),
+                        ..QueryRequest::default()
+                    },
+                )
+                .await
+                .unwrap();
+            let found: Vec<String> = outcome
+                .chunks
+                .iter()
+                .map(|c| c.hit.item.id.clone())
+                .collect();
+            assert_eq!(found, expected, "filter {key}");
+        }
+        app.close().await;
+    }
 
     #[test]
     fn weights_need_one_decimal_and_scale_to_the_largest() {

@@ -121,6 +121,10 @@ impl Default for SearchTuning {
 /// scan.
 const RESTRICT_MAX: u32 = 1_000_000;
 
+/// With item conditions (metadata filters), the vector scan first reads these many times its
+/// pool and checks the conditions on what it found, before it reads every passing key.
+const FILTER_OVERFETCH: [usize; 2] = [4, 32];
+
 /// Runs queries over one store, the vector index and the embedding model.
 pub struct Retriever<'a> {
     pub store: &'a dyn ChunkSearch,
@@ -282,27 +286,74 @@ impl Retriever<'_> {
             .collect()
     }
 
-    /// Keys the vector scan may consider, when something narrower than collection and kind
-    /// applies: the matches of an `and`/`phrase` query, or the chunks passing item conditions.
+    /// Keys the vector scan may consider when an `and`/`phrase` query narrows it to its
+    /// matches (item conditions are `nearest_passing`'s).
     async fn restriction(
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
     ) -> Result<Option<HashSet<i64>>, SearchError> {
-        if request.operator != TermOperator::Or {
-            let matches = self
-                .keyword_pool(request, &request.filter, lexical, RESTRICT_MAX as usize)
-                .await?;
-            return Ok(Some(matches.into_iter().map(|m| m.0).collect()));
+        if request.operator == TermOperator::Or {
+            return Ok(None);
         }
-        if request.filter.has_item_conditions() {
+        let matches = self
+            .keyword_pool(request, &request.filter, lexical, RESTRICT_MAX as usize)
+            .await?;
+        Ok(Some(matches.into_iter().map(|m| m.0).collect()))
+    }
+
+    /// The `pool` nearest chunks that pass the request's item conditions (metadata filters)
+    /// and `restriction`. The scan first reads a few times the pool (`FILTER_OVERFETCH`)
+    /// without the conditions and checks them on what it found: when at least `pool` pass (or
+    /// the scan read everything), those are exactly the nearest passing chunks, since every
+    /// passing chunk it did not read ranks below them. Only a filter passing under 1 in 32 of
+    /// the nearest makes it read every passing key and scan within them; `all_passing` keeps
+    /// those for the request's next scan.
+    async fn nearest_passing(
+        &self,
+        request: &SearchRequest,
+        vector: &[f32],
+        pool: usize,
+        restriction: Option<&HashSet<i64>>,
+        all_passing: &mut Option<HashSet<i64>>,
+    ) -> Result<Vec<i64>, SearchError> {
+        if !request.filter.has_item_conditions() {
+            return Ok(self.nearest(request, vector, pool, restriction, false));
+        }
+        if all_passing.is_none() {
+            for factor in FILTER_OVERFETCH {
+                let wide = pool.saturating_mul(factor);
+                let found = self.nearest(request, vector, wide, restriction, false);
+                let passing: HashSet<i64> = self
+                    .store
+                    .passing_chunk_keys(&request.scope, &request.filter, &found, request.now)
+                    .await?
+                    .into_iter()
+                    .collect();
+                if passing.len() >= pool || found.len() < wide {
+                    return Ok(found
+                        .into_iter()
+                        .filter(|k| passing.contains(k))
+                        .take(pool)
+                        .collect());
+                }
+            }
             let keys = self
                 .store
                 .filtered_chunk_keys(&request.scope, &request.filter, RESTRICT_MAX, request.now)
                 .await?;
-            return Ok(Some(keys.into_iter().collect()));
+            *all_passing = Some(keys.into_iter().collect());
         }
-        Ok(None)
+        let Some(all) = all_passing.as_ref() else {
+            return Ok(Vec::new());
+        };
+        Ok(match restriction {
+            Some(restriction) => {
+                let only: HashSet<i64> = all.intersection(restriction).copied().collect();
+                self.nearest(request, vector, pool, Some(&only), false)
+            }
+            None => self.nearest(request, vector, pool, Some(all), false),
+        })
     }
 
     /// Adds the chunks of `keys` not yet known to `candidates` (read back within scope).
@@ -370,7 +421,17 @@ impl Retriever<'_> {
         let query_vector = query_vector?;
         let mut keyword: HashMap<i64, f32> = found?.into_iter().collect();
         let mut keys: Vec<i64> = keyword.keys().copied().collect();
-        keys.extend(self.nearest(request, &query_vector, pool, restriction.as_ref(), false));
+        let mut all_passing = None;
+        keys.extend(
+            self.nearest_passing(
+                request,
+                &query_vector,
+                pool,
+                restriction.as_ref(),
+                &mut all_passing,
+            )
+            .await?,
+        );
         if request.query_apps {
             let apps = ChunkFilter {
                 origin: Some(engram_store::ItemOrigin::App),
@@ -425,7 +486,16 @@ impl Retriever<'_> {
             );
             let mut more = Vec::new();
             if let Some(vector) = feedback_vector {
-                more.extend(self.nearest(request, &vector, pool, restriction.as_ref(), false));
+                more.extend(
+                    self.nearest_passing(
+                        request,
+                        &vector,
+                        pool,
+                        restriction.as_ref(),
+                        &mut all_passing,
+                    )
+                    .await?,
+                );
                 query_vectors.push(vector);
             }
             if !expansion.is_empty() {

@@ -94,6 +94,15 @@ pub trait ChunkSearch: Send + Sync {
         limit: u32,
         now: i64,
     ) -> StoreResult<Vec<i64>>;
+    /// Which of the given chunks are live and pass `filter`, in no set order: `fetch_chunks`
+    /// without reading them.
+    async fn passing_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[i64],
+        now: i64,
+    ) -> StoreResult<Vec<i64>>;
     /// The given chunks that are live and pass `filter`, with their items, in no set order.
     async fn fetch_chunks(
         &self,

@@ -146,6 +146,8 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
         })
         .await??
     };
+    // Window i reuses sampled vector i % period.
+    let period = sample_vectors.len().max(1);
     let vectors: HashMap<String, Vec<f32>> = texts
         .iter()
         .enumerate()
@@ -188,6 +190,16 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
             .map(|(i, text)| AppSource {
                 id: Some(format!("w{n}_{i}")),
                 text: text.clone(),
+                // Half the items, for the filtered variant: windows sharing a sampled vector
+                // (every `period`-th) alternate, so the filter is independent of similarity.
+                additional_metadata: serde_json::Map::from_iter([(
+                    "shard".to_owned(),
+                    json!(if (n * 500 + i) / period % 2 == 0 {
+                        "even"
+                    } else {
+                        "odd"
+                    }),
+                )]),
                 attachments: json!([]),
                 relations: json!({}),
                 ..AppSource::default()
@@ -220,7 +232,7 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
     }
     eprintln!();
 
-    let run = |method: Method| {
+    let run = |method: Method, filtered: bool| {
         let (app, who, db) = (app.clone(), who.clone(), db.clone());
         let queries = queries.clone();
         let count = args.queries;
@@ -228,11 +240,11 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
             let mut latencies = Vec::with_capacity(count);
             // Warm-up: page the store and the index in.
             for q in queries.iter().take(20) {
-                app.query(&who, &db, request(q, method)).await?;
+                app.query(&who, &db, request(q, method, filtered)).await?;
             }
             for q in queries.iter().cycle().take(count) {
                 let started = Instant::now();
-                let outcome = app.query(&who, &db, request(q, method)).await?;
+                let outcome = app.query(&who, &db, request(q, method, filtered)).await?;
                 latencies.push(started.elapsed().as_secs_f64() * 1000.0);
                 anyhow::ensure!(!outcome.chunks.is_empty(), "no results for {q}");
             }
@@ -240,8 +252,9 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
             Ok::<_, anyhow::Error>(latencies)
         }
     };
-    let hybrid = run(Method::Hybrid).await?;
-    let bm25 = run(Method::Text).await?;
+    let hybrid = run(Method::Hybrid, false).await?;
+    let bm25 = run(Method::Text, false).await?;
+    let filtered = run(Method::Hybrid, true).await?;
     println!(
         "engram bench query: {} chunks (SciFact windows of 70 words), {} queries each, top 10",
         texts.len(),
@@ -250,6 +263,7 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
     for (name, l) in [
         ("fast hybrid (query embedding included)", &hybrid),
         ("BM25 alone (query_by=text)", &bm25),
+        ("fast hybrid, filter matching half", &filtered),
     ] {
         println!(
             "  {name:<40} p50 {:7.2} ms  p99 {:7.2} ms  max {:7.2} ms",
@@ -265,8 +279,16 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn request(query: &str, method: Method) -> QueryRequest {
+/// A `fast` top-10 query; `filtered`: restricted to half the items by an
+/// `additional_metadata` filter (applied before ranking).
+fn request(query: &str, method: Method, filtered: bool) -> QueryRequest {
+    let metadata_filters = if filtered {
+        serde_json::Map::from_iter([("additional_metadata".to_owned(), json!({"shard": "even"}))])
+    } else {
+        serde_json::Map::new()
+    };
     QueryRequest {
+        metadata_filters,
         query: query.to_owned(),
         kind: QueryKind::Knowledge,
         method: Some(method),

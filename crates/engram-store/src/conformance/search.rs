@@ -180,6 +180,14 @@ async fn keyword_ranking_operators_and_scope<S: Store>(store: &S) {
         .await
         .unwrap()
         .is_empty());
+    assert!(
+        store
+            .passing_chunk_keys(&scope, &all, &foreign, 20)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another database's chunks never pass"
+    );
 }
 
 async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
@@ -267,6 +275,29 @@ async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
         })
         .await,
         [key_of(&keys, "mem")]
+    );
+
+    let passing = |filter: ChunkFilter, now: i64| {
+        let (scope, every) = (scope.clone(), every.clone());
+        async move {
+            let mut keys = store
+                .passing_chunk_keys(&scope, &filter, &every, now)
+                .await
+                .unwrap();
+            keys.sort_unstable();
+            keys
+        }
+    };
+    let red_filter = ChunkFilter {
+        metadata: vec![("colour".into(), FilterValue::Eq(json!("red")))],
+        ..ChunkFilter::default()
+    };
+    assert_eq!(passing(red_filter, 20).await, [key_of(&keys, "red")]);
+    assert_eq!(passing(ChunkFilter::default(), 20).await.len(), 3);
+    assert_eq!(
+        passing(ChunkFilter::default(), 1_000).await.len(),
+        2,
+        "an expired memory does not pass"
     );
 
     let hits = store

@@ -132,6 +132,23 @@ impl ChunkSearch for SqliteStore {
             .collect()
     }
 
+    async fn passing_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[i64],
+        now: i64,
+    ) -> StoreResult<Vec<i64>> {
+        let mut passing = Vec::with_capacity(keys.len());
+        for slice in keys.chunks(KEYS_PER_STATEMENT) {
+            let mut select = among_chunks("c.chunk_key", scope, filter, slice, now)?;
+            for row in select.build().fetch_all(&self.pool).await? {
+                passing.push(row.try_get("chunk_key")?);
+            }
+        }
+        Ok(passing)
+    }
+
     async fn fetch_chunks(
         &self,
         scope: &DatabaseScope,
@@ -142,18 +159,18 @@ impl ChunkSearch for SqliteStore {
         let mut hits = Vec::with_capacity(keys.len());
         for slice in keys.chunks(KEYS_PER_STATEMENT) {
             // Every item column but the full text, which a hit does not need.
-            let mut select = QueryBuilder::<Sqlite>::new(
-                "SELECT c.chunk_key, c.chunk_id, c.position, c.content, c.layout, c.embedding,
+            let mut select = among_chunks(
+                "c.chunk_key, c.chunk_id, c.position, c.content, c.layout, c.embedding,
                      c.created_at AS chunk_created_at,
                      i.id, i.collection, i.kind, i.origin, i.filename, i.media_type, i.title, i.source_type,
                      i.description, i.note, i.url, i.timestamp, NULL AS text, i.metadata, i.additional_metadata,
                      i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.status, i.created_at,
-                     i.updated_at
-                 FROM chunks c",
-            );
-            select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
-            push_chunk_where(&mut select, scope, filter, now)?;
-            push_in(&mut select, "c.chunk_key", slice.iter().copied());
+                     i.updated_at",
+                scope,
+                filter,
+                slice,
+                now,
+            )?;
             for row in select.build().fetch_all(&self.pool).await? {
                 let layout: String = row.try_get("layout")?;
                 let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
@@ -172,4 +189,19 @@ impl ChunkSearch for SqliteStore {
         }
         Ok(hits)
     }
+}
+
+/// `SELECT columns` of the given chunks that are live and pass `filter`.
+fn among_chunks<'a>(
+    columns: &str,
+    scope: &'a DatabaseScope,
+    filter: &'a ChunkFilter,
+    keys: &[i64],
+    now: i64,
+) -> StoreResult<QueryBuilder<'a, Sqlite>> {
+    let mut select = QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM chunks c"));
+    select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+    push_chunk_where(&mut select, scope, filter, now)?;
+    push_in(&mut select, "c.chunk_key", keys.iter().copied());
+    Ok(select)
 }
