@@ -84,7 +84,9 @@ impl ChunkSearch for SqliteStore {
             .iter()
             .map(|c| c.as_str().to_owned())
             .collect();
-        let mut page = (limit as usize).saturating_mul(2).max(64);
+        // Liveness alone drops few; item conditions (metadata filters) may drop most.
+        let first = if filter.has_item_conditions() { 4 } else { 2 };
+        let mut page = (limit as usize).saturating_mul(first).max(64);
         loop {
             let lexical = self.lexical.clone();
             let (database, query, kinds) = (
