@@ -20,35 +20,29 @@ pub(crate) struct Container<'a> {
 
 impl<'a> Container<'a> {
     pub(crate) fn open(bytes: &'a [u8], limits: &Limits) -> Result<Self, ParseError> {
-        let zip = ZipArchive::new(Cursor::new(bytes))
-            .map_err(|e| ParseError::Corrupt(format!("unreadable zip container: {e}")))?;
-        if zip.len() > MAX_ENTRIES {
-            return Err(ParseError::TooLarge {
-                what: "zip entries",
-                limit: MAX_ENTRIES,
-            });
-        }
-        Ok(Self {
-            zip,
-            budget: limits.max_text_bytes.max(limits.max_bytes),
-        })
+        Self::with_budget(
+            bytes,
+            limits.max_text_bytes.max(limits.max_bytes),
+            "zip container",
+        )
     }
 
     /// A container held in an entry of this one (iWork's `Index.zip`): it may inflate no more
     /// than what this one still may.
     pub(crate) fn nested<'b>(&self, bytes: &'b [u8]) -> Result<Container<'b>, ParseError> {
+        Container::with_budget(bytes, self.budget, "inner zip container")
+    }
+
+    fn with_budget(bytes: &'a [u8], budget: usize, what: &str) -> Result<Self, ParseError> {
         let zip = ZipArchive::new(Cursor::new(bytes))
-            .map_err(|e| ParseError::Corrupt(format!("unreadable inner zip container: {e}")))?;
+            .map_err(|e| ParseError::Corrupt(format!("unreadable {what}: {e}")))?;
         if zip.len() > MAX_ENTRIES {
             return Err(ParseError::TooLarge {
                 what: "zip entries",
                 limit: MAX_ENTRIES,
             });
         }
-        Ok(Container {
-            zip,
-            budget: self.budget,
-        })
+        Ok(Self { zip, budget })
     }
 
     /// Inflated bytes still allowed.

@@ -165,6 +165,20 @@ impl<'a> Record<'a> {
         self.take::<8>().map(f64::from_le_bytes)
     }
 
+    /// A field the flags say is there (`Some(Some(value))`), absent (`Some(None)`), or
+    /// truncated (`None`).
+    fn read_if<T>(
+        &mut self,
+        present: bool,
+        read: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Option<Option<T>> {
+        if present {
+            read(self).map(Some)
+        } else {
+            Some(None)
+        }
+    }
+
     fn skip(&mut self, n: usize) -> Option<()> {
         self.take_slice(n).map(|_| ())
     }
@@ -180,23 +194,11 @@ impl<'a> Record<'a> {
 fn cell_v5(bytes: &[u8]) -> Option<Value> {
     let flags = u32::from_le_bytes(bytes.get(8..12)?.try_into().ok()?);
     let mut record = Record { bytes, at: 12 };
-    let (mut decimal, mut double, mut seconds, mut string, mut rich) =
-        (None, None, None, None, None);
-    if flags & 0x1 != 0 {
-        decimal = Some(decimal128(record.take::<16>()?));
-    }
-    if flags & 0x2 != 0 {
-        double = Some(record.f64()?);
-    }
-    if flags & 0x4 != 0 {
-        seconds = Some(record.f64()?);
-    }
-    if flags & 0x8 != 0 {
-        string = Some(record.u32()?);
-    }
-    if flags & 0x10 != 0 {
-        rich = Some(record.u32()?);
-    }
+    let decimal = record.read_if(flags & 0x1 != 0, |r| r.take::<16>().map(decimal128))?;
+    let double = record.read_if(flags & 0x2 != 0, Record::f64)?;
+    let seconds = record.read_if(flags & 0x4 != 0, Record::f64)?;
+    let string = record.read_if(flags & 0x8 != 0, Record::u32)?;
+    let rich = record.read_if(flags & 0x10 != 0, Record::u32)?;
     let number = || decimal.clone().or_else(|| double.map(format_double));
     Some(match bytes[1] {
         2 | 10 => Value::Number(number()?),
@@ -219,26 +221,10 @@ fn cell_v4(bytes: &[u8]) -> Option<Value> {
             record.skip(4)?;
         }
     }
-    let string = if flags & 0x10 != 0 {
-        Some(record.u32()?)
-    } else {
-        None
-    };
-    let number = if flags & 0x20 != 0 {
-        Some(record.f64()?)
-    } else {
-        None
-    };
-    let date = if flags & 0x40 != 0 {
-        Some(record.f64()?)
-    } else {
-        None
-    };
-    let rich = if flags & 0x200 != 0 {
-        Some(record.u32()?)
-    } else {
-        None
-    };
+    let string = record.read_if(flags & 0x10 != 0, Record::u32)?;
+    let number = record.read_if(flags & 0x20 != 0, Record::f64)?;
+    let date = record.read_if(flags & 0x40 != 0, Record::f64)?;
+    let rich = record.read_if(flags & 0x200 != 0, Record::u32)?;
     Some(match bytes[1] {
         2 | 10 => Value::Number(format_double(number?)),
         3 => Value::Text(string?),
