@@ -448,8 +448,7 @@ impl App {
                 }
                 other => other.into(),
             })?;
-        self.inner.vectors.remove(&db.id, &outcomes.replaced_chunks);
-        for (position, outcome) in positions.into_iter().zip(outcomes.outcomes) {
+        for (position, outcome) in positions.into_iter().zip(outcomes) {
             if outcome == EnqueueOutcome::Exists {
                 let result = &mut results[position];
                 *result = result.clone().refused(

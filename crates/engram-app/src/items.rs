@@ -126,11 +126,6 @@ impl App {
                 }
                 other => other.into(),
             })?;
-        let removed: Vec<i64> = deleted
-            .iter()
-            .flat_map(|d| d.chunk_keys.iter().copied())
-            .collect();
-        self.inner.vectors.remove(&db.id, &removed);
         Ok((db, deleted))
     }
 

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram_config::Config;
-use engram_search::VectorIndex;
+use engram_index::Indexes;
 use engram_store::sqlite::SqliteStore;
 use engram_store::Store;
 use tokio::sync::Notify;
@@ -31,9 +31,10 @@ pub use clock::{format_ms, Clock, SystemClock};
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
+pub use engram_index::TermOperator;
 pub use engram_search::{Method, Mode, RankedChunk, SearchTuning};
+pub use engram_store::ChunkHit;
 pub use engram_store::DeliveryRecord;
-pub use engram_store::{ChunkHit, TermOperator};
 pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
@@ -67,8 +68,11 @@ struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     models: Option<Models>,
-    /// Every chunk's vector, derived from the store at start and kept current.
-    vectors: Arc<VectorIndex>,
+    /// The keyword and vector indexes, derived from the store: built at start, following its
+    /// chunk change feed.
+    indexes: Arc<Indexes>,
+    /// Wakes the index follower after each indexed batch.
+    index_wake: Arc<Notify>,
     /// The second ranking stage of `thinking` queries.
     reranker: Box<dyn engram_search::Reranker>,
     tuning: engram_search::SearchTuning,
@@ -110,7 +114,11 @@ impl App {
         let store = SqliteStore::open(&config.data_dir).await?;
         let models = Models::load(&config.embedding).await?;
         let app = Self::with_store(config, Arc::new(store), Arc::new(SystemClock), Some(models))?;
-        app.load_vectors().await?;
+        app.inner
+            .indexes
+            .catch_up()
+            .await
+            .map_err(|e| AppError::Startup(format!("building the indexes: {e}")))?;
         Ok(app)
     }
 
@@ -133,12 +141,17 @@ impl App {
             allow_private: config.outbound_allow_private,
         })
         .map_err(|e| AppError::Startup(format!("outbound HTTP client: {e}")))?;
+        let indexes = Arc::new(Indexes::in_memory(
+            store.clone(),
+            engram_embed::MINILM_DIMENSION,
+        ));
         Ok(Self {
             inner: Arc::new(Inner {
                 store,
                 clock,
                 models,
-                vectors: Arc::new(VectorIndex::new(engram_embed::MINILM_DIMENSION)),
+                indexes,
+                index_wake: Arc::new(Notify::new()),
                 reranker: Box::new(engram_search::EmbeddingReranker),
                 tuning: tuning(&config.search),
                 data_dir: config.data_dir.clone(),
@@ -152,50 +165,9 @@ impl App {
         })
     }
 
-    /// Builds the vector index from the vectors stored with the chunks.
-    async fn load_vectors(&self) -> AppResult<()> {
-        let started = std::time::Instant::now();
-        let (mut after, mut total) = (0, 0);
-        loop {
-            let page = self
-                .store()
-                .stored_vectors(after, 5_000, self.now_ms())
-                .await?;
-            let Some(last) = page.last() else { break };
-            after = last.chunk_key;
-            total += page.len();
-            self.index_vectors(page);
-        }
-        tracing::info!(
-            vectors = total,
-            ms = started.elapsed().as_millis() as u64,
-            "vector index loaded"
-        );
-        Ok(())
-    }
-
-    fn index_vectors(&self, vectors: Vec<engram_store::StoredVector>) {
-        let mut by_database: std::collections::HashMap<_, Vec<_>> =
-            std::collections::HashMap::new();
-        for v in vectors {
-            by_database
-                .entry(v.database_id)
-                .or_default()
-                .push(engram_search::VectorEntry {
-                    chunk_key: v.chunk_key,
-                    collection: v.collection.to_string(),
-                    kind: v.kind,
-                    vector: v.vector,
-                });
-        }
-        for (database, entries) in by_database {
-            self.inner.vectors.insert(&database, entries);
-        }
-    }
-
-    /// The vector index (derived; the store is the truth).
-    pub fn vectors(&self) -> &VectorIndex {
-        &self.inner.vectors
+    /// The derived indexes (the store is the truth).
+    pub fn indexes(&self) -> &Indexes {
+        &self.inner.indexes
     }
 
     /// Closes the store; call after the server and the workers have stopped.

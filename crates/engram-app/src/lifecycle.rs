@@ -65,13 +65,20 @@ impl App {
                     self.inner.clock.clone(),
                     options.clone(),
                 )
-                .with_vectors(self.inner.vectors.clone())
-                .with_event_wake(self.inner.webhook_wake.clone());
+                .with_batch_wake(self.inner.webhook_wake.clone())
+                .with_batch_wake(self.inner.index_wake.clone());
                 tracker.spawn(pipeline.run(self.inner.pipeline_wake.clone(), token.clone()));
             }
             let app = self.clone();
             let sweep_token = token.clone();
             tracker.spawn(async move { app.run_expiry_sweeper(sweep_token).await });
+            let (indexes, wake, follow_token) = (
+                self.inner.indexes.clone(),
+                self.inner.index_wake.clone(),
+                token.clone(),
+            );
+            let every = Duration::from_millis(config.poll_ms);
+            tracker.spawn(async move { indexes.follow(wake, every, follow_token).await });
         }
         Workers { token, tracker }
     }
@@ -108,12 +115,10 @@ impl App {
         }
     }
 
-    /// Deletes up to 1,000 chunks of expired memories from the store and their vectors from
-    /// the in-memory index; returns how many chunks went.
-    pub(crate) async fn purge_expired_memories(&self) -> AppResult<usize> {
-        let keys = self.store().purge_expired(self.now_ms(), 1_000).await?;
-        self.inner.vectors.remove_anywhere(&keys);
-        Ok(keys.len())
+    /// Deletes up to 1,000 expired memories with their chunks (the indexes follow); returns
+    /// how many chunks went.
+    pub(crate) async fn purge_expired_memories(&self) -> AppResult<u64> {
+        Ok(self.store().purge_expired(self.now_ms(), 1_000).await?)
     }
 
     /// One pass over every database that needs work. Public to the crate's tests.
@@ -164,7 +169,6 @@ impl App {
             _ => {}
         }
         self.store().purge_database(&db.id).await?;
-        self.inner.vectors.drop_database(&db.id);
         tracing::info!(database = %db.name, id = %db.id, "database purged");
         Ok(())
     }
@@ -230,7 +234,7 @@ mod tests {
         let token = CancellationToken::new();
         let workers = app.start_workers(token.clone());
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while app.vectors().len(&db.id) < 2 {
+        while app.indexes().vector_count(&db.id).await.unwrap() < 2 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "indexing did not finish"
@@ -243,12 +247,12 @@ mod tests {
             0,
             "not expired yet"
         );
-        assert_eq!(app.vectors().len(&db.id), 2);
+        assert_eq!(app.indexes().vector_count(&db.id).await.unwrap(), 2);
 
         clock.0.store(120_000, std::sync::atomic::Ordering::Relaxed);
         assert_eq!(app.purge_expired_memories().await.unwrap(), 1);
         assert_eq!(
-            app.vectors().len(&db.id),
+            app.indexes().vector_count(&db.id).await.unwrap(),
             1,
             "the expired memory's vector is gone"
         );
@@ -287,7 +291,7 @@ mod tests {
         let token = CancellationToken::new();
         let workers = app.start_workers(token.clone());
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while app.vectors().len(&db.id) < 3 {
+        while app.indexes().vector_count(&db.id).await.unwrap() < 3 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "indexing did not finish"
@@ -303,22 +307,43 @@ mod tests {
             .embed(&["a jammed printer"])
             .unwrap()
             .remove(0);
-        let best = app.vectors().search(&db.id, &query, 1, &|_, _| true, None)[0].0;
+        let (indexes, scope) = (app.indexes(), db.scope());
+        let nearest = |query: Vec<f32>| {
+            let scope = scope.clone();
+            async move {
+                let filter = engram_index::IndexFilter::default();
+                indexes
+                    .nearest(&scope, query.into(), 1, &filter, None)
+                    .await
+                    .unwrap()
+            }
+        };
+        let best = nearest(query.clone()).await[0].0;
         let (_, deleted) = app
             .delete_items(&who, &db.name, None, None, &["a1".into()])
             .await
             .unwrap();
-        assert_eq!(
-            deleted[0].chunk_keys,
-            [best],
-            "the printer chunk is the nearest"
+        assert!(deleted[0].deleted);
+        app.indexes().catch_up().await.unwrap();
+        assert_ne!(
+            nearest(query).await[0].0,
+            best,
+            "the deleted printer chunk is no longer the nearest"
         );
-        assert_eq!(app.vectors().len(&db.id), 2, "deletion removes its vectors");
+        assert_eq!(
+            app.indexes().vector_count(&db.id).await.unwrap(),
+            2,
+            "deletion removes its vectors"
+        );
         workers.shutdown(Duration::from_secs(10)).await;
         app.close().await;
 
         let reopened = App::open(config).await.unwrap();
-        assert_eq!(reopened.vectors().len(&db.id), 2, "rebuilt from the store");
+        assert_eq!(
+            reopened.indexes().vector_count(&db.id).await.unwrap(),
+            2,
+            "rebuilt from the store"
+        );
         reopened.close().await;
     }
 

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use engram_index::TermOperator;
 use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
-use engram_store::{ChunkFilter, FilterValue, TermOperator};
+use engram_store::{ChunkFilter, FilterValue};
 use engram_types::{CollectionName, DatabaseName, ItemKind};
 use serde_json::{Map, Value};
 
@@ -305,13 +306,16 @@ impl App {
             .ok_or_else(|| AppError::Unavailable("the embedding model is not loaded".into()))?;
         let retriever = Retriever {
             store: self.store(),
-            vectors: &self.inner.vectors,
+            indexes: &self.inner.indexes,
             embedder: models.query_embedder.clone(),
             reranker: self.inner.reranker.as_ref(),
             tuning: &self.inner.tuning,
         };
         let chunks = retriever.search(&search).await.map_err(|e| match e {
-            engram_search::SearchError::Store(e) => AppError::from(e),
+            engram_search::SearchError::Store(e)
+            | engram_search::SearchError::Index(engram_index::IndexError::Store(e)) => {
+                AppError::from(e)
+            }
             other => AppError::Unavailable(other.to_string()),
         })?;
         Ok(QueryOutcome {
@@ -392,7 +396,7 @@ mod tests {
         let token = CancellationToken::new();
         let workers = app.start_workers(token.clone());
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        while app.vectors().len(&db.id) < texts.len() {
+        while app.indexes().vector_count(&db.id).await.unwrap() < texts.len() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "indexing did not finish"

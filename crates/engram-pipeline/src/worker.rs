@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use engram_embed::Embedder;
 use engram_parse::Limits;
-use engram_search::{Chunker, ChunkerOptions, TokenCounter, VectorEntry, VectorIndex};
+use engram_search::{Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
 use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
@@ -64,9 +64,9 @@ pub struct Pipeline {
     clock: Arc<dyn Clock>,
     options: PipelineOptions,
     owner: String,
-    vectors: Option<Arc<VectorIndex>>,
-    /// Told when items reach a terminal state (their webhook events are stored with them).
-    events: Option<Arc<Notify>>,
+    /// Told after each batch: its terminal states may carry webhook events, and its chunks are
+    /// for the indexes to follow.
+    batch_wakes: Vec<Arc<Notify>>,
 }
 
 impl Pipeline {
@@ -85,20 +85,13 @@ impl Pipeline {
             clock,
             options,
             owner,
-            vectors: None,
-            events: None,
+            batch_wakes: Vec::new(),
         }
     }
 
-    /// Keeps a vector index current with what this worker writes.
-    pub fn with_vectors(mut self, vectors: Arc<VectorIndex>) -> Self {
-        self.vectors = Some(vectors);
-        self
-    }
-
-    /// Notifies `wake` after each batch, whose terminal states may carry webhook events.
-    pub fn with_event_wake(mut self, wake: Arc<Notify>) -> Self {
-        self.events = Some(wake);
+    /// Notifies `wake` after each batch (the webhook dispatcher, the index follower).
+    pub fn with_batch_wake(mut self, wake: Arc<Notify>) -> Self {
+        self.batch_wakes.push(wake);
         self
     }
 
@@ -112,9 +105,7 @@ impl Pipeline {
             match self.run_once().await {
                 Ok(0) => {}
                 Ok(_) => {
-                    if let Some(events) = &self.events {
-                        events.notify_one();
-                    }
+                    self.batch_wakes.iter().for_each(|wake| wake.notify_one());
                     continue;
                 }
                 Err(err) => tracing::error!(error = %err, "indexing pass failed"),
@@ -212,21 +203,8 @@ impl Pipeline {
                         .complete_item(&item, &chunks, self.clock.now_ms())
                         .await
                     {
-                        Ok(Some(keys)) => {
-                            if let Some(vectors) = &self.vectors {
-                                let entries =
-                                    keys.into_iter().zip(chunks).map(|(chunk_key, chunk)| {
-                                        VectorEntry {
-                                            chunk_key,
-                                            collection: item.collection.to_string(),
-                                            kind: item.kind,
-                                            vector: chunk.embedding,
-                                        }
-                                    });
-                                vectors.insert(&item.database_id, entries);
-                            }
-                        }
-                        Ok(None) => {
+                        Ok(true) => {}
+                        Ok(false) => {
                             tracing::debug!(id = %item.id, "item changed while indexing; result dropped")
                         }
                         Err(err) => {

@@ -1,7 +1,7 @@
 //! Cheap query analysis, no model involved: picks `alpha` for `"auto"` and routes `auto`
 //! mode between `fast` and `thinking`.
 
-use crate::lexical::{content_terms, words};
+use engram_index::analyzer::{content_terms, words};
 
 /// Retrieval modes a query can run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,10 +6,8 @@
 
 pub mod analysis;
 mod chunk;
-pub mod lexical;
 pub mod rerank;
 mod retrieve;
-mod vectors;
 
 pub use analysis::{profile, Mode, QueryProfile};
 pub use chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
@@ -17,4 +15,3 @@ pub use rerank::{EmbeddingReranker, RerankCandidate, RerankError, RerankInput, R
 pub use retrieve::{
     Fusion, Method, RankedChunk, Retriever, SearchError, SearchRequest, SearchTuning,
 };
-pub use vectors::{VectorEntry, VectorIndex};

@@ -7,15 +7,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use engram_embed::Embedder;
-use engram_store::{
-    ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreError, TermOperator,
-};
+use engram_index::analyzer::{content_terms, keyword_query};
+use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
+use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreError};
 use engram_types::ItemKind;
 
 use crate::analysis::Mode;
-use crate::lexical::{content_terms, keyword_query};
 use crate::rerank::{dot, RerankCandidate, RerankInput, Reranker};
-use crate::VectorIndex;
 
 /// How chunks are matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +58,8 @@ pub struct RankedChunk {
 pub enum SearchError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
     #[error("embedding the query failed: {0}")]
     Embed(String),
     #[error(transparent)]
@@ -125,10 +125,10 @@ const RESTRICT_MAX: u32 = 1_000_000;
 /// pool and checks the conditions on what it found, before it reads every passing key.
 const FILTER_OVERFETCH: [usize; 2] = [4, 32];
 
-/// Runs queries over one store, the vector index and the embedding model.
+/// Runs queries over one store, its derived indexes and the embedding model.
 pub struct Retriever<'a> {
     pub store: &'a dyn ChunkSearch,
-    pub vectors: &'a VectorIndex,
+    pub indexes: &'a Indexes,
     pub embedder: Arc<dyn Embedder>,
     pub reranker: &'a dyn Reranker,
     pub tuning: &'a SearchTuning,
@@ -189,6 +189,8 @@ impl Retriever<'_> {
         if request.limit == 0 {
             return Ok(Vec::new());
         }
+        // Every write made before the query is in the indexes it reads.
+        self.indexes.catch_up().await?;
         let mut ranked = match request.method {
             Method::Text => self.text(request, &lexical).await?,
             Method::Hybrid => self.hybrid(request, &lexical).await?,
@@ -240,10 +242,9 @@ impl Retriever<'_> {
         lexical: &LexicalQuery,
         pool: usize,
     ) -> Result<Vec<(i64, f32)>, SearchError> {
-        let limit = u32::try_from(pool).unwrap_or(u32::MAX);
         Ok(self
-            .store
-            .keyword_search(&request.scope, filter, lexical, limit, request.now)
+            .indexes
+            .keyword_search(&request.scope, filter, lexical, pool, request.now)
             .await?)
     }
 
@@ -259,31 +260,30 @@ impl Retriever<'_> {
             .ok_or_else(|| SearchError::Embed("no vector returned".into()))
     }
 
-    fn nearest(
+    /// The `pool` nearest chunks of the request's collections and kinds (and of `only`),
+    /// best first; `apps_only` keeps knowledge alone (app sources are knowledge).
+    async fn nearest(
         &self,
         request: &SearchRequest,
         vector: &[f32],
         pool: usize,
-        only: Option<&HashSet<i64>>,
+        only: Option<Arc<HashSet<i64>>>,
         apps_only: bool,
-    ) -> Vec<i64> {
-        let collections: HashSet<&str> = request
-            .filter
-            .collections
-            .iter()
-            .map(|c| c.as_str())
-            .collect();
-        let kinds = &request.filter.kinds;
-        let accept = |collection: &str, kind: ItemKind| {
-            (collections.is_empty() || collections.contains(collection))
-                && (kinds.is_empty() || kinds.contains(&kind))
-                && (!apps_only || kind == ItemKind::Knowledge)
-        };
-        self.vectors
-            .search(&request.scope.id, vector, pool, &accept, only)
+    ) -> Result<Vec<i64>, SearchError> {
+        let mut filter = IndexFilter::from(&request.filter);
+        if apps_only {
+            if !filter.accepts_kind(ItemKind::Knowledge) {
+                return Ok(Vec::new());
+            }
+            filter.kinds = vec![ItemKind::Knowledge];
+        }
+        Ok(self
+            .indexes
+            .nearest(&request.scope, Arc::from(vector), pool, &filter, only)
+            .await?
             .into_iter()
             .map(|(key, _)| key)
-            .collect()
+            .collect())
     }
 
     /// Keys the vector scan may consider when an `and`/`phrase` query narrows it to its
@@ -292,14 +292,14 @@ impl Retriever<'_> {
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
-    ) -> Result<Option<HashSet<i64>>, SearchError> {
+    ) -> Result<Option<Arc<HashSet<i64>>>, SearchError> {
         if request.operator == TermOperator::Or {
             return Ok(None);
         }
         let matches = self
             .keyword_pool(request, &request.filter, lexical, RESTRICT_MAX as usize)
             .await?;
-        Ok(Some(matches.into_iter().map(|m| m.0).collect()))
+        Ok(Some(Arc::new(matches.into_iter().map(|m| m.0).collect())))
     }
 
     /// The `pool` nearest chunks that pass the request's item conditions (metadata filters)
@@ -314,16 +314,20 @@ impl Retriever<'_> {
         request: &SearchRequest,
         vector: &[f32],
         pool: usize,
-        restriction: Option<&HashSet<i64>>,
-        all_passing: &mut Option<HashSet<i64>>,
+        restriction: Option<&Arc<HashSet<i64>>>,
+        all_passing: &mut Option<Arc<HashSet<i64>>>,
     ) -> Result<Vec<i64>, SearchError> {
         if !request.filter.has_item_conditions() {
-            return Ok(self.nearest(request, vector, pool, restriction, false));
+            return self
+                .nearest(request, vector, pool, restriction.cloned(), false)
+                .await;
         }
         if all_passing.is_none() {
             for factor in FILTER_OVERFETCH {
                 let wide = pool.saturating_mul(factor);
-                let found = self.nearest(request, vector, wide, restriction, false);
+                let found = self
+                    .nearest(request, vector, wide, restriction.cloned(), false)
+                    .await?;
                 let passing: HashSet<i64> = self
                     .store
                     .passing_chunk_keys(&request.scope, &request.filter, &found, request.now)
@@ -342,18 +346,16 @@ impl Retriever<'_> {
                 .store
                 .filtered_chunk_keys(&request.scope, &request.filter, RESTRICT_MAX, request.now)
                 .await?;
-            *all_passing = Some(keys.into_iter().collect());
+            *all_passing = Some(Arc::new(keys.into_iter().collect()));
         }
         let Some(all) = all_passing.as_ref() else {
             return Ok(Vec::new());
         };
-        Ok(match restriction {
-            Some(restriction) => {
-                let only: HashSet<i64> = all.intersection(restriction).copied().collect();
-                self.nearest(request, vector, pool, Some(&only), false)
-            }
-            None => self.nearest(request, vector, pool, Some(all), false),
-        })
+        let only = match restriction {
+            Some(restriction) => Arc::new(all.intersection(restriction).copied().collect()),
+            None => all.clone(),
+        };
+        self.nearest(request, vector, pool, Some(only), false).await
     }
 
     /// Adds the chunks of `keys` not yet known to `candidates` (read back within scope).
@@ -403,7 +405,7 @@ impl Retriever<'_> {
             self.tuning.fast_pool
         });
         let restriction = self.restriction(request, lexical).await?;
-        if restriction.as_ref().is_some_and(HashSet::is_empty) {
+        if restriction.as_ref().is_some_and(|r| r.is_empty()) {
             return Ok(Vec::new());
         }
         // First stage: keyword and vector pools (and app-only pools when asked).
@@ -449,7 +451,10 @@ impl Retriever<'_> {
                 .into_iter()
                 .filter(|k| restriction.as_ref().is_none_or(|r| r.contains(k)))
                 .collect();
-            keys.extend(self.nearest(request, &query_vector, pool, Some(&app_keys), true));
+            keys.extend(
+                self.nearest(request, &query_vector, pool, Some(Arc::new(app_keys)), true)
+                    .await?,
+            );
         }
         let mut candidates = HashMap::new();
         self.add_candidates(request, keys, &mut candidates).await?;

@@ -17,9 +17,6 @@ pub enum StoreError {
     Backend(#[from] sqlx::Error),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    /// The in-memory lexical index failed (it is rebuilt from the store when it reopens).
-    #[error("lexical index: {0}")]
-    Lexical(String),
 }
 
 pub type StoreResult<T, E = StoreError> = Result<T, E>;

@@ -84,15 +84,6 @@ pub enum EnqueueOutcome {
     Exists,
 }
 
-/// The result of an enqueue call.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Enqueued {
-    /// One outcome per item, in order.
-    pub outcomes: Vec<EnqueueOutcome>,
-    /// Keys of chunks that upserts removed, for derived indexes to drop.
-    pub replaced_chunks: Vec<i64>,
-}
-
 /// The indexing state of one item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemStatus {
@@ -152,8 +143,6 @@ pub struct ItemFailure {
 pub struct DeletedItem {
     pub id: String,
     pub deleted: bool,
-    /// Keys of the chunks that went with it, for derived indexes to drop.
-    pub chunk_keys: Vec<i64>,
 }
 
 /// An item as listed.
@@ -235,27 +224,60 @@ pub struct ItemPage {
     pub total: u64,
 }
 
-/// A stored chunk vector, for rebuilding derived indexes.
+/// A chunk as the derived indexes (keyword and vector) hold it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredVector {
-    pub database_id: DatabaseId,
+pub struct IndexedChunk {
     pub chunk_key: i64,
+    pub database_id: DatabaseId,
     pub collection: CollectionName,
     pub kind: ItemKind,
-    pub vector: Vec<f32>,
+    pub content: String,
+    /// Indexed with the content (see [`NewChunk::context`]).
+    pub context: String,
+    /// Empty when none was stored.
+    pub embedding: Vec<f32>,
 }
 
-/// Reading what derived indexes are built from; across organizations by design (start-up).
+/// One page of the chunk change feed, ready to apply: every chunk in `removed` leaves the
+/// index of the database named with it, then every chunk in `current` enters its database's
+/// index, and the indexes of the databases in `gone` are dropped whole. Applying a page twice
+/// changes nothing, so a reader that fails part-way simply applies it again.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChunkChanges {
+    /// The sequence number of the last change in the page (the reader's next cursor); the
+    /// cursor it was asked for when the page is empty.
+    pub through: i64,
+    /// Every chunk changed (inserted, updated or deleted), with the database it was in.
+    pub removed: Vec<(DatabaseId, i64)>,
+    /// The current rows of the changed chunks that still exist.
+    pub current: Vec<IndexedChunk>,
+    /// Databases named by the page that no longer exist.
+    pub gone: Vec<DatabaseId>,
+}
+
+impl ChunkChanges {
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.current.is_empty() && self.gone.is_empty()
+    }
+}
+
+/// The change feed the derived indexes follow; across organizations by design (the indexes
+/// are per database and every read through them is checked against the store). Every write to
+/// `chunks`, whichever path makes it (completion, upsert, delete, expiry purge, database purge,
+/// a conversation's context cleared), is logged in its own transaction with an increasing
+/// sequence number that is never reused.
 #[async_trait]
-pub trait IndexSource: Send + Sync {
-    /// Vectors of live chunks (live database, unexpired item) with keys above `after`, in key
-    /// order, at most `limit`.
-    async fn stored_vectors(
-        &self,
-        after: i64,
-        limit: u32,
-        now: i64,
-    ) -> StoreResult<Vec<StoredVector>>;
+pub trait ChunkFeed: Send + Sync {
+    /// The sequence number of the newest change (0 when none was ever logged). A reader that
+    /// rebuilds from [`ChunkFeed::scan_chunks`] first takes the head, then follows from it.
+    async fn chunk_feed_head(&self) -> StoreResult<i64>;
+    /// The changes after `after`, at most `limit`, in order, with the current rows.
+    async fn chunk_changes(&self, after: i64, limit: u32) -> StoreResult<ChunkChanges>;
+    /// Forgets the changes up to and including `through` (every reader has applied them).
+    async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()>;
+    /// Chunks of live databases with keys above `after`, in key order, at most `limit`: what
+    /// an index is rebuilt from.
+    async fn scan_chunks(&self, after: i64, limit: u32) -> StoreResult<Vec<IndexedChunk>>;
 }
 
 /// Items of databases, scoped by organization.
@@ -269,7 +291,7 @@ pub trait ItemStore: Send + Sync {
         items: &[NewItem],
         upsert: bool,
         now: i64,
-    ) -> StoreResult<Enqueued>;
+    ) -> StoreResult<Vec<EnqueueOutcome>>;
     /// States of the given ids in one collection; unknown and expired ids are absent.
     async fn item_statuses(
         &self,
@@ -313,14 +335,14 @@ pub trait WorkQueue: Send + Sync {
     /// by another worker meanwhile are left alone.
     async fn extend_leases(&self, items: &[ClaimedItem], until: i64) -> StoreResult<()>;
     /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
-    /// still current, and returns the new chunks' keys in order. `None` (and nothing written)
-    /// when the item was upserted, deleted or re-leased meanwhile.
+    /// still current. False (and nothing written) when the item was upserted, deleted or
+    /// re-leased meanwhile.
     async fn complete_item(
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
         now: i64,
-    ) -> StoreResult<Option<Vec<i64>>>;
+    ) -> StoreResult<bool>;
     /// Records a failed attempt: back to `queued` for a later retry, or `errored`.
     async fn fail_item(
         &self,
@@ -328,8 +350,8 @@ pub trait WorkQueue: Send + Sync {
         failure: &ItemFailure,
         now: i64,
     ) -> StoreResult<bool>;
-    /// Deletes up to `limit` expired items with their chunks; returns the chunk keys removed.
-    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>>;
+    /// Deletes up to `limit` expired items with their chunks; returns how many chunks went.
+    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<u64>;
     /// For a memory that continues a conversation, the text of the memory before it: the live
     /// memory of the same database, collection, user and (non-empty) title that was added just
     /// before it. `None` for anything else.

@@ -96,7 +96,7 @@ pub trait Store:
     + LifecycleStore
     + ItemStore
     + WorkQueue
-    + IndexSource
+    + ChunkFeed
     + ChunkSearch
     + WebhookStore
     + DeliveryQueue

@@ -1,8 +1,8 @@
-//! Reading chunks for retrieval: keyword (BM25) candidates, the keys that pass a filter (to
-//! restrict the vector scan before ranking), and the chunks themselves joined with their items.
-//! Every call is scoped to one database of one organization and sees only live chunks (a live
-//! database, an unexpired item), so the derived vector index may be briefly stale but a query
-//! never returns anything the store does not hold for that scope.
+//! Reading chunks for retrieval: the keys that pass a filter (to check or restrict what the
+//! derived indexes found), and the chunks themselves joined with their items. Every call is
+//! scoped to one database of one organization and sees only live chunks (a live database, an
+//! unexpired item), so the derived indexes may be briefly stale but a query never returns
+//! anything the store does not hold for that scope.
 
 use async_trait::async_trait;
 use engram_types::{CollectionName, ItemKind};
@@ -33,32 +33,6 @@ impl ChunkFilter {
     }
 }
 
-/// How the terms of a keyword query combine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TermOperator {
-    /// Any term matches; more and rarer terms rank higher.
-    #[default]
-    Or,
-    /// Every term must occur.
-    And,
-    /// The terms must occur consecutively, in order.
-    Phrase,
-}
-
-/// A keyword query: plain terms (letters and digits, no syntax) and how they combine. Each
-/// backend builds its own query language from it, so user text never reaches a query parser.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LexicalQuery {
-    pub terms: Vec<String>,
-    pub operator: TermOperator,
-}
-
-impl LexicalQuery {
-    pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
-    }
-}
-
 /// A chunk found by retrieval, with its item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkHit {
@@ -77,15 +51,6 @@ pub struct ChunkHit {
 /// Retrieval reads, scoped by organization and database.
 #[async_trait]
 pub trait ChunkSearch: Send + Sync {
-    /// The best `limit` chunks by BM25 (higher is better) among those passing `filter`.
-    async fn keyword_search(
-        &self,
-        scope: &DatabaseScope,
-        filter: &ChunkFilter,
-        query: &LexicalQuery,
-        limit: u32,
-        now: i64,
-    ) -> StoreResult<Vec<(i64, f32)>>;
     /// Keys of the live chunks passing `filter`, at most `limit`, in key order.
     async fn filtered_chunk_keys(
         &self,

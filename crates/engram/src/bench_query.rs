@@ -225,7 +225,9 @@ pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
             texts.len(),
             started.elapsed().as_secs_f64()
         );
-        if indexed >= texts.len() && app.vectors().len(&stats.database.id) >= texts.len() {
+        if indexed >= texts.len()
+            && app.indexes().vector_count(&stats.database.id).await? >= texts.len()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -222,6 +222,7 @@ pub async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
         store
             .complete_item(item, &[], SystemClock.now_ms())
             .await?
+            .then_some(())
             .context("complete")?;
     }
     let before = arrived(&arrivals);
@@ -246,6 +247,7 @@ pub async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
         store
             .complete_item(item, &[], SystemClock.now_ms())
             .await?
+            .then_some(())
             .context("complete")?;
         committed.insert(item.id.clone(), Instant::now());
         wake.notify_one();

@@ -16,7 +16,7 @@ pub async fn run_all<S: Store>(store: &S) {
     deletion_and_isolation(store).await;
     listing_filters_and_pages(store).await;
     expired_items_vanish_and_are_purged(store).await;
-    stored_vectors_rebuild_derived_indexes(store).await;
+    the_chunk_feed_logs_every_change(store).await;
     a_memory_continuing_a_conversation_gets_the_one_before(store).await;
 }
 
@@ -63,59 +63,105 @@ async fn a_memory_continuing_a_conversation_gets_the_one_before<S: Store>(store:
     assert_eq!(before("k1"), None, "knowledge");
 }
 
-async fn stored_vectors_rebuild_derived_indexes<S: Store>(store: &S) {
+/// Every write to chunks reaches the feed, pages follow the sequence, rows come back exactly,
+/// and a trimmed sequence number is never handed out again.
+async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     let scope = setup(store, "db_items_7", "conf-items-7").await;
+    let head = store.chunk_feed_head().await.unwrap();
     let mut short = item("v", "short", "x");
     short.kind = ItemKind::Memory;
     short.origin = ItemOrigin::Memory;
-    short.fields.expires_at = Some(500);
     store
         .enqueue_items(&scope, &[item("v", "long", "y"), short], true, 0)
         .await
         .unwrap();
-    let mut keys = Vec::new();
     for c in claim_ours(store, &scope, "w", 10).await {
         let vector = NewChunk {
             embedding: vec![0.25, -1.5, 3.0],
-            ..chunk(&format!("{}-v", c.id), 0, "text")
+            context: format!("before {}", c.id),
+            ..chunk(&format!("{}-v", c.id), 0, &format!("text of {}", c.id))
         };
-        keys.extend(
-            store
-                .complete_item(&c, &[vector], 20)
-                .await
-                .unwrap()
-                .unwrap(),
-        );
+        assert!(store.complete_item(&c, &[vector], 20).await.unwrap());
     }
-    assert_eq!(keys.len(), 2);
-    let ours = |all: Vec<crate::StoredVector>| {
-        all.into_iter()
-            .filter(|v| v.database_id == scope.id)
-            .collect::<Vec<_>>()
-    };
-    let live = ours(store.stored_vectors(0, 10_000, 100).await.unwrap());
-    assert_eq!(live.len(), 2);
+    let page = store.chunk_changes(head, 10_000).await.unwrap();
+    assert!(page.through > head);
+    assert!(page.gone.is_empty());
+    assert_eq!(page.removed.len(), 2, "{page:?}");
+    assert!(page.removed.iter().all(|(db, _)| *db == scope.id));
+    let mut current = page.current.clone();
+    current.sort_by_key(|c| c.chunk_key);
+    let keys: Vec<i64> = current.iter().map(|c| c.chunk_key).collect();
     assert_eq!(
-        live[0].vector,
+        current[0].embedding,
         vec![0.25, -1.5, 3.0],
         "vectors round-trip exactly"
     );
-    assert_eq!(live.iter().map(|v| v.chunk_key).collect::<Vec<_>>(), keys);
-    let later = ours(store.stored_vectors(0, 10_000, 500).await.unwrap());
-    assert_eq!(later.len(), 1, "expired items are not indexed");
-    let paged = ours(store.stored_vectors(keys[0], 10_000, 100).await.unwrap());
     assert_eq!(
-        paged.iter().map(|v| v.chunk_key).collect::<Vec<_>>(),
+        (current[0].content.as_str(), current[0].context.as_str()),
+        ("text of long", "before long")
+    );
+    assert_eq!(
+        (current[1].kind, current[1].collection.as_str()),
+        (ItemKind::Memory, "v")
+    );
+    let first = store.chunk_changes(head, 1).await.unwrap();
+    assert_eq!(first.removed.len(), 1, "pages hold at most `limit` changes");
+    let rest = store.chunk_changes(first.through, 10_000).await.unwrap();
+    assert_eq!(rest.through, page.through);
+    assert_eq!(first.removed.len() + rest.removed.len(), 2);
+    let empty = store.chunk_changes(page.through, 10).await.unwrap();
+    assert!(empty.is_empty() && empty.through == page.through);
+
+    let ours = |all: Vec<crate::IndexedChunk>| {
+        all.into_iter()
+            .filter(|c| c.database_id == scope.id)
+            .map(|c| c.chunk_key)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ours(store.scan_chunks(0, 100_000).await.unwrap()), keys);
+    assert_eq!(
+        ours(store.scan_chunks(keys[0], 100_000).await.unwrap()),
         [keys[1]]
     );
-    store.schedule_deletion(&scope, 600).await.unwrap();
-    assert!(
-        ours(store.stored_vectors(0, 10_000, 100).await.unwrap()).is_empty(),
-        "nor a deleted database's"
-    );
+
+    // A delete and an upsert are changes without a current row.
+    store
+        .delete_items(&scope, &collection("v"), None, &["long".into()], 30)
+        .await
+        .unwrap();
+    store
+        .enqueue_items(&scope, &[item("v", "short", "again")], true, 31)
+        .await
+        .unwrap();
+    let deletions = store.chunk_changes(page.through, 100).await.unwrap();
+    let mut removed: Vec<i64> = deletions.removed.iter().map(|r| r.1).collect();
+    removed.sort_unstable();
+    assert_eq!(removed, keys);
+    assert!(deletions.current.is_empty());
+
+    // Trimmed changes are gone, and their numbers are never reused.
+    store.trim_chunk_changes(deletions.through).await.unwrap();
+    assert!(store.chunk_changes(head, 100).await.unwrap().is_empty());
+    assert_eq!(store.chunk_feed_head().await.unwrap(), deletions.through);
+    let again = claim_ours(store, &scope, "w", 40).await;
+    assert!(store
+        .complete_item(&again[0], &[chunk("short-2", 0, "again")], 41)
+        .await
+        .unwrap());
+    let after_trim = store.chunk_changes(deletions.through, 100).await.unwrap();
+    assert_eq!(after_trim.current.len(), 1);
+    assert!(after_trim.through > deletions.through);
+
+    // A deleted database leaves the scan at once; once purged, the feed says it is gone.
+    store.schedule_deletion(&scope, 50).await.unwrap();
+    assert!(ours(store.scan_chunks(0, 100_000).await.unwrap()).is_empty());
+    store.purge_database(&scope.id).await.unwrap();
+    let purged = store.chunk_changes(after_trim.through, 100).await.unwrap();
+    assert_eq!(purged.gone, std::slice::from_ref(&scope.id));
+    assert!(purged.current.is_empty());
 }
 
-pub(super) fn collection(name: &str) -> CollectionName {
+pub fn collection(name: &str) -> CollectionName {
     CollectionName::from_trusted(name)
 }
 
@@ -138,7 +184,7 @@ pub fn item(coll: &str, id: &str, text: &str) -> NewItem {
     }
 }
 
-pub(super) fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
+pub fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
     NewChunk {
         chunk_id: id.into(),
         position,
@@ -149,7 +195,7 @@ pub(super) fn chunk(id: &str, position: u32, text: &str) -> NewChunk {
     }
 }
 
-pub(super) async fn setup<S: Store>(store: &S, db: &str, org: &str) -> DatabaseScope {
+pub async fn setup<S: Store + ?Sized>(store: &S, db: &str, org: &str) -> DatabaseScope {
     store
         .create_database(&new_db(db, org, db))
         .await
@@ -158,7 +204,7 @@ pub(super) async fn setup<S: Store>(store: &S, db: &str, org: &str) -> DatabaseS
 }
 
 /// Claims every runnable item (the queue is shared by every case, so claim only ours).
-pub(super) async fn claim_ours<S: Store>(
+pub async fn claim_ours<S: Store + ?Sized>(
     store: &S,
     scope: &DatabaseScope,
     owner: &str,
@@ -196,10 +242,7 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         )
         .await
         .unwrap();
-    assert_eq!(
-        out.outcomes,
-        [EnqueueOutcome::Queued, EnqueueOutcome::Queued]
-    );
+    assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
     assert_eq!(
         status_of(store, &scope, "c", "a", 100).await,
         Some(IndexingStatus::Queued)
@@ -233,14 +276,12 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
     assert!(store
         .complete_item(a, &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")], 300)
         .await
-        .unwrap()
-        .is_some());
+        .unwrap());
     assert!(
-        store
+        !store
             .complete_item(a, &[chunk("a-9", 0, "again")], 301)
             .await
-            .unwrap()
-            .is_none(),
+            .unwrap(),
         "completing twice does nothing"
     );
     assert_eq!(
@@ -248,12 +289,6 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         Some(IndexingStatus::Completed)
     );
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
-    let first_keys = store.stored_vectors(0, 100_000, 350).await.unwrap();
-    let first_keys: Vec<i64> = first_keys
-        .iter()
-        .filter(|v| v.database_id == scope.id)
-        .map(|v| v.chunk_key)
-        .collect();
 
     // Upsert replaces: old chunks go at once, the item is queued again, and the claim on the
     // old version of `b` can no longer write.
@@ -266,22 +301,12 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         )
         .await
         .unwrap();
-    assert_eq!(
-        out.outcomes,
-        [EnqueueOutcome::Queued, EnqueueOutcome::Queued]
-    );
-    let mut replaced = out.replaced_chunks.clone();
-    replaced.sort_unstable();
-    assert_eq!(
-        replaced, first_keys,
-        "the keys of the replaced chunks come back"
-    );
+    assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
-    assert!(store
+    assert!(!store
         .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], 401)
         .await
-        .unwrap()
-        .is_none());
+        .unwrap());
     assert_eq!(
         store.counts(&scope, 0).await.unwrap().knowledge_chunks,
         0,
@@ -291,7 +316,7 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         .enqueue_items(&scope, &[item("c", "a", "ignored")], false, 402)
         .await
         .unwrap();
-    assert_eq!(out.outcomes, [EnqueueOutcome::Exists]);
+    assert_eq!(out, [EnqueueOutcome::Exists]);
     let again = claim_ours(store, &scope, "w3", 500).await;
     let texts: Vec<_> = again
         .iter()
@@ -306,8 +331,7 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         assert!(store
             .complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], 600)
             .await
-            .unwrap()
-            .is_some());
+            .unwrap());
     }
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
 }
@@ -324,16 +348,14 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
     let second = claim_ours(store, &scope, "healthy", 62_000).await;
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempts, 2);
-    assert!(store
+    assert!(!store
         .complete_item(&first[0], &[chunk("x-old", 0, "old")], 62_001)
         .await
-        .unwrap()
-        .is_none());
+        .unwrap());
     assert!(store
         .complete_item(&second[0], &[chunk("x-new", 0, "new")], 62_002)
         .await
-        .unwrap()
-        .is_some());
+        .unwrap());
     assert_eq!(
         store.counts(&scope, 0).await.unwrap().knowledge_chunks,
         1,
@@ -459,8 +481,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
     assert!(store
         .complete_item(d1, &[chunk("d1-0", 0, "one")], 2)
         .await
-        .unwrap()
-        .is_some());
+        .unwrap());
     let deleted = store
         .delete_items(
             &scope,
@@ -486,7 +507,6 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
         deleted.iter().map(|d| d.deleted).collect::<Vec<_>>(),
         [true, true, false]
     );
-    assert_eq!(deleted[0].chunk_keys.len(), 1);
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
     assert!(store
         .item_statuses(&scope, &collection("c"), &["d1".into()], 3)
@@ -495,11 +515,10 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
         .is_empty());
     // The worker still holding d2 cannot bring it back.
     let d2 = claimed.iter().find(|c| c.id == "d2").unwrap();
-    assert!(store
+    assert!(!store
         .complete_item(d2, &[chunk("d2-0", 0, "two")], 4)
         .await
-        .unwrap()
-        .is_none());
+        .unwrap());
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
 }
 
@@ -645,8 +664,7 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
         assert!(store
             .complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], 20)
             .await
-            .unwrap()
-            .is_some());
+            .unwrap());
     }
     let all = ItemQuery {
         page: 1,
@@ -676,7 +694,7 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
         .unwrap();
     assert!(!deleted[0].deleted, "an expired item is already gone");
     let purged = store.purge_expired(1_000, 100).await.unwrap();
-    assert_eq!(purged.len(), 1);
+    assert_eq!(purged, 1, "one chunk went");
     assert_eq!(store.counts(&scope, 0).await.unwrap().memory_chunks, 0);
     assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 1);
 }

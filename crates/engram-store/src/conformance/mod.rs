@@ -5,10 +5,9 @@
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
 mod items;
-mod search;
 mod webhooks;
 
-pub use items::item;
+pub use items::{chunk, claim_ours, collection, item, setup};
 
 use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
@@ -26,7 +25,6 @@ pub async fn run_all<S: Store>(store: &S) {
     schema_additions_are_atomic(store).await;
     provisioning_turns_ready_when_every_flag_is_set(store).await;
     items::run_all(store).await;
-    search::run_all(store).await;
     webhooks::run_all(store).await;
 }
 

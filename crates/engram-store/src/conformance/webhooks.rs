@@ -115,11 +115,10 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
         .await
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", 110).await;
-    store
+    assert!(store
         .complete_item(&claimed[0], &[chunk("hook-b0", 0, "text")], 120)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap());
     assert!(
         store
             .list_deliveries(&org, &all(100))
@@ -155,11 +154,10 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
     let claimed = claim_ours(store, &scope, "w", 150).await;
     assert_eq!(claimed.len(), 3);
     let by_id = |id: &str| claimed.iter().find(|c| c.id == id).unwrap();
-    store
+    assert!(store
         .complete_item(by_id("ok"), &[chunk("hook-ok0", 0, "a")], 160)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap());
     let terminal = ItemFailure {
         code: "E2002".into(),
         message: "no text".into(),
@@ -261,11 +259,10 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
         .await
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", 110).await;
-    store
+    assert!(store
         .complete_item(&claimed[0], &[chunk("hook-x0", 0, "text")], 120)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap());
 
     let first = claim_org(store, &org, "d1", 130).await;
     assert_eq!(first.len(), 1);
@@ -346,11 +343,10 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
         .await
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", 20_010).await;
-    store
+    assert!(store
         .complete_item(&claimed[0], &[chunk("hook-y0", 0, "text")], 20_020)
         .await
-        .unwrap()
-        .unwrap();
+        .unwrap());
     let attempt = claim_org(store, &org, "d1", 20_030).await;
     let last = DeliveryOutcome::Failed {
         code: "TIMEOUT".into(),
@@ -408,11 +404,10 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
             store.enqueue_items(&scope, &items, true, at).await.unwrap();
             for claimed in claim_ours(store, &scope, "w", at + 1).await {
                 let chunk_id = format!("hook4-{}", claimed.id);
-                store
+                assert!(store
                     .complete_item(&claimed, &[chunk(&chunk_id, 0, "text")], at + 2)
                     .await
-                    .unwrap()
-                    .unwrap();
+                    .unwrap());
             }
         }
     };

@@ -9,9 +9,9 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use super::{corrupt, SqliteStore};
 use crate::{
-    ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, Enqueued, FilterValue, IndexSource,
-    ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore,
-    NewChunk, NewItem, StoreError, StoreResult, StoredVector, WorkQueue,
+    ChunkChanges, ChunkFeed, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, FilterValue,
+    IndexedChunk, ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus,
+    ItemStore, NewChunk, NewItem, StoreError, StoreResult, WorkQueue,
 };
 
 pub(super) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
@@ -284,11 +284,10 @@ impl ItemStore for SqliteStore {
         items: &[NewItem],
         upsert: bool,
         now: i64,
-    ) -> StoreResult<Enqueued> {
+    ) -> StoreResult<Vec<EnqueueOutcome>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_scope(&mut tx, scope).await?;
         let mut outcomes = Vec::with_capacity(items.len());
-        let mut replaced_chunks = Vec::new();
         for item in items {
             sqlx::query("INSERT INTO collections (database_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
                 .bind(scope.id.as_str())
@@ -316,23 +315,11 @@ impl ItemStore for SqliteStore {
                     continue;
                 }
             }
-            if let Some((key, _)) = existing {
-                let keys = sqlx::query("SELECT chunk_key FROM chunks WHERE item_key = ?")
-                    .bind(key)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                for row in &keys {
-                    replaced_chunks.push(row.try_get(0)?);
-                }
-            }
             write_item(&mut tx, scope, item, existing.map(|(key, _)| key), now).await?;
             outcomes.push(EnqueueOutcome::Queued);
         }
         tx.commit().await?;
-        Ok(Enqueued {
-            outcomes,
-            replaced_chunks,
-        })
+        Ok(outcomes)
     }
 
     async fn item_statuses(
@@ -407,17 +394,9 @@ impl ItemStore for SqliteStore {
                 results.push(DeletedItem {
                     id: id.clone(),
                     deleted: false,
-                    chunk_keys: Vec::new(),
                 });
                 continue;
             };
-            let chunk_keys = sqlx::query("SELECT chunk_key FROM chunks WHERE item_key = ?")
-                .bind(key)
-                .fetch_all(&mut *tx)
-                .await?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<Result<Vec<i64>, _>>()?;
             sqlx::query("DELETE FROM items WHERE item_key = ?")
                 .bind(key)
                 .execute(&mut *tx)
@@ -425,7 +404,6 @@ impl ItemStore for SqliteStore {
             results.push(DeletedItem {
                 id: id.clone(),
                 deleted: true,
-                chunk_keys,
             });
         }
         tx.commit().await?;
@@ -461,40 +439,110 @@ impl ItemStore for SqliteStore {
     }
 }
 
+/// Rows of `chunks` as the indexes hold them.
+const INDEXED_COLUMNS: &str =
+    "c.chunk_key, c.database_id, c.collection, c.kind, c.content, c.context, c.embedding";
+
+fn indexed_from_row(row: &SqliteRow) -> StoreResult<IndexedChunk> {
+    let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
+    Ok(IndexedChunk {
+        chunk_key: row.try_get("chunk_key")?,
+        database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
+        collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
+        kind: kind_of(row)?,
+        content: row.try_get("content")?,
+        context: row.try_get("context")?,
+        embedding: vector_from_bytes(&embedding.unwrap_or_default()),
+    })
+}
+
 #[async_trait]
-impl IndexSource for SqliteStore {
-    async fn stored_vectors(
-        &self,
-        after: i64,
-        limit: u32,
-        now: i64,
-    ) -> StoreResult<Vec<StoredVector>> {
-        let rows = sqlx::query(
-            "SELECT c.chunk_key, c.database_id, c.collection, c.kind, c.embedding
-             FROM chunks c JOIN items i ON i.item_key = c.item_key JOIN databases d ON d.id = c.database_id
-             WHERE c.chunk_key > ? AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ?)
-               AND c.embedding IS NOT NULL
-             ORDER BY c.chunk_key LIMIT ?",
+impl ChunkFeed for SqliteStore {
+    async fn chunk_feed_head(&self) -> StoreResult<i64> {
+        // `sqlite_sequence` keeps the highest sequence ever handed out, trimmed or not.
+        let head: Option<i64> =
+            sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(head.unwrap_or(0))
+    }
+
+    async fn chunk_changes(&self, after: i64, limit: u32) -> StoreResult<ChunkChanges> {
+        // One read transaction, so the log page and the rows it names are one snapshot.
+        let mut tx = self.pool.begin().await?;
+        let logged: Vec<(i64, i64, String)> = sqlx::query_as(
+            "SELECT seq, chunk_key, database_id FROM chunk_log WHERE seq > ? ORDER BY seq LIMIT ?",
         )
         .bind(after)
-        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(&(through, _, _)) = logged.last() else {
+            return Ok(ChunkChanges {
+                through: after,
+                ..ChunkChanges::default()
+            });
+        };
+        let mut seen = std::collections::HashSet::new();
+        let removed: Vec<(DatabaseId, i64)> = logged
+            .into_iter()
+            .filter(|(_, key, database)| seen.insert((*key, database.clone())))
+            .map(|(_, key, database)| (DatabaseId::from_trusted(database), key))
+            .collect();
+        let mut keys: Vec<i64> = removed.iter().map(|r| r.1).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut current = Vec::with_capacity(keys.len());
+        for slice in keys.chunks(10_000) {
+            let mut select = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT {INDEXED_COLUMNS} FROM chunks c WHERE 1 = 1"
+            ));
+            push_in(&mut select, "c.chunk_key", slice.iter().copied());
+            for row in select.build().fetch_all(&mut *tx).await? {
+                current.push(indexed_from_row(&row)?);
+            }
+        }
+        let mut databases: Vec<&DatabaseId> = removed.iter().map(|r| &r.0).collect();
+        databases.sort_unstable();
+        databases.dedup();
+        let mut gone = Vec::new();
+        for database in databases {
+            let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM databases WHERE id = ?")
+                .bind(database.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_none() {
+                gone.push(database.clone());
+            }
+        }
+        tx.commit().await?;
+        Ok(ChunkChanges {
+            through,
+            removed,
+            current,
+            gone,
+        })
+    }
+
+    async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()> {
+        sqlx::query("DELETE FROM chunk_log WHERE seq <= ?")
+            .bind(through)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn scan_chunks(&self, after: i64, limit: u32) -> StoreResult<Vec<IndexedChunk>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {INDEXED_COLUMNS} FROM chunks c JOIN databases d ON d.id = c.database_id
+             WHERE c.chunk_key > ? AND d.state <> 'deleting'
+             ORDER BY c.chunk_key LIMIT ?"
+        ))
+        .bind(after)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let bytes: Vec<u8> = row.try_get("embedding")?;
-                Ok(StoredVector {
-                    chunk_key: row.try_get("chunk_key")?,
-                    database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
-                    collection: CollectionName::from_trusted(
-                        row.try_get::<String, _>("collection")?,
-                    ),
-                    kind: kind_of(row)?,
-                    vector: vector_from_bytes(&bytes),
-                })
-            })
-            .collect()
+        rows.iter().map(indexed_from_row).collect()
     }
 }
 
@@ -579,7 +627,7 @@ impl WorkQueue for SqliteStore {
         item: &ClaimedItem,
         chunks: &[NewChunk],
         now: i64,
-    ) -> StoreResult<Option<Vec<i64>>> {
+    ) -> StoreResult<bool> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let done = sqlx::query(
             "UPDATE items SET status = 'completed', text = COALESCE(?, text), lease_owner = NULL, lease_until = NULL,
@@ -595,18 +643,17 @@ impl WorkQueue for SqliteStore {
         .await?;
         if done.rows_affected() != 1 {
             tx.rollback().await?;
-            return Ok(None);
+            return Ok(false);
         }
-        let mut keys = Vec::with_capacity(chunks.len());
         sqlx::query("DELETE FROM chunks WHERE item_key = ?")
             .bind(item.item_key)
             .execute(&mut *tx)
             .await?;
         for chunk in chunks {
-            let key = sqlx::query(
+            sqlx::query(
                 "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content,
                      context, layout, embedding, created_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING chunk_key",
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(&chunk.chunk_id)
             .bind(item.item_key)
@@ -619,14 +666,13 @@ impl WorkQueue for SqliteStore {
             .bind(json_text(&chunk.layout, "layout")?)
             .bind(embedding_bytes(&chunk.embedding))
             .bind(now)
-            .fetch_one(&mut *tx)
+            .execute(&mut *tx)
             .await?;
-            keys.push(key.try_get(0)?);
         }
         super::webhooks::record_event(&mut tx, item, IndexingStatus::Completed, "", "", now)
             .await?;
         tx.commit().await?;
-        Ok(Some(keys))
+        Ok(true)
     }
 
     async fn fail_item(
@@ -674,19 +720,16 @@ impl WorkQueue for SqliteStore {
         Ok(true)
     }
 
-    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<Vec<i64>> {
+    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let keys = sqlx::query(
-            "SELECT c.chunk_key FROM chunks c WHERE c.item_key IN (
+        let chunks: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM chunks c WHERE c.item_key IN (
                  SELECT item_key FROM items WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
         )
         .bind(now)
         .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<Vec<i64>, _>>()?;
+        .fetch_one(&mut *tx)
+        .await?;
         sqlx::query(
             "DELETE FROM items WHERE item_key IN (
                  SELECT item_key FROM items WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
@@ -696,7 +739,7 @@ impl WorkQueue for SqliteStore {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(keys)
+        Ok(u64::try_from(chunks).unwrap_or(0))
     }
 
     async fn preceding_memory(&self, item: &ClaimedItem, now: i64) -> StoreResult<Option<String>> {

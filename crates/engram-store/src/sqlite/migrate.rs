@@ -44,6 +44,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "conversations",
         sql: include_str!("../../migrations/sqlite/0006_conversations.sql"),
     },
+    Migration {
+        version: 7,
+        name: "chunk_log",
+        sql: include_str!("../../migrations/sqlite/0007_chunk_log.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

@@ -2,7 +2,6 @@
 //! processes (the server and `engram keys`) may open it at once.
 
 mod items;
-mod lexical;
 mod migrate;
 mod search;
 mod webhooks;
@@ -31,8 +30,6 @@ pub const DB_FILE: &str = "engram.sqlite3";
 #[derive(Clone)]
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
-    /// BM25 over chunk text, derived from `chunks` (see `lexical`).
-    lexical: std::sync::Arc<lexical::LexicalIndexes>,
 }
 
 impl SqliteStore {
@@ -53,15 +50,7 @@ impl SqliteStore {
             .max_connections(8)
             .connect_with(options)
             .await?;
-        let lexical = std::sync::Arc::new(lexical::LexicalIndexes::new());
-        let started = std::time::Instant::now();
-        let chunks = lexical.rebuild(&pool).await?;
-        tracing::info!(
-            chunks,
-            ms = started.elapsed().as_millis() as u64,
-            "lexical index rebuilt"
-        );
-        Ok(Self { pool, lexical })
+        Ok(Self { pool })
     }
 }
 
@@ -445,106 +434,43 @@ mod tests {
             .unwrap()
     }
 
+    /// The index owner keeps a cursor into the feed: an emptied log must not hand out the
+    /// numbers it held again, not even after a reopen.
     #[tokio::test]
-    async fn the_lexical_index_follows_chunks_through_every_deletion_path() {
-        use crate::{ChunkSearch, ItemStore, LifecycleStore, WorkQueue};
+    async fn an_emptied_chunk_log_never_reuses_a_sequence_number() {
+        use crate::{ChunkFeed, ItemStore, WorkQueue};
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
         let db = store
-            .create_database(&crate::conformance::new_db("db_fts", "org_fts", "fts"))
+            .create_database(&crate::conformance::new_db("db_log", "org_log", "log"))
             .await
             .unwrap();
-        let scope = db.scope();
-        let items = [
-            crate::conformance::item("c", "a", "zebra"),
-            crate::conformance::item("c", "b", "zebra"),
-        ];
-        store.enqueue_items(&scope, &items, true, 0).await.unwrap();
-        for claimed in store.claim_items("w", 1, 1000, 10).await.unwrap() {
-            let chunk = crate::NewChunk {
-                chunk_id: format!("{}-0", claimed.id),
-                position: 0,
-                content: "striped zebras graze".into(),
-                context: String::new(),
-                layout: serde_json::json!({}),
-                embedding: vec![1.0],
-            };
-            assert!(store
-                .complete_item(&claimed, &[chunk], 2)
-                .await
-                .unwrap()
-                .is_some());
-        }
-        let zebra = crate::LexicalQuery {
-            terms: vec!["zebra".into()],
-            operator: crate::TermOperator::Or,
+        let index_one = |store: SqliteStore, id: &'static str, now: i64| {
+            let scope = db.scope();
+            async move {
+                let item = crate::conformance::item("c", id, "text");
+                store
+                    .enqueue_items(&scope, &[item], true, now)
+                    .await
+                    .unwrap();
+                for claimed in store.claim_items("w", now, 1000, 10).await.unwrap() {
+                    let chunk = crate::conformance::chunk(id, 0, "text");
+                    assert!(store.complete_item(&claimed, &[chunk], now).await.unwrap());
+                }
+            }
         };
-        let matching = || async {
-            store
-                .keyword_search(&scope, &crate::ChunkFilter::default(), &zebra, 10, 0)
-                .await
-                .unwrap()
-                .len()
-        };
-        assert_eq!(matching().await, 2, "porter stemming matches zebras");
-        store
-            .delete_items(
-                &scope,
-                &CollectionName::from_trusted("c"),
-                None,
-                &["a".into()],
-                0,
-            )
-            .await
-            .unwrap();
-        assert_eq!(matching().await, 1);
-        store
-            .enqueue_items(
-                &scope,
-                &[crate::conformance::item("c", "b", "new")],
-                true,
-                3,
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            matching().await,
-            0,
-            "an upsert drops the old chunks from the index"
-        );
-        store
-            .enqueue_items(&scope, &[crate::conformance::item("c", "z", "x")], true, 4)
-            .await
-            .unwrap();
-        let claimed = store.claim_items("w", 5, 1000, 10).await.unwrap();
-        for c in &claimed {
-            let chunk = crate::NewChunk {
-                chunk_id: format!("{}-1", c.id),
-                position: 0,
-                content: "zebra again".into(),
-                context: String::new(),
-                layout: serde_json::json!({}),
-                embedding: vec![1.0],
-            };
-            assert!(store.complete_item(c, &[chunk], 6).await.unwrap().is_some());
-        }
-        assert_eq!(matching().await, 2);
-        assert_eq!(count(&store, "SELECT COUNT(*) FROM lexical_log").await, 0);
-        let reopened = SqliteStore::open(dir.path()).await.unwrap();
-        let rebuilt = reopened
-            .keyword_search(&scope, &crate::ChunkFilter::default(), &zebra, 10, 0)
-            .await
-            .unwrap();
-        assert_eq!(rebuilt.len(), 2, "a reopened store rebuilds the index");
-        reopened.close().await;
-        store.schedule_deletion(&scope, 7).await.unwrap();
-        store.purge_database(&db.id).await.unwrap();
-        assert_eq!(matching().await, 0, "purging a database empties its index");
-        assert!(
-            store.lexical.database(db.id.as_str()).is_none(),
-            "and the index of a purged database is dropped"
-        );
-        assert_eq!(count(&store, "SELECT COUNT(*) FROM items").await, 0);
+        index_one(store.clone(), "a", 1).await;
+        let head = store.chunk_feed_head().await.unwrap();
+        assert!(head > 0);
+        store.trim_chunk_changes(head).await.unwrap();
+        assert_eq!(count(&store, "SELECT COUNT(*) FROM chunk_log").await, 0);
+        store.close().await;
+        let store = SqliteStore::open(dir.path()).await.unwrap();
+        assert_eq!(store.chunk_feed_head().await.unwrap(), head);
+        index_one(store.clone(), "b", 2).await;
+        let changes = store.chunk_changes(head, 100).await.unwrap();
+        assert_eq!(changes.current.len(), 1, "{changes:?}");
+        assert!(changes.through > head);
     }
 
     #[tokio::test]

@@ -1,11 +1,11 @@
-//! Retrieval reads on SQLite: BM25 from the lexical index, filtered keys and joined chunks.
+//! Retrieval reads on SQLite: the keys that pass a filter and chunks joined with their items.
 
 use async_trait::async_trait;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::items::{item_from_row, push_filter, push_in, push_live_scope, vector_from_bytes};
 use super::{corrupt, SqliteStore};
-use crate::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, LexicalQuery, StoreResult};
+use crate::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreResult};
 
 /// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.
 fn push_chunk_where(
@@ -39,82 +39,8 @@ const CHUNK_JOINS: &str =
 /// SQLite binds at most 32766 parameters per statement; key lists are sent in slices.
 const KEYS_PER_STATEMENT: usize = 10_000;
 
-impl SqliteStore {
-    /// Which of `keys` are live chunks of the scope passing `filter`.
-    async fn keys_in_scope(
-        &self,
-        scope: &DatabaseScope,
-        filter: &ChunkFilter,
-        keys: &[i64],
-        now: i64,
-    ) -> StoreResult<std::collections::HashSet<i64>> {
-        let mut allowed = std::collections::HashSet::with_capacity(keys.len());
-        for slice in keys.chunks(KEYS_PER_STATEMENT) {
-            let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
-            select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
-            push_chunk_where(&mut select, scope, filter, now)?;
-            push_in(&mut select, "c.chunk_key", slice.iter().copied());
-            for row in select.build().fetch_all(&self.pool).await? {
-                allowed.insert(row.try_get::<i64, _>(0)?);
-            }
-        }
-        Ok(allowed)
-    }
-}
-
 #[async_trait]
 impl ChunkSearch for SqliteStore {
-    async fn keyword_search(
-        &self,
-        scope: &DatabaseScope,
-        filter: &ChunkFilter,
-        query: &LexicalQuery,
-        limit: u32,
-        now: i64,
-    ) -> StoreResult<Vec<(i64, f32)>> {
-        if limit == 0 || query.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.lexical.catch_up(&self.pool).await?;
-        // The best matches by BM25 come from the database's index (block-max WAND skips what
-        // cannot reach the page); liveness and item conditions then apply to those, from the
-        // store. When they drop too many the page grows until it covers every match.
-        let collections: Vec<String> = filter
-            .collections
-            .iter()
-            .map(|c| c.as_str().to_owned())
-            .collect();
-        // Liveness alone drops few; item conditions (metadata filters) may drop most.
-        let first = if filter.has_item_conditions() { 4 } else { 2 };
-        let mut page = (limit as usize).saturating_mul(first).max(64);
-        loop {
-            let lexical = self.lexical.clone();
-            let (database, query, kinds) = (
-                scope.id.as_str().to_owned(),
-                query.clone(),
-                filter.kinds.clone(),
-            );
-            let wanted = collections.clone();
-            let ranked = tokio::task::spawn_blocking(move || {
-                lexical.search(&database, &query, &kinds, &wanted, page)
-            })
-            .await
-            .map_err(|e| crate::StoreError::Lexical(e.to_string()))??;
-            let exhausted = ranked.len() < page;
-            let keys: Vec<i64> = ranked.iter().map(|r| r.0).collect();
-            let allowed = self.keys_in_scope(scope, filter, &keys, now).await?;
-            let found: Vec<(i64, f32)> = ranked
-                .into_iter()
-                .filter(|(key, _)| allowed.contains(key))
-                .take(limit as usize)
-                .collect();
-            if found.len() == limit as usize || exhausted {
-                return Ok(found);
-            }
-            page = page.saturating_mul(8);
-        }
-    }
-
     async fn filtered_chunk_keys(
         &self,
         scope: &DatabaseScope,

@@ -1,18 +1,29 @@
-//! Conformance cases for retrieval reads: keyword ranking, filters, scope and liveness.
+//! The index conformance suite: a store and its [`Indexes`] together rank, filter, scope and
+//! follow every write (keyword and vector side). Run against each backend by its own test; each
+//! case uses its own organization names, so the cases can share one store.
 
-use engram_types::ItemKind;
+#![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use engram_store::conformance::{chunk, claim_ours, collection, item, setup};
+use engram_store::{ChunkFilter, DatabaseScope, FilterValue, ItemOrigin, NewItem, Store};
+use engram_types::{CollectionName, ItemKind};
 use serde_json::json;
 
-use super::items::{chunk, claim_ours, collection, item, setup};
-use crate::{
-    ChunkFilter, DatabaseScope, FilterValue, ItemOrigin, LexicalQuery, NewItem, Store, TermOperator,
-};
+use crate::{IndexFilter, IndexResult, Indexes, LexicalQuery, TermOperator};
 
-pub async fn run_all<S: Store>(store: &S) {
-    keyword_ranking_operators_and_scope(store).await;
-    filters_liveness_and_joined_chunks(store).await;
-    matches_beyond_other_databases_are_found(store).await;
-    a_gone_memory_stops_being_context(store).await;
+/// Runs every case against `store`, with the embedded indexes over it.
+pub async fn run_all(store: Arc<dyn Store>) {
+    let indexes = Indexes::in_memory(store.clone(), 2);
+    let shared = &store;
+    let store = store.as_ref();
+    keyword_ranking_operators_and_scope(store, &indexes).await;
+    filters_liveness_and_joined_chunks(store, &indexes).await;
+    matches_beyond_other_databases_are_found(store, &indexes).await;
+    a_gone_memory_stops_being_context(store, &indexes).await;
+    the_indexes_follow_every_write_path(shared, &indexes).await;
 }
 
 fn terms(words: &[&str], operator: TermOperator) -> LexicalQuery {
@@ -22,28 +33,51 @@ fn terms(words: &[&str], operator: TermOperator) -> LexicalQuery {
     }
 }
 
+/// A keyword search that sees every write made so far.
+async fn keyword(
+    indexes: &Indexes,
+    scope: &DatabaseScope,
+    filter: &ChunkFilter,
+    query: &LexicalQuery,
+    limit: usize,
+    now: i64,
+) -> IndexResult<Vec<(i64, f32)>> {
+    indexes.catch_up().await?;
+    indexes
+        .keyword_search(scope, filter, query, limit, now)
+        .await
+}
+
 /// Indexes each item as one chunk whose content is its text; returns chunk keys by item id.
-async fn index<S: Store>(
+async fn index<S: Store + ?Sized>(
     store: &S,
     scope: &DatabaseScope,
     items: Vec<NewItem>,
     now: i64,
 ) -> Vec<(String, i64)> {
     store.enqueue_items(scope, &items, true, now).await.unwrap();
-    let mut keys = Vec::new();
     for claimed in claim_ours(store, scope, "search", now).await {
         let text = claimed.text.clone().unwrap();
-        let chunk = crate::NewChunk {
+        let chunk = engram_store::NewChunk {
             embedding: vec![0.1, 0.2],
             ..chunk(&format!("{}-{}", scope.id, claimed.id), 0, &text)
         };
-        let made = store
-            .complete_item(&claimed, &[chunk], now)
-            .await
-            .unwrap()
-            .unwrap();
-        keys.push((claimed.id.clone(), made[0]));
+        assert!(store.complete_item(&claimed, &[chunk], now).await.unwrap());
     }
+    let ids: HashSet<&str> = items.iter().map(|i| i.id.as_str()).collect();
+    let all = ChunkFilter::default();
+    let every = store
+        .filtered_chunk_keys(scope, &all, 1_000_000, now)
+        .await
+        .unwrap();
+    let mut keys: Vec<(String, i64)> = store
+        .fetch_chunks(scope, &all, &every, now)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|hit| ids.contains(hit.item.id.as_str()))
+        .map(|hit| (hit.item.id, hit.chunk_key))
+        .collect();
     keys.sort();
     keys
 }
@@ -52,7 +86,7 @@ fn key_of(keys: &[(String, i64)], id: &str) -> i64 {
     keys.iter().find(|(i, _)| i == id).unwrap().1
 }
 
-async fn keyword_ranking_operators_and_scope<S: Store>(store: &S) {
+async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
     let scope = setup(store, "db_search_1", "conf-search-1").await;
     let other = setup(store, "db_search_1b", "conf-search-1b").await;
     let keys = index(
@@ -77,96 +111,102 @@ async fn keyword_ranking_operators_and_scope<S: Store>(store: &S) {
     .await;
     let all = ChunkFilter::default();
 
-    let found = store
-        .keyword_search(
-            &scope,
-            &all,
-            &terms(&["brown", "fox"], TermOperator::Or),
-            10,
-            20,
-        )
-        .await
-        .unwrap();
+    let found = keyword(
+        indexes,
+        &scope,
+        &all,
+        &terms(&["brown", "fox"], TermOperator::Or),
+        10,
+        20,
+    )
+    .await
+    .unwrap();
     let found_keys: Vec<i64> = found.iter().map(|f| f.0).collect();
     assert_eq!(found_keys[0], key_of(&keys, "a"), "both terms rank first");
     assert_eq!(found.len(), 3, "every chunk with either term: {found:?}");
     assert!(found.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
     assert!(found.iter().all(|f| f.1 > 0.0), "higher is better");
 
-    let and = store
-        .keyword_search(
-            &scope,
-            &all,
-            &terms(&["brown", "dog"], TermOperator::And),
-            10,
-            20,
-        )
-        .await
-        .unwrap();
+    let and = keyword(
+        indexes,
+        &scope,
+        &all,
+        &terms(&["brown", "dog"], TermOperator::And),
+        10,
+        20,
+    )
+    .await
+    .unwrap();
     let mut and_keys: Vec<i64> = and.iter().map(|f| f.0).collect();
     and_keys.sort_unstable();
     assert_eq!(and_keys, [key_of(&keys, "a"), key_of(&keys, "b")]);
 
-    let phrase = store
-        .keyword_search(
-            &scope,
-            &all,
-            &terms(&["brown", "dog"], TermOperator::Phrase),
-            10,
-            20,
-        )
-        .await
-        .unwrap();
+    let phrase = keyword(
+        indexes,
+        &scope,
+        &all,
+        &terms(&["brown", "dog"], TermOperator::Phrase),
+        10,
+        20,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         phrase.iter().map(|f| f.0).collect::<Vec<_>>(),
         [key_of(&keys, "b")],
         "only the exact phrase"
     );
 
-    let stemmed = store
-        .keyword_search(
-            &scope,
-            &all,
-            &terms(&["sleeping"], TermOperator::Or),
-            10,
-            20,
-        )
-        .await
-        .unwrap();
+    let stemmed = keyword(
+        indexes,
+        &scope,
+        &all,
+        &terms(&["sleeping"], TermOperator::Or),
+        10,
+        20,
+    )
+    .await
+    .unwrap();
     assert_eq!(stemmed.len(), 1, "terms are stemmed like the index");
 
-    let syntax = store
-        .keyword_search(
-            &scope,
-            &all,
-            &terms(&["NEAR(", "\"", "*", "AND"], TermOperator::Or),
-            10,
-            20,
-        )
-        .await
-        .unwrap();
+    let syntax = keyword(
+        indexes,
+        &scope,
+        &all,
+        &terms(&["NEAR(", "\"", "*", "AND"], TermOperator::Or),
+        10,
+        20,
+    )
+    .await
+    .unwrap();
     assert!(syntax.is_empty(), "user text is never query syntax");
 
     let only_c = ChunkFilter {
         collections: vec![collection("c")],
         ..ChunkFilter::default()
     };
-    let scoped = store
-        .keyword_search(
-            &scope,
-            &only_c,
-            &terms(&["brown"], TermOperator::Or),
-            10,
-            20,
-        )
-        .await
-        .unwrap();
+    let scoped = keyword(
+        indexes,
+        &scope,
+        &only_c,
+        &terms(&["brown"], TermOperator::Or),
+        10,
+        20,
+    )
+    .await
+    .unwrap();
     assert_eq!(scoped.len(), 2, "collection d is outside the filter");
 
-    let limited = store
-        .keyword_search(&scope, &all, &terms(&["brown"], TermOperator::Or), 1, 20)
-        .await
-        .unwrap();
+    let limited = keyword(
+        indexes,
+        &scope,
+        &all,
+        &terms(&["brown"], TermOperator::Or),
+        1,
+        20,
+    )
+    .await
+    .unwrap();
     assert_eq!(limited.len(), 1);
 
     // Another organization's keys are never fetched through this scope.
@@ -190,7 +230,7 @@ async fn keyword_ranking_operators_and_scope<S: Store>(store: &S) {
     );
 }
 
-async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
+async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
     let scope = setup(store, "db_search_2", "conf-search-2").await;
     let mut red = item("c", "red", "apples are red");
     red.fields.metadata = json!({"colour": "red", "n": 1});
@@ -207,8 +247,7 @@ async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
 
     let (scope_ref, apples_ref) = (&scope, &apples);
     let by = |filter: ChunkFilter| async move {
-        let mut found: Vec<i64> = store
-            .keyword_search(scope_ref, &filter, apples_ref, 10, 20)
+        let mut found: Vec<i64> = keyword(indexes, scope_ref, &filter, apples_ref, 10, 20)
             .await
             .unwrap()
             .into_iter()
@@ -322,8 +361,7 @@ async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
         .unwrap();
     assert_eq!(later.len(), 2);
     assert_eq!(
-        store
-            .keyword_search(&scope, &ChunkFilter::default(), &apples, 10, 1_000)
+        keyword(indexes, &scope, &ChunkFilter::default(), &apples, 10, 1_000)
             .await
             .unwrap()
             .len(),
@@ -336,16 +374,17 @@ async fn filters_liveness_and_joined_chunks<S: Store>(store: &S) {
         .await
         .unwrap()
         .is_empty());
-    assert!(store
-        .keyword_search(&scope, &ChunkFilter::default(), &apples, 10, 40)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        keyword(indexes, &scope, &ChunkFilter::default(), &apples, 10, 40)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// The lexical index may be shared by every database: a database whose matches rank below
 /// hundreds of another's still gets them.
-async fn matches_beyond_other_databases_are_found<S: Store>(store: &S) {
+async fn matches_beyond_other_databases_are_found<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
     let ours = setup(store, "db_search_3", "conf-search-3").await;
     let theirs = setup(store, "db_search_3b", "conf-search-3b").await;
     let crowd: Vec<NewItem> = (0..300)
@@ -363,22 +402,22 @@ async fn matches_beyond_other_databases_are_found<S: Store>(store: &S) {
         10,
     )
     .await;
-    let found = store
-        .keyword_search(
-            &ours,
-            &ChunkFilter::default(),
-            &terms(&["zebra"], TermOperator::Or),
-            5,
-            20,
-        )
-        .await
-        .unwrap();
+    let found = keyword(
+        indexes,
+        &ours,
+        &ChunkFilter::default(),
+        &terms(&["zebra"], TermOperator::Or),
+        5,
+        20,
+    )
+    .await
+    .unwrap();
     assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), [keys[0].1]);
 }
 
 /// A memory indexed with the one before it as context (see `preceding_memory`) loses that
 /// context when the one before it is deleted, purged or replaced: its words leave the index.
-async fn a_gone_memory_stops_being_context<S: Store>(store: &S) {
+async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
     let scope = setup(store, "db_search_4", "conf-search-4").await;
     let memory = |id: &str, title: &str, text: &str, expires_at: Option<i64>| {
         let mut m = item("c", id, text);
@@ -404,7 +443,7 @@ async fn a_gone_memory_stops_being_context<S: Store>(store: &S) {
             .await
             .unwrap()
             .unwrap_or_default();
-        let chunk = crate::NewChunk {
+        let chunk = engram_store::NewChunk {
             context,
             ..chunk(
                 &format!("ctx-{}", claimed.id),
@@ -412,18 +451,13 @@ async fn a_gone_memory_stops_being_context<S: Store>(store: &S) {
                 claimed.text.as_deref().unwrap(),
             )
         };
-        store
-            .complete_item(&claimed, &[chunk], 10)
-            .await
-            .unwrap()
-            .unwrap();
+        assert!(store.complete_item(&claimed, &[chunk], 10).await.unwrap());
     }
     let found = |word: &'static str| {
         let query = terms(&[word], TermOperator::Or);
         let scope = scope.clone();
         async move {
-            store
-                .keyword_search(&scope, &ChunkFilter::default(), &query, 10, 20)
+            keyword(indexes, &scope, &ChunkFilter::default(), &query, 10, 20)
                 .await
                 .unwrap()
                 .len()
@@ -462,4 +496,99 @@ async fn a_gone_memory_stops_being_context<S: Store>(store: &S) {
         0,
         "a purged memory leaves its successor's context"
     );
+}
+
+/// Chunks matching "zebra" by keyword, and vectors held, for the scope's database.
+async fn zebras(indexes: &Indexes, scope: &DatabaseScope) -> (usize, usize) {
+    let zebra = terms(&["zebra"], TermOperator::Or);
+    let all = ChunkFilter::default();
+    let keyword = keyword(indexes, scope, &all, &zebra, 10, 0).await.unwrap();
+    let vectors = indexes.vector_count(&scope.id).await.unwrap();
+    (keyword.len(), vectors)
+}
+
+/// Both indexes follow every way a chunk changes (completion, delete, upsert, database purge),
+/// and a new owner over the same store builds the same state from it.
+async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &Indexes) {
+    let store = shared.as_ref();
+    let scope = setup(store, "db_search_5", "conf-search-5").await;
+    index(
+        store,
+        &scope,
+        vec![
+            item("c", "a", "striped zebras graze"),
+            item("c", "b", "striped zebras graze"),
+        ],
+        1,
+    )
+    .await;
+    assert_eq!(
+        zebras(indexes, &scope).await,
+        (2, 2),
+        "stemming matches zebras"
+    );
+    let nearest = indexes
+        .nearest(
+            &scope,
+            Arc::from([0.1f32, 0.2]),
+            10,
+            &IndexFilter::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(nearest.len(), 2);
+    store
+        .delete_items(
+            &scope,
+            &CollectionName::from_trusted("c"),
+            None,
+            &["a".into()],
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        zebras(indexes, &scope).await,
+        (1, 1),
+        "a delete leaves both indexes"
+    );
+    store
+        .enqueue_items(&scope, &[item("c", "b", "new")], true, 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        zebras(indexes, &scope).await,
+        (0, 0),
+        "an upsert drops the old chunks"
+    );
+    // `b` is indexed again with its new text, beside `z`.
+    index(store, &scope, vec![item("c", "z", "zebra again")], 4).await;
+    assert_eq!(zebras(indexes, &scope).await, (1, 2));
+
+    let rebuilt = Indexes::in_memory(shared.clone(), 2);
+    assert_eq!(
+        zebras(&rebuilt, &scope).await,
+        (1, 2),
+        "a new owner builds from the store"
+    );
+    store.schedule_deletion(&scope, 7).await.unwrap();
+    store.purge_database(&scope.id).await.unwrap();
+    assert_eq!(
+        zebras(indexes, &scope).await,
+        (0, 0),
+        "a purged database leaves the indexes"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn sqlite_with_the_embedded_indexes_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = engram_store::sqlite::SqliteStore::open(dir.path())
+            .await
+            .unwrap();
+        super::run_all(std::sync::Arc::new(store)).await;
+    }
 }

@@ -1,13 +1,13 @@
 //! Cost of one exact scan of the in-memory vector index: 100k chunks of 384 dimensions (the
 //! default model), top 100 (the fast pool), no filter. Not a timed test: it prints ms per scan.
 //!
-//!     cargo bench -p engram-search --bench vectors
+//!     cargo bench -p engram-index --bench vectors
 //!
 //! `VECTOR_BENCH_CHUNKS` (default 100000) and `VECTOR_BENCH_SCANS` (default 200) change the size.
 
 use std::time::Instant;
 
-use engram_search::{VectorEntry, VectorIndex};
+use engram_index::{VectorEntry, Vectors};
 use engram_types::{DatabaseId, ItemKind};
 
 const DIMENSION: usize = 384;
@@ -47,7 +47,7 @@ fn main() {
         (2_000, 5)
     };
     let database = DatabaseId::from_trusted("bench");
-    let index = VectorIndex::new(DIMENSION);
+    let index = Vectors::new(DIMENSION);
     index.insert(
         &database,
         (0..chunks).map(|i| VectorEntry {

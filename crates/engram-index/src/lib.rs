@@ -1,0 +1,268 @@
+//! engram's derived indexes and their one owner. The store holds the truth (items, chunks and
+//! their vectors) and logs every change to a chunk in a change feed ([`ChunkFeed`]); the
+//! [`Indexes`] follow that feed into a [`KeywordIndex`] (BM25: tantivy in memory today) and a
+//! [`VectorIndex`] (an exact int8 scan in memory today), built from the store at start and
+//! caught up before every search. Nothing else writes to an index: the app and the pipeline only
+//! write the store, so no write path can forget an index, and after a crash the indexes are
+//! rebuilt from the truth. Every key an index returns is checked against the store
+//! (`passing_chunk_keys`, `fetch_chunks`) within the request's organization and database, so a
+//! stale index can never leak or resurrect a chunk.
+//!
+//! Text analysis is defined once ([`analyzer`]) for indexed chunks and for queries.
+
+pub mod analyzer;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+mod keyword;
+mod vector;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use engram_store::{ChunkChanges, ChunkFilter, DatabaseScope, Store, StoreError};
+use engram_types::{DatabaseId, ItemKind};
+use tokio::sync::{Mutex, Notify};
+use tokio_util::sync::CancellationToken;
+
+pub use analyzer::{LexicalQuery, TermOperator};
+pub use engram_store::ChunkFeed;
+pub use keyword::{KeywordIndex, TantivyKeywordIndex};
+pub use vector::{Int8VectorIndex, VectorEntry, VectorIndex, Vectors};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The keyword index failed (it is rebuilt from the store when engram restarts).
+    #[error("keyword index: {0}")]
+    Keyword(String),
+    #[error("index task failed: {0}")]
+    Task(String),
+}
+
+pub type IndexResult<T> = Result<T, IndexError>;
+
+/// Runs index work (CPU-bound, milliseconds) on the blocking pool, off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> IndexResult<T> + Send + 'static,
+) -> IndexResult<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| IndexError::Task(e.to_string()))?
+}
+
+/// Which chunks of a database an index may return: the conditions an index holds itself
+/// (kinds and collections; item conditions are the store's). Empty lists mean any.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IndexFilter {
+    pub kinds: Vec<ItemKind>,
+    pub collections: Vec<String>,
+}
+
+impl IndexFilter {
+    pub fn accepts(&self, collection: &str, kind: ItemKind) -> bool {
+        self.accepts_kind(kind)
+            && (self.collections.is_empty() || self.collections.iter().any(|c| c == collection))
+    }
+
+    pub fn accepts_kind(&self, kind: ItemKind) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+}
+
+impl From<&ChunkFilter> for IndexFilter {
+    fn from(filter: &ChunkFilter) -> Self {
+        Self {
+            kinds: filter.kinds.clone(),
+            collections: filter
+                .collections
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
+        }
+    }
+}
+
+/// Changes (or chunks, when rebuilding) read from the store at once.
+const PAGE: u32 = 5_000;
+
+/// The derived indexes of every database, following the store's chunk change feed.
+pub struct Indexes {
+    store: Arc<dyn Store>,
+    keyword: Arc<dyn KeywordIndex>,
+    vectors: Arc<dyn VectorIndex>,
+    /// The last change applied; `None` until the indexes are built. One catch-up at a time:
+    /// searches that arrive meanwhile wait for it, then see everything written before.
+    cursor: Mutex<Option<i64>>,
+}
+
+impl Indexes {
+    pub fn new(
+        store: Arc<dyn Store>,
+        keyword: Arc<dyn KeywordIndex>,
+        vectors: Arc<dyn VectorIndex>,
+    ) -> Self {
+        Self {
+            store,
+            keyword,
+            vectors,
+            cursor: Mutex::new(None),
+        }
+    }
+
+    /// The embedded choice: tantivy and the int8 scan, in memory.
+    pub fn in_memory(store: Arc<dyn Store>, dimension: usize) -> Self {
+        Self::new(
+            store,
+            Arc::new(TantivyKeywordIndex::new()),
+            Arc::new(Int8VectorIndex::new(dimension)),
+        )
+    }
+
+    /// Brings the indexes up to date with the store: builds them on first use, then applies
+    /// every change logged since the last catch-up and trims it from the feed. Returns how many
+    /// changes (or chunks, when building) it applied.
+    pub async fn catch_up(&self) -> IndexResult<usize> {
+        let mut cursor = self.cursor.lock().await;
+        let (mut at, mut applied) = match *cursor {
+            Some(at) => (at, 0),
+            None => self.rebuild().await?,
+        };
+        *cursor = Some(at);
+        loop {
+            let changes = self.store.chunk_changes(at, PAGE).await?;
+            if changes.through == at {
+                return Ok(applied);
+            }
+            applied += changes.removed.len();
+            let through = changes.through;
+            self.apply(changes).await?;
+            at = through;
+            *cursor = Some(at);
+            // The SQLite store has one reader of its feed (this process). With several
+            // readers (PostgreSQL, several instances) trimming is the store's by age.
+            self.store.trim_chunk_changes(at).await?;
+        }
+    }
+
+    async fn apply(&self, changes: ChunkChanges) -> IndexResult<()> {
+        let changes = Arc::new(changes);
+        let (keyword, vectors) = tokio::join!(
+            self.keyword.apply(changes.clone()),
+            self.vectors.apply(changes)
+        );
+        keyword.and(vectors)
+    }
+
+    /// Builds both indexes from every chunk of a live database; returns the feed position the
+    /// build covers (changes after it are applied next) and the chunks indexed. Changes logged
+    /// during the scan are applied again afterwards, which changes nothing.
+    async fn rebuild(&self) -> IndexResult<(i64, usize)> {
+        let started = std::time::Instant::now();
+        let head = self.store.chunk_feed_head().await?;
+        self.keyword.clear().await?;
+        self.vectors.clear().await?;
+        let (mut after, mut total) = (i64::MIN, 0);
+        loop {
+            let chunks = self.store.scan_chunks(after, PAGE).await?;
+            let Some(last) = chunks.last() else { break };
+            after = last.chunk_key;
+            total += chunks.len();
+            self.apply(ChunkChanges {
+                current: chunks,
+                ..ChunkChanges::default()
+            })
+            .await?;
+        }
+        self.store.trim_chunk_changes(head).await?;
+        tracing::info!(
+            chunks = total,
+            ms = started.elapsed().as_millis() as u64,
+            "indexes built"
+        );
+        Ok((head, total))
+    }
+
+    /// Follows the feed in the background: after every `wake` (the pipeline finished a batch)
+    /// and every `every`, so searches rarely wait for a catch-up. Stops when `token` is
+    /// cancelled.
+    pub async fn follow(&self, wake: Arc<Notify>, every: Duration, token: CancellationToken) {
+        loop {
+            if let Err(err) = self.catch_up().await {
+                tracing::error!(error = %err, "catching the indexes up failed");
+            }
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = wake.notified() => {}
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// The best `limit` chunks by BM25 among the live chunks of the scope passing `filter`, as
+    /// the indexes stand (call [`Indexes::catch_up`] first to see every write). The index ranks;
+    /// the store says which of the ranked keys are live and pass the item conditions, and the
+    /// page grows until `limit` pass or every match was read.
+    pub async fn keyword_search(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        query: &LexicalQuery,
+        limit: usize,
+        now: i64,
+    ) -> IndexResult<Vec<(i64, f32)>> {
+        if limit == 0 || query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let index_filter = IndexFilter::from(filter);
+        // Liveness alone drops few; item conditions (metadata filters) may drop most.
+        let first = if filter.has_item_conditions() { 4 } else { 2 };
+        let mut page = limit.saturating_mul(first).max(64);
+        loop {
+            let ranked = self
+                .keyword
+                .search(&scope.id, query, &index_filter, page)
+                .await?;
+            let exhausted = ranked.len() < page;
+            let keys: Vec<i64> = ranked.iter().map(|r| r.0).collect();
+            let passing: HashSet<i64> = self
+                .store
+                .passing_chunk_keys(scope, filter, &keys, now)
+                .await?
+                .into_iter()
+                .collect();
+            let found: Vec<(i64, f32)> = ranked
+                .into_iter()
+                .filter(|(key, _)| passing.contains(key))
+                .take(limit)
+                .collect();
+            if found.len() == limit || exhausted {
+                return Ok(found);
+            }
+            page = page.saturating_mul(8);
+        }
+    }
+
+    /// The `k` nearest chunk keys of the scope's database passing `filter` (and in `only`, when
+    /// given), best first, as the index stands. Item conditions and liveness are the caller's
+    /// to check in the store.
+    pub async fn nearest(
+        &self,
+        scope: &DatabaseScope,
+        vector: Arc<[f32]>,
+        k: usize,
+        filter: &IndexFilter,
+        only: Option<Arc<HashSet<i64>>>,
+    ) -> IndexResult<Vec<(i64, f32)>> {
+        self.vectors
+            .nearest(&scope.id, vector, k, filter, only)
+            .await
+    }
+
+    /// Vectors indexed for a database, after a catch-up.
+    pub async fn vector_count(&self, database: &DatabaseId) -> IndexResult<usize> {
+        self.catch_up().await?;
+        self.vectors.count(database).await
+    }
+}
