@@ -90,10 +90,10 @@ pub(crate) mod tests {
 
     use super::*;
 
-    /// A file of `shared/eval/parsing/markitdown/test_files`, beside the repository.
+    /// A file of `fixtures/markitdown` (a subset of the markitdown test files).
     pub(crate) fn sample(name: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/eval/parsing/markitdown/test_files")
+            .join("../../fixtures/markitdown")
             .join(name)
     }
 

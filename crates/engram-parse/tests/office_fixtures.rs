@@ -21,7 +21,7 @@ const REPORT: &str = "<html><body>
 
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/eval/parsing/markitdown/test_files")
+        .join("../../fixtures/markitdown")
         .join(name)
 }
 

@@ -123,7 +123,7 @@ pub fn parse(args: ParseBench) -> anyhow::Result<()> {
         files.extend(text_pdf(dir.path())?);
         files.extend(spreadsheet(dir.path(), args.rows)?);
         files.push(PathBuf::from(
-            "../shared/eval/parsing/markitdown/test_files/MEDRPT-2024-PAT-3847_medical_report_scan.pdf",
+            "fixtures/markitdown/MEDRPT-2024-PAT-3847_medical_report_scan.pdf",
         ));
     }
     let limits = Limits::default();

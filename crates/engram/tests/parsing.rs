@@ -16,7 +16,7 @@ const WAIT: Duration = Duration::from_secs(120);
 
 fn sample(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/eval/parsing/markitdown/test_files")
+        .join("../../fixtures/markitdown")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -457,7 +457,7 @@ mod tests {
 
     fn contains_all(text: &str, name: &str) {
         let expected: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(sample("../expected.json")).unwrap())
+            serde_json::from_str(&std::fs::read_to_string(sample("expected.json")).unwrap())
                 .unwrap();
         let vector = expected["vectors"]
             .as_array()
