@@ -14,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use engram_types::ErrorCode;
 use serde_json::{json, Map, Value};
+use tracing::Instrument;
 
 use crate::error::ErrorParts;
 
@@ -77,10 +78,17 @@ fn request_id_from(req: &Request) -> String {
         )
 }
 
+/// The request's id, generation and final shape; every log line written while the request is
+/// served carries its id (a span around the whole request).
 pub async fn request_context(req: Request, next: Next) -> Response {
+    let request_id = request_id_from(&req);
+    let span = tracing::info_span!("request", request_id = %request_id);
+    serve(req, next, request_id).instrument(span).await
+}
+
+async fn serve(req: Request, next: Next, request_id: String) -> Response {
     let started = Instant::now();
     let generation = Generation::of_path(req.uri().path());
-    let request_id = request_id_from(&req);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
 
@@ -103,9 +111,9 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     let status = response.status().as_u16();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     if status >= 500 {
-        tracing::error!(%method, %path, status, latency_ms, request_id, "request failed");
+        tracing::error!(%method, %path, status, latency_ms, "request failed");
     } else {
-        tracing::info!(%method, %path, status, latency_ms, request_id, "request");
+        tracing::info!(%method, %path, status, latency_ms, "request");
     }
     response
 }

@@ -192,6 +192,9 @@ pub struct Dispatcher {
     owner: String,
 }
 
+/// Attempts recorded in one write transaction, at most; also the recorder's queue length.
+const RECORD_BATCH: usize = 256;
+
 impl Dispatcher {
     pub fn new(
         store: Arc<dyn Store>,
@@ -214,8 +217,10 @@ impl Dispatcher {
         tracing::debug!(owner = %self.owner, "webhook dispatcher started");
         let permits = Arc::new(Semaphore::new(self.options.concurrency.max(1)));
         let mut in_flight = JoinSet::new();
-        // Attempts are recorded by one task, many per transaction (group commit).
-        let (attempts, recorded) = mpsc::unbounded_channel();
+        // Attempts are recorded by one task, many per transaction (group commit). The channel
+        // is bounded: a send keeps its permit until the recorder has room, so a slow store
+        // slows sending instead of piling up outcomes in memory.
+        let (attempts, recorded) = mpsc::channel(RECORD_BATCH.max(self.options.concurrency));
         let recorder = tokio::spawn(self.clone().record(recorded));
         let mut next_purge = tokio::time::Instant::now();
         loop {
@@ -243,8 +248,8 @@ impl Dispatcher {
                             in_flight.spawn(async move {
                                 let outcome =
                                     me.attempt(&delivery.record, webhook.as_deref()).await;
+                                let _ = attempts.send((delivery, outcome)).await;
                                 drop(permit);
-                                let _ = attempts.send((delivery, outcome));
                                 wake.notify_one();
                             });
                         }
@@ -331,10 +336,10 @@ impl Dispatcher {
     /// Records attempts as they finish, as many per transaction as have arrived.
     async fn record(
         self: Arc<Self>,
-        mut finished: mpsc::UnboundedReceiver<(ClaimedDelivery, DeliveryOutcome)>,
+        mut finished: mpsc::Receiver<(ClaimedDelivery, DeliveryOutcome)>,
     ) {
         let mut batch = Vec::new();
-        while finished.recv_many(&mut batch, 256).await > 0 {
+        while finished.recv_many(&mut batch, RECORD_BATCH).await > 0 {
             for (claimed, outcome) in &batch {
                 log_attempt(claimed, outcome);
             }
