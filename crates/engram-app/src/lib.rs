@@ -89,25 +89,6 @@ struct Inner {
     config: Config,
 }
 
-/// The retriever's tuning from the `[search]` configuration.
-fn tuning(search: &engram_config::SearchConfig) -> engram_search::SearchTuning {
-    engram_search::SearchTuning {
-        fusion: match search.fusion {
-            engram_config::Fusion::Convex => engram_search::Fusion::Convex,
-            engram_config::Fusion::Rrf => engram_search::Fusion::Rrf,
-        },
-        fast_pool: search.fast_pool as usize,
-        thinking_pool: search.thinking_pool as usize,
-        feedback_chunks: search.feedback_chunks as usize,
-        expansion_terms: search.expansion_terms as usize,
-        feedback_vector_weight: search.feedback_vector_weight,
-        expansion_keyword_weight: search.expansion_keyword_weight,
-        rerank_depth: search.rerank_depth as usize,
-        rerank_weight: search.rerank_weight,
-        recency_half_life_days: search.recency_half_life_days,
-    }
-}
-
 impl App {
     /// Opens the embedded store in the configured data directory.
     pub async fn open(config: Config) -> AppResult<Self> {
@@ -153,7 +134,7 @@ impl App {
                 indexes,
                 index_wake: Arc::new(Notify::new()),
                 reranker: Box::new(engram_search::EmbeddingReranker),
-                tuning: tuning(&config.search),
+                tuning: engram_search::SearchTuning::from(&config.search),
                 data_dir: config.data_dir.clone(),
                 limiter: ratelimit::RateLimiter::new(&config.rate_limit),
                 lifecycle_wake: Notify::new(),

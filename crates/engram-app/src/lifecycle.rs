@@ -49,14 +49,7 @@ impl App {
         );
         if let Some(models) = &self.inner.models {
             let config = &self.config().pipeline;
-            let options = PipelineOptions {
-                batch_items: config.batch_items,
-                lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
-                poll_ms: config.poll_ms,
-                max_attempts: config.max_attempts,
-                retry_base_ms: i64::try_from(config.retry_base_ms).unwrap_or(i64::MAX),
-                ..PipelineOptions::default()
-            };
+            let options = PipelineOptions::from(config);
             for _ in 0..config.workers {
                 let pipeline = Pipeline::new(
                     self.inner.store.clone(),
@@ -77,14 +70,14 @@ impl App {
                 self.inner.index_wake.clone(),
                 token.clone(),
             );
-            let every = Duration::from_millis(config.poll_ms);
+            let every = config.poll;
             tracker.spawn(async move { indexes.follow(wake, every, follow_token).await });
         }
         Workers { token, tracker }
     }
 
     async fn run_lifecycle(&self, token: CancellationToken) {
-        let poll = Duration::from_millis(self.config().workers.lifecycle_poll_ms);
+        let poll = self.config().workers.lifecycle_poll;
         tracing::debug!("database lifecycle worker started");
         loop {
             if let Err(err) = self.lifecycle_pass(&token).await {
@@ -101,7 +94,7 @@ impl App {
 
     /// Purges expired memories in the background (they vanish from reads at once regardless).
     async fn run_expiry_sweeper(&self, token: CancellationToken) {
-        let every = Duration::from_millis(self.config().pipeline.expiry_sweep_ms);
+        let every = self.config().pipeline.expiry_sweep;
         loop {
             tokio::select! {
                 () = token.cancelled() => break,

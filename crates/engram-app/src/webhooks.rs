@@ -5,8 +5,6 @@
 //! A webhook receives the events of every database of the organization, so only keys that are
 //! not restricted to some databases may manage it or read its history.
 
-use std::time::Duration;
-
 use engram_store::{
     DeliveryQuery, DeliveryRecord, Requeue, SecretChange, WebhookRecord, INDEXING_STATUS_CHANGED,
 };
@@ -127,21 +125,7 @@ fn decode_cursor(cursor: &str) -> AppResult<i64> {
 impl App {
     /// The delivery worker, configured from `[webhooks]`.
     pub(crate) fn webhook_dispatcher(&self) -> std::sync::Arc<engram_webhooks::Dispatcher> {
-        let config = &self.config().webhooks;
-        let options = engram_webhooks::DispatchOptions {
-            max_attempts: config.max_attempts,
-            backoff: engram_types::Backoff {
-                base_ms: i64::try_from(config.retry_base_ms).unwrap_or(i64::MAX),
-                max_ms: i64::try_from(config.retry_max_ms).unwrap_or(i64::MAX),
-                jitter: config.retry_jitter,
-            },
-            timeout: Duration::from_millis(config.timeout_ms),
-            lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
-            concurrency: config.concurrency as usize,
-            sweep_every: Duration::from_millis(config.sweep_ms),
-            retention: (config.retention_days > 0)
-                .then(|| Duration::from_secs(u64::from(config.retention_days) * 86_400)),
-        };
+        let options = engram_webhooks::DispatchOptions::from(&self.config().webhooks);
         std::sync::Arc::new(engram_webhooks::Dispatcher::new(
             self.inner.store.clone(),
             self.inner.outbound.clone(),
@@ -264,7 +248,7 @@ impl App {
     pub async fn test_webhook(&self, who: &Principal) -> AppResult<TestDelivery> {
         self.authorize_webhooks(who)?;
         let webhook = self.registered_webhook(who).await?;
-        let timeout = Duration::from_millis(self.config().webhooks.timeout_ms);
+        let timeout = self.config().webhooks.timeout;
         Ok(
             engram_webhooks::send_test(&self.inner.outbound, &webhook, self.now_ms(), timeout)
                 .await,

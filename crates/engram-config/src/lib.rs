@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
@@ -82,16 +83,18 @@ impl Default for RateLimitConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkersConfig {
     /// How often the database lifecycle worker looks for work it was not told about (ms).
-    pub lifecycle_poll_ms: u64,
+    #[serde(rename = "lifecycle_poll_ms", with = "millis")]
+    pub lifecycle_poll: Duration,
     /// How long shutdown waits for background workers to finish (ms).
-    pub shutdown_grace_ms: u64,
+    #[serde(rename = "shutdown_grace_ms", with = "millis")]
+    pub shutdown_grace: Duration,
 }
 
 impl Default for WorkersConfig {
     fn default() -> Self {
         Self {
-            lifecycle_poll_ms: 2_000,
-            shutdown_grace_ms: 10_000,
+            lifecycle_poll: Duration::from_millis(2_000),
+            shutdown_grace: Duration::from_millis(10_000),
         }
     }
 }
@@ -133,15 +136,19 @@ pub struct PipelineConfig {
     /// Items claimed at once; their chunks are embedded together.
     pub batch_items: u32,
     /// How long a claim lasts; after a crash, items wait at most this long (ms).
-    pub lease_ms: u64,
+    #[serde(rename = "lease_ms", with = "millis")]
+    pub lease: Duration,
     /// How often an idle worker looks for work it was not woken for (ms).
-    pub poll_ms: u64,
+    #[serde(rename = "poll_ms", with = "millis")]
+    pub poll: Duration,
     /// Attempts before a transient failure (E6001) becomes terminal.
     pub max_attempts: u32,
     /// First retry delay (ms); doubles per attempt up to five minutes.
-    pub retry_base_ms: u64,
+    #[serde(rename = "retry_base_ms", with = "millis")]
+    pub retry_base: Duration,
     /// How often expired memories are purged (ms).
-    pub expiry_sweep_ms: u64,
+    #[serde(rename = "expiry_sweep_ms", with = "millis")]
+    pub expiry_sweep: Duration,
 }
 
 impl Default for PipelineConfig {
@@ -149,11 +156,11 @@ impl Default for PipelineConfig {
         Self {
             workers: 2,
             batch_items: 64,
-            lease_ms: 120_000,
-            poll_ms: 1_000,
+            lease: Duration::from_millis(120_000),
+            poll: Duration::from_millis(1_000),
             max_attempts: 8,
-            retry_base_ms: 1_000,
-            expiry_sweep_ms: 30_000,
+            retry_base: Duration::from_millis(1_000),
+            expiry_sweep: Duration::from_millis(30_000),
         }
     }
 }
@@ -235,19 +242,24 @@ pub struct WebhooksConfig {
     /// Attempts before a delivery is `permanently_failed`.
     pub max_attempts: u32,
     /// Delay before the second attempt (ms); doubles per attempt up to `retry_max_ms`.
-    pub retry_base_ms: u64,
-    pub retry_max_ms: u64,
+    #[serde(rename = "retry_base_ms", with = "millis")]
+    pub retry_base: Duration,
+    #[serde(rename = "retry_max_ms", with = "millis")]
+    pub retry_max: Duration,
     /// Fraction of each retry delay that is randomised (0 = none, 1 = all of it).
     pub retry_jitter: f64,
     /// How long the receiver has to answer (ms); slower counts as a failed attempt.
-    pub timeout_ms: u64,
+    #[serde(rename = "timeout_ms", with = "millis")]
+    pub timeout: Duration,
     /// How long a claimed delivery stays claimed (ms); after a crash it is swept up again once
     /// this has passed. Must exceed `timeout_ms`.
-    pub lease_ms: u64,
+    #[serde(rename = "lease_ms", with = "millis")]
+    pub lease: Duration,
     /// Deliveries sent at once.
     pub concurrency: u32,
     /// How often the sweeper looks for due retries and interrupted deliveries (ms).
-    pub sweep_ms: u64,
+    #[serde(rename = "sweep_ms", with = "millis")]
+    pub sweep: Duration,
     /// Days `delivered` and `permanently_failed` deliveries stay in the history; 0 keeps them.
     pub retention_days: u32,
 }
@@ -256,13 +268,13 @@ impl Default for WebhooksConfig {
     fn default() -> Self {
         Self {
             max_attempts: 16,
-            retry_base_ms: 10_000,
-            retry_max_ms: 3_600_000,
+            retry_base: Duration::from_millis(10_000),
+            retry_max: Duration::from_millis(3_600_000),
             retry_jitter: 0.2,
-            timeout_ms: 10_000,
-            lease_ms: 60_000,
+            timeout: Duration::from_millis(10_000),
+            lease: Duration::from_millis(60_000),
             concurrency: 16,
-            sweep_ms: 1_000,
+            sweep: Duration::from_millis(1_000),
             retention_days: 30,
         }
     }
@@ -301,6 +313,21 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
 }
 
+/// Durations written as whole milliseconds (the `*_ms` keys).
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(value: &Duration, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Duration, D::Error> {
+        u64::deserialize(from).map(Duration::from_millis)
+    }
+}
+
 impl Config {
     /// Loads the layers in order and validates the result.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
@@ -333,8 +360,8 @@ impl Config {
         let p = &self.pipeline;
         if p.workers == 0
             || p.batch_items == 0
-            || p.lease_ms == 0
-            || p.poll_ms == 0
+            || p.lease.is_zero()
+            || p.poll.is_zero()
             || p.max_attempts == 0
         {
             return Err(ConfigError::Invalid(
@@ -344,10 +371,11 @@ impl Config {
         if self.embedding.threads == 0
             || self.embedding.sessions == 0
             || self.embedding.max_batch == 0
-            || self.pipeline.expiry_sweep_ms == 0
+            || self.pipeline.expiry_sweep.is_zero()
         {
             return Err(ConfigError::Invalid(
-                "embedding.threads, sessions, max_batch and pipeline.expiry_sweep_ms must be positive".into(),
+                "embedding.threads, sessions, max_batch and pipeline.expiry_sweep must be positive"
+                    .into(),
             ));
         }
         let q = &self.search;
@@ -369,24 +397,24 @@ impl Config {
         }
         let w = &self.webhooks;
         if w.max_attempts == 0
-            || w.timeout_ms == 0
+            || w.timeout.is_zero()
             || w.concurrency == 0
-            || w.sweep_ms == 0
-            || w.retry_max_ms < w.retry_base_ms
+            || w.sweep.is_zero()
+            || w.retry_max < w.retry_base
             || !(0.0..=1.0).contains(&w.retry_jitter)
         {
             return Err(ConfigError::Invalid(
                 "webhooks.max_attempts, timeout_ms, concurrency and sweep_ms must be positive, retry_max_ms at least retry_base_ms and retry_jitter within 0..1".into(),
             ));
         }
-        if w.lease_ms <= w.timeout_ms {
+        if w.lease <= w.timeout {
             return Err(ConfigError::Invalid(
-                "webhooks.lease_ms must exceed webhooks.timeout_ms".into(),
+                "webhooks.lease must exceed webhooks.timeout".into(),
             ));
         }
-        if self.workers.lifecycle_poll_ms == 0 {
+        if self.workers.lifecycle_poll.is_zero() {
             return Err(ConfigError::Invalid(
-                "workers.lifecycle_poll_ms must be positive".into(),
+                "workers.lifecycle_poll must be positive".into(),
             ));
         }
         if self.data_dir.as_os_str().is_empty() {

@@ -4,43 +4,50 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use engram_config::PipelineConfig;
 use engram_embed::Embedder;
 use engram_parse::Limits;
 use engram_search::{Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
-use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
+use engram_types::{millis, Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::{prepare, Prepared};
 
-/// How the pipeline works.
+/// How the pipeline works: the `[pipeline]` configuration (its one source of defaults), with
+/// the chunker's and the parsers' own settings.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
     /// Items claimed at once (their chunks are embedded together).
     pub batch_items: u32,
     /// How long a claim lasts; after a crash, items wait at most this long to be claimed again.
-    pub lease_ms: i64,
+    pub lease: Duration,
     /// How often an idle worker looks for work it was not woken for.
-    pub poll_ms: u64,
+    pub poll: Duration,
     /// Attempts before a transient failure becomes terminal.
     pub max_attempts: u32,
-    /// First retry delay; doubles per attempt up to `retry_max_ms`.
-    pub retry_base_ms: i64,
-    pub retry_max_ms: i64,
+    /// Delays between attempts after a transient failure.
+    pub retry: Backoff,
     pub chunker: ChunkerOptions,
     pub parse_limits: Limits,
 }
 
-impl Default for PipelineOptions {
-    fn default() -> Self {
+/// The longest delay between two attempts of one item.
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+impl From<&PipelineConfig> for PipelineOptions {
+    fn from(config: &PipelineConfig) -> Self {
         Self {
-            batch_items: 16,
-            lease_ms: 120_000,
-            poll_ms: 1_000,
-            max_attempts: 8,
-            retry_base_ms: 1_000,
-            retry_max_ms: 300_000,
+            batch_items: config.batch_items,
+            lease: config.lease,
+            poll: config.poll,
+            max_attempts: config.max_attempts,
+            retry: Backoff {
+                base_ms: millis(config.retry_base),
+                max_ms: millis(RETRY_MAX),
+                jitter: 0.0,
+            },
             chunker: ChunkerOptions::default(),
             parse_limits: Limits::default(),
         }
@@ -113,7 +120,7 @@ impl Pipeline {
             tokio::select! {
                 () = token.cancelled() => break,
                 () = wake.notified() => {}
-                () = tokio::time::sleep(Duration::from_millis(self.options.poll_ms)) => {}
+                () = tokio::time::sleep(self.options.poll) => {}
             }
         }
         tracing::debug!(owner = %self.owner, "indexing worker stopped");
@@ -128,7 +135,7 @@ impl Pipeline {
             .claim_items(
                 &self.owner,
                 now,
-                self.options.lease_ms,
+                millis(self.options.lease),
                 self.options.batch_items,
             )
             .await?;
@@ -251,9 +258,9 @@ impl Pipeline {
     /// so a batch that outlasts one lease (OCR of a long scan) is not claimed twice.
     fn heartbeat(&self, claimed: &[ClaimedItem]) -> AbortOnDrop {
         let (store, clock) = (self.store.clone(), self.clock.clone());
-        let lease_ms = self.options.lease_ms;
+        let lease_ms = millis(self.options.lease);
         let items = claimed.to_vec();
-        let every = Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(1).max(1));
+        let every = (self.options.lease / 3).max(Duration::from_millis(1));
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
@@ -338,12 +345,7 @@ impl Pipeline {
                 )
                 .await;
         }
-        let delay = Backoff {
-            base_ms: self.options.retry_base_ms,
-            max_ms: self.options.retry_max_ms,
-            jitter: 0.0,
-        }
-        .delay_ms(item.attempts, 0.0);
+        let delay = self.options.retry.delay_ms(item.attempts, 0.0);
         let now = self.clock.now_ms();
         tracing::warn!(id = %item.id, attempt = item.attempts, delay_ms = delay, message, "transient failure; will retry");
         let failure = ItemFailure {

@@ -6,6 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+pub use engram_config::Fusion;
+use engram_config::SearchConfig;
 use engram_embed::Embedder;
 use engram_index::analyzer::{content_terms, keyword_query};
 use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
@@ -66,17 +68,8 @@ pub enum SearchError {
     Rerank(#[from] crate::rerank::RerankError),
 }
 
-/// How keyword and semantic evidence combine under `alpha`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fusion {
-    /// `alpha * semantic + (1 - alpha) * keyword`, each scaled over the candidates.
-    #[default]
-    Convex,
-    /// Reciprocal rank fusion (k = 60), each side weighted by `alpha`.
-    Rrf,
-}
-
-/// Tuning of candidate pools and the thinking stages.
+/// Tuning of candidate pools and the thinking stages: the `[search]` configuration, its one
+/// source of defaults.
 #[derive(Debug, Clone)]
 pub struct SearchTuning {
     pub fusion: Fusion,
@@ -100,19 +93,19 @@ pub struct SearchTuning {
     pub recency_half_life_days: f32,
 }
 
-impl Default for SearchTuning {
-    fn default() -> Self {
+impl From<&SearchConfig> for SearchTuning {
+    fn from(search: &SearchConfig) -> Self {
         Self {
-            fusion: Fusion::Convex,
-            fast_pool: 100,
-            thinking_pool: 200,
-            feedback_chunks: 3,
-            expansion_terms: 8,
-            feedback_vector_weight: 0.1,
-            expansion_keyword_weight: 0.05,
-            rerank_depth: 50,
-            rerank_weight: 0.05,
-            recency_half_life_days: 30.0,
+            fusion: search.fusion,
+            fast_pool: search.fast_pool as usize,
+            thinking_pool: search.thinking_pool as usize,
+            feedback_chunks: search.feedback_chunks as usize,
+            expansion_terms: search.expansion_terms as usize,
+            feedback_vector_weight: search.feedback_vector_weight,
+            expansion_keyword_weight: search.expansion_keyword_weight,
+            rerank_depth: search.rerank_depth as usize,
+            rerank_weight: search.rerank_weight,
+            recency_half_life_days: search.recency_half_life_days,
         }
     }
 }

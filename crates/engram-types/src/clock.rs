@@ -1,6 +1,6 @@
 //! The time source, injectable so tests and crash scenarios control it.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A clock in Unix milliseconds.
 pub trait Clock: Send + Sync + 'static {
@@ -15,8 +15,13 @@ impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .map_or(0, millis)
     }
+}
+
+/// A duration in the clock's unit, saturating (the store's times and leases are milliseconds).
+pub fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Formats Unix milliseconds as RFC 3339 (UTC); empty for a time out of range.

@@ -14,13 +14,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use engram_config::WebhooksConfig;
 use engram_outbound::{Outbound, OutboundError, Url};
 use engram_store::{
     ClaimedDelivery, DeliveryOutcome, DeliveryRecord, Store, StoreResult, WebhookRecord,
     INDEXING_STATUS_CHANGED,
 };
 use engram_types::clock::format_ms;
-use engram_types::{Backoff, Clock, IndexingStatus, OrgId};
+use engram_types::{millis, Backoff, Clock, IndexingStatus, OrgId};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -106,13 +107,33 @@ pub struct DispatchOptions {
     /// How long the receiver has to answer.
     pub timeout: Duration,
     /// How long a claim lasts (longer than `timeout`).
-    pub lease_ms: i64,
+    pub lease: Duration,
     /// Deliveries in flight at once.
     pub concurrency: usize,
     /// How often the sweep looks for due retries and expired leases.
     pub sweep_every: Duration,
     /// How long finished deliveries stay in the history; `None` keeps them.
     pub retention: Option<Duration>,
+}
+
+impl From<&WebhooksConfig> for DispatchOptions {
+    /// The `[webhooks]` configuration, the one source of these settings.
+    fn from(config: &WebhooksConfig) -> Self {
+        Self {
+            max_attempts: config.max_attempts,
+            backoff: Backoff {
+                base_ms: millis(config.retry_base),
+                max_ms: millis(config.retry_max),
+                jitter: config.retry_jitter,
+            },
+            timeout: config.timeout,
+            lease: config.lease,
+            concurrency: config.concurrency as usize,
+            sweep_every: config.sweep,
+            retention: (config.retention_days > 0)
+                .then(|| Duration::from_secs(u64::from(config.retention_days) * 86_400)),
+        }
+    }
 }
 
 /// How often finished deliveries past their retention are removed.
@@ -279,7 +300,7 @@ impl Dispatcher {
         let Some(retention) = self.options.retention else {
             return;
         };
-        let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let keep_ms = millis(retention);
         let before = self.clock.now_ms().saturating_sub(keep_ms);
         loop {
             match self.store.purge_deliveries(before, BATCH).await {
@@ -304,7 +325,7 @@ impl Dispatcher {
             .claim_deliveries(
                 &self.owner,
                 self.clock.now_ms(),
-                self.options.lease_ms,
+                millis(self.options.lease),
                 u32::try_from(limit).unwrap_or(u32::MAX),
             )
             .await

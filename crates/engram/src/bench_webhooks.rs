@@ -21,9 +21,7 @@ use engram_store::{
     ClaimedItem, DatabaseStore, ItemFields, ItemOrigin, ItemStore, NewDatabase, NewItem,
     SecretChange, Store, WebhookStore, WorkQueue,
 };
-use engram_types::{
-    Backoff, Clock, CollectionName, DatabaseId, DatabaseName, ItemKind, OrgId, SystemClock,
-};
+use engram_types::{Clock, CollectionName, DatabaseId, DatabaseName, ItemKind, OrgId, SystemClock};
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -136,17 +134,9 @@ fn dispatcher(
         outbound,
         Arc::new(SystemClock),
         engram_webhooks::DispatchOptions {
-            max_attempts: 16,
-            backoff: Backoff {
-                base_ms: 1_000,
-                max_ms: 60_000,
-                jitter: 0.2,
-            },
-            timeout: Duration::from_secs(10),
-            lease_ms: 60_000,
             concurrency,
-            sweep_every: Duration::from_millis(1_000),
             retention: None,
+            ..engram_webhooks::DispatchOptions::from(&engram_config::WebhooksConfig::default())
         },
     ))
 }

@@ -2,7 +2,6 @@
 //! accepting, drain in-flight requests, stop the workers and close the store.
 
 use std::io::Write;
-use std::time::Duration;
 
 use engram_app::App;
 use engram_config::{Config, LogFormat};
@@ -46,7 +45,7 @@ async fn shutdown_signal() {
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
     init_logging(&config);
-    let grace = Duration::from_millis(config.workers.shutdown_grace_ms);
+    let grace = config.workers.shutdown_grace;
     let app = App::open(config.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
