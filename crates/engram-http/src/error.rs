@@ -8,8 +8,6 @@ use axum::response::{IntoResponse, Response};
 use engram_app::AppError;
 use engram_types::ErrorCode;
 
-use crate::context::code_for_status;
-
 /// An error of the registry with its client-facing message.
 #[derive(Debug, Clone)]
 pub struct ErrorParts {
@@ -111,4 +109,20 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
         .unwrap_or_default();
     tracing::error!(panic = %detail, "handler panicked");
     ErrorParts::new(ErrorCode::InternalError, "internal error").into_response()
+}
+
+/// Status of a response that carries no error of ours, mapped to the code registry.
+pub fn code_for_status(status: StatusCode) -> ErrorCode {
+    match status.as_u16() {
+        401 => ErrorCode::Unauthorized,
+        403 => ErrorCode::Forbidden,
+        404 => ErrorCode::NotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        413 => ErrorCode::PayloadTooLarge,
+        422 => ErrorCode::ValidationError,
+        429 => ErrorCode::RateLimited,
+        503 => ErrorCode::ServiceUnavailable,
+        400..=499 => ErrorCode::InvalidParameters,
+        _ => ErrorCode::InternalError,
+    }
 }

@@ -52,9 +52,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            ApiError::new(crate::context::code_for_status(e.status()), e.body_text())
-        })?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::new(crate::error::code_for_status(e.status()), e.body_text()))?;
         let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {

@@ -1,24 +1,42 @@
-//! engram's HTTP layer: axum routers for both API generations, their DTOs and conversions into
-//! app calls, the auth extractor, the response envelope and error mapping, and the OpenAPI
-//! document generated from the same route declarations. Nothing below this crate knows axum.
+//! engram's HTTP layer: one folder per API generation (`current/`, `legacy/`), each with its
+//! routes, wire types and router, which marks its responses with its generation; the response
+//! contract of both in one place (`envelope`); the auth, JSON, query and multipart extractors;
+//! error mapping; and the OpenAPI document generated from the same route declarations. Nothing
+//! below this crate knows axum.
 
 mod context;
-mod dto;
+mod current;
+mod envelope;
 mod error;
 mod extract;
 mod form;
+mod legacy;
 mod openapi;
-mod routes;
+mod service;
+mod wire;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use engram_app::App;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
+use utoipa_axum::router::OpenApiRouter;
 
 pub use error::ApiError;
+
+/// Every documented route of both generations and the service.
+fn api() -> (OpenApiRouter<App>, Arc<std::collections::HashSet<String>>) {
+    let current = current::routes();
+    let current_segments = Arc::new(service::first_segments(&current));
+    let api = OpenApiRouter::with_openapi(openapi::base())
+        .merge(service::routes())
+        .merge(current)
+        .merge(legacy::routes());
+    (api, current_segments)
+}
 
 /// The whole HTTP application and its OpenAPI document.
 pub fn router(app: App) -> Router {
@@ -28,10 +46,14 @@ pub fn router(app: App) -> Router {
         .ingest
         .max_upload_bytes
         .max(engram_types::limits::JSON_BODY_MAX_BYTES);
-    let (api, openapi) = routes::api().split_for_parts();
+    let (api, current_segments) = api();
+    let (api, openapi) = api.split_for_parts();
     let openapi = openapi::finish(openapi);
-    api.merge(routes::openapi_route(openapi))
-        .fallback(routes::fallback)
+    api.merge(service::openapi_route(openapi))
+        .fallback(move |uri: axum::http::Uri| {
+            let segments = current_segments.clone();
+            async move { service::not_found(&segments, &uri) }
+        })
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn(context::request_context))
@@ -40,7 +62,7 @@ pub fn router(app: App) -> Router {
 
 /// The OpenAPI 3.1 document of every route (also served at `GET /openapi.json`).
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    openapi::finish(routes::api().split_for_parts().1)
+    openapi::finish(api().0.split_for_parts().1)
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and drains in-flight requests.

@@ -7,12 +7,11 @@ use engram_types::DatabaseName;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{EnvelopeDoc, ErrorEnvelopeDoc};
-use super::Envelope;
-use crate::dto::current::*;
-use crate::dto::{Deprecations, FieldDto};
+use super::wire::*;
+use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
+use crate::wire::{Deprecations, FieldDto};
 
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()

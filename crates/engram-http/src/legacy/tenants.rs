@@ -3,13 +3,14 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use engram_app::{parse_database_name, App, AppError, CreateDatabase};
-use engram_types::{DatabaseName, ErrorCode};
+use engram_app::{App, CreateDatabase};
+use engram_types::ErrorCode;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::LegacyErrorDoc;
-use crate::dto::legacy::*;
+use super::wire::*;
+use super::{legacy, tenant};
+use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 
@@ -21,20 +22,6 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(sub_tenant_ids))
         .routes(routes!(tenant_ids))
         .routes(routes!(delete_tenant))
-}
-
-/// The legacy contract's codes: a malformed tenant id is `INVALID_TENANT_ID`.
-fn legacy(err: AppError) -> ApiError {
-    match err {
-        AppError::InvalidName { .. } => ApiError::new(ErrorCode::InvalidTenantId, err.to_string()),
-        other => other.into(),
-    }
-}
-
-fn tenant_param(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
-    let tenant_id =
-        tenant_id.ok_or_else(|| ApiError::invalid("missing required parameter `tenant_id`"))?;
-    parse_database_name("tenant_id", &tenant_id).map_err(legacy)
 }
 
 /// Create a tenant (legacy). A duplicate id is 409 `INVALID_INPUT`.
@@ -50,7 +37,7 @@ async fn create_tenant(
     Auth(who): Auth,
     Json(body): Json<CreateTenantRequest>,
 ) -> Result<Response, ApiError> {
-    let name = tenant_param(body.tenant_id)?;
+    let name = tenant(body.tenant_id)?;
     let request = CreateDatabase {
         name: name.to_string(),
         schema: body
@@ -86,7 +73,7 @@ async fn infra_status(
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<TenantInfraStatus>, ApiError> {
     let db = app
-        .database(&who, &tenant_param(params.tenant_id)?)
+        .database(&who, &tenant(params.tenant_id)?)
         .await
         .map_err(legacy)?;
     let infra = db.infra;
@@ -115,7 +102,7 @@ async fn monitor(
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<TenantMonitor>, ApiError> {
     let stats = app
-        .database_stats(&who, &tenant_param(params.tenant_id)?)
+        .database_stats(&who, &tenant(params.tenant_id)?)
         .await
         .map_err(legacy)?;
     let dimensions = stats.database.embeddings_dimension;
@@ -142,7 +129,7 @@ async fn sub_tenant_ids(
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<SubTenantIds>, ApiError> {
     let names = app
-        .list_collections(&who, &tenant_param(params.tenant_id)?)
+        .list_collections(&who, &tenant(params.tenant_id)?)
         .await
         .map_err(legacy)?;
     let sub_tenant_ids: Vec<String> = names.into_iter().map(|c| c.to_string()).collect();
@@ -183,7 +170,7 @@ async fn delete_tenant(
     Query(params): Query<TenantParams>,
 ) -> Result<axum::Json<TenantDeleted>, ApiError> {
     let db = app
-        .delete_database(&who, &tenant_param(params.tenant_id)?)
+        .delete_database(&who, &tenant(params.tenant_id)?)
         .await
         .map_err(legacy)?;
     Ok(axum::Json(TenantDeleted {

@@ -4,20 +4,20 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use engram_app::{parse_database_name, App, AppError, KnowledgeRequest, MemoryRequest};
-use engram_types::{DatabaseName, ErrorCode, IndexingStatus, ItemKind};
+use engram_app::{App, KnowledgeRequest, MemoryRequest};
+use engram_types::{ErrorCode, IndexingStatus, ItemKind};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::context::{ingest_result, list_request};
-use super::envelope::LegacyErrorDoc;
-use crate::dto::items::*;
-use crate::dto::Deprecations;
+use super::{content, recode, tenant};
+use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::form::Form;
+use crate::wire::items::*;
+use crate::wire::Deprecations;
 
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -27,30 +27,6 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(list_data))
         .routes(routes!(delete_knowledge))
         .routes(routes!(delete_memory))
-}
-
-pub(crate) fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
-    let tenant_id =
-        tenant_id.ok_or_else(|| ApiError::invalid("missing required field `tenant_id`"))?;
-    parse_database_name("tenant_id", &tenant_id).map_err(legacy)
-}
-
-/// The legacy codes: a malformed tenant id is `INVALID_TENANT_ID`, a missing tenant
-/// `TENANT_NOT_FOUND`, an oversized upload `FILE_TOO_LARGE`.
-pub(crate) fn legacy(err: AppError) -> ApiError {
-    match err {
-        AppError::InvalidName {
-            field: "tenant_id", ..
-        } => ApiError::new(ErrorCode::InvalidTenantId, err.to_string()),
-        other => {
-            ApiError::from(other).recode(ErrorCode::DatabaseNotFound, ErrorCode::TenantNotFound)
-        }
-    }
-}
-
-fn legacy_api(err: ApiError) -> ApiError {
-    err.recode(ErrorCode::DatabaseNotFound, ErrorCode::TenantNotFound)
-        .recode(ErrorCode::PayloadTooLarge, ErrorCode::FileTooLarge)
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -104,7 +80,7 @@ async fn upload_knowledge(
     Auth(who): Auth,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let form = form.map_err(legacy_api)?;
+    let form = form.map_err(recode)?;
     let database = tenant(form.text("tenant_id")?)?;
     let files = form.files_named(&["files", "documents"]);
     let file_metadata = form.json_array::<FileMetadataDto>("file_metadata")?;
@@ -119,7 +95,7 @@ async fn upload_knowledge(
     let outcome = app
         .ingest_knowledge(&who, &database, request)
         .await
-        .map_err(legacy)?;
+        .map_err(content)?;
     Ok((StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response())
 }
 
@@ -149,7 +125,7 @@ async fn add_memory(
     let outcome = app
         .ingest_memories(&who, &database, request)
         .await
-        .map_err(legacy)?;
+        .map_err(content)?;
     Ok((StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response())
 }
 
@@ -159,9 +135,9 @@ pub struct VerifyParams {
     /// Comma-separated or repeated item ids.
     #[serde(default)]
     pub file_ids: Vec<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub tenant_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub sub_tenant_id: Option<String>,
 }
 
@@ -192,7 +168,7 @@ async fn verify_processing(
     let (_, statuses) = app
         .item_statuses(&who, &database, params.sub_tenant_id.as_deref(), &ids)
         .await
-        .map_err(legacy)?;
+        .map_err(content)?;
     let statuses = statuses
         .into_iter()
         .map(|(id, status)| match status {
@@ -286,7 +262,7 @@ async fn list_data(
     let listing = app
         .list_items(&who, &database, request)
         .await
-        .map_err(legacy)?;
+        .map_err(content)?;
     let db_name = listing.database.name.to_string();
     let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
     let pagination = PaginationDto::from(&listing);
@@ -353,18 +329,18 @@ async fn delete_knowledge(
             &body.ids,
         )
         .await
-        .map_err(legacy)?;
+        .map_err(content)?;
     Ok(axum::Json(DeleteResultDto::new(&deleted)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct DeleteMemoryParams {
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub tenant_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub memory_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub sub_tenant_id: Option<String>,
 }
 
@@ -396,7 +372,7 @@ async fn delete_memory(
             std::slice::from_ref(&memory_id),
         )
         .await
-        .map_err(legacy)?;
+        .map_err(content)?;
     if !deleted.first().is_some_and(|d| d.deleted) {
         return Err(ApiError::new(
             ErrorCode::MemoryNotFound,

@@ -8,8 +8,8 @@ use engram_app::{App, RegisterWebhook};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::ErrorEnvelopeDoc;
-use crate::dto::webhooks::*;
+use super::webhooks_wire::*;
+use crate::envelope::ErrorEnvelopeDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 

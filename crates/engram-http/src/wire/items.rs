@@ -1,9 +1,14 @@
 //! Wire types of ingestion, status, listing and deletion, shared by both generations where the
 //! shape is the same (the JSON-encoded form fields), plus each generation's responses.
 
+use engram_app::{IngestOutcome, ListRequest, PAGE_SIZE_DEFAULT};
+use engram_types::ItemKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
+
+use crate::error::ApiError;
+use crate::wire::Deprecations;
 
 /// One entry of `document_metadata` / `file_metadata`.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -154,13 +159,13 @@ pub struct StatusParams {
     /// Item ids: repeated (`ids=a&ids=b`) or comma-separated.
     #[serde(default)]
     pub ids: Vec<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub database: Option<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub tenant_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub collection: Option<String>,
-    #[serde(default, deserialize_with = "crate::dto::present")]
+    #[serde(default, deserialize_with = "crate::wire::present")]
     pub sub_tenant_id: Option<String>,
 }
 
@@ -398,4 +403,64 @@ pub fn app_sources(
         .into_iter()
         .map(Into::into)
         .collect())
+}
+
+/// The answer to an ingest call (both generations start from it).
+pub fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
+    let results: Vec<IngestItemDto> = outcome
+        .results
+        .iter()
+        .map(|r| IngestItemDto {
+            id: r.id.clone(),
+            filename: r.filename.clone(),
+            title: r.title.clone(),
+            status: r.status.map_or("failed", |s| s.as_str()).to_owned(),
+            infer: r.infer,
+            relations_created: 0,
+            error: r.error.clone(),
+            error_code: r.error_code.clone(),
+        })
+        .collect();
+    let (ok, failed) = (outcome.success_count(), outcome.failed_count());
+    IngestResultDto {
+        success: failed == 0,
+        message: format!("{ok} queued, {failed} failed"),
+        success_count: ok,
+        failed_count: failed,
+        results,
+    }
+}
+
+/// Resolves the aliases of list filters into one request (shared with the legacy route).
+pub fn list_request(
+    deprecations: &mut Deprecations,
+    filters: ListFiltersDto,
+    kind: ItemKind,
+    collection: Option<String>,
+    ids: Vec<String>,
+    page: Option<i64>,
+    page_size: Option<i64>,
+) -> Result<ListRequest, ApiError> {
+    let metadata = deprecations.pick(
+        filters.tenant_metadata,
+        filters.metadata,
+        "tenant_metadata",
+        "metadata",
+    )?;
+    let additional = deprecations.pick(
+        filters.additional_metadata,
+        filters.document_metadata,
+        "additional_metadata",
+        "document_metadata",
+    )?;
+    Ok(ListRequest {
+        collection,
+        kind: Some(kind),
+        ids,
+        page,
+        page_size: page_size.or(Some(i64::from(PAGE_SIZE_DEFAULT))),
+        metadata: metadata.unwrap_or_default(),
+        additional_metadata: additional.unwrap_or_default(),
+        source_fields: filters.source_fields.unwrap_or_default(),
+    })
 }

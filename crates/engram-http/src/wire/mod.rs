@@ -1,11 +1,9 @@
-//! Wire types. Each API generation has its own module; both convert into the same app calls.
-//! The legacy module is frozen: it changes only to fix a mismatch with the legacy contract.
+//! Wire types both generations share: schema fields, deprecated aliases, the item types of
+//! ingestion, listing and deletion, and what retrieval shares. Each generation's own wire types
+//! live in its folder.
 
-pub mod current;
 pub mod items;
-pub mod legacy;
 pub mod query;
-pub mod webhooks;
 
 use engram_app::SchemaFieldSpec;
 use engram_types::schema::SchemaField;

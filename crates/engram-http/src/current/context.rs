@@ -2,22 +2,19 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use engram_app::{
-    App, IngestOutcome, KnowledgeRequest, ListRequest, MemoryRequest, PAGE_SIZE_DEFAULT,
-};
+use engram_app::{App, KnowledgeRequest, MemoryRequest};
 use engram_types::{ErrorCode, ItemKind};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{EnvelopeDoc, ErrorEnvelopeDoc};
-use super::Envelope;
-use crate::dto::items::*;
-use crate::dto::Deprecations;
+use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::form::Form;
+use crate::wire::items::*;
+use crate::wire::Deprecations;
 
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -25,31 +22,6 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(status))
         .routes(routes!(list))
         .routes(routes!(delete_items))
-}
-
-pub(crate) fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
-    let results: Vec<IngestItemDto> = outcome
-        .results
-        .iter()
-        .map(|r| IngestItemDto {
-            id: r.id.clone(),
-            filename: r.filename.clone(),
-            title: r.title.clone(),
-            status: r.status.map_or("failed", |s| s.as_str()).to_owned(),
-            infer: r.infer,
-            relations_created: 0,
-            error: r.error.clone(),
-            error_code: r.error_code.clone(),
-        })
-        .collect();
-    let (ok, failed) = (outcome.success_count(), outcome.failed_count());
-    IngestResultDto {
-        success: failed == 0,
-        message: format!("{ok} queued, {failed} failed"),
-        success_count: ok,
-        failed_count: failed,
-        results,
-    }
 }
 
 /// The `type` of a current request: `knowledge` or `memory` (also `memories`).
@@ -205,40 +177,6 @@ pub struct ListDataDto {
     pub user_memories: Option<Vec<UserMemoryDto>>,
     pub total: u64,
     pub pagination: PaginationDto,
-}
-
-/// Resolves the aliases of list filters into one request (shared with the legacy route).
-pub(crate) fn list_request(
-    deprecations: &mut Deprecations,
-    filters: ListFiltersDto,
-    kind: ItemKind,
-    collection: Option<String>,
-    ids: Vec<String>,
-    page: Option<i64>,
-    page_size: Option<i64>,
-) -> Result<ListRequest, ApiError> {
-    let metadata = deprecations.pick(
-        filters.tenant_metadata,
-        filters.metadata,
-        "tenant_metadata",
-        "metadata",
-    )?;
-    let additional = deprecations.pick(
-        filters.additional_metadata,
-        filters.document_metadata,
-        "additional_metadata",
-        "document_metadata",
-    )?;
-    Ok(ListRequest {
-        collection,
-        kind: Some(kind),
-        ids,
-        page,
-        page_size: page_size.or(Some(i64::from(PAGE_SIZE_DEFAULT))),
-        metadata: metadata.unwrap_or_default(),
-        additional_metadata: additional.unwrap_or_default(),
-        source_fields: filters.source_fields.unwrap_or_default(),
-    })
 }
 
 /// List knowledge sources or memories with pagination and filters.

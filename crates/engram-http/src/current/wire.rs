@@ -1,0 +1,269 @@
+//! Wire types of the current generation (`API-Version: 2`). Responses are the `data` of the
+//! envelope.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use engram_app::{format_ms, RankedChunk};
+use serde_json::{Map, Value};
+
+use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
+use crate::wire::FieldDto;
+
+/// `POST /databases`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateDatabaseRequest {
+    /// Name of the database, unique in the organization: 1-25 letters, digits, `-`, `_`.
+    pub database: Option<String>,
+    /// Deprecated alias of `database`.
+    pub tenant_id: Option<String>,
+    /// Typed metadata fields; immutable afterwards except for adding fields.
+    pub database_metadata_schema: Option<Vec<FieldDto>>,
+    /// Deprecated alias of `database_metadata_schema`.
+    pub tenant_metadata_schema: Option<Vec<FieldDto>>,
+    /// Embedding dimension (default 384).
+    pub embeddings_dimension: Option<u32>,
+    #[serde(default)]
+    pub is_embeddings_tenant: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedDatabase {
+    pub database: String,
+    pub tenant_id: String,
+    /// Always `accepted`: provisioning continues in the background.
+    pub status: &'static str,
+    pub message: String,
+}
+
+/// The database addressed by a query string.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DatabaseParams {
+    /// Database name.
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub database: Option<String>,
+    /// Deprecated alias of `database`.
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub tenant_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DatabaseList {
+    pub databases: Vec<String>,
+    /// Deprecated copy of `databases`.
+    pub tenant_ids: Vec<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VectorstoreStatus {
+    pub knowledge: bool,
+    pub memories: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Infra {
+    pub scheduler_status: bool,
+    pub graph_status: bool,
+    pub vectorstore_status: VectorstoreStatus,
+    /// True when every flag above is true.
+    pub ready_for_ingestion: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DatabaseStatus {
+    pub database: String,
+    pub org_id: String,
+    pub tenant_id: String,
+    pub infra: Infra,
+    /// The typed metadata fields of the database.
+    pub database_metadata_schema: Vec<FieldDto>,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CollectionList {
+    pub collections: Vec<String>,
+    /// Deprecated copy of `collections`.
+    pub sub_tenant_ids: Vec<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RowCount {
+    pub row_count: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DatabaseStats {
+    pub database: String,
+    pub tenant_id: String,
+    pub knowledge_collection: RowCount,
+    pub memory_collection: RowCount,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeletedDatabase {
+    pub database: String,
+    pub tenant_id: String,
+    /// Always `deletion_scheduled`.
+    pub status: &'static str,
+    pub message: String,
+}
+
+/// `PATCH /databases/{database}/metadata-schema`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddSchemaFieldsRequest {
+    pub add_fields: Vec<FieldDto>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AddedSchemaFields {
+    pub added_fields: Vec<String>,
+    pub database: String,
+    pub tenant_id: String,
+    /// The whole schema after the change.
+    pub database_metadata_schema: Vec<FieldDto>,
+}
+
+/// `collections`: a list (equal weights) or `{name: weight}` (one decimal place at most).
+#[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CollectionsDto {
+    List(Vec<String>),
+    #[schema(value_type = Object)]
+    Weights(Map<String, Value>),
+}
+
+/// `POST /query`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct QueryBody {
+    pub database: Option<String>,
+    /// Deprecated alias of `database`.
+    pub tenant_id: Option<String>,
+    pub collection: Option<String>,
+    /// Deprecated alias of `collection`.
+    pub sub_tenant_id: Option<String>,
+    pub collections: Option<CollectionsDto>,
+    /// Deprecated alias of `collections`.
+    pub sub_tenant_ids: Option<CollectionsDto>,
+    pub query: Option<String>,
+    /// `knowledge` (default), `memory` or `all`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// `hybrid` (default) or `text`.
+    pub query_by: Option<String>,
+    /// `or` (default), `and` or `phrase`.
+    pub operator: Option<String>,
+    /// `fast`, `thinking` or `auto` (default).
+    pub mode: Option<String>,
+    /// 1-1000, default 10.
+    pub max_results: Option<i64>,
+    /// 0..1 (1 = purely semantic) or `"auto"`; default 0.8.
+    pub alpha: Option<AlphaDto>,
+    /// 0..1, default 0.
+    pub recency_bias: Option<f64>,
+    pub metadata_filters: Option<Map<String, Value>>,
+    /// Default true.
+    pub graph_context: Option<bool>,
+    pub query_apps: Option<bool>,
+    /// A hint for answer generation; accepted for compatibility, not used for ranking.
+    #[allow(dead_code)]
+    pub additional_context: Option<String>,
+}
+
+/// One ranked chunk (current).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChunkDto {
+    pub chunk_uuid: String,
+    /// The source (or memory) id.
+    pub id: String,
+    pub chunk_content: String,
+    pub source_type: String,
+    pub source_title: String,
+    pub source_upload_time: String,
+    pub source_last_updated_time: String,
+    #[schema(value_type = Object)]
+    pub layout: Value,
+    pub relevancy_score: f64,
+    pub extra_context_ids: Vec<String>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub collection: String,
+    pub sub_tenant_id: String,
+}
+
+/// One source of the ranked chunks (current), each once, in order of first appearance.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QuerySourceDto {
+    pub id: String,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub source_type: String,
+    pub description: String,
+    pub url: String,
+    pub timestamp: String,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub collection: String,
+    pub sub_tenant_id: String,
+}
+
+/// `data` of `POST /query`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueryResultDto {
+    pub chunks: Vec<ChunkDto>,
+    pub sources: Vec<QuerySourceDto>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph_context: Option<GraphContextDto>,
+    #[schema(value_type = Object)]
+    pub additional_context: Map<String, Value>,
+}
+
+impl QueryResultDto {
+    pub fn new(chunks: &[RankedChunk], graph_context: bool) -> Self {
+        Self {
+            chunks: chunks
+                .iter()
+                .map(|c| {
+                    let hit = &c.hit;
+                    ChunkDto {
+                        chunk_uuid: hit.chunk_id.clone(),
+                        id: hit.item.id.clone(),
+                        chunk_content: hit.content.clone(),
+                        source_type: source_type(hit),
+                        source_title: hit.item.fields.title.clone(),
+                        source_upload_time: format_ms(hit.item.created_at),
+                        source_last_updated_time: format_ms(hit.item.updated_at),
+                        layout: hit.layout.clone(),
+                        relevancy_score: score(c.score),
+                        extra_context_ids: Vec::new(),
+                        metadata: object(&hit.item.fields.metadata),
+                        additional_metadata: object(&hit.item.fields.additional_metadata),
+                        collection: hit.item.collection.to_string(),
+                        sub_tenant_id: hit.item.collection.to_string(),
+                    }
+                })
+                .collect(),
+            sources: distinct_sources(chunks)
+                .into_iter()
+                .map(|hit| QuerySourceDto {
+                    id: hit.item.id.clone(),
+                    title: hit.item.fields.title.clone(),
+                    source_type: source_type(hit),
+                    description: hit.item.fields.description.clone(),
+                    url: hit.item.fields.url.clone(),
+                    timestamp: hit.item.fields.timestamp.clone(),
+                    metadata: object(&hit.item.fields.metadata),
+                    additional_metadata: object(&hit.item.fields.additional_metadata),
+                    collection: hit.item.collection.to_string(),
+                    sub_tenant_id: hit.item.collection.to_string(),
+                })
+                .collect(),
+            graph_context: graph_context.then(GraphContextDto::default),
+            additional_context: Map::new(),
+        }
+    }
+}

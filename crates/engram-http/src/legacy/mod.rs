@@ -1,0 +1,63 @@
+//! The legacy generation: `/tenants/*`, `/ingestion/*`, `/memories/*`, `/list/data`,
+//! `/knowledge/*`, `/recall/*`. Plain objects, `{detail:{…}}` errors, `tenant_id` and
+//! `sub_tenant_id` names. Frozen: it changes only to fix a mismatch with the legacy contract.
+//! Retiring it means deleting this folder and its line in the crate's router.
+
+mod content;
+mod recall;
+mod tenants;
+mod wire;
+
+use axum::middleware::map_response;
+use axum::response::Response;
+use engram_app::{parse_database_name, App, AppError};
+use engram_types::{DatabaseName, ErrorCode};
+use tower_http::catch_panic::CatchPanicLayer;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::envelope::Generation;
+use crate::error::{panic_response, ApiError};
+
+/// Every route of the generation, marked as legacy.
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .merge(tenants::routes())
+        .merge(content::routes())
+        .merge(recall::routes())
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(map_response(mark))
+}
+
+async fn mark(response: Response) -> Response {
+    Generation::Legacy.mark(response)
+}
+
+/// The legacy contract's codes for an app error: a malformed tenant id is `INVALID_TENANT_ID`.
+/// The tenant routes answer with these; the content and recall routes with [`content`].
+fn legacy(err: AppError) -> ApiError {
+    match err {
+        AppError::InvalidName {
+            field: "tenant_id", ..
+        } => ApiError::new(ErrorCode::InvalidTenantId, err.to_string()),
+        other => other.into(),
+    }
+}
+
+/// The content and recall routes' own codes: a missing tenant is `TENANT_NOT_FOUND`, an oversized upload
+/// `FILE_TOO_LARGE`.
+fn recode(err: ApiError) -> ApiError {
+    err.recode(ErrorCode::DatabaseNotFound, ErrorCode::TenantNotFound)
+        .recode(ErrorCode::PayloadTooLarge, ErrorCode::FileTooLarge)
+}
+
+/// An app error in the content routes' codes.
+fn content(err: AppError) -> ApiError {
+    recode(legacy(err))
+}
+
+/// The required `tenant_id` of a request, checked.
+fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
+    let tenant_id =
+        tenant_id.ok_or_else(|| ApiError::invalid("missing required field `tenant_id`"))?;
+    parse_database_name("tenant_id", &tenant_id).map_err(legacy)
+}

@@ -1,0 +1,137 @@
+//! Legacy retrieval routes: `/recall/*`.
+
+use axum::extract::State;
+use engram_app::{App, Method, QueryKind, QueryRequest, RequestedMode, TermOperator};
+use serde_json::{Map, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::wire::*;
+use super::{content, tenant};
+use crate::envelope::LegacyErrorDoc;
+use crate::error::ApiError;
+use crate::extract::{Auth, Json};
+use crate::wire::query::{alpha, choice, operator, required_query};
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(full_recall))
+        .routes(routes!(recall_preferences))
+        .routes(routes!(boolean_recall))
+}
+
+/// The legacy recall routes share one request; `kind` is what the route reads.
+async fn recall(
+    app: &App,
+    who: &engram_app::Principal,
+    body: RecallBody,
+    kind: QueryKind,
+) -> Result<axum::Json<RecallResponse>, ApiError> {
+    let database = tenant(body.tenant_id)?;
+    let mode = choice(
+        "mode",
+        body.mode.as_deref(),
+        &[
+            ("fast", RequestedMode::Fast),
+            ("thinking", RequestedMode::Thinking),
+        ],
+    )?
+    .unwrap_or(RequestedMode::Fast);
+    let request = QueryRequest {
+        collection: body.sub_tenant_id,
+        collections: None,
+        query: required_query(body.query)?,
+        kind,
+        method: Some(Method::Hybrid),
+        operator: TermOperator::Or,
+        mode,
+        max_results: body.max_results,
+        alpha: alpha(body.alpha)?,
+        recency_bias: body.recency_bias,
+        metadata_filters: body.metadata_filters.unwrap_or_default(),
+        graph_context: Some(body.graph_context.unwrap_or(false)),
+        query_apps: false,
+    };
+    let outcome = app.query(who, &database, request).await.map_err(content)?;
+    Ok(axum::Json(RecallResponse::new(
+        &outcome.chunks,
+        outcome.graph_context,
+        outcome.ignored_filters,
+    )))
+}
+
+/// Query knowledge (legacy).
+#[utoipa::path(post, path = "/recall/full_recall", tag = "legacy recall", request_body = RecallBody,
+    responses(
+        (status = 200, body = RecallResponse),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
+        (status = 429, body = LegacyErrorDoc, description = "RATE_LIMITED"),
+    ))]
+async fn full_recall(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<RecallBody>,
+) -> Result<axum::Json<RecallResponse>, ApiError> {
+    recall(&app, &who, body, QueryKind::Knowledge).await
+}
+
+/// Query memories (legacy).
+#[utoipa::path(post, path = "/recall/recall_preferences", tag = "legacy recall", request_body = RecallBody,
+    responses(
+        (status = 200, body = RecallResponse),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
+        (status = 429, body = LegacyErrorDoc, description = "RATE_LIMITED"),
+    ))]
+async fn recall_preferences(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<RecallBody>,
+) -> Result<axum::Json<RecallResponse>, ApiError> {
+    recall(&app, &who, body, QueryKind::Memory).await
+}
+
+/// Boolean recall (legacy): deterministic BM25 over sources or memories, with `or`, `and` or
+/// `phrase`.
+#[utoipa::path(post, path = "/recall/boolean_recall", tag = "legacy recall", request_body = BooleanRecallBody,
+    responses(
+        (status = 200, body = RecallResponse),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
+        (status = 429, body = LegacyErrorDoc, description = "RATE_LIMITED"),
+    ))]
+async fn boolean_recall(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Json(body): Json<BooleanRecallBody>,
+) -> Result<axum::Json<RecallResponse>, ApiError> {
+    let database = tenant(body.tenant_id)?;
+    let kind = choice(
+        "search_mode",
+        body.search_mode.as_deref(),
+        &[
+            ("sources", QueryKind::Knowledge),
+            ("memories", QueryKind::Memory),
+        ],
+    )?
+    .unwrap_or(QueryKind::Knowledge);
+    let request = QueryRequest {
+        collection: body.sub_tenant_id,
+        query: required_query(body.query)?,
+        kind,
+        method: Some(Method::Text),
+        operator: operator(body.operator.as_deref())?,
+        mode: RequestedMode::Fast,
+        max_results: body.max_results,
+        metadata_filters: Map::<String, Value>::new(),
+        graph_context: Some(false),
+        ..QueryRequest::default()
+    };
+    let outcome = app.query(&who, &database, request).await.map_err(content)?;
+    Ok(axum::Json(RecallResponse::new(
+        &outcome.chunks,
+        false,
+        outcome.ignored_filters,
+    )))
+}

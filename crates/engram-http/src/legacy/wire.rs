@@ -1,0 +1,207 @@
+//! Wire types of the legacy generation: plain objects. Frozen.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use engram_app::{format_ms, RankedChunk};
+use serde_json::{Map, Value};
+
+use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
+use crate::wire::FieldDto;
+
+/// `POST /tenants/create`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateTenantRequest {
+    pub tenant_id: Option<String>,
+    pub tenant_metadata_schema: Option<Vec<FieldDto>>,
+    pub embeddings_dimension: Option<u32>,
+    #[serde(default)]
+    pub is_embeddings_tenant: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantCreated {
+    pub status: &'static str,
+    pub tenant_id: String,
+    pub message: String,
+}
+
+/// The tenant addressed by a query string.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TenantParams {
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub tenant_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantInfra {
+    pub scheduler_status: bool,
+    pub graph_status: bool,
+    /// `[memories_ready, knowledge_ready]`.
+    pub vectorstore_status: [bool; 2],
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantInfraStatus {
+    pub tenant_id: String,
+    pub org_id: String,
+    pub infra: TenantInfra,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CollectionCount {
+    pub row_count: u64,
+    pub dimensions: u32,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantMonitor {
+    pub tenant_id: String,
+    pub normal_collection: CollectionCount,
+    pub memory_collection: CollectionCount,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubTenantIds {
+    pub sub_tenant_ids: Vec<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantIds {
+    pub tenant_ids: Vec<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantDeleted {
+    pub tenant_id: String,
+    pub status: &'static str,
+    pub message: String,
+}
+
+/// Legacy `POST /recall/full_recall` and `/recall/recall_preferences`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RecallBody {
+    pub tenant_id: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    pub query: Option<String>,
+    pub max_results: Option<i64>,
+    /// `fast` (default) or `thinking`.
+    pub mode: Option<String>,
+    /// Default 0.8.
+    pub alpha: Option<AlphaDto>,
+    pub recency_bias: Option<f64>,
+    /// Default false.
+    pub graph_context: Option<bool>,
+    /// Accepted; forceful relations come with the knowledge graph.
+    #[allow(dead_code)]
+    pub search_forceful_relations: Option<bool>,
+    /// A hint for answer generation; accepted for compatibility, not used for ranking.
+    #[allow(dead_code)]
+    pub additional_context: Option<String>,
+    pub metadata_filters: Option<Map<String, Value>>,
+}
+
+/// Legacy `POST /recall/boolean_recall`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BooleanRecallBody {
+    pub tenant_id: Option<String>,
+    pub sub_tenant_id: Option<String>,
+    pub query: Option<String>,
+    /// `or` (default), `and` or `phrase`.
+    pub operator: Option<String>,
+    /// Default 10.
+    pub max_results: Option<i64>,
+    /// `sources` (default) or `memories`.
+    pub search_mode: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacyChunkDto {
+    pub chunk_uuid: String,
+    pub source_id: String,
+    pub chunk_content: String,
+    pub source_type: String,
+    pub source_upload_time: String,
+    pub source_title: String,
+    pub source_last_updated_time: String,
+    #[schema(value_type = Object)]
+    pub layout: Value,
+    pub relevancy_score: f64,
+    pub document_metadata: Map<String, Value>,
+    pub tenant_metadata: Map<String, Value>,
+    pub extra_context_ids: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacySourceDto {
+    pub id: String,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub source_type: String,
+    pub description: String,
+    pub url: String,
+    pub timestamp: String,
+    pub tenant_metadata: Map<String, Value>,
+    pub document_metadata: Map<String, Value>,
+}
+
+/// Response of the legacy recall routes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecallResponse {
+    pub chunks: Vec<LegacyChunkDto>,
+    pub sources: Vec<LegacySourceDto>,
+    #[schema(value_type = Object)]
+    pub graph_context: Option<GraphContextDto>,
+    #[schema(value_type = Object)]
+    pub additional_context: Map<String, Value>,
+    /// Filter keys ignored because the tenant schema does not declare them matchable.
+    pub ignored_filter_keys: Vec<String>,
+}
+
+impl RecallResponse {
+    pub fn new(chunks: &[RankedChunk], graph_context: bool, ignored: Vec<String>) -> Self {
+        Self {
+            chunks: chunks
+                .iter()
+                .map(|c| {
+                    let hit = &c.hit;
+                    LegacyChunkDto {
+                        chunk_uuid: hit.chunk_id.clone(),
+                        source_id: hit.item.id.clone(),
+                        chunk_content: hit.content.clone(),
+                        source_type: source_type(hit),
+                        source_upload_time: format_ms(hit.item.created_at),
+                        source_title: hit.item.fields.title.clone(),
+                        source_last_updated_time: format_ms(hit.item.updated_at),
+                        layout: hit.layout.clone(),
+                        relevancy_score: score(c.score),
+                        document_metadata: object(&hit.item.fields.additional_metadata),
+                        tenant_metadata: object(&hit.item.fields.metadata),
+                        extra_context_ids: Vec::new(),
+                    }
+                })
+                .collect(),
+            sources: distinct_sources(chunks)
+                .into_iter()
+                .map(|hit| LegacySourceDto {
+                    id: hit.item.id.clone(),
+                    title: hit.item.fields.title.clone(),
+                    source_type: source_type(hit),
+                    description: hit.item.fields.description.clone(),
+                    url: hit.item.fields.url.clone(),
+                    timestamp: hit.item.fields.timestamp.clone(),
+                    tenant_metadata: object(&hit.item.fields.metadata),
+                    document_metadata: object(&hit.item.fields.additional_metadata),
+                })
+                .collect(),
+            graph_context: graph_context.then(GraphContextDto::default),
+            additional_context: Map::new(),
+            ignored_filter_keys: ignored,
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! What both generations' retrieval routes share: `alpha`, graph context, scores, the sources
+//! of ranked chunks, and reading enumerated and required fields.
+
+use engram_app::{Alpha, ChunkHit, RankedChunk, TermOperator};
+
+use crate::error::ApiError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// `alpha`: a number from 0 to 1, or `"auto"`.
+#[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum AlphaDto {
+    Number(f64),
+    Text(String),
+}
+
+/// Graph context; empty until the knowledge graph lands.
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct GraphContextDto {
+    #[schema(value_type = Vec<Object>)]
+    pub query_paths: Vec<Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub chunk_relations: Vec<Value>,
+    #[schema(value_type = Object)]
+    pub chunk_id_to_group_ids: Map<String, Value>,
+}
+
+/// A score as sent: six decimals are plenty and avoid `0.800000011920929`.
+pub fn score(x: f32) -> f64 {
+    (f64::from(x) * 1e6).round() / 1e6
+}
+
+pub fn object(value: &Value) -> Map<String, Value> {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+/// `source_type` of a hit: the type given at ingestion, else how the item arrived.
+pub fn source_type(hit: &ChunkHit) -> String {
+    if hit.item.fields.source_type.is_empty() {
+        hit.item.origin.as_str().to_owned()
+    } else {
+        hit.item.fields.source_type.clone()
+    }
+}
+
+/// Sources in order of first appearance among the chunks.
+pub fn distinct_sources(chunks: &[RankedChunk]) -> Vec<&ChunkHit> {
+    let mut seen = std::collections::HashSet::new();
+    chunks
+        .iter()
+        .map(|c| &c.hit)
+        .filter(|hit| seen.insert((hit.item.collection.as_str(), hit.item.id.as_str())))
+        .collect()
+}
+
+/// Reads an enumerated string field; absent or empty gives `None`.
+pub fn choice<T: Copy>(
+    field: &str,
+    value: Option<&str>,
+    options: &[(&str, T)],
+) -> Result<Option<T>, ApiError> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    options
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(value))
+        .map(|(_, v)| Some(*v))
+        .ok_or_else(|| {
+            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+            ApiError::invalid(format!(
+                "`{field}` must be one of {}, not `{value}`",
+                names.join(", ")
+            ))
+        })
+}
+
+pub fn operator(value: Option<&str>) -> Result<TermOperator, ApiError> {
+    Ok(choice(
+        "operator",
+        value,
+        &[
+            ("or", TermOperator::Or),
+            ("and", TermOperator::And),
+            ("phrase", TermOperator::Phrase),
+        ],
+    )?
+    .unwrap_or_default())
+}
+
+pub fn alpha(value: Option<AlphaDto>) -> Result<Option<Alpha>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(AlphaDto::Number(a)) => Ok(Some(Alpha::Value(a))),
+        Some(AlphaDto::Text(t)) if t.eq_ignore_ascii_case("auto") => Ok(Some(Alpha::Auto)),
+        Some(AlphaDto::Text(t)) => Err(ApiError::invalid(format!(
+            "`alpha` must be a number from 0 to 1 or \"auto\", not `{t}`"
+        ))),
+    }
+}
+
+pub fn required_query(query: Option<String>) -> Result<String, ApiError> {
+    query.ok_or_else(|| ApiError::invalid("missing required field `query`"))
+}
