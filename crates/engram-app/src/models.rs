@@ -3,9 +3,7 @@
 use std::sync::Arc;
 
 use engram_config::EmbeddingConfig;
-use engram_embed::{Embedder, LocalEmbedder, LocalEmbedderOptions};
-use engram_pipeline::ModelTokens;
-use engram_search::TokenCounter;
+use engram_embed::{Embedder, LocalEmbedder, LocalEmbedderOptions, TokenCounter};
 
 use crate::{AppError, AppResult};
 
@@ -44,7 +42,7 @@ impl Models {
         Ok(Self {
             embedder: local.clone(),
             query_embedder: Arc::new(query),
-            tokens: Arc::new(ModelTokens(local)),
+            tokens: local,
         })
     }
 }

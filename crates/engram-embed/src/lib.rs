@@ -40,6 +40,12 @@ pub trait Embedder: Send + Sync {
     fn model_id(&self) -> &str;
 }
 
+/// Counts a text's tokens as a model sees them (special tokens excluded): what chunks are
+/// sized by.
+pub trait TokenCounter: Send + Sync {
+    fn count_tokens(&self, text: &str) -> usize;
+}
+
 /// A source error kept without naming the library it comes from.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 

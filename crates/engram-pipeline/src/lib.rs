@@ -11,19 +11,3 @@ mod worker;
 
 pub use prepare::{prepare, Prepared};
 pub use worker::{Pipeline, PipelineOptions};
-
-use std::sync::Arc;
-
-use engram_embed::LocalEmbedder;
-use engram_search::TokenCounter;
-
-/// Counts tokens with the local model's tokenizer, special tokens excluded.
-pub struct ModelTokens(pub Arc<LocalEmbedder>);
-
-impl TokenCounter for ModelTokens {
-    fn count_tokens(&self, text: &str) -> usize {
-        self.0
-            .token_ids(text)
-            .map_or(text.len() / 4, |ids| ids.len().saturating_sub(2))
-    }
-}

@@ -356,3 +356,179 @@ impl Pipeline {
         self.store.fail_item(item, &failure, now).await.map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use engram_embed::{EmbedError, TokenCounter};
+    use engram_store::conformance::{collection, item, setup};
+    use engram_store::{DatabaseScope, DatabaseStore, ItemStore, WorkQueue};
+    use engram_testkit::{HashEmbedder, ManualClock, TempStore};
+    use engram_types::IndexingStatus;
+
+    use super::*;
+
+    const LEASE_MS: i64 = 60_000;
+
+    fn options(max_attempts: u32) -> PipelineOptions {
+        PipelineOptions::from(&PipelineConfig {
+            max_attempts,
+            lease: Duration::from_millis(LEASE_MS as u64),
+            ..PipelineConfig::default()
+        })
+    }
+
+    /// Counts tokens like the testkit, but panics on one marker (a parser bug stand-in).
+    struct PanicsOnMarker;
+
+    impl TokenCounter for PanicsOnMarker {
+        fn count_tokens(&self, text: &str) -> usize {
+            assert!(!text.contains("marker-of-a-bug"), "a bug in chunking");
+            HashEmbedder.count_tokens(text)
+        }
+    }
+
+    /// An embedder that runs `hook` before embedding, or fails when it has none.
+    struct Hooked(Option<Box<dyn Fn() + Send + Sync>>);
+
+    impl Embedder for Hooked {
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            match &self.0 {
+                Some(hook) => {
+                    hook();
+                    HashEmbedder.embed(texts)
+                }
+                None => Err(EmbedError::InvalidOptions("the model is gone")),
+            }
+        }
+
+        fn dimension(&self) -> usize {
+            HashEmbedder.dimension()
+        }
+
+        fn model_id(&self) -> &str {
+            "hooked"
+        }
+    }
+
+    async fn queued(kit: &TempStore, ids: &[(&str, &str)]) -> DatabaseScope {
+        let scope = setup(kit.store.as_ref(), "db_pipeline", "org-pipeline").await;
+        let items: Vec<_> = ids.iter().map(|(id, text)| item("c", id, text)).collect();
+        kit.store
+            .enqueue_items(&scope, &items, true, 0)
+            .await
+            .unwrap();
+        scope
+    }
+
+    async fn status(
+        kit: &TempStore,
+        scope: &DatabaseScope,
+        id: &str,
+    ) -> (IndexingStatus, String, String) {
+        let found = kit
+            .store
+            .item_statuses(scope, &collection("c"), &[id.to_owned()], 0)
+            .await
+            .unwrap();
+        let s = &found[0];
+        (s.status, s.error_code.clone(), s.error_message.clone())
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_preparing_errors_that_item_alone() {
+        let kit = TempStore::new().await;
+        let scope = queued(
+            &kit,
+            &[
+                ("fine", "zebras graze on grass"),
+                ("buggy", "marker-of-a-bug here"),
+            ],
+        )
+        .await;
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(HashEmbedder),
+            Arc::new(PanicsOnMarker),
+            ManualClock::at(1_000),
+            options(3),
+        );
+        assert_eq!(pipeline.run_once().await.unwrap(), 2);
+        assert_eq!(
+            status(&kit, &scope, "fine").await.0,
+            IndexingStatus::Completed
+        );
+        let (state, code, _) = status(&kit, &scope, "buggy").await;
+        assert_eq!(state, IndexingStatus::Errored);
+        assert_eq!(code, ItemErrorCode::NoText.as_str());
+        let counts = kit.store.counts(&scope, 1_000).await.unwrap();
+        assert_eq!(
+            counts.knowledge_chunks, 1,
+            "the good item's chunk is written"
+        );
+    }
+
+    #[tokio::test]
+    async fn transient_failures_retry_with_backoff_then_end_errored() {
+        let kit = TempStore::new().await;
+        let scope = queued(&kit, &[("a", "some text")]).await;
+        let clock = ManualClock::at(1_000);
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(Hooked(None)),
+            Arc::new(HashEmbedder),
+            clock.clone(),
+            options(2),
+        );
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        let (state, code, _) = status(&kit, &scope, "a").await;
+        assert_eq!(
+            (state, code.as_str()),
+            (IndexingStatus::Queued, ItemErrorCode::Transient.as_str())
+        );
+        assert_eq!(
+            pipeline.run_once().await.unwrap(),
+            0,
+            "not claimed again before its backoff ends"
+        );
+        clock.advance(1_000);
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        let (state, code, message) = status(&kit, &scope, "a").await;
+        assert_eq!(state, IndexingStatus::Errored, "{message}");
+        assert_eq!(code, ItemErrorCode::Transient.as_str());
+        assert!(message.contains("after 2 attempts"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_result_whose_lease_was_lost_is_dropped() {
+        let kit = TempStore::new().await;
+        let scope = queued(&kit, &[("slow", "a batch that outlives its lease")]).await;
+        let clock = ManualClock::at(1_000);
+        // While the batch embeds, its lease runs out and another worker claims the item.
+        let (store, thief_clock) = (kit.store.clone(), clock.clone());
+        let steal = move || {
+            thief_clock.advance(LEASE_MS + 1);
+            let now = thief_clock.now_ms();
+            let stolen = tokio::runtime::Handle::current()
+                .block_on(store.claim_items("thief", now, LEASE_MS, 10))
+                .unwrap();
+            assert_eq!(stolen.len(), 1);
+        };
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(Hooked(Some(Box::new(steal)))),
+            Arc::new(HashEmbedder),
+            clock.clone(),
+            options(3),
+        );
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        assert_eq!(
+            status(&kit, &scope, "slow").await.0,
+            IndexingStatus::Processing,
+            "still the other worker's"
+        );
+        let counts = kit.store.counts(&scope, clock.now_ms()).await.unwrap();
+        assert_eq!(counts.knowledge_chunks, 0, "the late result wrote nothing");
+    }
+}

@@ -1,13 +1,9 @@
 //! Structure-aware chunking by token count.
 
+pub use engram_embed::TokenCounter;
 use engram_parse::{Block, BlockKind, Layout};
 use serde_json::Value;
 use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
-
-/// Counts tokens the way the embedding model will.
-pub trait TokenCounter: Send + Sync {
-    fn count_tokens(&self, text: &str) -> usize;
-}
 
 /// Adapts a [`TokenCounter`] to text-splitter's sizing.
 struct Sizer<'a>(&'a dyn TokenCounter);

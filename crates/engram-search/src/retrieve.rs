@@ -781,6 +781,197 @@ mod tests {
         assert_eq!(terms, ["chaperone"]);
     }
 
+    mod without_a_model {
+        #![allow(clippy::unwrap_used)]
+
+        use std::sync::Arc;
+
+        use engram_config::SearchConfig;
+        use engram_index::Indexes;
+        use engram_store::conformance::{chunk, claim_ours, item, setup};
+        use engram_store::{NewChunk, NewItem, Store};
+        use engram_testkit::{HashEmbedder, TempStore};
+
+        use super::super::*;
+        use crate::EmbeddingReranker;
+
+        const NOW: i64 = 1_700_000_000_000;
+
+        struct Kit {
+            _store: TempStore,
+            store: Arc<dyn Store>,
+            indexes: Indexes,
+            scope: DatabaseScope,
+            tuning: SearchTuning,
+        }
+
+        /// A store whose items are indexed as one chunk each, embedded by the testkit.
+        async fn kit(items: Vec<NewItem>) -> Kit {
+            let temp = TempStore::new().await;
+            let store: Arc<dyn Store> = temp.store.clone();
+            let scope = setup(store.as_ref(), "db_retrieve", "org-retrieve").await;
+            store
+                .enqueue_items(&scope, &items, true, NOW)
+                .await
+                .unwrap();
+            for claimed in claim_ours(store.as_ref(), &scope, "w", NOW).await {
+                let text = claimed.text.clone().unwrap();
+                let chunk = NewChunk {
+                    embedding: HashEmbedder::vector(&text),
+                    ..chunk(&claimed.id, 0, &text)
+                };
+                assert!(store.complete_item(&claimed, &[chunk], NOW).await.unwrap());
+            }
+            let indexes = Indexes::in_memory(store.clone(), engram_testkit::DIMENSION);
+            Kit {
+                _store: temp,
+                store,
+                indexes,
+                scope,
+                tuning: SearchTuning::from(&SearchConfig::default()),
+            }
+        }
+
+        impl Kit {
+            fn request(&self, query: &str) -> SearchRequest {
+                SearchRequest {
+                    scope: self.scope.clone(),
+                    filter: ChunkFilter::default(),
+                    weights: HashMap::new(),
+                    query: query.into(),
+                    method: Method::Hybrid,
+                    operator: TermOperator::Or,
+                    mode: Mode::Fast,
+                    alpha: 0.5,
+                    recency_bias: 0.0,
+                    limit: 10,
+                    query_apps: false,
+                    now: NOW,
+                }
+            }
+
+            async fn ids(&self, request: &SearchRequest) -> Vec<(String, f32)> {
+                let retriever = Retriever {
+                    store: self.store.as_ref(),
+                    indexes: &self.indexes,
+                    embedder: Arc::new(HashEmbedder),
+                    reranker: &EmbeddingReranker,
+                    tuning: &self.tuning,
+                };
+                retriever
+                    .search(request)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| (r.hit.item.id, r.score))
+                    .collect()
+            }
+        }
+
+        fn in_collection(coll: &str, id: &str, text: &str) -> NewItem {
+            item(coll, id, text)
+        }
+
+        #[tokio::test]
+        async fn collection_weights_scale_scores() {
+            let kit = kit(vec![
+                in_collection("a", "in-a", "zebras graze on the savanna"),
+                in_collection("b", "in-b", "zebras graze on the savanna"),
+            ])
+            .await;
+            let mut request = kit.request("zebras savanna");
+            let even = kit.ids(&request).await;
+            assert_eq!(even.len(), 2);
+            assert!((even[0].1 - even[1].1).abs() < 1e-6, "{even:?}");
+            request.weights = HashMap::from([("b".to_owned(), 0.5)]);
+            let weighted = kit.ids(&request).await;
+            assert_eq!(weighted[0].0, "in-a", "{weighted:?}");
+            assert!(
+                (weighted[1].1 - weighted[0].1 * 0.5).abs() < 1e-4,
+                "{weighted:?}"
+            );
+        }
+
+        #[tokio::test]
+        async fn recency_bias_prefers_the_newer_of_equals() {
+            let mut old = item("c", "old", "the quarterly report on river otters");
+            old.fields.timestamp = "2020-01-01T00:00:00Z".into();
+            let mut new = item("c", "new", "the quarterly report on river otters");
+            new.fields.timestamp = "2023-11-10T00:00:00Z".into();
+            let kit = kit(vec![old, new]).await;
+            let mut request = kit.request("river otters report");
+            request.recency_bias = 1.0;
+            let ranked = kit.ids(&request).await;
+            assert_eq!(ranked[0].0, "new", "{ranked:?}");
+            assert!(
+                ranked[1].1 < 0.01,
+                "three years at a 30-day half-life: {ranked:?}"
+            );
+        }
+
+        #[tokio::test]
+        async fn alpha_zero_ranks_by_keywords_and_alpha_one_by_meaning() {
+            let docs = [
+                ("a", "zygote zygote zygote"),
+                ("b", "cells divide in the early embryo"),
+                (
+                    "c",
+                    "zygote cells embryo development stages of growth in mammals and birds",
+                ),
+            ];
+            let kit = kit(docs.iter().map(|(id, t)| item("c", id, t)).collect()).await;
+            let query = "zygote embryo cells";
+            let order =
+                |ranked: Vec<(String, f32)>| ranked.into_iter().map(|r| r.0).collect::<Vec<_>>();
+            let mut text_only = kit.request(query);
+            text_only.method = Method::Text;
+            let by_keywords = order(kit.ids(&text_only).await);
+            let q = HashEmbedder::vector(query);
+            let mut by_meaning: Vec<(String, f32)> = docs
+                .iter()
+                .map(|(id, t)| ((*id).to_owned(), dot(&q, &HashEmbedder::vector(t))))
+                .collect();
+            by_meaning.sort_by(|x, y| y.1.total_cmp(&x.1));
+            let by_meaning = order(by_meaning);
+            assert_ne!(
+                by_keywords[0], by_meaning[0],
+                "the two signals disagree here"
+            );
+
+            let mut request = kit.request(query);
+            request.alpha = 0.0;
+            assert_eq!(order(kit.ids(&request).await), by_keywords);
+            request.alpha = 1.0;
+            let semantic = kit.ids(&request).await;
+            assert!(
+                semantic.iter().all(|(_, s)| (0.0..=1.0).contains(s)),
+                "{semantic:?}"
+            );
+            assert_eq!(order(semantic), by_meaning);
+        }
+
+        #[tokio::test]
+        async fn a_written_chunk_is_found_by_the_next_query_and_a_deleted_one_never() {
+            let kit = kit(vec![item("c", "first", "lighthouse keepers log")]).await;
+            let request = kit.request("lighthouse");
+            assert_eq!(kit.ids(&request).await.len(), 1);
+            kit.store
+                .delete_items(
+                    &kit.scope,
+                    &engram_store::conformance::collection("c"),
+                    None,
+                    &["first".into()],
+                    NOW,
+                )
+                .await
+                .unwrap();
+            assert!(
+                kit.ids(&request).await.is_empty(),
+                "deleted at once for queries"
+            );
+        }
+    }
+
     #[test]
     fn feedback_vector_is_unit_length() {
         let v = feedback_vector(&[1.0, 0.0], [[0.0f32, 1.0].as_slice()].into_iter(), 1.0).unwrap();

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
@@ -89,7 +89,7 @@ async fn event_for(
 
 /// The README's verification example, run by Python on the raw body: true when it accepts.
 fn readme_verifies(secret: &str, received: &Received) -> bool {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let marker = "<!-- verify-signature";
     let after = &readme[readme.find(marker).expect("the README example")..];
     let start = after.find("```python\n").expect("a python block") + "```python\n".len();

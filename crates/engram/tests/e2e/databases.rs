@@ -3,11 +3,11 @@
 //! code and error shape, deprecated aliases, the metadata schema, persistence across restarts
 //! and crashes, and the OpenAPI document.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{Reply, Server};
+use common::{non_empty_str, Reply, Server};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -60,10 +60,6 @@ fn legacy_ok(reply: &Reply, status: u16) -> &Value {
     }
     assert!(reply.header("x-request-id").is_some(), "{reply:#?}");
     &reply.body
-}
-
-fn non_empty_str(value: &Value) -> bool {
-    value.as_str().is_some_and(|s| !s.is_empty())
 }
 
 fn strings(value: &Value) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! Authentication, authorization, API keys, the rate limit and request ids, end to end: the real
 //! binary, keys made with the real `engram keys` command, both API generations.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

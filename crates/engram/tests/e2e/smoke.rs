@@ -1,7 +1,7 @@
 //! The service starts, answers health without a key, and stops cleanly on SIGTERM, finishing
 //! the requests in flight.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

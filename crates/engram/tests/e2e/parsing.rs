@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -8,12 +8,15 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{app, eventually, send_form, Reply, Server};
+use common::{
+    app, eventually, holds_for, ingest_memories, non_empty_str, send_form, wait_completed, Reply,
+    Server,
+};
 use reqwest::multipart::Form;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -90,57 +93,6 @@ async fn ingest_apps(
     for result in data["results"].as_array().expect("results") {
         assert_eq!(result["status"], "queued", "{reply:#?}");
     }
-}
-
-/// `POST /context/ingest` of memories into one (per-user) collection; asserts 202.
-async fn ingest_memories(
-    server: &Server,
-    key: &str,
-    database: &str,
-    collection: &str,
-    memories: Value,
-) {
-    let form = Form::new()
-        .text("type", "memory")
-        .text("database", database.to_owned())
-        .text("collection", collection.to_owned())
-        .text("memories", memories.to_string());
-    let reply = send_form(server, "/context/ingest", key, form).await;
-    reply.current_ok(202);
-}
-
-/// Polls `GET /context/status` until every id is `completed`; fails at once on `errored`.
-async fn wait_completed(
-    server: &Server,
-    key: &str,
-    database: &str,
-    collection: Option<&str>,
-    ids: &[&str],
-) {
-    let mut path = format!("/context/status?database={database}&ids={}", ids.join(","));
-    if let Some(collection) = collection {
-        path.push_str(&format!("&collection={collection}"));
-    }
-    let path = &path;
-    eventually(
-        WAIT,
-        &format!("{ids:?} in {database} completed"),
-        || async move {
-            let reply = server.get(path, key).await;
-            let statuses = reply.current_ok(200)["statuses"]
-                .as_array()
-                .expect("statuses")
-                .clone();
-            for status in &statuses {
-                assert_ne!(status["indexing_status"], "errored", "{reply:#?}");
-                assert_ne!(status["indexing_status"], "not_found", "{reply:#?}");
-            }
-            (statuses.len() == ids.len()
-                && statuses.iter().all(|s| s["indexing_status"] == "completed"))
-            .then_some(())
-        },
-    )
-    .await;
 }
 
 async fn query(server: &Server, key: &str, body: Value) -> Reply {
@@ -242,10 +194,6 @@ fn has_phrase(text: &str, phrase: &[&str]) -> bool {
     words(text)
         .windows(phrase.len())
         .any(|w| w.iter().zip(phrase).all(|(a, b)| a == b))
-}
-
-fn non_empty_str(v: &Value) -> bool {
-    v.as_str().is_some_and(|s| !s.is_empty())
 }
 
 /// Scores in 0..=1, non-increasing in chunk order.
@@ -387,19 +335,6 @@ fn check_legacy(body: &Value, context: &str) {
 /// The empty graph context returned until the knowledge graph lands.
 fn empty_graph() -> Value {
     json!({"query_paths": [], "chunk_relations": [], "chunk_id_to_group_ids": {}})
-}
-
-/// Checks `check` on every poll for `span`: a property that must keep holding.
-async fn holds_for<F, Fut>(span: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let until = Instant::now() + span;
-    while Instant::now() < until {
-        check().await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1319,7 +1254,8 @@ async fn queries_never_leave_their_organization_database_and_collections() {
         "user_ann",
         json!([{"id": "m-ann", "text": "Ann prefers a window seat on long flights."}]),
     )
-    .await;
+    .await
+    .current_ok(202);
     ingest_memories(
         &server,
         &acme,
@@ -1327,7 +1263,8 @@ async fn queries_never_leave_their_organization_database_and_collections() {
         "user_bob",
         json!([{"id": "m-bob", "text": "Bob prefers a window seat on long flights."}]),
     )
-    .await;
+    .await
+    .current_ok(202);
     ingest_apps(
         &server,
         &acme,
@@ -1675,7 +1612,8 @@ async fn deleted_replaced_and_expired_content_is_never_returned() {
              "expiry_time": ttl_secs}
         ]),
     )
-    .await;
+    .await
+    .current_ok(202);
     let dock = |extra: &Value| {
         let mut body = q("loading dock door code", extra);
         body["type"] = json!("memory");
@@ -1764,7 +1702,8 @@ async fn legacy_recall_routes_answer_in_the_legacy_shape() {
             {"id": "m-bike", "text": "Zoe cycles to work when it is not raining."}
         ]),
     )
-    .await;
+    .await
+    .current_ok(202);
     wait_completed(
         &server,
         &key,
@@ -1958,7 +1897,8 @@ async fn a_conversation_turn_is_found_through_the_turn_before_it() {
             {"id": "colour", "title": "chat-2", "user_name": "dana", "text": colour},
         ]),
     )
-    .await;
+    .await
+    .current_ok(202);
     wait_completed(
         &server,
         &key,

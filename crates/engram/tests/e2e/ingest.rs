@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::type_complexity)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{app, eventually, send_form, Reply, Server};
+use common::{
+    app, eventually, holds_for, ingest_memories, send_form, wait_completed, Reply, Server,
+};
 use reqwest::multipart::{Form, Part};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -69,22 +71,6 @@ async fn ingest_apps(server: &Server, key: &str, database: &str, items: &[Value]
     data
 }
 
-/// `POST /context/ingest` of memories into one collection; asserts 202.
-async fn ingest_memories(
-    server: &Server,
-    key: &str,
-    database: &str,
-    collection: &str,
-    memories: Value,
-) -> Reply {
-    let form = Form::new()
-        .text("type", "memory")
-        .text("database", database.to_owned())
-        .text("collection", collection.to_owned())
-        .text("memories", memories.to_string());
-    send_form(server, "/context/ingest", key, form).await
-}
-
 /// Several paragraphs about `seed`: long enough for more than one chunk.
 fn paragraphs(seed: &str, count: usize) -> String {
     (0..count)
@@ -122,38 +108,6 @@ async fn status_of(
     server
         .get(&status_path(database, collection, ids), key)
         .await
-}
-
-/// Polls `GET /context/status` until every id is `completed`; fails at once on `errored`.
-async fn wait_completed(
-    server: &Server,
-    key: &str,
-    database: &str,
-    collection: Option<&str>,
-    ids: &[&str],
-) {
-    eventually(
-        WAIT,
-        &format!("{ids:?} in {database} completed"),
-        || async move {
-            let reply = status_of(server, key, database, collection, ids).await;
-            let statuses = reply.current_ok(200)["statuses"]
-                .as_array()
-                .expect("statuses")
-                .clone();
-            assert_eq!(statuses.len(), ids.len(), "{reply:#?}");
-            for (status, id) in statuses.iter().zip(ids) {
-                assert_eq!(status["id"], *id, "{reply:#?}");
-                assert_ne!(status["indexing_status"], "errored", "{reply:#?}");
-                assert_ne!(status["indexing_status"], "not_found", "{reply:#?}");
-            }
-            statuses
-                .iter()
-                .all(|s| s["indexing_status"] == "completed")
-                .then_some(())
-        },
-    )
-    .await;
 }
 
 /// `(knowledge row_count, memory row_count)` from `GET /databases/stats`.
@@ -227,19 +181,6 @@ fn assert_pagination(p: &Value, page: u64, size: u64, total: u64, pages: u64) {
     assert_eq!(p["total_pages"], pages, "{p:#?}");
     assert_eq!(p["has_next"], page < pages, "{p:#?}");
     assert_eq!(p["has_previous"], page > 1, "{p:#?}");
-}
-
-/// Checks `check` on every poll for `span`: a property that must keep holding.
-async fn holds_for<F, Fut>(span: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let until = Instant::now() + span;
-    while Instant::now() < until {
-        check().await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn setup(databases: &[&str]) -> (Server, String) {

@@ -410,3 +410,77 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// How long a test waits for an item to be indexed (the real model, on a loaded 2-core machine).
+pub const INDEXING_WAIT: Duration = Duration::from_secs(180);
+
+pub fn non_empty_str(value: &Value) -> bool {
+    value.as_str().is_some_and(|s| !s.is_empty())
+}
+
+/// Checks `check` on every poll for `span`: a property that must keep holding.
+pub async fn holds_for<F, Fut>(span: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let until = Instant::now() + span;
+    while Instant::now() < until {
+        check().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `POST /context/ingest` of memories into one collection.
+pub async fn ingest_memories(
+    server: &Server,
+    key: &str,
+    database: &str,
+    collection: &str,
+    memories: Value,
+) -> Reply {
+    let form = reqwest::multipart::Form::new()
+        .text("type", "memory")
+        .text("database", database.to_owned())
+        .text("collection", collection.to_owned())
+        .text("memories", memories.to_string());
+    send_form(server, "/context/ingest", key, form).await
+}
+
+/// Polls `GET /context/status` until every id is `completed`; fails at once on `errored` or
+/// `not_found`.
+pub async fn wait_completed(
+    server: &Server,
+    key: &str,
+    database: &str,
+    collection: Option<&str>,
+    ids: &[&str],
+) {
+    let mut path = format!("/context/status?database={database}&ids={}", ids.join(","));
+    if let Some(collection) = collection {
+        path.push_str(&format!("&collection={collection}"));
+    }
+    let path = &path;
+    eventually(
+        INDEXING_WAIT,
+        &format!("{ids:?} in {database} completed"),
+        || async move {
+            let reply = server.get(path, key).await;
+            let statuses = reply.current_ok(200)["statuses"]
+                .as_array()
+                .expect("statuses")
+                .clone();
+            assert_eq!(statuses.len(), ids.len(), "{reply:#?}");
+            for (status, id) in statuses.iter().zip(ids) {
+                assert_eq!(status["id"], *id, "{reply:#?}");
+                assert_ne!(status["indexing_status"], "errored", "{reply:#?}");
+                assert_ne!(status["indexing_status"], "not_found", "{reply:#?}");
+            }
+            statuses
+                .iter()
+                .all(|s| s["indexing_status"] == "completed")
+                .then_some(())
+        },
+    )
+    .await;
+}

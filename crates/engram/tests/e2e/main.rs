@@ -1,0 +1,13 @@
+//! The end-to-end suite, one test binary (one link for every topic): the real `engram` binary
+//! started on an ephemeral port with a temporary data directory, keys made by the real
+//! `engram keys` command, HTTP from outside. `common` is the harness; each module is a topic.
+
+mod common;
+
+mod auth;
+mod databases;
+mod ingest;
+mod parsing;
+mod query;
+mod smoke;
+mod webhooks;
