@@ -341,6 +341,88 @@ mod tests {
     use crate::testing::{acme_docs, config_with_model};
     use crate::AppSource;
 
+    /// A memory with a time to live is found while it lives and by no query once the clock
+    /// passes its expiry, before any sweep; its neighbour stays. The clock is the test's.
+    #[tokio::test]
+    async fn an_expiring_memory_is_found_while_it_lives_and_never_after() {
+        use std::sync::Arc;
+
+        use engram_testkit::{HashEmbedder, ManualClock, TempStore};
+
+        let kit = TempStore::new().await;
+        let clock = ManualClock::at(1_700_000_000_000);
+        let models = crate::Models {
+            embedder: Arc::new(HashEmbedder),
+            query_embedder: Arc::new(HashEmbedder),
+            tokens: Arc::new(HashEmbedder),
+        };
+        let config = engram_config::Config::default();
+        let app = App::with_store(
+            config.clone(),
+            kit.store.clone(),
+            clock.clone(),
+            Some(models),
+        )
+        .unwrap();
+        let (who, db) = acme_docs(&app).await;
+        let memory = |id: &str, text: &str, ttl: Option<i64>| crate::MemoryInput {
+            id: Some(id.into()),
+            text: Some(text.into()),
+            expiry_time: ttl,
+            ..Default::default()
+        };
+        let request = crate::MemoryRequest {
+            collection: Some("user_t".into()),
+            upsert: true,
+            memories: vec![
+                memory(
+                    "keep",
+                    "The loading dock door code is changed every month.",
+                    None,
+                ),
+                memory(
+                    "ttl",
+                    "Temporary loading dock door code 7788 for the delivery.",
+                    Some(8),
+                ),
+            ],
+        };
+        app.ingest_memories(&who, &db.name, request).await.unwrap();
+        let pipeline = engram_pipeline::Pipeline::new(
+            kit.store.clone(),
+            Arc::new(HashEmbedder),
+            Arc::new(HashEmbedder),
+            clock.clone(),
+            engram_pipeline::PipelineOptions::from(&config.pipeline),
+        );
+        assert_eq!(pipeline.run_once().await.unwrap(), 2);
+        let found = || async {
+            let request = QueryRequest {
+                collection: Some("user_t".into()),
+                query: "loading dock door code".into(),
+                kind: QueryKind::Memory,
+                ..QueryRequest::default()
+            };
+            let outcome = app.query(&who, &db.name, request).await.unwrap();
+            let mut ids: Vec<String> = outcome.chunks.into_iter().map(|c| c.hit.item.id).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(found().await, ["keep", "ttl"], "alive: found");
+        clock.advance(7_999);
+        assert_eq!(
+            found().await,
+            ["keep", "ttl"],
+            "a millisecond before its expiry"
+        );
+        clock.advance(1);
+        assert_eq!(
+            found().await,
+            ["keep"],
+            "expired: gone at once, before any sweep"
+        );
+    }
+
     /// Metadata filters apply before ranking, whatever share of the database they pass: a
     /// broad one (checked on an over-fetched scan), a narrow one (a wider scan) and a rare one
     /// (every passing key read) all give the nearest passing chunks, as exact cosine over

@@ -136,6 +136,29 @@ mod tests {
         assert!(keyword_query("?!", TermOperator::Or).is_empty());
     }
 
+    proptest::proptest! {
+        /// Whatever the text, a query holds only lowercase words of it: no syntax gets
+        /// through, ranked queries drop function words unless nothing else is left, a phrase
+        /// keeps every word in order.
+        #[test]
+        fn keyword_queries_are_words_of_the_text(text in "\\PC{0,80}") {
+            let all = words(&text);
+            for operator in [TermOperator::Or, TermOperator::And, TermOperator::Phrase] {
+                let query = keyword_query(&text, operator);
+                for term in &query.terms {
+                    proptest::prop_assert!(!term.is_empty());
+                    proptest::prop_assert!(term.chars().all(char::is_alphanumeric), "{term:?}");
+                    proptest::prop_assert!(all.contains(term), "{term:?} not in {all:?}");
+                }
+                if operator == TermOperator::Phrase {
+                    proptest::prop_assert_eq!(&query.terms, &all);
+                } else if all.iter().any(|w| !is_stopword(w)) {
+                    proptest::prop_assert!(query.terms.iter().all(|t| !is_stopword(t)));
+                }
+            }
+        }
+    }
+
     fn analyzed(text: &str) -> Vec<String> {
         let mut analyzer = analyzer();
         let mut stream = analyzer.token_stream(text);

@@ -183,6 +183,35 @@ mod tests {
         overlap_tokens: 2,
     };
 
+    proptest::proptest! {
+        /// Any text of words and paragraph breaks: every chunk fits the window and every word
+        /// survives, in order.
+        #[test]
+        fn chunks_fit_the_window_and_lose_nothing(
+            paragraphs in proptest::collection::vec(proptest::collection::vec("[a-z]{1,8}", 0..40), 1..8)
+        ) {
+            let text = paragraphs
+                .iter()
+                .map(|p| p.join(" "))
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            let chunker = Chunker::new(&Words, SMALL);
+            let chunks = chunker.chunk_text(&text);
+            for chunk in &chunks {
+                proptest::prop_assert!(Words.count_tokens(&chunk.text) <= SMALL.max_tokens, "{chunk:?}");
+            }
+            let mut remaining = text.split_whitespace().peekable();
+            for chunk in &chunks {
+                for word in chunk.text.split_whitespace() {
+                    if remaining.peek() == Some(&word) {
+                        remaining.next();
+                    }
+                }
+            }
+            proptest::prop_assert!(remaining.peek().is_none(), "lost from {:?}", remaining.collect::<Vec<_>>());
+        }
+    }
+
     #[test]
     fn paragraphs_merge_up_to_the_limit() {
         let chunker = Chunker::new(&Words, SMALL);

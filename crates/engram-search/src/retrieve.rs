@@ -756,6 +756,30 @@ fn expansion_terms<'a>(
 mod tests {
     use super::*;
 
+    /// Scaled values of `values`, sorted by the value: each in 0..=1, in non-decreasing order.
+    fn bounded_and_monotone(values: &[f32], scale: Scale) -> Result<(), String> {
+        let mut scaled: Vec<(f32, f32)> = values.iter().map(|v| (*v, scale.apply(*v))).collect();
+        scaled.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let bounded = scaled.iter().all(|(_, s)| (0.0..=1.0 + 1e-6).contains(s));
+        let monotone = scaled.windows(2).all(|p| p[0].1 <= p[1].1 + 1e-6);
+        (bounded && monotone)
+            .then_some(())
+            .ok_or(format!("{scaled:?}"))
+    }
+
+    proptest::proptest! {
+        /// BM25 scores (non-negative) scaled by their best, and cosines scaled min-max: every
+        /// candidate lands in 0..=1 and keeps its order.
+        #[test]
+        fn scaling_is_bounded_and_monotone(values in proptest::collection::vec(-1e6f32..1e6, 1..50)) {
+            let scores: Vec<f32> = values.iter().map(|v| v.abs()).collect();
+            let by_max = bounded_and_monotone(&scores, Scale::by_max(scores.iter().copied()));
+            proptest::prop_assert!(by_max.is_ok(), "{by_max:?}");
+            let min_max = bounded_and_monotone(&values, Scale::min_max(values.iter().copied()));
+            proptest::prop_assert!(min_max.is_ok(), "{min_max:?}");
+        }
+    }
+
     #[test]
     fn normalisers_are_safe_on_degenerate_input() {
         assert_eq!(Scale::by_max([0.0, 0.0].into_iter()).apply(0.0), 0.0);

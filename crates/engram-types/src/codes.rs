@@ -1,139 +1,77 @@
 //! The one error-code registry: every code of the spec once, with its HTTP status.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
-/// Every error code engram answers with. The spec's code table is this registry; the HTTP
-/// status of a code is decided here and nowhere else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ErrorCode {
-    InvalidParameters,
-    InvalidTenantId,
-    InvalidSearchParameters,
-    InvalidFileFormat,
-    FileTooLarge,
-    /// Legacy `POST /tenants/create` duplicate (409 with this code, per the spec).
-    InvalidInput,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    TenantNotFound,
-    DatabaseNotFound,
-    SourceNotFound,
-    MemoryNotFound,
-    FileNotFound,
-    /// No webhook is registered for the organization.
-    WebhookNotFound,
-    /// No delivery with that id in the organization's history.
-    DeliveryNotFound,
-    TenantAlreadyExists,
-    DatabaseAlreadyExists,
-    /// A manual retry of a delivery that is not `failed` or `permanently_failed`.
-    DeliveryNotRetryable,
-    PayloadTooLarge,
-    ValidationError,
-    InvalidMemoryFormat,
-    InvalidEmbeddingFormat,
-    RateLimited,
-    InternalError,
-    ServiceUnavailable,
+/// Declares the registry from one table: each code once, with its wire name and HTTP status;
+/// the enum, [`ErrorCode::ALL`], [`ErrorCode::as_str`] and [`ErrorCode::http_status`] all come
+/// from it.
+macro_rules! registry {
+    ($($(#[$doc:meta])* $code:ident = $wire:literal, $status:literal;)+) => {
+        /// Every error code engram answers with. The spec's code table is this registry; the
+        /// HTTP status of a code is decided here and nowhere else.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $code,)+
+        }
+
+        impl ErrorCode {
+            /// All codes, for exhaustive tests and documentation.
+            pub const ALL: &'static [ErrorCode] = &[$(Self::$code),+];
+
+            /// The code as written on the wire.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$code => $wire,)+
+                }
+            }
+
+            /// The HTTP status answered with this code.
+            pub const fn http_status(self) -> u16 {
+                match self {
+                    $(Self::$code => $status,)+
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// All codes, for exhaustive tests and documentation.
-    pub const ALL: [ErrorCode; 27] = [
-        Self::InvalidParameters,
-        Self::InvalidTenantId,
-        Self::InvalidSearchParameters,
-        Self::InvalidFileFormat,
-        Self::FileTooLarge,
-        Self::InvalidInput,
-        Self::Unauthorized,
-        Self::Forbidden,
-        Self::NotFound,
-        Self::MethodNotAllowed,
-        Self::TenantNotFound,
-        Self::DatabaseNotFound,
-        Self::SourceNotFound,
-        Self::MemoryNotFound,
-        Self::FileNotFound,
-        Self::WebhookNotFound,
-        Self::DeliveryNotFound,
-        Self::TenantAlreadyExists,
-        Self::DatabaseAlreadyExists,
-        Self::DeliveryNotRetryable,
-        Self::PayloadTooLarge,
-        Self::ValidationError,
-        Self::InvalidMemoryFormat,
-        Self::InvalidEmbeddingFormat,
-        Self::RateLimited,
-        Self::InternalError,
-        Self::ServiceUnavailable,
-    ];
+registry! {
+    InvalidParameters = "INVALID_PARAMETERS", 400;
+    InvalidTenantId = "INVALID_TENANT_ID", 400;
+    InvalidSearchParameters = "INVALID_SEARCH_PARAMETERS", 400;
+    InvalidFileFormat = "INVALID_FILE_FORMAT", 400;
+    FileTooLarge = "FILE_TOO_LARGE", 400;
+    Unauthorized = "UNAUTHORIZED", 401;
+    Forbidden = "FORBIDDEN", 403;
+    NotFound = "NOT_FOUND", 404;
+    TenantNotFound = "TENANT_NOT_FOUND", 404;
+    DatabaseNotFound = "DATABASE_NOT_FOUND", 404;
+    SourceNotFound = "SOURCE_NOT_FOUND", 404;
+    MemoryNotFound = "MEMORY_NOT_FOUND", 404;
+    FileNotFound = "FILE_NOT_FOUND", 404;
+    /// No webhook is registered for the organization.
+    WebhookNotFound = "WEBHOOK_NOT_FOUND", 404;
+    /// No delivery with that id in the organization's history.
+    DeliveryNotFound = "DELIVERY_NOT_FOUND", 404;
+    MethodNotAllowed = "METHOD_NOT_ALLOWED", 405;
+    TenantAlreadyExists = "TENANT_ALREADY_EXISTS", 409;
+    DatabaseAlreadyExists = "DATABASE_ALREADY_EXISTS", 409;
+    /// Legacy `POST /tenants/create` duplicate (409 with this code, per the spec).
+    InvalidInput = "INVALID_INPUT", 409;
+    /// A manual retry of a delivery that is not `failed` or `permanently_failed`.
+    DeliveryNotRetryable = "DELIVERY_NOT_RETRYABLE", 409;
+    PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413;
+    ValidationError = "VALIDATION_ERROR", 422;
+    InvalidMemoryFormat = "INVALID_MEMORY_FORMAT", 422;
+    InvalidEmbeddingFormat = "INVALID_EMBEDDING_FORMAT", 422;
+    RateLimited = "RATE_LIMITED", 429;
+    InternalError = "INTERNAL_ERROR", 500;
+    ServiceUnavailable = "SERVICE_UNAVAILABLE", 503;
+}
 
-    /// The HTTP status answered with this code.
-    pub const fn http_status(self) -> u16 {
-        match self {
-            Self::InvalidParameters
-            | Self::InvalidTenantId
-            | Self::InvalidSearchParameters
-            | Self::InvalidFileFormat
-            | Self::FileTooLarge => 400,
-            Self::Unauthorized => 401,
-            Self::Forbidden => 403,
-            Self::NotFound
-            | Self::TenantNotFound
-            | Self::DatabaseNotFound
-            | Self::SourceNotFound
-            | Self::MemoryNotFound
-            | Self::FileNotFound
-            | Self::WebhookNotFound
-            | Self::DeliveryNotFound => 404,
-            Self::MethodNotAllowed => 405,
-            Self::TenantAlreadyExists
-            | Self::DatabaseAlreadyExists
-            | Self::InvalidInput
-            | Self::DeliveryNotRetryable => 409,
-            Self::PayloadTooLarge => 413,
-            Self::ValidationError | Self::InvalidMemoryFormat | Self::InvalidEmbeddingFormat => 422,
-            Self::RateLimited => 429,
-            Self::InternalError => 500,
-            Self::ServiceUnavailable => 503,
-        }
-    }
-
-    /// The code as written on the wire.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::InvalidParameters => "INVALID_PARAMETERS",
-            Self::InvalidTenantId => "INVALID_TENANT_ID",
-            Self::InvalidSearchParameters => "INVALID_SEARCH_PARAMETERS",
-            Self::InvalidFileFormat => "INVALID_FILE_FORMAT",
-            Self::FileTooLarge => "FILE_TOO_LARGE",
-            Self::InvalidInput => "INVALID_INPUT",
-            Self::Unauthorized => "UNAUTHORIZED",
-            Self::Forbidden => "FORBIDDEN",
-            Self::NotFound => "NOT_FOUND",
-            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            Self::TenantNotFound => "TENANT_NOT_FOUND",
-            Self::DatabaseNotFound => "DATABASE_NOT_FOUND",
-            Self::SourceNotFound => "SOURCE_NOT_FOUND",
-            Self::MemoryNotFound => "MEMORY_NOT_FOUND",
-            Self::FileNotFound => "FILE_NOT_FOUND",
-            Self::WebhookNotFound => "WEBHOOK_NOT_FOUND",
-            Self::DeliveryNotFound => "DELIVERY_NOT_FOUND",
-            Self::DeliveryNotRetryable => "DELIVERY_NOT_RETRYABLE",
-            Self::TenantAlreadyExists => "TENANT_ALREADY_EXISTS",
-            Self::DatabaseAlreadyExists => "DATABASE_ALREADY_EXISTS",
-            Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-            Self::ValidationError => "VALIDATION_ERROR",
-            Self::InvalidMemoryFormat => "INVALID_MEMORY_FORMAT",
-            Self::InvalidEmbeddingFormat => "INVALID_EMBEDDING_FORMAT",
-            Self::RateLimited => "RATE_LIMITED",
-            Self::InternalError => "INTERNAL_ERROR",
-            Self::ServiceUnavailable => "SERVICE_UNAVAILABLE",
-        }
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_str(self.as_str())
     }
 }
 
@@ -148,24 +86,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wire_names_match_serde_names() {
+    fn wire_names_are_unique_screaming_snake_case_and_what_serde_writes() {
+        let mut seen = std::collections::HashSet::new();
         for code in ErrorCode::ALL {
-            let json = serde_json_like(code);
-            assert_eq!(json, code.as_str());
+            assert_eq!(
+                serde_json::to_value(code).unwrap_or_default(),
+                serde_json::json!(code.as_str())
+            );
+            assert!(seen.insert(code.as_str()), "{code:?} twice");
+            assert!(code
+                .as_str()
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c == '_'));
         }
-    }
-
-    fn serde_json_like(code: ErrorCode) -> String {
-        // serde's SCREAMING_SNAKE_CASE and `as_str` must agree; compare through Debug casing.
-        let debug = format!("{code:?}");
-        let mut out = String::new();
-        for (i, ch) in debug.chars().enumerate() {
-            if ch.is_uppercase() && i > 0 {
-                out.push('_');
-            }
-            out.push(ch.to_ascii_uppercase());
-        }
-        out
     }
 
     #[test]
