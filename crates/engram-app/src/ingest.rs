@@ -167,6 +167,169 @@ fn check_metadata(db: &DatabaseRecord, values: &Map<String, Value>, whose: &str)
         .map_err(|e| AppError::Validation(format!("{whose}: {e}")))
 }
 
+/// The items of one ingest call to store, each with its result, in request order; refused
+/// items have a result only.
+#[derive(Default)]
+struct Batch {
+    results: Vec<ItemResult>,
+    /// Each item with the position of its result.
+    items: Vec<(usize, NewItem)>,
+}
+
+impl Batch {
+    fn accept(&mut self, result: ItemResult, item: NewItem) {
+        self.items.push((self.results.len(), item));
+        self.results.push(result);
+    }
+
+    fn refuse(&mut self, result: ItemResult) {
+        self.results.push(result);
+    }
+}
+
+/// One `file_metadata` entry per file (defaults when none were sent), each checked against the
+/// schema; refused as a whole when there is nothing to ingest or the counts differ.
+fn file_metadata(db: &DatabaseRecord, request: &KnowledgeRequest) -> AppResult<Vec<FileMetadata>> {
+    if request.files.is_empty() && request.app_knowledge.is_empty() {
+        return Err(AppError::InvalidParameters(
+            "nothing to ingest: send `documents` and/or `app_knowledge`".into(),
+        ));
+    }
+    let field = request.file_metadata_field;
+    let metadata = match &request.file_metadata {
+        Some(list) if list.len() != request.files.len() => {
+            return Err(AppError::Validation(format!(
+                "`{field}` has {} entries but {} files were sent; send one entry per file",
+                list.len(),
+                request.files.len()
+            )))
+        }
+        Some(list) => list.clone(),
+        None => vec![FileMetadata::default(); request.files.len()],
+    };
+    for (i, meta) in metadata.iter().enumerate() {
+        check_metadata(db, &meta.metadata, &format!("{field}[{i}].metadata"))?;
+    }
+    Ok(metadata)
+}
+
+/// Each file with its detected format (sniffing reads whole files: off the async runtime).
+async fn sniff(
+    files: Vec<UploadedFile>,
+) -> AppResult<
+    Vec<(
+        UploadedFile,
+        Result<engram_parse::Format, engram_parse::Unsupported>,
+    )>,
+> {
+    tokio::task::spawn_blocking(move || {
+        files
+            .into_iter()
+            .map(|f| {
+                let format = engram_parse::detect(&f.bytes, &f.filename, f.media_type.as_deref());
+                (f, format)
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| AppError::InvalidParameters(format!("the files could not be read: {e}")))
+}
+
+/// The fields every item starts from: its schema values and free-form metadata, no
+/// attachments, no relations.
+fn fields(metadata: Map<String, Value>, additional_metadata: Map<String, Value>) -> ItemFields {
+    ItemFields {
+        metadata: Value::Object(metadata),
+        additional_metadata: Value::Object(additional_metadata),
+        attachments: Value::Array(Vec::new()),
+        relations: Value::Object(Map::new()),
+        ..ItemFields::default()
+    }
+}
+
+/// An uploaded file: its bytes are the payload, parsed when indexed.
+fn file_item(
+    collection: &CollectionName,
+    id: String,
+    file: UploadedFile,
+    meta: FileMetadata,
+    format: engram_parse::Format,
+) -> NewItem {
+    NewItem {
+        collection: collection.clone(),
+        id,
+        kind: ItemKind::Knowledge,
+        origin: ItemOrigin::File,
+        fields: ItemFields {
+            filename: file.filename.clone(),
+            media_type: format.media_type().to_owned(),
+            title: file.filename,
+            ..fields(meta.metadata, meta.additional_metadata)
+        },
+        payload: Some(file.bytes),
+    }
+}
+
+/// Pre-extracted app content: its text is indexed as given.
+fn app_item(collection: CollectionName, id: String, app: AppSource) -> NewItem {
+    let base = fields(app.metadata, app.additional_metadata);
+    NewItem {
+        collection,
+        id,
+        kind: ItemKind::Knowledge,
+        origin: ItemOrigin::App,
+        fields: ItemFields {
+            title: app.title,
+            source_type: app.source_type,
+            description: app.description,
+            note: app.note,
+            url: app.url,
+            timestamp: app.timestamp,
+            text: Some(app.text),
+            attachments: if app.attachments.is_array() {
+                app.attachments
+            } else {
+                base.attachments.clone()
+            },
+            relations: if app.relations.is_object() {
+                app.relations
+            } else {
+                base.relations.clone()
+            },
+            ..base
+        },
+        payload: None,
+    }
+}
+
+/// A memory of one user (default `User`), expiring at `expires_at` when given.
+fn memory_item(
+    collection: &CollectionName,
+    id: String,
+    memory: MemoryInput,
+    text: String,
+    expires_at: Option<i64>,
+) -> NewItem {
+    NewItem {
+        collection: collection.clone(),
+        id,
+        kind: ItemKind::Memory,
+        origin: ItemOrigin::Memory,
+        fields: ItemFields {
+            title: memory.title,
+            text: Some(text),
+            user_name: memory
+                .user_name
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| "User".into()),
+            infer: memory.infer,
+            expires_at,
+            ..fields(memory.metadata, memory.additional_metadata)
+        },
+        payload: None,
+    }
+}
+
 fn memory_text(memory: &MemoryInput, index: usize) -> AppResult<String> {
     let text = memory
         .text
@@ -200,49 +363,13 @@ impl App {
     ) -> AppResult<IngestOutcome> {
         let db = self.authorize_database(who, database).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
-        if request.files.is_empty() && request.app_knowledge.is_empty() {
-            return Err(AppError::InvalidParameters(
-                "nothing to ingest: send `documents` and/or `app_knowledge`".into(),
-            ));
-        }
-        let metadata = match request.file_metadata {
-            Some(list) if list.len() != request.files.len() => {
-                return Err(AppError::Validation(format!(
-                    "`{}` has {} entries but {} files were sent; send one entry per file",
-                    request.file_metadata_field,
-                    list.len(),
-                    request.files.len()
-                )))
-            }
-            Some(list) => list,
-            None => vec![FileMetadata::default(); request.files.len()],
-        };
-        for (i, meta) in metadata.iter().enumerate() {
-            check_metadata(
-                &db,
-                &meta.metadata,
-                &format!("{}[{i}].metadata", request.file_metadata_field),
-            )?;
-        }
+        let metadata = file_metadata(&db, &request)?;
         for (i, app) in request.app_knowledge.iter().enumerate() {
             check_metadata(&db, &app.metadata, &format!("app_knowledge[{i}].metadata"))?;
         }
-
-        let mut results = Vec::new();
-        let mut items = Vec::new();
-        // Sniffing reads whole files: off the async runtime.
-        let files = request.files;
-        let (files, formats) = tokio::task::spawn_blocking(move || {
-            let formats: Vec<_> = files
-                .iter()
-                .map(|f| engram_parse::detect(&f.bytes, &f.filename, f.media_type.as_deref()))
-                .collect();
-            (files, formats)
-        })
-        .await
-        .map_err(|e| AppError::InvalidParameters(format!("the files could not be read: {e}")))?;
-        for ((file, meta), detected) in files.into_iter().zip(metadata).zip(formats) {
-            let id = item_id(meta.id)?;
+        let mut batch = Batch::default();
+        for ((file, detected), meta) in sniff(request.files).await?.into_iter().zip(metadata) {
+            let id = item_id(meta.id.clone())?;
             let result = ItemResult::accepted(
                 id.clone(),
                 file.filename.clone(),
@@ -250,50 +377,24 @@ impl App {
                 false,
             );
             match detected {
+                Ok(format) => batch.accept(result, file_item(&collection, id, file, meta, format)),
                 Err(unsupported) => {
                     let code = ItemErrorCode::UnsupportedFormat.as_str();
-                    results.push(result.refused(
-                        code,
-                        format!("{code}: unsupported file format: {unsupported}"),
-                    ));
-                }
-                Ok(format) => {
-                    items.push((
-                        results.len(),
-                        NewItem {
-                            collection: collection.clone(),
-                            id,
-                            kind: ItemKind::Knowledge,
-                            origin: ItemOrigin::File,
-                            fields: ItemFields {
-                                filename: file.filename.clone(),
-                                media_type: format.media_type().to_owned(),
-                                title: file.filename,
-                                metadata: Value::Object(meta.metadata),
-                                additional_metadata: Value::Object(meta.additional_metadata),
-                                attachments: Value::Array(Vec::new()),
-                                relations: Value::Object(Map::new()),
-                                ..ItemFields::default()
-                            },
-                            payload: Some(file.bytes),
-                        },
-                    ));
-                    results.push(result);
+                    let message = format!("{code}: unsupported file format: {unsupported}");
+                    batch.refuse(result.refused(code, message));
                 }
             }
         }
         for app in request.app_knowledge {
-            let id = item_id(app.id)?;
+            let id = item_id(app.id.clone())?;
             let result = ItemResult::accepted(id.clone(), String::new(), app.title.clone(), false);
             if app
                 .database
                 .as_deref()
                 .is_some_and(|d| !d.is_empty() && d != db.name.as_str())
             {
-                results.push(result.refused(
-                    "",
-                    format!("app_knowledge item `{id}` names another database"),
-                ));
+                let message = format!("app_knowledge item `{id}` names another database");
+                batch.refuse(result.refused("", message));
                 continue;
             }
             let item_collection = match app.collection.as_deref() {
@@ -302,48 +403,9 @@ impl App {
                 }
                 _ => collection.clone(),
             };
-            let array_or_empty = |v: Value| {
-                if v.is_array() {
-                    v
-                } else {
-                    Value::Array(Vec::new())
-                }
-            };
-            let object_or_empty = |v: Value| {
-                if v.is_object() {
-                    v
-                } else {
-                    Value::Object(Map::new())
-                }
-            };
-            items.push((
-                results.len(),
-                NewItem {
-                    collection: item_collection,
-                    id,
-                    kind: ItemKind::Knowledge,
-                    origin: ItemOrigin::App,
-                    fields: ItemFields {
-                        title: app.title,
-                        source_type: app.source_type,
-                        description: app.description,
-                        note: app.note,
-                        url: app.url,
-                        timestamp: app.timestamp,
-                        text: Some(app.text),
-                        metadata: Value::Object(app.metadata),
-                        additional_metadata: Value::Object(app.additional_metadata),
-                        attachments: array_or_empty(app.attachments),
-                        relations: object_or_empty(app.relations),
-                        ..ItemFields::default()
-                    },
-                    payload: None,
-                },
-            ));
-            results.push(result);
+            batch.accept(result, app_item(item_collection, id, app));
         }
-        self.enqueue(&db, items, request.upsert, &mut results)
-            .await?;
+        let results = self.enqueue(&db, batch, request.upsert).await?;
         Ok(IngestOutcome {
             database: db,
             collection,
@@ -351,7 +413,6 @@ impl App {
         })
     }
 
-    /// Ingests memories into a database; the collection is the per-user scope.
     pub async fn ingest_memories(
         &self,
         who: &Principal,
@@ -381,44 +442,21 @@ impl App {
             };
             prepared.push((text, expires_at));
         }
-        let mut results = Vec::new();
-        let mut items = Vec::new();
+        let mut batch = Batch::default();
         for (memory, (text, expires_at)) in request.memories.into_iter().zip(prepared) {
-            let id = item_id(memory.id)?;
-            items.push((
-                results.len(),
-                NewItem {
-                    collection: collection.clone(),
-                    id: id.clone(),
-                    kind: ItemKind::Memory,
-                    origin: ItemOrigin::Memory,
-                    fields: ItemFields {
-                        title: memory.title.clone(),
-                        text: Some(text),
-                        metadata: Value::Object(memory.metadata),
-                        additional_metadata: Value::Object(memory.additional_metadata),
-                        attachments: Value::Array(Vec::new()),
-                        relations: Value::Object(Map::new()),
-                        user_name: memory
-                            .user_name
-                            .filter(|u| !u.is_empty())
-                            .unwrap_or_else(|| "User".into()),
-                        infer: memory.infer,
-                        expires_at,
-                        ..ItemFields::default()
-                    },
-                    payload: None,
-                },
-            ));
-            results.push(ItemResult::accepted(
-                id,
+            let id = item_id(memory.id.clone())?;
+            let result = ItemResult::accepted(
+                id.clone(),
                 String::new(),
-                memory.title,
+                memory.title.clone(),
                 memory.infer,
-            ));
+            );
+            batch.accept(
+                result,
+                memory_item(&collection, id, memory, text, expires_at),
+            );
         }
-        self.enqueue(&db, items, request.upsert, &mut results)
-            .await?;
+        let results = self.enqueue(&db, batch, request.upsert).await?;
         Ok(IngestOutcome {
             database: db,
             collection,
@@ -427,15 +465,17 @@ impl App {
     }
 
     /// Stores the accepted items in one transaction and wakes the pipeline.
+    /// Stores the batch's items in one transaction and queues them; an existing id without
+    /// `upsert` becomes that item's refusal. Returns every result, in request order.
     async fn enqueue(
         &self,
         db: &DatabaseRecord,
-        items: Vec<(usize, NewItem)>,
+        batch: Batch,
         upsert: bool,
-        results: &mut [ItemResult],
-    ) -> AppResult<()> {
+    ) -> AppResult<Vec<ItemResult>> {
+        let Batch { mut results, items } = batch;
         if items.is_empty() {
-            return Ok(());
+            return Ok(results);
         }
         let (positions, items): (Vec<usize>, Vec<NewItem>) = items.into_iter().unzip();
         let outcomes = self
@@ -462,7 +502,7 @@ impl App {
         }
         self.inner.pipeline_wake.notify_waiters();
         self.inner.pipeline_wake.notify_one();
-        Ok(())
+        Ok(results)
     }
 }
 

@@ -223,15 +223,21 @@ fn resolve_collections(
     Ok((names, weights))
 }
 
-impl App {
-    /// Runs a query over one database: validation, scope, filters (before ranking), the mode
-    /// `auto` resolves to, and the ranked chunks.
-    pub async fn query(
-        &self,
-        who: &Principal,
-        database: &DatabaseName,
-        request: QueryRequest,
-    ) -> AppResult<QueryOutcome> {
+/// What a query asks for, checked and resolved before any database is read: the text, the
+/// limits, `alpha` and the mode (`auto` resolved by the query's shape).
+struct Plan {
+    text: String,
+    limit: usize,
+    recency_bias: f32,
+    alpha: f32,
+    method: Method,
+    mode: Mode,
+    mode_reason: Option<&'static str>,
+    graph_context: bool,
+}
+
+impl Plan {
+    fn resolve(request: &QueryRequest) -> AppResult<Self> {
         let text = request.query.trim();
         if text.is_empty() {
             return Err(bad("`query` must not be empty"));
@@ -269,16 +275,29 @@ impl App {
             RequestedMode::Auto => mode == Mode::Thinking,
             _ => request.graph_context.unwrap_or(true),
         };
-        let method = request.method.unwrap_or(Method::Hybrid);
+        Ok(Self {
+            text: text.to_owned(),
+            limit: limit as usize,
+            recency_bias: recency_bias as f32,
+            alpha,
+            method: request.method.unwrap_or(Method::Hybrid),
+            mode,
+            mode_reason,
+            graph_context,
+        })
+    }
 
-        let db = self.authorize_database(who, database).await?;
-        let (collections, weights) = resolve_collections(
-            &db,
-            request.collection.as_deref(),
-            request.collections.clone(),
-        )?;
-        let (metadata, additional_metadata, ignored_filters) =
-            split_filters(&db, request.metadata_filters)?;
+    /// The search on `db`: collections and weights, and filters checked against its schema.
+    /// Also returns the filter keys its schema does not declare matchable (ignored).
+    fn search(
+        &self,
+        db: &DatabaseRecord,
+        request: QueryRequest,
+        now: i64,
+    ) -> AppResult<(SearchRequest, Vec<String>)> {
+        let (collections, weights) =
+            resolve_collections(db, request.collection.as_deref(), request.collections)?;
+        let (metadata, additional_metadata, ignored) = split_filters(db, request.metadata_filters)?;
         let search = SearchRequest {
             scope: db.scope(),
             filter: ChunkFilter {
@@ -289,16 +308,46 @@ impl App {
                 origin: None,
             },
             weights,
-            query: text.to_owned(),
-            method,
+            query: self.text.clone(),
+            method: self.method,
             operator: request.operator,
-            mode,
-            alpha,
-            recency_bias: recency_bias as f32,
-            limit: limit as usize,
+            mode: self.mode,
+            alpha: self.alpha,
+            recency_bias: self.recency_bias,
+            limit: self.limit,
             query_apps: request.query_apps,
-            now: self.now_ms(),
+            now,
         };
+        Ok((search, ignored))
+    }
+}
+
+impl App {
+    /// Runs a query over one database: validation, scope, filters (before ranking), the mode
+    /// `auto` resolves to, and the ranked chunks.
+    pub async fn query(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        request: QueryRequest,
+    ) -> AppResult<QueryOutcome> {
+        let plan = Plan::resolve(&request)?;
+        let db = self.authorize_database(who, database).await?;
+        let (search, ignored_filters) = plan.search(&db, request, self.now_ms())?;
+        let chunks = self.retrieve(&search).await?;
+        Ok(QueryOutcome {
+            database: db,
+            chunks,
+            mode: plan.mode,
+            mode_reason: plan.mode_reason,
+            alpha: plan.alpha,
+            ignored_filters,
+            graph_context: plan.graph_context,
+        })
+    }
+
+    /// Runs a resolved search with the query model, the store and the indexes.
+    async fn retrieve(&self, search: &SearchRequest) -> AppResult<Vec<RankedChunk>> {
         let models = self
             .inner
             .models
@@ -311,21 +360,12 @@ impl App {
             reranker: self.inner.reranker.as_ref(),
             tuning: &self.inner.tuning,
         };
-        let chunks = retriever.search(&search).await.map_err(|e| match e {
+        retriever.search(search).await.map_err(|e| match e {
             engram_search::SearchError::Store(e)
             | engram_search::SearchError::Index(engram_index::IndexError::Store(e)) => {
                 AppError::from(e)
             }
             other => AppError::Unavailable(other.to_string()),
-        })?;
-        Ok(QueryOutcome {
-            database: db,
-            chunks,
-            mode,
-            mode_reason,
-            alpha,
-            ignored_filters,
-            graph_context,
         })
     }
 }

@@ -76,6 +76,28 @@ pub struct Pipeline {
     batch_wakes: Vec<Arc<Notify>>,
 }
 
+/// The texts the batch embeds, chunk by chunk in item order: a chunk with a context (a
+/// conversation's previous memory) is embedded after it.
+fn texts_to_embed(prepared: &[Prepared], contexts: &[String]) -> Vec<String> {
+    prepared
+        .iter()
+        .zip(contexts)
+        .flat_map(|(p, context)| match p {
+            Prepared::Chunks { chunks, .. } => chunks
+                .iter()
+                .map(|c| {
+                    if context.is_empty() {
+                        c.text.clone()
+                    } else {
+                        format!("{context}\n{}", c.text)
+                    }
+                })
+                .collect(),
+            Prepared::Failed { .. } => Vec::new(),
+        })
+        .collect()
+}
+
 impl Pipeline {
     pub fn new(
         store: Arc<dyn Store>,
@@ -129,12 +151,11 @@ impl Pipeline {
     /// Claims and processes one batch; returns how many items it claimed.
     pub async fn run_once(&self) -> StoreResult<usize> {
         let started = Instant::now();
-        let now = self.clock.now_ms();
         let claimed = self
             .store
             .claim_items(
                 &self.owner,
-                now,
+                self.clock.now_ms(),
                 millis(self.options.lease),
                 self.options.batch_items,
             )
@@ -146,89 +167,93 @@ impl Pipeline {
         let count = claimed.len();
         let (claimed, prepared) = self.prepare_all(claimed).await;
         let contexts = self.contexts(&claimed, &prepared).await?;
-
-        // A chunk is embedded with its context before it (a conversation's previous memory).
-        let texts: Vec<String> = prepared
-            .iter()
-            .zip(&contexts)
-            .flat_map(|(p, context)| match p {
-                Prepared::Chunks { chunks, .. } => chunks
-                    .iter()
-                    .map(|c| {
-                        if context.is_empty() {
-                            c.text.clone()
-                        } else {
-                            format!("{context}\n{}", c.text)
-                        }
-                    })
-                    .collect(),
-                Prepared::Failed { .. } => Vec::new(),
-            })
-            .collect();
-        let embedded = self.embed(texts).await;
-        let mut vectors = match embedded {
-            Ok(vectors) => vectors.into_iter(),
+        let chunks = match self.embed(texts_to_embed(&prepared, &contexts)).await {
+            Ok(vectors) => self.write_all(claimed, prepared, contexts, vectors).await?,
             Err(message) => {
-                for (item, prepared) in claimed.iter().zip(&prepared) {
-                    match prepared {
-                        Prepared::Chunks { .. } => self.retry_or_fail(item, &message).await?,
-                        Prepared::Failed { code, message } => {
-                            self.fail(item, code, message).await?
-                        }
-                    }
-                }
-                return Ok(count);
+                self.fail_all(&claimed, &prepared, &message).await?;
+                0
             }
         };
-        let mut chunk_total = 0;
-        for ((mut item, prepared), context) in claimed.into_iter().zip(prepared).zip(contexts) {
-            match prepared {
-                Prepared::Failed { code, message } => self.fail(&item, code, &message).await?,
-                Prepared::Chunks {
-                    extracted_text,
-                    chunks,
-                } => {
-                    let chunks: Vec<NewChunk> = chunks
-                        .into_iter()
-                        .enumerate()
-                        .zip(vectors.by_ref())
-                        .map(|((position, chunk), embedding)| NewChunk {
-                            chunk_id: uuid::Uuid::now_v7().to_string(),
-                            position: u32::try_from(position).unwrap_or(u32::MAX),
-                            content: chunk.text,
-                            context: context.clone(),
-                            layout: chunk.layout,
-                            embedding,
-                        })
-                        .collect();
-                    if extracted_text.is_some() {
-                        item.text = extracted_text;
-                    }
-                    chunk_total += chunks.len();
-                    match self
-                        .store
-                        .complete_item(&item, &chunks, self.clock.now_ms())
-                        .await
-                    {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            tracing::debug!(id = %item.id, "item changed while indexing; result dropped")
-                        }
-                        Err(err) => {
-                            self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
-                                .await?
-                        }
-                    }
-                }
-            }
-        }
         tracing::info!(
             items = count,
-            chunks = chunk_total,
+            chunks,
             ms = started.elapsed().as_millis() as u64,
             "indexed batch"
         );
         Ok(count)
+    }
+
+    /// Writes each item's result: its chunks (with their vectors, in order) and `completed`,
+    /// or its failure. Returns how many chunks were written.
+    async fn write_all(
+        &self,
+        claimed: Vec<ClaimedItem>,
+        prepared: Vec<Prepared>,
+        contexts: Vec<String>,
+        vectors: Vec<Vec<f32>>,
+    ) -> StoreResult<usize> {
+        let mut vectors = vectors.into_iter();
+        let mut written = 0;
+        for ((mut item, prepared), context) in claimed.into_iter().zip(prepared).zip(contexts) {
+            let (extracted_text, chunks) = match prepared {
+                Prepared::Failed { code, message } => {
+                    self.fail(&item, code, &message).await?;
+                    continue;
+                }
+                Prepared::Chunks {
+                    extracted_text,
+                    chunks,
+                } => (extracted_text, chunks),
+            };
+            let chunks: Vec<NewChunk> = chunks
+                .into_iter()
+                .enumerate()
+                .zip(vectors.by_ref())
+                .map(|((position, chunk), embedding)| NewChunk {
+                    chunk_id: uuid::Uuid::now_v7().to_string(),
+                    position: u32::try_from(position).unwrap_or(u32::MAX),
+                    content: chunk.text,
+                    context: context.clone(),
+                    layout: chunk.layout,
+                    embedding,
+                })
+                .collect();
+            if extracted_text.is_some() {
+                item.text = extracted_text;
+            }
+            match self
+                .store
+                .complete_item(&item, &chunks, self.clock.now_ms())
+                .await
+            {
+                Ok(true) => written += chunks.len(),
+                Ok(false) => {
+                    tracing::debug!(id = %item.id, "item changed while indexing; result dropped")
+                }
+                Err(err) => {
+                    self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
+                        .await?
+                }
+            }
+        }
+        Ok(written)
+    }
+
+    /// The batch could not be embedded: items with chunks go back to the queue (or end
+    /// errored after their last attempt); items that failed to prepare fail as they were.
+    async fn fail_all(
+        &self,
+        claimed: &[ClaimedItem],
+        prepared: &[Prepared],
+        message: &str,
+    ) -> StoreResult<()> {
+        for (item, prepared) in claimed.iter().zip(prepared) {
+            match prepared {
+                Prepared::Chunks { .. } => self.retry_or_fail(item, message).await?,
+                Prepared::Failed { code, message } => self.fail(item, code, message).await?,
+            }
+        }
+        Ok(())
     }
 
     /// Per item, what its chunks are indexed with besides their own text: for a memory that

@@ -6,6 +6,8 @@
 
 pub mod analysis;
 mod chunk;
+mod expansion;
+mod fusion;
 pub mod rerank;
 mod retrieve;
 

@@ -9,13 +9,14 @@ use std::sync::Arc;
 pub use engram_config::Fusion;
 use engram_config::SearchConfig;
 use engram_embed::Embedder;
-use engram_index::analyzer::{content_terms, keyword_query};
+use engram_index::analyzer::keyword_query;
 use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
 use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreError};
 use engram_types::ItemKind;
 
 use crate::analysis::Mode;
-use crate::rerank::{dot, RerankCandidate, RerankInput, Reranker};
+use crate::fusion::Scale;
+use crate::rerank::Reranker;
 
 /// How chunks are matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,53 +128,25 @@ pub struct Retriever<'a> {
     pub tuning: &'a SearchTuning,
 }
 
+/// What one hybrid query has gathered: its candidates and the evidence they are scored with.
+pub(crate) struct Evidence {
+    pub candidates: HashMap<i64, Candidate>,
+    /// BM25 from the query's keyword pools.
+    pub keyword: HashMap<i64, f32>,
+    /// BM25 of the expansion query (`thinking`).
+    pub expanded: HashMap<i64, f32>,
+    pub expansion: LexicalQuery,
+    /// The query's vector, then the feedback vector (`thinking`).
+    pub query_vectors: Vec<Vec<f32>>,
+}
+
 /// One candidate and what is known about it.
-struct Candidate {
-    hit: ChunkHit,
-    keyword: f32,
-    expansion_keyword: f32,
-    semantic: f32,
-    fused: f32,
-}
-
-/// A linear map of scores onto 0..=1, fixed from one set of values.
-#[derive(Debug, Clone, Copy)]
-struct Scale {
-    low: f32,
-    high: f32,
-    /// What every value maps to when the range is empty.
-    flat: f32,
-}
-
-impl Scale {
-    /// `x / max`; everything 0 when every value is 0.
-    fn by_max(values: impl Iterator<Item = f32>) -> Self {
-        Self {
-            low: 0.0,
-            high: values.fold(0.0f32, f32::max),
-            flat: 0.0,
-        }
-    }
-
-    /// `(x - min) / (max - min)`; everything 1 when all values are equal.
-    fn min_max(values: impl Iterator<Item = f32>) -> Self {
-        let (low, high) = values.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
-            (lo.min(x), hi.max(x))
-        });
-        Self {
-            low,
-            high,
-            flat: 1.0,
-        }
-    }
-
-    fn apply(self, x: f32) -> f32 {
-        if self.high > self.low {
-            (x - self.low) / (self.high - self.low)
-        } else {
-            self.flat
-        }
-    }
+pub(crate) struct Candidate {
+    pub hit: ChunkHit,
+    pub keyword: f32,
+    pub expansion_keyword: f32,
+    pub semantic: f32,
+    pub fused: f32,
 }
 
 impl Retriever<'_> {
@@ -228,7 +201,7 @@ impl Retriever<'_> {
     }
 
     /// The best `pool` chunks by BM25 within the request's scope and `filter`.
-    async fn keyword_pool(
+    pub(crate) async fn keyword_pool(
         &self,
         request: &SearchRequest,
         filter: &ChunkFilter,
@@ -302,7 +275,7 @@ impl Retriever<'_> {
     /// passing chunk it did not read ranks below them. Only a filter passing under 1 in 32 of
     /// the nearest makes it read every passing key and scan within them; `all_passing` keeps
     /// those for the request's next scan.
-    async fn nearest_passing(
+    pub(crate) async fn nearest_passing(
         &self,
         request: &SearchRequest,
         vector: &[f32],
@@ -352,7 +325,7 @@ impl Retriever<'_> {
     }
 
     /// Adds the chunks of `keys` not yet known to `candidates` (read back within scope).
-    async fn add_candidates(
+    pub(crate) async fn add_candidates(
         &self,
         request: &SearchRequest,
         keys: impl IntoIterator<Item = i64>,
@@ -401,10 +374,52 @@ impl Retriever<'_> {
         if restriction.as_ref().is_some_and(|r| r.is_empty()) {
             return Ok(Vec::new());
         }
-        // First stage: keyword and vector pools (and app-only pools when asked).
-        // BM25 comes from the keyword pools: a chunk outside them scores below the pool's
-        // last, and counts as 0 (scoring it exactly costs a second pass over the postings).
-        // The keyword search runs while the model embeds the query.
+        let mut all_passing = None;
+        let mut evidence = self
+            .first_stage(
+                request,
+                lexical,
+                pool,
+                restriction.as_ref(),
+                &mut all_passing,
+            )
+            .await?;
+        self.score(request, lexical, &mut evidence);
+        if thinking && !evidence.candidates.is_empty() {
+            self.expand(
+                request,
+                lexical,
+                pool,
+                restriction.as_ref(),
+                &mut all_passing,
+                &mut evidence,
+            )
+            .await?;
+            self.score(request, lexical, &mut evidence);
+            self.rerank(request, &mut evidence)?;
+        }
+        Ok(evidence
+            .candidates
+            .into_values()
+            .map(|c| RankedChunk {
+                score: c.fused,
+                hit: c.hit,
+            })
+            .collect())
+    }
+
+    /// Keyword and vector pools (and app-only pools when asked), read back as candidates.
+    /// BM25 comes from the keyword pools: a chunk outside them scores below the pool's last,
+    /// and counts as 0 (scoring it exactly costs a second pass over the postings). The keyword
+    /// search runs while the model embeds the query.
+    async fn first_stage(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+        pool: usize,
+        restriction: Option<&Arc<HashSet<i64>>>,
+        all_passing: &mut Option<Arc<HashSet<i64>>>,
+    ) -> Result<Evidence, SearchError> {
         let keyword_pool = async {
             if lexical.is_empty() {
                 return Ok(Vec::new());
@@ -416,241 +431,63 @@ impl Retriever<'_> {
         let query_vector = query_vector?;
         let mut keyword: HashMap<i64, f32> = found?.into_iter().collect();
         let mut keys: Vec<i64> = keyword.keys().copied().collect();
-        let mut all_passing = None;
         keys.extend(
-            self.nearest_passing(
-                request,
-                &query_vector,
-                pool,
-                restriction.as_ref(),
-                &mut all_passing,
-            )
-            .await?,
+            self.nearest_passing(request, &query_vector, pool, restriction, all_passing)
+                .await?,
         );
         if request.query_apps {
-            let apps = ChunkFilter {
-                origin: Some(engram_store::ItemOrigin::App),
-                ..request.filter.clone()
-            };
-            if !lexical.is_empty() {
-                let found = self.keyword_pool(request, &apps, lexical, pool).await?;
-                keys.extend(found.iter().map(|f| f.0));
-                keyword.extend(found);
-            }
-            let app_keys: HashSet<i64> = self
-                .store
-                .filtered_chunk_keys(&request.scope, &apps, RESTRICT_MAX, request.now)
-                .await?
-                .into_iter()
-                .filter(|k| restriction.as_ref().is_none_or(|r| r.contains(k)))
-                .collect();
-            keys.extend(
-                self.nearest(request, &query_vector, pool, Some(Arc::new(app_keys)), true)
-                    .await?,
-            );
+            let (app_keys, app_keyword) = self
+                .app_pools(request, lexical, &query_vector, pool, restriction)
+                .await?;
+            keys.extend(app_keys);
+            keyword.extend(app_keyword);
         }
         let mut candidates = HashMap::new();
         self.add_candidates(request, keys, &mut candidates).await?;
-        let mut query_vectors = vec![query_vector];
-        let mut expansion = LexicalQuery {
-            terms: Vec::new(),
-            operator: TermOperator::Or,
-        };
-        let mut expanded: HashMap<i64, f32> = HashMap::new();
-        self.score(
-            request,
-            lexical,
-            &expansion,
-            (&keyword, &expanded),
-            &query_vectors,
-            &mut candidates,
-        );
-
-        if thinking && !candidates.is_empty() {
-            // Expansion from the best first-stage chunks: their centroid joins the query
-            // vector, and their shared distinctive terms form a second keyword query.
-            let mut best: Vec<&Candidate> = candidates.values().collect();
-            best.sort_by(|a, b| b.fused.total_cmp(&a.fused));
-            best.truncate(self.tuning.feedback_chunks);
-            let feedback_vector = feedback_vector(
-                &query_vectors[0],
-                best.iter().map(|c| c.hit.embedding.as_slice()),
-                self.tuning.feedback_vector_weight,
-            );
-            expansion.terms = expansion_terms(
-                lexical,
-                best.iter().map(|c| c.hit.content.as_str()),
-                self.tuning.expansion_terms,
-            );
-            let mut more = Vec::new();
-            if let Some(vector) = feedback_vector {
-                more.extend(
-                    self.nearest_passing(
-                        request,
-                        &vector,
-                        pool,
-                        restriction.as_ref(),
-                        &mut all_passing,
-                    )
-                    .await?,
-                );
-                query_vectors.push(vector);
-            }
-            if !expansion.is_empty() {
-                let found = self
-                    .keyword_pool(request, &request.filter, &expansion, pool)
-                    .await?;
-                let found: Vec<(i64, f32)> = found
-                    .into_iter()
-                    .filter(|(k, _)| restriction.as_ref().is_none_or(|r| r.contains(k)))
-                    .collect();
-                more.extend(found.iter().map(|f| f.0));
-                expanded.extend(found);
-            }
-            self.add_candidates(request, more, &mut candidates).await?;
-            self.score(
-                request,
-                lexical,
-                &expansion,
-                (&keyword, &expanded),
-                &query_vectors,
-                &mut candidates,
-            );
-            self.rerank(request, &query_vectors, &mut candidates)?;
-        }
-
-        Ok(candidates
-            .into_values()
-            .map(|c| RankedChunk {
-                score: c.fused,
-                hit: c.hit,
-            })
-            .collect())
+        Ok(Evidence {
+            candidates,
+            keyword,
+            expanded: HashMap::new(),
+            expansion: LexicalQuery {
+                terms: Vec::new(),
+                operator: TermOperator::Or,
+            },
+            query_vectors: vec![query_vector],
+        })
     }
 
-    /// Sets every candidate's signals (BM25 from the keyword pools, exact cosine from the
-    /// stored vectors) and fuses them under `alpha`.
-    fn score(
+    /// Pools drawn from app sources alone, so app content is considered even when other content
+    /// crowds it out of the main pools: keys, and the BM25 of those found by keyword.
+    async fn app_pools(
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
-        expansion: &LexicalQuery,
-        (keyword, expanded): (&HashMap<i64, f32>, &HashMap<i64, f32>),
-        query_vectors: &[Vec<f32>],
-        candidates: &mut HashMap<i64, Candidate>,
-    ) {
-        for (key, c) in candidates.iter_mut() {
-            c.keyword = keyword.get(key).copied().unwrap_or(0.0);
-            c.expansion_keyword = expanded.get(key).copied().unwrap_or(0.0);
-            c.semantic = if c.hit.embedding.len() == query_vectors[0].len() {
-                let own = dot(&query_vectors[0], &c.hit.embedding);
-                match query_vectors.get(1) {
-                    Some(feedback) => {
-                        let w = self.tuning.feedback_vector_weight;
-                        (own + w * dot(feedback, &c.hit.embedding)) / (1.0 + w)
-                    }
-                    None => own,
-                }
-            } else {
-                0.0
-            };
-        }
-        let keyword_scale = Scale::by_max(candidates.values().map(|c| c.keyword));
-        let expansion_scale = Scale::by_max(candidates.values().map(|c| c.expansion_keyword));
-        let semantic_scale = Scale::min_max(candidates.values().map(|c| c.semantic));
-        let lexical_weight = if expansion.is_empty() {
-            0.0
-        } else {
-            self.tuning.expansion_keyword_weight
+        query_vector: &[f32],
+        pool: usize,
+        restriction: Option<&Arc<HashSet<i64>>>,
+    ) -> Result<(Vec<i64>, Vec<(i64, f32)>), SearchError> {
+        let apps = ChunkFilter {
+            origin: Some(engram_store::ItemOrigin::App),
+            ..request.filter.clone()
         };
-        let alpha = if lexical.is_empty() {
-            1.0
+        let found = if lexical.is_empty() {
+            Vec::new()
         } else {
-            request.alpha
+            self.keyword_pool(request, &apps, lexical, pool).await?
         };
-        for c in candidates.values_mut() {
-            let keyword = (keyword_scale.apply(c.keyword)
-                + lexical_weight * expansion_scale.apply(c.expansion_keyword))
-                / (1.0 + lexical_weight);
-            c.fused = alpha * semantic_scale.apply(c.semantic) + (1.0 - alpha) * keyword;
-        }
-        if self.tuning.fusion == Fusion::Rrf {
-            // Ranks by each signal; a chunk without any keyword match has no keyword rank.
-            const K: f32 = 60.0;
-            let keyword_of = |c: &Candidate| {
-                keyword_scale.apply(c.keyword)
-                    + lexical_weight * expansion_scale.apply(c.expansion_keyword)
-            };
-            let mut by_semantic: Vec<i64> = candidates.keys().copied().collect();
-            by_semantic.sort_by(|a, b| candidates[b].semantic.total_cmp(&candidates[a].semantic));
-            let mut by_keyword: Vec<i64> = candidates
-                .iter()
-                .filter(|(_, c)| keyword_of(c) > 0.0)
-                .map(|(k, _)| *k)
-                .collect();
-            by_keyword
-                .sort_by(|a, b| keyword_of(&candidates[b]).total_cmp(&keyword_of(&candidates[a])));
-            let mut fused: HashMap<i64, f32> = HashMap::new();
-            for (rank, key) in by_semantic.iter().enumerate() {
-                *fused.entry(*key).or_default() += alpha / (K + 1.0 + rank as f32);
-            }
-            for (rank, key) in by_keyword.iter().enumerate() {
-                *fused.entry(*key).or_default() += (1.0 - alpha) / (K + 1.0 + rank as f32);
-            }
-            // Scaled so that first on both sides scores 1.
-            for (key, c) in candidates.iter_mut() {
-                c.fused = fused.get(key).copied().unwrap_or(0.0) * (K + 1.0);
-            }
-        }
-    }
-
-    /// Second stage: the reranker scores the best fused candidates; its scaled score takes
-    /// `rerank_weight` of theirs. Candidates below the depth keep their place below.
-    fn rerank(
-        &self,
-        request: &SearchRequest,
-        query_vectors: &[Vec<f32>],
-        candidates: &mut HashMap<i64, Candidate>,
-    ) -> Result<(), SearchError> {
-        let mut order: Vec<i64> = candidates.keys().copied().collect();
-        order.sort_by(|a, b| candidates[b].fused.total_cmp(&candidates[a].fused));
-        order.truncate(self.tuning.rerank_depth);
-        let inputs: Vec<RerankCandidate<'_>> = order
-            .iter()
-            .map(|k| {
-                let hit = &candidates[k].hit;
-                RerankCandidate {
-                    title: &hit.item.fields.title,
-                    content: &hit.content,
-                    embedding: &hit.embedding,
-                }
-            })
+        let mut keys: Vec<i64> = found.iter().map(|f| f.0).collect();
+        let app_keys: HashSet<i64> = self
+            .store
+            .filtered_chunk_keys(&request.scope, &apps, RESTRICT_MAX, request.now)
+            .await?
+            .into_iter()
+            .filter(|k| restriction.is_none_or(|r| r.contains(k)))
             .collect();
-        let scores = self.reranker.rerank(&RerankInput {
-            query: &request.query,
-            query_vectors,
-            candidates: &inputs,
-        })?;
-        let scale = Scale::min_max(scores.iter().copied());
-        let floor = order
-            .iter()
-            .map(|k| candidates[k].fused)
-            .fold(f32::INFINITY, f32::min);
-        let w = self.tuning.rerank_weight;
-        for (key, score) in order.iter().zip(scores) {
-            let c = candidates
-                .get_mut(key)
-                .expect("reranked keys are candidates");
-            c.fused = (1.0 - w) * c.fused + w * scale.apply(score);
-        }
-        // Keep unreranked candidates below every reranked one.
-        let reranked: HashSet<i64> = order.into_iter().collect();
-        for (key, c) in candidates.iter_mut() {
-            if !reranked.contains(key) {
-                c.fused = c.fused.min(floor) * (1.0 - w);
-            }
-        }
-        Ok(())
+        keys.extend(
+            self.nearest(request, query_vector, pool, Some(Arc::new(app_keys)), true)
+                .await?,
+        );
+        Ok((keys, found))
     }
 
     /// Collection weights and recency, then the final order (score, then key: deterministic)
@@ -692,119 +529,8 @@ fn item_time_ms(item: &engram_store::ItemRecord) -> i64 {
     .unwrap_or(item.updated_at)
 }
 
-/// `normalize(query + weight * mean(feedback))`, when there is feedback.
-fn feedback_vector<'a>(
-    query: &[f32],
-    feedback: impl Iterator<Item = &'a [f32]>,
-    weight: f32,
-) -> Option<Vec<f32>> {
-    let mut sum = vec![0.0f32; query.len()];
-    let mut n = 0;
-    for v in feedback.filter(|v| v.len() == query.len()) {
-        sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
-        n += 1;
-    }
-    if n == 0 {
-        return None;
-    }
-    let mut out: Vec<f32> = query
-        .iter()
-        .zip(&sum)
-        .map(|(q, s)| q + weight * s / n as f32)
-        .collect();
-    let norm = out.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        out.iter_mut().for_each(|x| *x /= norm);
-    }
-    Some(out)
-}
-
-/// Terms shared by at least two feedback chunks (or the most frequent ones of a single chunk),
-/// not already in the query, most widespread first.
-fn expansion_terms<'a>(
-    query: &LexicalQuery,
-    feedback: impl Iterator<Item = &'a str>,
-    limit: usize,
-) -> Vec<String> {
-    let known: HashSet<&str> = query.terms.iter().map(String::as_str).collect();
-    let mut spread: HashMap<String, (usize, usize)> = HashMap::new();
-    let mut chunks = 0;
-    for text in feedback {
-        chunks += 1;
-        let mut seen = HashSet::new();
-        for term in content_terms(text) {
-            if term.chars().count() < 3 || known.contains(term.as_str()) {
-                continue;
-            }
-            let entry = spread.entry(term.clone()).or_default();
-            entry.1 += 1;
-            if seen.insert(term) {
-                entry.0 += 1;
-            }
-        }
-    }
-    let min_spread = if chunks > 1 { 2 } else { 1 };
-    let mut terms: Vec<(String, (usize, usize))> = spread
-        .into_iter()
-        .filter(|(_, (docs, _))| *docs >= min_spread)
-        .collect();
-    terms.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    terms.into_iter().take(limit).map(|t| t.0).collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    /// Scaled values of `values`, sorted by the value: each in 0..=1, in non-decreasing order.
-    fn bounded_and_monotone(values: &[f32], scale: Scale) -> Result<(), String> {
-        let mut scaled: Vec<(f32, f32)> = values.iter().map(|v| (*v, scale.apply(*v))).collect();
-        scaled.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let bounded = scaled.iter().all(|(_, s)| (0.0..=1.0 + 1e-6).contains(s));
-        let monotone = scaled.windows(2).all(|p| p[0].1 <= p[1].1 + 1e-6);
-        (bounded && monotone)
-            .then_some(())
-            .ok_or(format!("{scaled:?}"))
-    }
-
-    proptest::proptest! {
-        /// BM25 scores (non-negative) scaled by their best, and cosines scaled min-max: every
-        /// candidate lands in 0..=1 and keeps its order.
-        #[test]
-        fn scaling_is_bounded_and_monotone(values in proptest::collection::vec(-1e6f32..1e6, 1..50)) {
-            let scores: Vec<f32> = values.iter().map(|v| v.abs()).collect();
-            let by_max = bounded_and_monotone(&scores, Scale::by_max(scores.iter().copied()));
-            proptest::prop_assert!(by_max.is_ok(), "{by_max:?}");
-            let min_max = bounded_and_monotone(&values, Scale::min_max(values.iter().copied()));
-            proptest::prop_assert!(min_max.is_ok(), "{min_max:?}");
-        }
-    }
-
-    #[test]
-    fn normalisers_are_safe_on_degenerate_input() {
-        assert_eq!(Scale::by_max([0.0, 0.0].into_iter()).apply(0.0), 0.0);
-        assert_eq!(Scale::min_max([0.3, 0.3].into_iter()).apply(0.3), 1.0);
-        let m = Scale::min_max([0.2, 0.6].into_iter());
-        assert!((m.apply(0.4) - 0.5).abs() < 1e-6);
-        assert!((Scale::by_max([2.0, 4.0].into_iter()).apply(2.0) - 0.5).abs() < 1e-6);
-    }
-
-    #[test]
-    fn expansion_takes_shared_new_terms() {
-        let query = keyword_query("protein folding", TermOperator::Or);
-        let terms = expansion_terms(
-            &query,
-            [
-                "chaperone proteins assist folding; chaperone",
-                "the chaperone binds misfolded protein",
-                "kinase signalling",
-            ]
-            .into_iter(),
-            5,
-        );
-        assert_eq!(terms, ["chaperone"]);
-    }
-
     mod without_a_model {
         #![allow(clippy::unwrap_used)]
 
@@ -817,6 +543,7 @@ mod tests {
         use engram_testkit::{HashEmbedder, TempStore};
 
         use super::super::*;
+        use crate::rerank::dot;
         use crate::EmbeddingReranker;
 
         const NOW: i64 = 1_700_000_000_000;
@@ -994,13 +721,5 @@ mod tests {
                 "deleted at once for queries"
             );
         }
-    }
-
-    #[test]
-    fn feedback_vector_is_unit_length() {
-        let v = feedback_vector(&[1.0, 0.0], [[0.0f32, 1.0].as_slice()].into_iter(), 1.0).unwrap();
-        assert!((v[0] - v[1]).abs() < 1e-6);
-        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
-        assert!(feedback_vector(&[1.0], std::iter::empty(), 1.0).is_none());
     }
 }
