@@ -46,7 +46,7 @@ pub enum AppError {
     Startup(String),
     /// A failure the caller cannot act on; its details are logged, never returned.
     #[error("internal error")]
-    Internal(#[source] StoreError),
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl AppError {
@@ -73,7 +73,20 @@ impl AppError {
 
 impl From<StoreError> for AppError {
     fn from(err: StoreError) -> Self {
-        Self::Internal(err)
+        Self::Internal(Box::new(err))
+    }
+}
+
+impl From<engram_index::IndexError> for AppError {
+    fn from(err: engram_index::IndexError) -> Self {
+        Self::Internal(Box::new(err))
+    }
+}
+
+impl From<tokio::task::JoinError> for AppError {
+    /// A task of ours that panicked or was cancelled: nothing the caller sent is wrong.
+    fn from(err: tokio::task::JoinError) -> Self {
+        Self::Internal(Box::new(err))
     }
 }
 

@@ -232,7 +232,7 @@ async fn sniff(
             .collect()
     })
     .await
-    .map_err(|e| AppError::InvalidParameters(format!("the files could not be read: {e}")))
+    .map_err(AppError::from)
 }
 
 /// The fields every item starts from: its schema values and free-form metadata, no

@@ -361,10 +361,8 @@ impl App {
             tuning: &self.inner.tuning,
         };
         retriever.search(search).await.map_err(|e| match e {
-            engram_search::SearchError::Store(e)
-            | engram_search::SearchError::Index(engram_index::IndexError::Store(e)) => {
-                AppError::from(e)
-            }
+            engram_search::SearchError::Store(e) => e.into(),
+            engram_search::SearchError::Index(e) => e.into(),
             other => AppError::Unavailable(other.to_string()),
         })
     }

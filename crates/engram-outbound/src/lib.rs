@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use engram_types::FailureCode;
 use hmac::{Hmac, Mac};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use sha2::Sha256;
@@ -100,14 +101,14 @@ pub enum OutboundError {
 
 impl OutboundError {
     /// A stable code for delivery records and logs.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FailureCode {
         match self {
-            Self::InvalidUrl(_) | Self::SchemeNotAllowed => "INVALID_URL",
-            Self::AddressRefused { .. } => "ADDRESS_REFUSED",
-            Self::Unresolvable(_) => "DNS_FAILED",
-            Self::Timeout(_) => "TIMEOUT",
-            Self::Connect(_) => "CONNECTION_FAILED",
-            Self::Request(_) => "REQUEST_FAILED",
+            Self::InvalidUrl(_) | Self::SchemeNotAllowed => FailureCode::InvalidUrl,
+            Self::AddressRefused { .. } => FailureCode::AddressRefused,
+            Self::Unresolvable(_) => FailureCode::DnsFailed,
+            Self::Timeout(_) => FailureCode::Timeout,
+            Self::Connect(_) => FailureCode::ConnectionFailed,
+            Self::Request(_) => FailureCode::RequestFailed,
         }
     }
 }
@@ -407,7 +408,7 @@ mod tests {
                 .post_json(&url, &[], b"{}".to_vec(), Duration::from_secs(2))
                 .await
                 .unwrap_err();
-            assert_eq!(err.code(), "ADDRESS_REFUSED", "{target}: {err}");
+            assert_eq!(err.code(), FailureCode::AddressRefused, "{target}: {err}");
         }
     }
 

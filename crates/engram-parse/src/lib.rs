@@ -66,8 +66,8 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
         Format::Msg => formats::msg::extract(bytes, limits),
         Format::Odt | Format::Odp => formats::odf::extract(bytes, limits),
         Format::Eml => formats::eml::extract(bytes, limits),
-        Format::Doc => formats::legacy::extract_doc(bytes, limits),
-        Format::Ppt => formats::legacy::extract_ppt(bytes, limits),
+        Format::Doc => formats::office97::extract_doc(bytes, limits),
+        Format::Ppt => formats::office97::extract_ppt(bytes, limits),
         Format::Pages | Format::Numbers | Format::Keynote => formats::iwork::extract(bytes, limits),
     }
 }

@@ -69,6 +69,52 @@ registry! {
     ServiceUnavailable = "SERVICE_UNAVAILABLE", 503;
 }
 
+/// Codes that say why something failed without being an HTTP answer of ours: why a webhook
+/// delivery attempt failed (stored with the attempt, shown in the history) and what a legacy
+/// status poll reports for an errored item. One table, like [`ErrorCode`].
+macro_rules! failures {
+    ($($(#[$doc:meta])* $code:ident = $wire:literal;)+) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum FailureCode {
+            $($(#[$doc])* $code,)+
+        }
+
+        impl FailureCode {
+            pub const ALL: &'static [FailureCode] = &[$(Self::$code),+];
+
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$code => $wire,)+
+                }
+            }
+        }
+    };
+}
+
+failures! {
+    /// The webhook URL cannot be used (not HTTPS, malformed).
+    InvalidUrl = "INVALID_URL";
+    /// The target resolves to a loopback or private address the outbound policy refuses.
+    AddressRefused = "ADDRESS_REFUSED";
+    DnsFailed = "DNS_FAILED";
+    /// The receiver did not answer within the time-out.
+    Timeout = "TIMEOUT";
+    ConnectionFailed = "CONNECTION_FAILED";
+    RequestFailed = "REQUEST_FAILED";
+    /// The receiver answered with a status other than 2xx.
+    ReceiverError = "RECEIVER_ERROR";
+    /// The organization's webhook was removed before the delivery was sent.
+    WebhookNotRegistered = "WEBHOOK_NOT_REGISTERED";
+    /// Legacy verify-processing: the item is `errored`.
+    ProcessingFailed = "PROCESSING_FAILED";
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Serialize for ErrorCode {
     fn serialize<S: Serializer>(&self, to: S) -> Result<S::Ok, S::Error> {
         to.serialize_str(self.as_str())
@@ -98,6 +144,17 @@ mod tests {
                 .as_str()
                 .chars()
                 .all(|c| c.is_ascii_uppercase() || c == '_'));
+        }
+    }
+
+    #[test]
+    fn failure_codes_never_reuse_an_error_code() {
+        let errors: std::collections::HashSet<&str> =
+            ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        let mut seen = std::collections::HashSet::new();
+        for code in FailureCode::ALL {
+            assert!(!errors.contains(code.as_str()), "{code:?}");
+            assert!(seen.insert(code.as_str()), "{code:?} twice");
         }
     }
 

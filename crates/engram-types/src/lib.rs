@@ -11,6 +11,6 @@ pub mod status;
 
 pub use backoff::Backoff;
 pub use clock::{millis, Clock, SystemClock};
-pub use codes::ErrorCode;
+pub use codes::{ErrorCode, FailureCode};
 pub use ids::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 pub use status::{DeliveryStatus, IndexingStatus, ItemErrorCode, ItemKind};

@@ -21,7 +21,7 @@ use engram_store::{
     INDEXING_STATUS_CHANGED,
 };
 use engram_types::clock::format_ms;
-use engram_types::{millis, Backoff, Clock, IndexingStatus, OrgId};
+use engram_types::{millis, Backoff, Clock, FailureCode, IndexingStatus, OrgId};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -395,7 +395,7 @@ impl Dispatcher {
         let Some(webhook) = webhook else {
             return self.failed(
                 record,
-                "WEBHOOK_NOT_REGISTERED",
+                FailureCode::WebhookNotRegistered,
                 "no webhook is registered for the organization".into(),
                 None,
                 record.webhook_url.clone(),
@@ -418,7 +418,7 @@ impl Dispatcher {
             },
             Ok(status) => self.failed(
                 record,
-                "RECEIVER_ERROR",
+                FailureCode::ReceiverError,
                 format!("the receiver answered HTTP {status}"),
                 Some(status),
                 url,
@@ -431,7 +431,7 @@ impl Dispatcher {
     fn failed(
         &self,
         record: &DeliveryRecord,
-        code: &str,
+        code: FailureCode,
         message: String,
         status_code: Option<u16>,
         url: String,
@@ -445,7 +445,7 @@ impl Dispatcher {
             self.clock.now_ms().saturating_add(delay)
         });
         DeliveryOutcome::Failed {
-            code: code.to_owned(),
+            code: code.as_str().to_owned(),
             message,
             status_code,
             url,

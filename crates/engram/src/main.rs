@@ -2,11 +2,7 @@
 //! HTTP server, and offers the administrative commands.
 
 mod bench;
-mod bench_parse;
-mod bench_query;
-mod bench_webhooks;
 mod eval;
-mod eval_parsing;
 mod keys;
 mod serve;
 
@@ -75,13 +71,13 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// End-to-end ingestion throughput and status latency while ingesting.
-    Ingest(bench::IngestBench),
+    Ingest(bench::ingest::IngestBench),
     /// Query latency at scale: fast hybrid top 10 beside BM25 alone.
-    Query(bench_query::QueryBench),
+    Query(bench::query::QueryBench),
     /// Webhook deliveries per second and the delay from terminal state to delivery.
-    Webhooks(bench_webhooks::WebhookBench),
+    Webhooks(bench::webhooks::WebhookBench),
     /// Parsing throughput: pages per second (PDF), rows per second (spreadsheet).
-    Parse(bench_parse::ParseBench),
+    Parse(bench::parse::ParseBench),
 }
 
 impl ConfigArgs {
@@ -106,19 +102,19 @@ fn main() -> anyhow::Result<()> {
             Command::Bench {
                 command: BenchCommand::Ingest(args),
                 config,
-            } => bench::ingest(args, config.load(None)?).await,
+            } => bench::ingest::ingest(args, config.load(None)?).await,
             Command::Bench {
                 command: BenchCommand::Query(args),
                 config,
-            } => bench_query::query(args, config.load(None)?).await,
+            } => bench::query::query(args, config.load(None)?).await,
             Command::Bench {
                 command: BenchCommand::Webhooks(args),
                 ..
-            } => bench_webhooks::webhooks(args).await,
+            } => bench::webhooks::webhooks(args).await,
             Command::Bench {
                 command: BenchCommand::Parse(args),
                 ..
-            } => bench_parse::parse(args),
+            } => bench::parse::parse(args),
             Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
             Command::Openapi => {
                 println!(

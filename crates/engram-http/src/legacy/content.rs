@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use engram_app::{App, KnowledgeRequest, MemoryRequest};
-use engram_types::{ErrorCode, IndexingStatus, ItemKind};
+use engram_types::{ErrorCode, FailureCode, IndexingStatus, ItemKind};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -177,7 +177,7 @@ async fn verify_processing(
                 LegacyStatus {
                     file_id: id,
                     indexing_status: s.status.as_str().to_owned(),
-                    error_code: errored.then(|| "PROCESSING_FAILED".to_owned()),
+                    error_code: errored.then(|| FailureCode::ProcessingFailed.to_string()),
                     success: !errored,
                     message: if errored {
                         format!("{}: {}", s.error_code, s.error_message)

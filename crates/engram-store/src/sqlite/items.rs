@@ -3,27 +3,16 @@
 
 use async_trait::async_trait;
 use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind, OrgId};
-use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
-use super::{corrupt, SqliteStore};
+use super::sql::*;
+use super::SqliteStore;
 use crate::{
-    ChunkChanges, ChunkFeed, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, FilterValue,
-    IndexedChunk, ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus,
-    ItemStore, NewChunk, NewItem, StoreError, StoreResult, WorkQueue,
+    ChunkChanges, ChunkFeed, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, IndexedChunk,
+    ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore,
+    NewChunk, NewItem, StoreResult, WorkQueue,
 };
-
-pub(super) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
-
-fn json_text(value: &Value, what: &str) -> StoreResult<String> {
-    serde_json::to_string(value).map_err(|e| corrupt(what, e))
-}
-
-fn json_value(row: &SqliteRow, column: &str) -> StoreResult<Value> {
-    let text: String = row.try_get(column)?;
-    serde_json::from_str(&text).map_err(|e| corrupt(column, e))
-}
 
 fn kind_of(row: &SqliteRow) -> StoreResult<ItemKind> {
     let kind: String = row.try_get("kind")?;
@@ -38,23 +27,6 @@ fn origin_of(row: &SqliteRow) -> StoreResult<ItemOrigin> {
 fn status_of(row: &SqliteRow) -> StoreResult<IndexingStatus> {
     let status: String = row.try_get("status")?;
     IndexingStatus::parse(&status).ok_or_else(|| corrupt("items.status", status))
-}
-
-/// Fails with `NotFound` unless the scope names a live database of its organization.
-async fn check_scope(conn: &mut SqliteConnection, scope: &DatabaseScope) -> StoreResult<()> {
-    let live: bool = sqlx::query(
-        "SELECT EXISTS (SELECT 1 FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting')",
-    )
-    .bind(scope.id.as_str())
-    .bind(scope.org.as_str())
-    .fetch_one(&mut *conn)
-    .await?
-    .try_get(0)?;
-    if live {
-        Ok(())
-    } else {
-        Err(StoreError::NotFound(format!("database {}", scope.id)))
-    }
 }
 
 async fn write_item(
@@ -131,77 +103,6 @@ async fn write_item(
     Ok(())
 }
 
-pub(super) fn push_filter(
-    builder: &mut QueryBuilder<'_, Sqlite>,
-    column: &str,
-    key: &str,
-    value: &FilterValue,
-) -> StoreResult<()> {
-    let path = format!("$.\"{}\"", key.replace('"', ""));
-    builder
-        .push(format!(" AND json_extract(i.{column}, "))
-        .push_bind(path)
-        .push(")");
-    match value {
-        FilterValue::Eq(v) => {
-            // `IS`: a filter on null matches a null (or absent) value.
-            builder
-                .push(" IS json_extract(")
-                .push_bind(json_text(v, "filter")?)
-                .push(", '$')");
-        }
-        FilterValue::In(values) => {
-            builder.push(" IN (");
-            let mut sep = builder.separated(", ");
-            for v in values {
-                sep.push("json_extract(")
-                    .push_bind_unseparated(json_text(v, "filter")?)
-                    .push_unseparated(", '$')");
-            }
-            builder.push(")");
-        }
-    }
-    Ok(())
-}
-
-/// ` AND` the scope's database (by `database_column`) in a live database of its organization,
-/// and an unexpired item `i`. Expects `d` (databases) and `i` (items) joined.
-pub(super) fn push_live_scope(
-    builder: &mut QueryBuilder<'_, Sqlite>,
-    scope: &DatabaseScope,
-    database_column: &str,
-    now: i64,
-) {
-    builder
-        .push(format!(" AND {database_column} = "))
-        .push_bind(scope.id.as_str().to_owned())
-        .push(" AND d.org_id = ")
-        .push_bind(scope.org.as_str().to_owned())
-        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
-        .push_bind(now)
-        .push(")");
-}
-
-/// ` AND column IN (…)`; nothing when `values` is empty (no condition).
-pub(super) fn push_in<'a, T>(
-    builder: &mut QueryBuilder<'a, Sqlite>,
-    column: &str,
-    values: impl IntoIterator<Item = T>,
-) where
-    T: 'a + sqlx::Encode<'a, Sqlite> + sqlx::Type<Sqlite> + Send,
-{
-    let mut values = values.into_iter().peekable();
-    if values.peek().is_none() {
-        return;
-    }
-    builder.push(format!(" AND {column} IN ("));
-    let mut sep = builder.separated(", ");
-    for v in values {
-        sep.push_bind(v);
-    }
-    builder.push(")");
-}
-
 /// `WHERE …` of a listing: scope, liveness and every filter.
 fn push_list_where(
     builder: &mut QueryBuilder<'_, Sqlite>,
@@ -262,18 +163,6 @@ pub(super) fn item_from_row(row: &SqliteRow) -> StoreResult<ItemRecord> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
-}
-
-/// A vector stored as little-endian `f32`s.
-pub(super) fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
-
-pub(super) fn embedding_bytes(embedding: &[f32]) -> Vec<u8> {
-    embedding.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 #[async_trait]

@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::items::{item_from_row, push_filter, push_in, push_live_scope, vector_from_bytes};
-use super::{corrupt, SqliteStore};
+use super::items::item_from_row;
+use super::sql::*;
+use super::SqliteStore;
 use crate::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreResult};
 
 /// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.

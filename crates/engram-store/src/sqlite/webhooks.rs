@@ -5,8 +5,8 @@ use engram_types::{DatabaseId, DeliveryStatus, IndexingStatus, OrgId};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
-use super::items::BEGIN_WRITE;
-use super::{corrupt, SqliteStore};
+use super::sql::*;
+use super::SqliteStore;
 use crate::{
     ClaimedDelivery, ClaimedItem, DeliveryOutcome, DeliveryQuery, DeliveryQueue, DeliveryRecord,
     Requeue, SecretChange, StoreResult, WebhookRecord, WebhookStore, INDEXING_STATUS_CHANGED,

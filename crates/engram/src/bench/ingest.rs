@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+
+use super::percentile;
 use engram_app::{App, KeySpec};
 use engram_config::Config;
 use serde_json::{json, Value};
@@ -47,14 +49,6 @@ fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<Strin
         }
     }
     bail!("the corpus holds fewer than {count} pieces of {words} words")
-}
-
-pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 pub async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Result<()> {

@@ -9,6 +9,8 @@
 //!
 //! `--index-dir` keeps the indexed data between runs, so tuning reruns only the queries.
 
+mod parsing;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -51,7 +53,7 @@ pub enum EvalCommand {
     /// Recall of evidence turns at 5, 10 and 25 on LoCoMo (locomo10_turns.jsonl, locomo10_qa.jsonl).
     Locomo(EvalArgs),
     /// Share of the expected strings the parser extracts from the markitdown test files.
-    Parsing(crate::eval_parsing::ParsingArgs),
+    Parsing(parsing::ParsingArgs),
 }
 
 pub(crate) fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
@@ -300,7 +302,7 @@ pub async fn run(command: EvalCommand, config: Config) -> anyhow::Result<()> {
     match command {
         EvalCommand::Beir(args) => beir(args, config).await,
         EvalCommand::Locomo(args) => locomo(args, config).await,
-        EvalCommand::Parsing(args) => crate::eval_parsing::run(args),
+        EvalCommand::Parsing(args) => parsing::run(args),
     }
 }
 

@@ -1,0 +1,276 @@
+//! Databases, their collections and their lifecycle on SQLite.
+
+use async_trait::async_trait;
+use engram_types::schema::{MetadataSchema, SchemaError, SchemaField};
+use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+
+use super::sql::{corrupt, is_unique_violation};
+use super::SqliteStore;
+use crate::{
+    DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore, InfraFlags,
+    LifecycleStore, NewDatabase, StoreError, StoreResult,
+};
+
+const DATABASE_COLUMNS: &str = "id, org_id, name, state, metadata_schema, embeddings_dimension, is_embeddings_tenant, \
+     scheduler_ready, graph_ready, knowledge_vectors_ready, memory_vectors_ready, created_at, updated_at";
+
+fn database_from_row(row: &SqliteRow) -> StoreResult<DatabaseRecord> {
+    let state: String = row.try_get("state")?;
+    let schema: String = row.try_get("metadata_schema")?;
+    let dimension: i64 = row.try_get("embeddings_dimension")?;
+    Ok(DatabaseRecord {
+        id: DatabaseId::from_trusted(row.try_get::<String, _>("id")?),
+        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
+        name: DatabaseName::from_trusted(row.try_get::<String, _>("name")?),
+        state: DatabaseState::parse(&state).ok_or_else(|| corrupt("databases.state", &state))?,
+        schema: serde_json::from_str::<MetadataSchema>(&schema)
+            .map_err(|e| corrupt("databases.metadata_schema", e))?,
+        embeddings_dimension: u32::try_from(dimension)
+            .map_err(|e| corrupt("databases.embeddings_dimension", e))?,
+        is_embeddings_tenant: row.try_get("is_embeddings_tenant")?,
+        infra: InfraFlags {
+            scheduler: row.try_get("scheduler_ready")?,
+            graph: row.try_get("graph_ready")?,
+            knowledge_vectors: row.try_get("knowledge_vectors_ready")?,
+            memory_vectors: row.try_get("memory_vectors_ready")?,
+        },
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn schema_json(schema: &MetadataSchema) -> StoreResult<String> {
+    serde_json::to_string(schema).map_err(|e| corrupt("metadata schema", e))
+}
+
+#[async_trait]
+impl DatabaseStore for SqliteStore {
+    async fn create_database(&self, new: &NewDatabase) -> StoreResult<DatabaseRecord> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO databases (id, org_id, name, state, metadata_schema, embeddings_dimension,
+                 is_embeddings_tenant, created_at, updated_at)
+             VALUES (?, ?, ?, 'provisioning', ?, ?, ?, ?, ?)",
+        )
+        .bind(new.id.as_str())
+        .bind(new.org.as_str())
+        .bind(new.name.as_str())
+        .bind(schema_json(&new.schema)?)
+        .bind(i64::from(new.embeddings_dimension))
+        .bind(new.is_embeddings_tenant)
+        .bind(new.created_at)
+        .bind(new.created_at)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "database {} exists",
+                    new.name
+                )));
+            }
+            other => other?,
+        };
+        sqlx::query("INSERT INTO collections (database_id, name, created_at) VALUES (?, ?, ?)")
+            .bind(new.id.as_str())
+            .bind(new.default_collection.as_str())
+            .bind(new.created_at)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases WHERE id = ?"
+        ))
+        .bind(new.id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        database_from_row(&row)
+    }
+
+    async fn find_database(
+        &self,
+        org: &OrgId,
+        name: &DatabaseName,
+    ) -> StoreResult<Option<DatabaseRecord>> {
+        sqlx::query(&format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases WHERE org_id = ? AND name = ? AND state <> 'deleting'"
+        ))
+        .bind(org.as_str())
+        .bind(name.as_str())
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(database_from_row)
+        .transpose()
+    }
+
+    async fn name_taken_elsewhere(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<bool> {
+        let row = sqlx::query(
+            "SELECT EXISTS (SELECT 1 FROM databases WHERE name = ? AND org_id <> ? AND state <> 'deleting')",
+        )
+        .bind(name.as_str())
+        .bind(org.as_str())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    async fn list_databases(&self, org: &OrgId) -> StoreResult<Vec<DatabaseRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases WHERE org_id = ? AND state <> 'deleting' ORDER BY name"
+        ))
+        .bind(org.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(database_from_row).collect()
+    }
+
+    async fn add_schema_fields(
+        &self,
+        scope: &DatabaseScope,
+        fields: &[SchemaField],
+        at_ms: i64,
+    ) -> StoreResult<Result<MetadataSchema, SchemaError>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row = sqlx::query("SELECT metadata_schema FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting'")
+            .bind(scope.id.as_str())
+            .bind(scope.org.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("database {}", scope.id)))?;
+        let current: String = row.try_get(0)?;
+        let mut schema: MetadataSchema =
+            serde_json::from_str(&current).map_err(|e| corrupt("databases.metadata_schema", e))?;
+        if let Err(refused) = schema.add(fields.to_vec()) {
+            tx.rollback().await?;
+            return Ok(Err(refused));
+        }
+        sqlx::query("UPDATE databases SET metadata_schema = ?, updated_at = ? WHERE id = ?")
+            .bind(schema_json(&schema)?)
+            .bind(at_ms)
+            .bind(scope.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Ok(schema))
+    }
+
+    async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE databases SET state = 'deleting', deletion_requested_at = ?, updated_at = ?
+             WHERE id = ? AND org_id = ? AND state <> 'deleting'",
+        )
+        .bind(at_ms)
+        .bind(at_ms)
+        .bind(scope.id.as_str())
+        .bind(scope.org.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn ensure_collection(
+        &self,
+        scope: &DatabaseScope,
+        name: &CollectionName,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO collections (database_id, name, created_at)
+             SELECT id, ?, ? FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting'
+             ON CONFLICT (database_id, name) DO NOTHING",
+        )
+        .bind(name.as_str())
+        .bind(at_ms)
+        .bind(scope.id.as_str())
+        .bind(scope.org.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn list_collections(&self, scope: &DatabaseScope) -> StoreResult<Vec<CollectionName>> {
+        let rows = sqlx::query(
+            "SELECT c.name FROM collections c JOIN databases d ON d.id = c.database_id
+             WHERE d.id = ? AND d.org_id = ? ORDER BY c.name",
+        )
+        .bind(scope.id.as_str())
+        .bind(scope.org.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok(CollectionName::from_trusted(row.try_get::<String, _>(0)?)))
+            .collect()
+    }
+
+    async fn counts(&self, scope: &DatabaseScope, now: i64) -> StoreResult<DatabaseCounts> {
+        let row = sqlx::query(
+            "SELECT
+                (SELECT COUNT(*) FROM collections WHERE database_id = d.id),
+                (SELECT COUNT(*) FROM chunks c JOIN items i ON i.item_key = c.item_key
+                  WHERE c.database_id = d.id AND c.kind = 'knowledge' AND (i.expires_at IS NULL OR i.expires_at > ?1)),
+                (SELECT COUNT(*) FROM chunks c JOIN items i ON i.item_key = c.item_key
+                  WHERE c.database_id = d.id AND c.kind = 'memory' AND (i.expires_at IS NULL OR i.expires_at > ?1))
+             FROM databases d WHERE d.id = ?2 AND d.org_id = ?3",
+        )
+        .bind(now)
+        .bind(scope.id.as_str())
+        .bind(scope.org.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(DatabaseCounts::default());
+        };
+        let count = |i: usize| -> StoreResult<u64> {
+            let n: i64 = row.try_get(i)?;
+            u64::try_from(n).map_err(|e| corrupt("count", e))
+        };
+        Ok(DatabaseCounts {
+            collections: count(0)?,
+            knowledge_chunks: count(1)?,
+            memory_chunks: count(2)?,
+        })
+    }
+}
+
+#[async_trait]
+impl LifecycleStore for SqliteStore {
+    async fn databases_needing_work(&self) -> StoreResult<Vec<DatabaseRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases WHERE state <> 'ready' ORDER BY updated_at"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(database_from_row).collect()
+    }
+
+    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE databases SET scheduler_ready = ?, graph_ready = ?, knowledge_vectors_ready = ?,
+                 memory_vectors_ready = ?, updated_at = ?,
+                 state = CASE WHEN ? THEN 'ready' ELSE state END
+             WHERE id = ? AND state = 'provisioning'",
+        )
+        .bind(infra.scheduler)
+        .bind(infra.graph)
+        .bind(infra.knowledge_vectors)
+        .bind(infra.memory_vectors)
+        .bind(at_ms)
+        .bind(infra.all_ready())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn purge_database(&self, id: &DatabaseId) -> StoreResult<()> {
+        // Rows of the database cascade from it (foreign keys with ON DELETE CASCADE).
+        sqlx::query("DELETE FROM databases WHERE id = ? AND state = 'deleting'")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
