@@ -18,9 +18,9 @@ pub const MAX_RESULTS_MAX: i64 = 1_000;
 /// Most collections one query may name.
 pub const COLLECTIONS_MAX: usize = 100;
 /// Longest query text, in characters.
-pub const QUERY_MAX_CHARS: usize = 10_000;
+pub(crate) const QUERY_MAX_CHARS: usize = 10_000;
 /// Default `alpha` when a request gives none.
-pub const ALPHA_DEFAULT: f64 = 0.8;
+pub(crate) const ALPHA_DEFAULT: f64 = 0.8;
 
 /// Which content a query reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -273,7 +273,7 @@ impl Plan {
         };
         let graph_context = match request.mode {
             RequestedMode::Auto => mode == Mode::Thinking,
-            _ => request.graph_context.unwrap_or(true),
+            RequestedMode::Fast | RequestedMode::Thinking => request.graph_context.unwrap_or(true),
         };
         Ok(Self {
             text: text.to_owned(),

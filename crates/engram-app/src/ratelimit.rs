@@ -14,7 +14,7 @@ pub(crate) struct RateLimiter {
 }
 
 impl RateLimiter {
-    pub fn new(config: &RateLimitConfig) -> Self {
+    pub(crate) fn new(config: &RateLimitConfig) -> Self {
         let quota = NonZeroU32::new(config.requests_per_second)
             .zip(NonZeroU32::new(config.burst))
             .map(|(rate, burst)| Quota::per_second(rate).allow_burst(burst));
@@ -26,7 +26,7 @@ impl RateLimiter {
     }
 
     /// Takes one request from the key's bucket.
-    pub fn check(&self, key: &ApiKeyPrefix) -> AppResult<()> {
+    pub(crate) fn check(&self, key: &ApiKeyPrefix) -> AppResult<()> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
         };

@@ -14,9 +14,9 @@ use rand::RngCore;
 use crate::{App, AppError, AppResult, Principal};
 
 /// Shortest signing secret accepted.
-pub const SIGNING_SECRET_MIN: usize = limits::SIGNING_SECRET_MIN_CHARS;
+pub(crate) const SIGNING_SECRET_MIN: usize = limits::SIGNING_SECRET_MIN_CHARS;
 /// Longest signing secret accepted.
-pub const SIGNING_SECRET_MAX: usize = 256;
+pub(crate) const SIGNING_SECRET_MAX: usize = 256;
 /// Default and largest page of the delivery history.
 pub const DELIVERIES_LIMIT_DEFAULT: u32 = 20;
 pub const DELIVERIES_LIMIT_MAX: u32 = 100;

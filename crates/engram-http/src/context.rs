@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::envelope::finish;
 
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 fn request_id_from(req: &Request) -> String {
     req.headers()
@@ -27,7 +27,7 @@ fn request_id_from(req: &Request) -> String {
 }
 
 /// The request's id and span, and its final shape.
-pub async fn request_context(req: Request, next: Next) -> Response {
+pub(crate) async fn request_context(req: Request, next: Next) -> Response {
     let request_id = request_id_from(&req);
     let span = tracing::info_span!("request", request_id = %request_id);
     serve(req, next, request_id).instrument(span).await

@@ -19,7 +19,7 @@ use crate::wire::Deprecations;
 
 /// The API generation that answered a request, set on each generation's router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Generation {
+pub(crate) enum Generation {
     /// `{detail:{…}}` errors, plain objects.
     Legacy,
     /// The envelope `{success, data, error, meta}` (`API-Version: 2`).
@@ -30,7 +30,7 @@ pub enum Generation {
 
 impl Generation {
     /// Marks a response as this generation's (the routers' response layer).
-    pub fn mark(self, mut response: Response) -> Response {
+    pub(crate) fn mark(self, mut response: Response) -> Response {
         response.extensions_mut().insert(self);
         response
     }
@@ -38,7 +38,7 @@ impl Generation {
 
 /// A successful current-generation result, to be wrapped in the envelope.
 #[derive(Debug, Clone)]
-pub struct EnvelopeParts {
+pub(crate) struct EnvelopeParts {
     pub data: Value,
     /// Extra `meta` fields (`database`, `collection`, … on scoped calls).
     pub meta: Map<String, Value>,
@@ -47,13 +47,13 @@ pub struct EnvelopeParts {
 }
 
 /// A success in the envelope `{success, data, error, meta}`.
-pub struct Envelope {
+pub(crate) struct Envelope {
     status: StatusCode,
     parts: EnvelopeParts,
 }
 
 impl Envelope {
-    pub fn new(status: StatusCode, data: &impl Serialize) -> Self {
+    pub(crate) fn new(status: StatusCode, data: &impl Serialize) -> Self {
         let data = serde_json::to_value(data).unwrap_or_else(|err| {
             tracing::error!(error = %err, "response data did not serialize");
             Value::Null
@@ -68,12 +68,12 @@ impl Envelope {
         }
     }
 
-    pub fn ok(data: &impl Serialize) -> Self {
+    pub(crate) fn ok(data: &impl Serialize) -> Self {
         Self::new(StatusCode::OK, data)
     }
 
     /// Adds the scope fields of `meta` for a call on one database.
-    pub fn scoped(mut self, db: &DatabaseRecord, collection: Option<&str>) -> Self {
+    pub(crate) fn scoped(mut self, db: &DatabaseRecord, collection: Option<&str>) -> Self {
         let meta = &mut self.parts.meta;
         meta.insert("database".into(), json!(db.name.as_str()));
         meta.insert("tenant_id".into(), json!(db.name.as_str()));
@@ -85,16 +85,16 @@ impl Envelope {
     }
 
     /// Sets `meta.source_type` (`knowledge` or `memory`).
-    pub fn source_type(&mut self, kind: &str) {
+    pub(crate) fn source_type(&mut self, kind: &str) {
         self.parts.meta.insert("source_type".into(), json!(kind));
     }
 
     /// Sets one more `meta` field.
-    pub fn meta(&mut self, key: &str, value: Value) {
+    pub(crate) fn meta(&mut self, key: &str, value: Value) {
         self.parts.meta.insert(key.into(), value);
     }
 
-    pub fn deprecations(mut self, deprecations: Deprecations) -> Self {
+    pub(crate) fn deprecations(mut self, deprecations: Deprecations) -> Self {
         self.parts.deprecations = deprecations.into_vec();
         self
     }
@@ -111,7 +111,7 @@ impl IntoResponse for Envelope {
 /// The envelope as documented in the OpenAPI document.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct EnvelopeDoc<T> {
+pub(crate) struct EnvelopeDoc<T> {
     pub success: bool,
     pub data: T,
     pub error: ErrorObject,
@@ -121,14 +121,14 @@ pub struct EnvelopeDoc<T> {
 /// `{code, message}`; both empty on success.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct ErrorObject {
+pub(crate) struct ErrorObject {
     pub code: String,
     pub message: String,
 }
 
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct Meta {
+pub(crate) struct Meta {
     pub request_id: String,
     pub latency_ms: f64,
     pub api_version: String,
@@ -142,7 +142,7 @@ pub struct Meta {
 
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct DeprecationDoc {
+pub(crate) struct DeprecationDoc {
     pub deprecated: bool,
     pub deprecated_field: String,
     pub deprecated_since: String,
@@ -153,7 +153,7 @@ pub struct DeprecationDoc {
 /// The current error body.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct ErrorEnvelopeDoc {
+pub(crate) struct ErrorEnvelopeDoc {
     /// Always false.
     pub success: bool,
     /// Always null.
@@ -165,13 +165,13 @@ pub struct ErrorEnvelopeDoc {
 /// The legacy error body `{detail: {success, message, error_code}}`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct LegacyErrorDoc {
+pub(crate) struct LegacyErrorDoc {
     pub detail: LegacyErrorDetail,
 }
 
 #[derive(ToSchema)]
 #[allow(dead_code)]
-pub struct LegacyErrorDetail {
+pub(crate) struct LegacyErrorDetail {
     pub success: bool,
     pub message: String,
     pub error_code: Option<String>,
@@ -182,7 +182,7 @@ fn latency_ms(started: Instant) -> f64 {
 }
 
 /// Writes the body of a response in its generation's shape (unmarked: as legacy).
-pub async fn finish(response: Response, request_id: &str, started: Instant) -> Response {
+pub(crate) async fn finish(response: Response, request_id: &str, started: Instant) -> Response {
     let (mut parts, body) = response.into_parts();
     let generation = parts
         .extensions

@@ -101,7 +101,7 @@ impl IntoResponse for ApiError {
 }
 
 /// A panic in a handler: logged, answered as a plain 500 without internals.
-pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+pub(crate) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
     let detail = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -112,7 +112,7 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
 }
 
 /// Status of a response that carries no error of ours, mapped to the code registry.
-pub fn code_for_status(status: StatusCode) -> ErrorCode {
+pub(crate) fn code_for_status(status: StatusCode) -> ErrorCode {
     match status.as_u16() {
         401 => ErrorCode::Unauthorized,
         403 => ErrorCode::Forbidden,

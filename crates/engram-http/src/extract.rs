@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use crate::error::ApiError;
 
 /// The authenticated caller. Exactly one `Authorization: Bearer <prefix.secret>` header.
-pub struct Auth(pub Principal);
+pub(crate) struct Auth(pub Principal);
 
 impl FromRequestParts<App> for Auth {
     type Rejection = ApiError;
@@ -46,7 +46,7 @@ fn bearer_token(parts: &Parts) -> Result<&str, &'static str> {
 
 /// A JSON body. Malformed JSON and values of the wrong type or out of range are 400
 /// `INVALID_PARAMETERS` with the path of the field; an empty body reads as `{}`.
-pub struct Json<T>(pub T);
+pub(crate) struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
@@ -79,7 +79,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
 }
 
 /// A query string; repeated keys fill lists (`ids=a&ids=b`).
-pub struct Query<T>(pub T);
+pub(crate) struct Query<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;

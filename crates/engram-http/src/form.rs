@@ -15,7 +15,7 @@ use crate::error::ApiError;
 
 /// A form as read from multipart or JSON.
 #[derive(Debug, Default)]
-pub struct Form {
+pub(crate) struct Form {
     fields: HashMap<String, FieldValue>,
     pub files: Vec<(String, UploadedFile)>,
 }
@@ -98,7 +98,7 @@ fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
 
 impl Form {
     /// The uploaded files of the given field names, in order.
-    pub fn files_named(&self, names: &[&str]) -> Vec<UploadedFile> {
+    pub(crate) fn files_named(&self, names: &[&str]) -> Vec<UploadedFile> {
         self.files
             .iter()
             .filter(|(name, _)| names.contains(&name.as_str()))
@@ -107,7 +107,7 @@ impl Form {
     }
 
     /// A plain text field.
-    pub fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
+    pub(crate) fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
         match self.fields.get(name) {
             None => Ok(None),
             Some(FieldValue::Text(s)) => Ok(Some(s.clone())),
@@ -120,7 +120,7 @@ impl Form {
     }
 
     /// A boolean field (`true`/`false`), with its default.
-    pub fn flag(&self, name: &str, default: bool) -> Result<bool, ApiError> {
+    pub(crate) fn flag(&self, name: &str, default: bool) -> Result<bool, ApiError> {
         match self.text(name)?.as_deref().map(str::trim) {
             None | Some("") => Ok(default),
             Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(true),
@@ -132,7 +132,10 @@ impl Form {
     }
 
     /// A JSON-encoded string field holding a JSON array of `T`.
-    pub fn json_array<T: DeserializeOwned>(&self, name: &str) -> Result<Option<Vec<T>>, ApiError> {
+    pub(crate) fn json_array<T: DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<Vec<T>>, ApiError> {
         let text = match self.fields.get(name) {
             None => return Ok(None),
             Some(FieldValue::Json(Value::Null)) => return Ok(None),

@@ -13,14 +13,14 @@ use utoipa::openapi::{OpenApi, ResponseBuilder, SecurityRequirement};
 struct ApiDoc;
 
 /// Where the document is served.
-pub const PATH: &str = "/openapi.json";
+pub(crate) const PATH: &str = "/openapi.json";
 
-pub fn base() -> OpenApi {
+pub(crate) fn base() -> OpenApi {
     <ApiDoc as utoipa::OpenApi>::openapi()
 }
 
 /// Adds what applies to every route: bearer authentication.
-pub fn finish(mut doc: OpenApi) -> OpenApi {
+pub(crate) fn finish(mut doc: OpenApi) -> OpenApi {
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(

@@ -18,7 +18,7 @@ use crate::envelope::Generation;
 use crate::error::ApiError;
 
 /// Health, marked plain.
-pub fn routes() -> OpenApiRouter<App> {
+pub(crate) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(healthz))
         .layer(map_response(mark))
@@ -29,7 +29,7 @@ async fn mark(response: Response) -> Response {
 }
 
 /// The route serving the OpenAPI document itself (described in the document by `openapi::finish`).
-pub fn openapi_route(openapi: utoipa::openapi::OpenApi) -> Router<App> {
+pub(crate) fn openapi_route(openapi: utoipa::openapi::OpenApi) -> Router<App> {
     let doc = Arc::new(openapi);
     Router::new()
         .route(
@@ -51,7 +51,7 @@ async fn healthz() -> Response {
 
 /// The first path segment of each of a router's documented routes (`/databases/status` gives
 /// `databases`).
-pub fn first_segments(router: &OpenApiRouter<App>) -> HashSet<String> {
+pub(crate) fn first_segments(router: &OpenApiRouter<App>) -> HashSet<String> {
     router
         .get_openapi()
         .paths
@@ -64,7 +64,7 @@ pub fn first_segments(router: &OpenApiRouter<App>) -> HashSet<String> {
 
 /// A path no route serves: 404, in the shape of the generation whose routes share its first
 /// segment (`current`), else legacy.
-pub fn not_found(current: &HashSet<String>, uri: &Uri) -> Response {
+pub(crate) fn not_found(current: &HashSet<String>, uri: &Uri) -> Response {
     let first = uri.path().trim_start_matches('/').split('/').next();
     let generation = if first.is_some_and(|s| current.contains(s)) {
         Generation::Current

@@ -49,7 +49,9 @@ impl FieldType {
             Self::Int16 => Some((i16::MIN.into(), i16::MAX.into())),
             Self::Int32 => Some((i32::MIN.into(), i32::MAX.into())),
             Self::Int64 => Some((i64::MIN, i64::MAX)),
-            _ => None,
+            Self::Bool | Self::Float | Self::Double | Self::Varchar | Self::Json | Self::Array => {
+                None
+            }
         }
     }
 }

@@ -71,10 +71,10 @@ pub fn test_body(org: &OrgId, delivery_id: &str, now_ms: i64) -> Vec<u8> {
         "timestamp": format_ms(now_ms),
         "test": true,
     });
-    match body {
-        Value::Object(map) => to_bytes(map),
-        _ => unreachable!("a json! object literal is an object"),
-    }
+    let Value::Object(map) = body else {
+        unreachable!("a json! object literal is an object")
+    };
+    to_bytes(map)
 }
 
 fn to_bytes(body: Map<String, Value>) -> Vec<u8> {

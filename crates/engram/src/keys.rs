@@ -6,7 +6,7 @@ use engram_app::{App, KeySpec};
 use engram_config::Config;
 
 #[derive(Subcommand)]
-pub enum KeysCommand {
+pub(crate) enum KeysCommand {
     /// Create a key; its `prefix.secret` is printed once, as the last line of standard output.
     Create {
         /// Organization the key belongs to.
@@ -36,7 +36,7 @@ fn time(ms: Option<i64>) -> String {
     ms.map_or_else(|| "-".to_owned(), engram_app::format_ms)
 }
 
-pub async fn run(command: KeysCommand, config: Config) -> anyhow::Result<()> {
+pub(crate) async fn run(command: KeysCommand, config: Config) -> anyhow::Result<()> {
     let app = App::open_admin(config).await?;
     let result = run_with(&app, command).await;
     app.close().await;

@@ -43,7 +43,7 @@ async fn shutdown_signal() {
     }
 }
 
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     init_logging(&config);
     let grace = config.workers.shutdown_grace;
     let app = App::open(config.clone()).await?;

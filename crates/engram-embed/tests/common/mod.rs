@@ -6,7 +6,7 @@ use std::path::Path;
 use engram_embed::{LocalEmbedder, LocalEmbedderOptions};
 
 /// Options for the model of this checkout, with the given threads, sessions and batch size.
-pub fn options(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedderOptions {
+pub(crate) fn options(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedderOptions {
     let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache");
     let mut options = LocalEmbedderOptions::from_cache_dir(&cache);
     if let Some(dir) = std::env::var_os("ENGRAM_MODEL_DIR") {
@@ -22,7 +22,7 @@ pub fn options(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedd
 }
 
 /// The local embedder; panics with the way to get the files when they are missing.
-pub fn embedder(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedder {
+pub(crate) fn embedder(threads: usize, sessions: usize, max_batch: usize) -> LocalEmbedder {
     let options = options(threads, sessions, max_batch);
     LocalEmbedder::new(&options).unwrap_or_else(|e| {
         let mut message = e.to_string();

@@ -16,7 +16,7 @@ use crate::form::Form;
 use crate::wire::items::*;
 use crate::wire::Deprecations;
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(ingest))
         .routes(routes!(status))
@@ -151,7 +151,7 @@ async fn status(
 
 /// `POST /context/list`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct ListBody {
+pub(super) struct ListBody {
     pub database: Option<String>,
     pub tenant_id: Option<String>,
     pub collection: Option<String>,
@@ -170,7 +170,7 @@ pub struct ListBody {
 }
 
 #[derive(Debug, serde::Serialize, ToSchema)]
-pub struct ListDataDto {
+pub(super) struct ListDataDto {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<Vec<SourceDto>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,7 +247,7 @@ async fn list(
 
 /// `DELETE /context`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct DeleteBody {
+pub(super) struct DeleteBody {
     pub database: Option<String>,
     pub tenant_id: Option<String>,
     pub collection: Option<String>,

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::wire::{Deprecations, FieldDto};
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(create_database, list_databases, delete_database))
         .routes(routes!(database_status))

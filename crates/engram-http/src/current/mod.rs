@@ -22,10 +22,10 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::envelope::Generation;
 use crate::error::{panic_response, ErrorParts};
 
-pub const API_VERSION: HeaderName = HeaderName::from_static("api-version");
+pub(crate) const API_VERSION: HeaderName = HeaderName::from_static("api-version");
 
 /// Every route of the generation, marked as current.
-pub fn routes() -> OpenApiRouter<App> {
+pub(crate) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .merge(databases::routes())
         .merge(context::routes())

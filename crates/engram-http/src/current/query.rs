@@ -13,7 +13,7 @@ use crate::extract::{Auth, Json};
 use crate::wire::query::*;
 use crate::wire::Deprecations;
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new().routes(routes!(query))
 }
 

@@ -13,7 +13,7 @@ use crate::envelope::ErrorEnvelopeDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(register_webhook, get_webhook, delete_webhook))
         .routes(routes!(set_signing_secret, clear_signing_secret))

@@ -12,7 +12,7 @@ use crate::wire::FieldDto;
 
 /// `POST /databases`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct CreateDatabaseRequest {
+pub(super) struct CreateDatabaseRequest {
     /// Name of the database, unique in the organization: 1-25 letters, digits, `-`, `_`.
     pub database: Option<String>,
     /// Deprecated alias of `database`.
@@ -28,7 +28,7 @@ pub struct CreateDatabaseRequest {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CreatedDatabase {
+pub(super) struct CreatedDatabase {
     pub database: String,
     pub tenant_id: String,
     /// Always `accepted`: provisioning continues in the background.
@@ -39,7 +39,7 @@ pub struct CreatedDatabase {
 /// The database addressed by a query string.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct DatabaseParams {
+pub(super) struct DatabaseParams {
     /// Database name.
     #[serde(default, deserialize_with = "crate::wire::present")]
     pub database: Option<String>,
@@ -49,7 +49,7 @@ pub struct DatabaseParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DatabaseList {
+pub(super) struct DatabaseList {
     pub databases: Vec<String>,
     /// Deprecated copy of `databases`.
     pub tenant_ids: Vec<String>,
@@ -57,13 +57,13 @@ pub struct DatabaseList {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct VectorstoreStatus {
+pub(super) struct VectorstoreStatus {
     pub knowledge: bool,
     pub memories: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Infra {
+pub(super) struct Infra {
     pub scheduler_status: bool,
     pub graph_status: bool,
     pub vectorstore_status: VectorstoreStatus,
@@ -72,7 +72,7 @@ pub struct Infra {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DatabaseStatus {
+pub(super) struct DatabaseStatus {
     pub database: String,
     pub org_id: String,
     pub tenant_id: String,
@@ -83,7 +83,7 @@ pub struct DatabaseStatus {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CollectionList {
+pub(super) struct CollectionList {
     pub collections: Vec<String>,
     /// Deprecated copy of `collections`.
     pub sub_tenant_ids: Vec<String>,
@@ -91,12 +91,12 @@ pub struct CollectionList {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RowCount {
+pub(super) struct RowCount {
     pub row_count: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DatabaseStats {
+pub(super) struct DatabaseStats {
     pub database: String,
     pub tenant_id: String,
     pub knowledge_collection: RowCount,
@@ -105,7 +105,7 @@ pub struct DatabaseStats {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DeletedDatabase {
+pub(super) struct DeletedDatabase {
     pub database: String,
     pub tenant_id: String,
     /// Always `deletion_scheduled`.
@@ -115,12 +115,12 @@ pub struct DeletedDatabase {
 
 /// `PATCH /databases/{database}/metadata-schema`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct AddSchemaFieldsRequest {
+pub(super) struct AddSchemaFieldsRequest {
     pub add_fields: Vec<FieldDto>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AddedSchemaFields {
+pub(super) struct AddedSchemaFields {
     pub added_fields: Vec<String>,
     pub database: String,
     pub tenant_id: String,
@@ -131,7 +131,7 @@ pub struct AddedSchemaFields {
 /// `collections`: a list (equal weights) or `{name: weight}` (one decimal place at most).
 #[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
 #[serde(untagged)]
-pub enum CollectionsDto {
+pub(super) enum CollectionsDto {
     List(Vec<String>),
     #[schema(value_type = Object)]
     Weights(Map<String, Value>),
@@ -139,7 +139,7 @@ pub enum CollectionsDto {
 
 /// `POST /query`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct QueryBody {
+pub(super) struct QueryBody {
     pub database: Option<String>,
     /// Deprecated alias of `database`.
     pub tenant_id: Option<String>,
@@ -176,7 +176,7 @@ pub struct QueryBody {
 
 /// One ranked chunk (current).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChunkDto {
+pub(super) struct ChunkDto {
     pub chunk_uuid: String,
     /// The source (or memory) id.
     pub id: String,
@@ -197,7 +197,7 @@ pub struct ChunkDto {
 
 /// One source of the ranked chunks (current), each once, in order of first appearance.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct QuerySourceDto {
+pub(super) struct QuerySourceDto {
     pub id: String,
     pub title: String,
     #[serde(rename = "type")]
@@ -213,7 +213,7 @@ pub struct QuerySourceDto {
 
 /// `data` of `POST /query`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct QueryResultDto {
+pub(super) struct QueryResultDto {
     pub chunks: Vec<ChunkDto>,
     pub sources: Vec<QuerySourceDto>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,7 +223,7 @@ pub struct QueryResultDto {
 }
 
 impl QueryResultDto {
-    pub fn new(chunks: &[RankedChunk], graph_context: bool) -> Self {
+    pub(super) fn new(chunks: &[RankedChunk], graph_context: bool) -> Self {
         Self {
             chunks: chunks
                 .iter()

@@ -19,7 +19,7 @@ use crate::form::Form;
 use crate::wire::items::*;
 use crate::wire::Deprecations;
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(upload_knowledge))
         .routes(routes!(add_memory))
@@ -30,7 +30,7 @@ pub fn routes() -> OpenApiRouter<App> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LegacyUploadResult {
+pub(super) struct LegacyUploadResult {
     pub source_id: String,
     pub filename: String,
     pub title: String,
@@ -40,7 +40,7 @@ pub struct LegacyUploadResult {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LegacyIngestResponse {
+pub(super) struct LegacyIngestResponse {
     pub success: bool,
     pub message: String,
     pub results: Vec<LegacyUploadResult>,
@@ -100,7 +100,7 @@ async fn upload_knowledge(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct AddMemoryBody {
+pub(super) struct AddMemoryBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
     #[serde(default)]
@@ -131,7 +131,7 @@ async fn add_memory(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct VerifyParams {
+pub(super) struct VerifyParams {
     /// Comma-separated or repeated item ids.
     #[serde(default)]
     pub file_ids: Vec<String>,
@@ -142,7 +142,7 @@ pub struct VerifyParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LegacyStatus {
+pub(super) struct LegacyStatus {
     pub file_id: String,
     pub indexing_status: String,
     pub error_code: Option<String>,
@@ -151,7 +151,7 @@ pub struct LegacyStatus {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LegacyStatuses {
+pub(super) struct LegacyStatuses {
     pub statuses: Vec<LegacyStatus>,
 }
 
@@ -199,7 +199,7 @@ async fn verify_processing(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct ListDataBody {
+pub(super) struct ListDataBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
     /// `knowledge` (default) or `memories`.
@@ -215,7 +215,7 @@ pub struct ListDataBody {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ListDataResponse {
+pub(super) struct ListDataResponse {
     pub success: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -304,7 +304,7 @@ async fn list_data(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct DeleteKnowledgeBody {
+pub(super) struct DeleteKnowledgeBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
     #[serde(default)]
@@ -335,7 +335,7 @@ async fn delete_knowledge(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct DeleteMemoryParams {
+pub(super) struct DeleteMemoryParams {
     #[serde(default, deserialize_with = "crate::wire::present")]
     pub tenant_id: Option<String>,
     #[serde(default, deserialize_with = "crate::wire::present")]
@@ -345,7 +345,7 @@ pub struct DeleteMemoryParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DeleteMemoryResponse {
+pub(super) struct DeleteMemoryResponse {
     pub success: bool,
     pub user_memory_deleted: bool,
 }

@@ -19,7 +19,7 @@ use crate::envelope::Generation;
 use crate::error::{panic_response, ApiError};
 
 /// Every route of the generation, marked as legacy.
-pub fn routes() -> OpenApiRouter<App> {
+pub(crate) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .merge(tenants::routes())
         .merge(content::routes())

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Json};
 use crate::wire::query::{alpha, choice, operator, required_query};
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(full_recall))
         .routes(routes!(recall_preferences))

@@ -14,7 +14,7 @@ use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 
-pub fn routes() -> OpenApiRouter<App> {
+pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(create_tenant))
         .routes(routes!(infra_status))

@@ -11,7 +11,7 @@ use crate::wire::FieldDto;
 
 /// `POST /tenants/create`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct CreateTenantRequest {
+pub(super) struct CreateTenantRequest {
     pub tenant_id: Option<String>,
     pub tenant_metadata_schema: Option<Vec<FieldDto>>,
     pub embeddings_dimension: Option<u32>,
@@ -20,7 +20,7 @@ pub struct CreateTenantRequest {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TenantCreated {
+pub(super) struct TenantCreated {
     pub status: &'static str,
     pub tenant_id: String,
     pub message: String,
@@ -29,13 +29,13 @@ pub struct TenantCreated {
 /// The tenant addressed by a query string.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct TenantParams {
+pub(super) struct TenantParams {
     #[serde(default, deserialize_with = "crate::wire::present")]
     pub tenant_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TenantInfra {
+pub(super) struct TenantInfra {
     pub scheduler_status: bool,
     pub graph_status: bool,
     /// `[memories_ready, knowledge_ready]`.
@@ -43,7 +43,7 @@ pub struct TenantInfra {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TenantInfraStatus {
+pub(super) struct TenantInfraStatus {
     pub tenant_id: String,
     pub org_id: String,
     pub infra: TenantInfra,
@@ -51,13 +51,13 @@ pub struct TenantInfraStatus {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CollectionCount {
+pub(super) struct CollectionCount {
     pub row_count: u64,
     pub dimensions: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TenantMonitor {
+pub(super) struct TenantMonitor {
     pub tenant_id: String,
     pub normal_collection: CollectionCount,
     pub memory_collection: CollectionCount,
@@ -65,19 +65,19 @@ pub struct TenantMonitor {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SubTenantIds {
+pub(super) struct SubTenantIds {
     pub sub_tenant_ids: Vec<String>,
     pub message: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TenantIds {
+pub(super) struct TenantIds {
     pub tenant_ids: Vec<String>,
     pub message: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TenantDeleted {
+pub(super) struct TenantDeleted {
     pub tenant_id: String,
     pub status: &'static str,
     pub message: String,
@@ -85,7 +85,7 @@ pub struct TenantDeleted {
 
 /// Legacy `POST /recall/full_recall` and `/recall/recall_preferences`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct RecallBody {
+pub(super) struct RecallBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
     pub query: Option<String>,
@@ -108,7 +108,7 @@ pub struct RecallBody {
 
 /// Legacy `POST /recall/boolean_recall`.
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct BooleanRecallBody {
+pub(super) struct BooleanRecallBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
     pub query: Option<String>,
@@ -121,7 +121,7 @@ pub struct BooleanRecallBody {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LegacyChunkDto {
+pub(super) struct LegacyChunkDto {
     pub chunk_uuid: String,
     pub source_id: String,
     pub chunk_content: String,
@@ -138,7 +138,7 @@ pub struct LegacyChunkDto {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LegacySourceDto {
+pub(super) struct LegacySourceDto {
     pub id: String,
     pub title: String,
     #[serde(rename = "type")]
@@ -152,7 +152,7 @@ pub struct LegacySourceDto {
 
 /// Response of the legacy recall routes.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RecallResponse {
+pub(super) struct RecallResponse {
     pub chunks: Vec<LegacyChunkDto>,
     pub sources: Vec<LegacySourceDto>,
     #[schema(value_type = Object)]
@@ -164,7 +164,7 @@ pub struct RecallResponse {
 }
 
 impl RecallResponse {
-    pub fn new(chunks: &[RankedChunk], graph_context: bool, ignored: Vec<String>) -> Self {
+    pub(super) fn new(chunks: &[RankedChunk], graph_context: bool, ignored: Vec<String>) -> Self {
         Self {
             chunks: chunks
                 .iter()

@@ -130,7 +130,7 @@ impl From<MemoryDto> for engram_app::MemoryInput {
 
 /// `data` of `POST /context/ingest`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct IngestResultDto {
+pub(crate) struct IngestResultDto {
     pub success: bool,
     pub message: String,
     pub success_count: usize,
@@ -139,7 +139,7 @@ pub struct IngestResultDto {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct IngestItemDto {
+pub(crate) struct IngestItemDto {
     pub id: String,
     pub filename: String,
     pub title: String,
@@ -155,7 +155,7 @@ pub struct IngestItemDto {
 /// `GET /context/status` query.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct StatusParams {
+pub(crate) struct StatusParams {
     /// Item ids: repeated (`ids=a&ids=b`) or comma-separated.
     #[serde(default)]
     pub ids: Vec<String>,
@@ -170,12 +170,12 @@ pub struct StatusParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct StatusListDto {
+pub(crate) struct StatusListDto {
     pub statuses: Vec<StatusDto>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct StatusDto {
+pub(crate) struct StatusDto {
     pub id: String,
     /// `queued|processing|graph_creation|completed|errored`, or `not_found`.
     pub indexing_status: String,
@@ -190,7 +190,7 @@ pub struct StatusDto {
 /// Filters of a listing; aliases route to the same filter.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
-pub struct ListFiltersDto {
+pub(crate) struct ListFiltersDto {
     pub tenant_metadata: Option<Map<String, Value>>,
     pub metadata: Option<Map<String, Value>>,
     pub additional_metadata: Option<Map<String, Value>>,
@@ -200,7 +200,7 @@ pub struct ListFiltersDto {
 
 /// The pagination object of every list response.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PaginationDto {
+pub(crate) struct PaginationDto {
     pub page: u32,
     pub page_size: u32,
     pub total: u64,
@@ -225,7 +225,7 @@ impl From<&engram_app::Listing> for PaginationDto {
 
 /// A knowledge source as listed.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SourceDto {
+pub(crate) struct SourceDto {
     pub id: String,
     pub tenant_id: String,
     pub sub_tenant_id: String,
@@ -247,19 +247,19 @@ pub struct SourceDto {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SourceContentDto {
+pub(crate) struct SourceContentDto {
     pub text: String,
 }
 
 /// A memory as listed.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct UserMemoryDto {
+pub(crate) struct UserMemoryDto {
     pub memory_id: String,
     pub memory_content: String,
 }
 
 /// Fields `include_fields` may name.
-pub const INCLUDE_FIELDS: [&str; 13] = [
+pub(crate) const INCLUDE_FIELDS: [&str; 13] = [
     "attachments",
     "content",
     "description",
@@ -281,7 +281,7 @@ fn object(value: &Value) -> Map<String, Value> {
 
 impl SourceDto {
     /// Builds a listed source; with `include`, only those fields (plus ids) are filled.
-    pub fn new(
+    pub(crate) fn new(
         record: &engram_app::ItemRecord,
         database: &str,
         include: Option<&[String]>,
@@ -330,14 +330,14 @@ impl SourceDto {
 
 /// Per-item result of a deletion.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DeleteItemDto {
+pub(crate) struct DeleteItemDto {
     pub id: String,
     pub deleted: bool,
     pub error: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DeleteResultDto {
+pub(crate) struct DeleteResultDto {
     pub success: bool,
     pub message: String,
     pub results: Vec<DeleteItemDto>,
@@ -345,7 +345,7 @@ pub struct DeleteResultDto {
 }
 
 impl DeleteResultDto {
-    pub fn new(deleted: &[engram_app::DeletedItem]) -> Self {
+    pub(crate) fn new(deleted: &[engram_app::DeletedItem]) -> Self {
         let results: Vec<DeleteItemDto> = deleted
             .iter()
             .map(|d| DeleteItemDto {
@@ -369,7 +369,7 @@ impl DeleteResultDto {
 }
 
 /// Splits `a,b` and repeated values into one list, dropping empties.
-pub fn split_ids(values: &[String]) -> Vec<String> {
+pub(crate) fn split_ids(values: &[String]) -> Vec<String> {
     values
         .iter()
         .flat_map(|v| v.split(','))
@@ -380,7 +380,7 @@ pub fn split_ids(values: &[String]) -> Vec<String> {
 }
 
 /// Checks `include_fields` against the allowed names.
-pub fn check_include_fields(fields: &[String]) -> Result<(), crate::error::ApiError> {
+pub(crate) fn check_include_fields(fields: &[String]) -> Result<(), crate::error::ApiError> {
     match fields
         .iter()
         .find(|f| !INCLUDE_FIELDS.contains(&f.as_str()))
@@ -394,7 +394,7 @@ pub fn check_include_fields(fields: &[String]) -> Result<(), crate::error::ApiEr
 }
 
 /// The `app_knowledge` form field as app sources.
-pub fn app_sources(
+pub(crate) fn app_sources(
     form: &crate::form::Form,
 ) -> Result<Vec<engram_app::AppSource>, crate::error::ApiError> {
     Ok(form
@@ -406,7 +406,7 @@ pub fn app_sources(
 }
 
 /// The answer to an ingest call (both generations start from it).
-pub fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
+pub(crate) fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
     let results: Vec<IngestItemDto> = outcome
         .results
         .iter()
@@ -432,7 +432,7 @@ pub fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
 }
 
 /// Resolves the aliases of list filters into one request (shared with the legacy route).
-pub fn list_request(
+pub(crate) fn list_request(
     deprecations: &mut Deprecations,
     filters: ListFiltersDto,
     kind: ItemKind,

@@ -2,8 +2,8 @@
 //! ingestion, listing and deletion, and what retrieval shares. Each generation's own wire types
 //! live in its folder.
 
-pub mod items;
-pub mod query;
+pub(crate) mod items;
+pub(crate) mod query;
 
 use engram_app::SchemaFieldSpec;
 use engram_types::schema::SchemaField;
@@ -69,12 +69,12 @@ impl From<&SchemaField> for FieldDto {
 
 /// Deprecated aliases a request used, reported in `meta.deprecation`.
 #[derive(Debug, Default)]
-pub struct Deprecations(Vec<Value>);
+pub(crate) struct Deprecations(Vec<Value>);
 
 impl Deprecations {
     /// Resolves a field that may also arrive under its deprecated alias. Both present with
     /// different values is 400; the alias alone works and is reported.
-    pub fn pick<T: PartialEq>(
+    pub(crate) fn pick<T: PartialEq>(
         &mut self,
         current: Option<T>,
         alias: Option<T>,
@@ -101,7 +101,7 @@ impl Deprecations {
     }
 
     /// Like [`Self::pick`] for a required field.
-    pub fn require<T: PartialEq>(
+    pub(crate) fn require<T: PartialEq>(
         &mut self,
         current: Option<T>,
         alias: Option<T>,
@@ -114,7 +114,7 @@ impl Deprecations {
 
     /// Resolves the database (required) and collection of a scoped call from their current
     /// names or deprecated aliases.
-    pub fn scope(
+    pub(crate) fn scope(
         &mut self,
         database: Option<String>,
         tenant_id: Option<String>,
@@ -127,14 +127,14 @@ impl Deprecations {
         Ok((database, collection))
     }
 
-    pub fn into_vec(self) -> Vec<Value> {
+    pub(crate) fn into_vec(self) -> Vec<Value> {
         self.0
     }
 }
 
 /// Deserializes a query parameter that is present as `Some`, even when empty (the form decoder
 /// would otherwise read `name=` as absent). Use with `#[serde(default, deserialize_with = ..)]`.
-pub fn present<'de, D: serde::Deserializer<'de>>(
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<String>, D::Error> {
     String::deserialize(deserializer).map(Some)

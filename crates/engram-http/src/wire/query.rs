@@ -11,14 +11,14 @@ use utoipa::ToSchema;
 /// `alpha`: a number from 0 to 1, or `"auto"`.
 #[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
 #[serde(untagged)]
-pub enum AlphaDto {
+pub(crate) enum AlphaDto {
     Number(f64),
     Text(String),
 }
 
 /// Graph context; empty until the knowledge graph lands.
 #[derive(Debug, Default, Serialize, ToSchema)]
-pub struct GraphContextDto {
+pub(crate) struct GraphContextDto {
     #[schema(value_type = Vec<Object>)]
     pub query_paths: Vec<Value>,
     #[schema(value_type = Vec<Object>)]
@@ -28,16 +28,16 @@ pub struct GraphContextDto {
 }
 
 /// A score as sent: six decimals are plenty and avoid `0.800000011920929`.
-pub fn score(x: f32) -> f64 {
+pub(crate) fn score(x: f32) -> f64 {
     (f64::from(x) * 1e6).round() / 1e6
 }
 
-pub fn object(value: &Value) -> Map<String, Value> {
+pub(crate) fn object(value: &Value) -> Map<String, Value> {
     value.as_object().cloned().unwrap_or_default()
 }
 
 /// `source_type` of a hit: the type given at ingestion, else how the item arrived.
-pub fn source_type(hit: &ChunkHit) -> String {
+pub(crate) fn source_type(hit: &ChunkHit) -> String {
     if hit.item.fields.source_type.is_empty() {
         hit.item.origin.as_str().to_owned()
     } else {
@@ -46,7 +46,7 @@ pub fn source_type(hit: &ChunkHit) -> String {
 }
 
 /// Sources in order of first appearance among the chunks.
-pub fn distinct_sources(chunks: &[RankedChunk]) -> Vec<&ChunkHit> {
+pub(crate) fn distinct_sources(chunks: &[RankedChunk]) -> Vec<&ChunkHit> {
     let mut seen = std::collections::HashSet::new();
     chunks
         .iter()
@@ -56,7 +56,7 @@ pub fn distinct_sources(chunks: &[RankedChunk]) -> Vec<&ChunkHit> {
 }
 
 /// Reads an enumerated string field; absent or empty gives `None`.
-pub fn choice<T: Copy>(
+pub(crate) fn choice<T: Copy>(
     field: &str,
     value: Option<&str>,
     options: &[(&str, T)],
@@ -77,7 +77,7 @@ pub fn choice<T: Copy>(
         })
 }
 
-pub fn operator(value: Option<&str>) -> Result<TermOperator, ApiError> {
+pub(crate) fn operator(value: Option<&str>) -> Result<TermOperator, ApiError> {
     Ok(choice(
         "operator",
         value,
@@ -90,7 +90,7 @@ pub fn operator(value: Option<&str>) -> Result<TermOperator, ApiError> {
     .unwrap_or_default())
 }
 
-pub fn alpha(value: Option<AlphaDto>) -> Result<Option<Alpha>, ApiError> {
+pub(crate) fn alpha(value: Option<AlphaDto>) -> Result<Option<Alpha>, ApiError> {
     match value {
         None => Ok(None),
         Some(AlphaDto::Number(a)) => Ok(Some(Alpha::Value(a))),
@@ -101,6 +101,6 @@ pub fn alpha(value: Option<AlphaDto>) -> Result<Option<Alpha>, ApiError> {
     }
 }
 
-pub fn required_query(query: Option<String>) -> Result<String, ApiError> {
+pub(crate) fn required_query(query: Option<String>) -> Result<String, ApiError> {
     query.ok_or_else(|| ApiError::invalid("missing required field `query`"))
 }

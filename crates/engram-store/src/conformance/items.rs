@@ -9,7 +9,7 @@ use crate::{
     NewChunk, NewItem, SourceField, Store, StoreError,
 };
 
-pub async fn run_all<S: Store>(store: &S) {
+pub(super) async fn run_all<S: Store>(store: &S) {
     enqueue_claim_complete_and_upsert(store).await;
     leases_expire_and_stale_claims_cannot_write(store).await;
     failures_retry_then_error(store).await;

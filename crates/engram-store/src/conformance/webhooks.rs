@@ -9,7 +9,7 @@ use crate::{
     INDEXING_STATUS_CHANGED,
 };
 
-pub async fn run_all<S: Store>(store: &S) {
+pub(super) async fn run_all<S: Store>(store: &S) {
     registration_keeps_or_replaces_the_secret(store).await;
     terminal_states_write_outbox_rows_only_with_a_webhook(store).await;
     claims_lease_and_recover_deliveries(store).await;

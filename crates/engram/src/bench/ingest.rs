@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 #[derive(clap::Args)]
-pub struct IngestBench {
+pub(crate) struct IngestBench {
     /// SciFact corpus (corpus.jsonl).
     #[arg(long, default_value = "../shared/eval/scifact/corpus.jsonl")]
     corpus: PathBuf,
@@ -51,7 +51,7 @@ fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<Strin
     bail!("the corpus holds fewer than {count} pieces of {words} words")
 }
 
-pub async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Result<()> {
+pub(crate) async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Result<()> {
     let tmp = tempdir()?;
     config.data_dir = tmp.clone();
     config.listen = "127.0.0.1:0".parse()?;

@@ -1,10 +1,10 @@
 //! `engram bench`: throughput and latency of the real service, each beside a baseline run side
 //! by side (ingestion, queries at scale, webhook deliveries, parsing).
 
-pub mod ingest;
-pub mod parse;
-pub mod query;
-pub mod webhooks;
+pub(crate) mod ingest;
+pub(crate) mod parse;
+pub(crate) mod query;
+pub(crate) mod webhooks;
 
 /// The `p`-th percentile of sorted samples (nearest rank).
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use engram_parse::{detect, extract, Document, Limits};
 
 #[derive(clap::Args)]
-pub struct ParseBench {
+pub(crate) struct ParseBench {
     /// Files to parse; default: the markitdown test.pdf and a generated spreadsheet.
     #[arg(long = "file")]
     files: Vec<PathBuf>,
@@ -116,7 +116,7 @@ fn spreadsheet(dir: &Path, rows: usize) -> anyhow::Result<Option<PathBuf>> {
     soffice(dir, &csv, "xlsx").map(Some)
 }
 
-pub fn parse(args: ParseBench) -> anyhow::Result<()> {
+pub(crate) fn parse(args: ParseBench) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut files = args.files.clone();
     if files.is_empty() {

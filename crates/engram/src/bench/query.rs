@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::percentile;
 
 #[derive(clap::Args)]
-pub struct QueryBench {
+pub(crate) struct QueryBench {
     /// SciFact directory (corpus.jsonl, queries.jsonl).
     #[arg(long, default_value = "../shared/eval/scifact")]
     scifact: PathBuf,
@@ -111,7 +111,7 @@ fn jitter(vector: &[f32], seed: u64) -> Vec<f32> {
     v
 }
 
-pub async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
+pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
     let corpus = crate::eval::read_jsonl(&args.scifact.join("corpus.jsonl"))?;
     let queries: Vec<String> = crate::eval::read_jsonl(&args.scifact.join("queries.jsonl"))?
         .iter()

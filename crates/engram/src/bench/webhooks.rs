@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::percentile;
 
 #[derive(clap::Args)]
-pub struct WebhookBench {
+pub(crate) struct WebhookBench {
     /// Events per phase.
     #[arg(long, default_value_t = 2000)]
     events: usize,
@@ -141,7 +141,7 @@ fn dispatcher(
     ))
 }
 
-pub async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
+pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store = SqliteStore::open(dir.path()).await?;
     let org = OrgId::from_trusted("bench");

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::percentile;
 
 #[derive(clap::Args, Clone)]
-pub struct EvalArgs {
+pub(crate) struct EvalArgs {
     /// The dataset directory.
     dir: PathBuf,
     /// Keep the indexed data in this data directory (reused when it already holds the
@@ -47,7 +47,7 @@ pub struct EvalArgs {
 }
 
 #[derive(clap::Subcommand)]
-pub enum EvalCommand {
+pub(crate) enum EvalCommand {
     /// nDCG@10 and Recall@100 on a BEIR dataset (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     Beir(EvalArgs),
     /// Recall of evidence turns at 5, 10 and 25 on LoCoMo (locomo10_turns.jsonl, locomo10_qa.jsonl).
@@ -298,7 +298,7 @@ fn recall_at(ranked: &[String], relevant: &HashSet<String>, k: usize) -> f64 {
     found as f64 / relevant.len() as f64
 }
 
-pub async fn run(command: EvalCommand, config: Config) -> anyhow::Result<()> {
+pub(crate) async fn run(command: EvalCommand, config: Config) -> anyhow::Result<()> {
     match command {
         EvalCommand::Beir(args) => beir(args, config).await,
         EvalCommand::Locomo(args) => locomo(args, config).await,

@@ -17,7 +17,7 @@ use engram_parse::{detect, extract, Limits, ParseError};
 use serde_json::Value;
 
 #[derive(clap::Args)]
-pub struct ParsingArgs {
+pub(crate) struct ParsingArgs {
     /// The markitdown directory (expected.json and test_files/).
     pub dir: PathBuf,
     /// Print the extracted text of files below this score.
@@ -63,7 +63,7 @@ fn parse(path: &Path, name: &str) -> anyhow::Result<Outcome> {
     })
 }
 
-pub fn run(args: ParsingArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: ParsingArgs) -> anyhow::Result<()> {
     let expected: Value = serde_json::from_str(
         &std::fs::read_to_string(args.dir.join("expected.json"))
             .context("reading expected.json")?,

@@ -2,7 +2,7 @@
 //! data directory, creates keys with the real `engram keys` command, and talks HTTP to it.
 #![allow(dead_code)]
 
-pub mod receiver;
+pub(crate) mod receiver;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_engram");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_engram");
 
 /// A running server. Killed (SIGKILL) when dropped unless stopped first.
-pub struct Server {
+pub(crate) struct Server {
     child: Option<Child>,
     pub base: String,
     pub data_dir: PathBuf,
@@ -26,19 +26,19 @@ pub struct Server {
 
 /// A response, read whole.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: StatusCode,
     pub headers: reqwest::header::HeaderMap,
     pub body: Value,
 }
 
 impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// Asserts a current-generation error: status, envelope shape, code.
-    pub fn assert_current_error(&self, status: u16, code: &str) {
+    pub(crate) fn assert_current_error(&self, status: u16, code: &str) {
         assert_eq!(self.status.as_u16(), status, "{self:#?}");
         assert_eq!(self.body["success"], false, "{self:#?}");
         assert!(self.body["data"].is_null(), "{self:#?}");
@@ -57,7 +57,7 @@ impl Reply {
     }
 
     /// Asserts a legacy error: status, `{detail:{success:false, message, error_code}}`.
-    pub fn assert_legacy_error(&self, status: u16, code: &str) {
+    pub(crate) fn assert_legacy_error(&self, status: u16, code: &str) {
         assert_eq!(self.status.as_u16(), status, "{self:#?}");
         let detail = &self.body["detail"];
         assert_eq!(detail["success"], false, "{self:#?}");
@@ -71,7 +71,7 @@ impl Reply {
 
     /// Asserts that a current-generation success reports exactly these `(deprecated, preferred)`
     /// aliases in `meta.deprecation` and the `Deprecation` header; none when `expected` is empty.
-    pub fn assert_deprecations(&self, expected: &[(&str, &str)]) {
+    pub(crate) fn assert_deprecations(&self, expected: &[(&str, &str)]) {
         if expected.is_empty() {
             let none = self.body["meta"].get("deprecation").is_none()
                 || self.body["meta"]["deprecation"] == serde_json::json!([]);
@@ -99,7 +99,7 @@ impl Reply {
     }
 
     /// Asserts a current-generation success and returns `data`.
-    pub fn current_ok(&self, status: u16) -> &Value {
+    pub(crate) fn current_ok(&self, status: u16) -> &Value {
         assert_eq!(self.status.as_u16(), status, "{self:#?}");
         assert_eq!(self.body["success"], true, "{self:#?}");
         assert_eq!(self.body["error"]["code"], "", "{self:#?}");
@@ -114,12 +114,12 @@ impl Reply {
 
 impl Server {
     /// Starts a server on a new temporary data directory.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(&[])
     }
 
     /// Starts a server with extra environment variables (for example a low rate limit).
-    pub fn start_with(envs: &[(&str, &str)]) -> Self {
+    pub(crate) fn start_with(envs: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
         let envs = envs
@@ -169,13 +169,13 @@ impl Server {
     }
 
     /// Stops the server with SIGTERM and waits for it; returns its exit status.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         self.send_sigterm();
         self.wait_exit()
     }
 
     /// Sends SIGTERM without waiting.
-    pub fn send_sigterm(&self) {
+    pub(crate) fn send_sigterm(&self) {
         let pid = self.child.as_ref().expect("running").id().to_string();
         Command::new("kill")
             .args(["-TERM", &pid])
@@ -184,20 +184,20 @@ impl Server {
     }
 
     /// Whether the server process is still running.
-    pub fn is_running(&mut self) -> bool {
+    pub(crate) fn is_running(&mut self) -> bool {
         self.child
             .as_mut()
             .is_some_and(|c| c.try_wait().expect("try_wait").is_none())
     }
 
     /// Waits (bounded) for the server to exit; returns its exit status.
-    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn wait_exit(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
         wait_with_deadline(&mut child, Duration::from_secs(20))
     }
 
     /// Kills the server with SIGKILL (a crash).
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -205,7 +205,7 @@ impl Server {
     }
 
     /// Starts the server again on the same data directory.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         if self.child.is_some() {
             self.terminate();
         }
@@ -213,12 +213,12 @@ impl Server {
     }
 
     /// Runs `engram <args> --data-dir <dir>` and returns (success, stdout).
-    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+    pub(crate) fn cli(&self, args: &[&str]) -> (bool, String, String) {
         cli(&self.data_dir, args)
     }
 
     /// Creates a key with `engram keys create` and returns its `prefix.secret`.
-    pub fn key(&self, org: &str, databases: &[&str]) -> String {
+    pub(crate) fn key(&self, org: &str, databases: &[&str]) -> String {
         let mut args = vec!["keys", "create", "--org", org];
         for db in databases {
             args.extend(["--database", db]);
@@ -233,12 +233,12 @@ impl Server {
             .to_owned()
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
     /// Sends a request; `key` None sends no Authorization header; `body` None sends no body.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -258,20 +258,20 @@ impl Server {
         read(request.send().await.expect("request")).await
     }
 
-    pub async fn get(&self, path: &str, key: &str) -> Reply {
+    pub(crate) async fn get(&self, path: &str, key: &str) -> Reply {
         self.call(Method::GET, path, Some(key), None).await
     }
 
-    pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+    pub(crate) async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
         self.call(Method::POST, path, Some(key), Some(body)).await
     }
 
-    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+    pub(crate) async fn delete(&self, path: &str, key: &str) -> Reply {
         self.call(Method::DELETE, path, Some(key), None).await
     }
 
     /// Creates a database and waits until it is ready.
-    pub async fn ready_database(&self, key: &str, name: &str) {
+    pub(crate) async fn ready_database(&self, key: &str, name: &str) {
         let created = self
             .post("/databases", key, serde_json::json!({"database": name}))
             .await;
@@ -281,7 +281,7 @@ impl Server {
 
     /// Polls `GET /databases/status` until every readiness flag is true.
     /// Creates a database with a metadata schema and waits until it is ready.
-    pub async fn ready_database_with_schema(&self, key: &str, name: &str, schema: Value) {
+    pub(crate) async fn ready_database_with_schema(&self, key: &str, name: &str, schema: Value) {
         let created = self
             .post(
                 "/databases",
@@ -293,7 +293,7 @@ impl Server {
         self.wait_ready(key, name).await;
     }
 
-    pub async fn wait_ready(&self, key: &str, name: &str) {
+    pub(crate) async fn wait_ready(&self, key: &str, name: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let status = self
@@ -320,7 +320,7 @@ impl Drop for Server {
 }
 
 /// Sends a multipart request (current generation header included; legacy routes ignore it).
-pub async fn send_form(
+pub(crate) async fn send_form(
     server: &Server,
     path: &str,
     key: &str,
@@ -336,11 +336,11 @@ pub async fn send_form(
 }
 
 /// One `app_knowledge` entry.
-pub fn app(id: &str, title: &str, text: &str) -> Value {
+pub(crate) fn app(id: &str, title: &str, text: &str) -> Value {
     serde_json::json!({"id": id, "title": title, "type": "page", "content": {"text": text}})
 }
 
-pub async fn read(response: reqwest::Response) -> Reply {
+pub(crate) async fn read(response: reqwest::Response) -> Reply {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.bytes().await.expect("body");
@@ -358,14 +358,14 @@ pub async fn read(response: reqwest::Response) -> Reply {
 }
 
 /// The model cache `make setup` fills, at the workspace root.
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     std::env::var_os("ENGRAM_EMBEDDING__CACHE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache"))
 }
 
 /// Runs the binary with `--data-dir`.
-pub fn cli(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn cli(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN)
         .args(args)
         .arg("--data-dir")
@@ -396,7 +396,7 @@ fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitS
 }
 
 /// Polls `check` until it returns Some, or panics after `limit`.
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -412,14 +412,14 @@ where
 }
 
 /// How long a test waits for an item to be indexed (the real model, on a loaded 2-core machine).
-pub const INDEXING_WAIT: Duration = Duration::from_secs(180);
+pub(crate) const INDEXING_WAIT: Duration = Duration::from_secs(180);
 
-pub fn non_empty_str(value: &Value) -> bool {
+pub(crate) fn non_empty_str(value: &Value) -> bool {
     value.as_str().is_some_and(|s| !s.is_empty())
 }
 
 /// Checks `check` on every poll for `span`: a property that must keep holding.
-pub async fn holds_for<F, Fut>(span: Duration, mut check: F)
+pub(crate) async fn holds_for<F, Fut>(span: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -432,7 +432,7 @@ where
 }
 
 /// `POST /context/ingest` of memories into one collection.
-pub async fn ingest_memories(
+pub(crate) async fn ingest_memories(
     server: &Server,
     key: &str,
     database: &str,
@@ -449,7 +449,7 @@ pub async fn ingest_memories(
 
 /// Polls `GET /context/status` until every id is `completed`; fails at once on `errored` or
 /// `not_found`.
-pub async fn wait_completed(
+pub(crate) async fn wait_completed(
     server: &Server,
     key: &str,
     database: &str,

@@ -13,7 +13,7 @@ use axum::Router;
 
 /// How the receiver answers one request.
 #[derive(Debug, Clone, Copy)]
-pub enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     /// Waits this long, then answers 200 (too late when engram's time-out is shorter).
     Stall(Duration),
@@ -21,22 +21,22 @@ pub enum Answer {
 
 /// One request as received.
 #[derive(Debug, Clone)]
-pub struct Received {
+pub(crate) struct Received {
     pub headers: HeaderMap,
     pub body: Vec<u8>,
     pub at: Instant,
 }
 
 impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).expect("a JSON body")
     }
 
-    pub fn delivery_id(&self) -> String {
+    pub(crate) fn delivery_id(&self) -> String {
         self.header("x-service-delivery-id")
             .expect("X-Service-Delivery-ID")
             .to_owned()
@@ -51,7 +51,7 @@ struct Shared {
 }
 
 #[derive(Clone)]
-pub struct Receiver {
+pub(crate) struct Receiver {
     pub url: String,
     shared: Arc<Mutex<Shared>>,
 }
@@ -82,7 +82,7 @@ async fn handle(
 
 impl Receiver {
     /// Listens on 127.0.0.1 (an ephemeral port) at `/hook`.
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let router = Router::new()
             .route("/hook", axum::routing::post(handle))
@@ -97,7 +97,7 @@ impl Receiver {
     }
 
     /// Answers the next requests in this order, then the default.
-    pub fn script(&self, answers: &[Answer]) {
+    pub(crate) fn script(&self, answers: &[Answer]) {
         self.shared
             .lock()
             .unwrap()
@@ -106,16 +106,16 @@ impl Receiver {
     }
 
     /// The answer once the script is used up (200 unless set).
-    pub fn answer_by_default(&self, answer: Answer) {
+    pub(crate) fn answer_by_default(&self, answer: Answer) {
         self.shared.lock().unwrap().default = Some(answer);
     }
 
-    pub fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.shared.lock().unwrap().received.clone()
     }
 
     /// Requests received for one delivery id, in order.
-    pub fn for_delivery(&self, delivery_id: &str) -> Vec<Received> {
+    pub(crate) fn for_delivery(&self, delivery_id: &str) -> Vec<Received> {
         self.received()
             .into_iter()
             .filter(|r| r.header("x-service-delivery-id") == Some(delivery_id))
