@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::form::Form;
 use crate::wire::items::*;
-use crate::wire::Deprecations;
+use crate::wire::{lenient, parse_enum, Deprecations, ScopeDto};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -22,18 +22,6 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(status))
         .routes(routes!(list))
         .routes(routes!(delete_items))
-}
-
-/// The `type` of a current request: `knowledge` or `memory` (also `memories`).
-fn item_kind(value: Option<&str>, default: ItemKind) -> Result<ItemKind, ApiError> {
-    match value.map(str::trim) {
-        None | Some("") => Ok(default),
-        Some("knowledge") => Ok(ItemKind::Knowledge),
-        Some("memory" | "memories") => Ok(ItemKind::Memory),
-        Some(other) => Err(ApiError::invalid(format!(
-            "`type` must be `knowledge` or `memory`, not `{other}`"
-        ))),
-    }
 }
 
 /// Ingest knowledge (files and/or app content) or memories. Indexing continues in the
@@ -56,7 +44,12 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
         form.text("sub_tenant_id")?,
     )?;
     let upsert = form.flag("upsert", true)?;
-    let kind = item_kind(form.text("type")?.as_deref(), ItemKind::Knowledge)?;
+    let kind = match form.text("type")? {
+        Some(raw) => parse_enum::<ItemKindDto>(&raw)
+            .map_err(|e| ApiError::invalid(format!("invalid `type`: {e}")))?
+            .map_or(ItemKind::Knowledge, ItemKind::from),
+        None => ItemKind::Knowledge,
+    };
     let outcome = match kind {
         ItemKind::Knowledge => {
             let files = form.files_named(&["documents", "files"]);
@@ -152,13 +145,11 @@ async fn status(
 /// `POST /context/list`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub(super) struct ListBody {
-    pub database: Option<String>,
-    pub tenant_id: Option<String>,
-    pub collection: Option<String>,
-    pub sub_tenant_id: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeDto,
     /// `knowledge` (default) or `memory`.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
+    #[serde(rename = "type", default, deserialize_with = "lenient")]
+    pub kind: Option<ItemKindDto>,
     pub ids: Option<Vec<String>>,
     pub source_ids: Option<Vec<String>>,
     pub page: Option<i64>,
@@ -192,13 +183,8 @@ async fn list(
     Json(body): Json<ListBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let (database, collection) = deprecations.scope(
-        body.database,
-        body.tenant_id,
-        body.collection,
-        body.sub_tenant_id,
-    )?;
-    let kind = item_kind(body.kind.as_deref(), ItemKind::Knowledge)?;
+    let (database, collection) = body.scope.resolve(&mut deprecations)?;
+    let kind = body.kind.map_or(ItemKind::Knowledge, ItemKind::from);
     let ids = deprecations
         .pick(body.ids, body.source_ids, "ids", "source_ids")?
         .unwrap_or_default();
@@ -248,15 +234,13 @@ async fn list(
 /// `DELETE /context`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub(super) struct DeleteBody {
-    pub database: Option<String>,
-    pub tenant_id: Option<String>,
-    pub collection: Option<String>,
-    pub sub_tenant_id: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeDto,
     #[serde(default)]
     pub ids: Vec<String>,
     /// `knowledge` or `memory`; omitted: either.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
+    #[serde(rename = "type", default, deserialize_with = "lenient")]
+    pub kind: Option<ItemKindDto>,
 }
 
 /// Delete ingested items. `deleted: true` means gone from every index, listing and query.
@@ -271,17 +255,8 @@ async fn delete_items(
     Json(body): Json<DeleteBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let (database, collection) = deprecations.scope(
-        body.database,
-        body.tenant_id,
-        body.collection,
-        body.sub_tenant_id,
-    )?;
-    let kind = body
-        .kind
-        .as_deref()
-        .map(|k| item_kind(Some(k), ItemKind::Knowledge))
-        .transpose()?;
+    let (database, collection) = body.scope.resolve(&mut deprecations)?;
+    let kind = body.kind.map(ItemKind::from);
     let (db, deleted) = app
         .delete_items(&who, &database, collection.as_deref(), kind, &body.ids)
         .await?;

@@ -80,50 +80,22 @@ async fn query(
     Json(body): Json<QueryBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let (database, collection) = deprecations.scope(
-        body.database,
-        body.tenant_id,
-        body.collection,
-        body.sub_tenant_id,
-    )?;
+    let (database, collection) = body.scope.resolve(&mut deprecations)?;
     let named = deprecations.pick(
         body.collections,
         body.sub_tenant_ids,
         "collections",
         "sub_tenant_ids",
     )?;
-    let kind = choice(
-        "type",
-        body.kind.as_deref(),
-        &[
-            ("knowledge", QueryKind::Knowledge),
-            ("memory", QueryKind::Memory),
-            ("memories", QueryKind::Memory),
-            ("all", QueryKind::All),
-        ],
-    )?
-    .unwrap_or_default();
+    let kind = body.kind.map(QueryKind::from).unwrap_or_default();
     let request = QueryRequest {
         collection: collection.clone(),
         collections: collections(named)?,
         query: required_query(body.query)?,
         kind,
-        method: choice(
-            "query_by",
-            body.query_by.as_deref(),
-            &[("hybrid", Method::Hybrid), ("text", Method::Text)],
-        )?,
-        operator: operator(body.operator.as_deref())?,
-        mode: choice(
-            "mode",
-            body.mode.as_deref(),
-            &[
-                ("fast", RequestedMode::Fast),
-                ("thinking", RequestedMode::Thinking),
-                ("auto", RequestedMode::Auto),
-            ],
-        )?
-        .unwrap_or_default(),
+        method: body.query_by.map(Method::from),
+        operator: body.operator.unwrap_or_default().into(),
+        mode: body.mode.map(RequestedMode::from).unwrap_or_default(),
         max_results: body.max_results,
         alpha: alpha(body.alpha)?,
         recency_bias: body.recency_bias,

@@ -4,11 +4,12 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use engram_app::{format_ms, RankedChunk};
+use engram_app::{format_ms, Method, QueryKind, RankedChunk, RequestedMode};
 use serde_json::{Map, Value};
 
+use crate::wire::query::OperatorDto;
 use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
-use crate::wire::FieldDto;
+use crate::wire::{lenient, FieldDto, ScopeDto};
 
 /// `POST /databases`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -140,25 +141,24 @@ pub(super) enum CollectionsDto {
 /// `POST /query`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub(super) struct QueryBody {
-    pub database: Option<String>,
-    /// Deprecated alias of `database`.
-    pub tenant_id: Option<String>,
-    pub collection: Option<String>,
-    /// Deprecated alias of `collection`.
-    pub sub_tenant_id: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeDto,
     pub collections: Option<CollectionsDto>,
     /// Deprecated alias of `collections`.
     pub sub_tenant_ids: Option<CollectionsDto>,
     pub query: Option<String>,
     /// `knowledge` (default), `memory` or `all`.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
+    #[serde(rename = "type", default, deserialize_with = "lenient")]
+    pub kind: Option<QueryKindDto>,
     /// `hybrid` (default) or `text`.
-    pub query_by: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub query_by: Option<MethodDto>,
     /// `or` (default), `and` or `phrase`.
-    pub operator: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub operator: Option<OperatorDto>,
     /// `fast`, `thinking` or `auto` (default).
-    pub mode: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub mode: Option<ModeDto>,
     /// 1-1000, default 10.
     pub max_results: Option<i64>,
     /// 0..1 (1 = purely semantic) or `"auto"`; default 0.8.
@@ -264,6 +264,62 @@ impl QueryResultDto {
                 .collect(),
             graph_context: graph_context.then(GraphContextDto::default),
             additional_context: Map::new(),
+        }
+    }
+}
+
+/// `type` of a query: `knowledge` (default), `memory` (also `memories`) or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum QueryKindDto {
+    Knowledge,
+    #[serde(alias = "memories")]
+    Memory,
+    All,
+}
+
+impl From<QueryKindDto> for QueryKind {
+    fn from(kind: QueryKindDto) -> Self {
+        match kind {
+            QueryKindDto::Knowledge => Self::Knowledge,
+            QueryKindDto::Memory => Self::Memory,
+            QueryKindDto::All => Self::All,
+        }
+    }
+}
+
+/// `query_by`: `hybrid` (default) or `text` (BM25 alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum MethodDto {
+    Hybrid,
+    Text,
+}
+
+impl From<MethodDto> for Method {
+    fn from(method: MethodDto) -> Self {
+        match method {
+            MethodDto::Hybrid => Self::Hybrid,
+            MethodDto::Text => Self::Text,
+        }
+    }
+}
+
+/// `mode`: `fast`, `thinking` or `auto` (default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ModeDto {
+    Fast,
+    Thinking,
+    Auto,
+}
+
+impl From<ModeDto> for RequestedMode {
+    fn from(mode: ModeDto) -> Self {
+        match mode {
+            ModeDto::Fast => Self::Fast,
+            ModeDto::Thinking => Self::Thinking,
+            ModeDto::Auto => Self::Auto,
         }
     }
 }

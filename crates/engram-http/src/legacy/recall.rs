@@ -11,7 +11,7 @@ use super::{content, tenant};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json};
-use crate::wire::query::{alpha, choice, operator, required_query};
+use crate::wire::query::{alpha, required_query};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -28,15 +28,7 @@ async fn recall(
     kind: QueryKind,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
     let database = tenant(body.tenant_id)?;
-    let mode = choice(
-        "mode",
-        body.mode.as_deref(),
-        &[
-            ("fast", RequestedMode::Fast),
-            ("thinking", RequestedMode::Thinking),
-        ],
-    )?
-    .unwrap_or(RequestedMode::Fast);
+    let mode = body.mode.map_or(RequestedMode::Fast, RequestedMode::from);
     let request = QueryRequest {
         collection: body.sub_tenant_id,
         collections: None,
@@ -107,21 +99,15 @@ async fn boolean_recall(
     Json(body): Json<BooleanRecallBody>,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
     let database = tenant(body.tenant_id)?;
-    let kind = choice(
-        "search_mode",
-        body.search_mode.as_deref(),
-        &[
-            ("sources", QueryKind::Knowledge),
-            ("memories", QueryKind::Memory),
-        ],
-    )?
-    .unwrap_or(QueryKind::Knowledge);
+    let kind = body
+        .search_mode
+        .map_or(QueryKind::Knowledge, QueryKind::from);
     let request = QueryRequest {
         collection: body.sub_tenant_id,
         query: required_query(body.query)?,
         kind,
         method: Some(Method::Text),
-        operator: operator(body.operator.as_deref())?,
+        operator: body.operator.unwrap_or_default().into(),
         mode: RequestedMode::Fast,
         max_results: body.max_results,
         metadata_filters: Map::<String, Value>::new(),

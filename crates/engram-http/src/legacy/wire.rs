@@ -3,11 +3,12 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use engram_app::{format_ms, RankedChunk};
+use engram_app::{format_ms, QueryKind, RankedChunk, RequestedMode};
 use serde_json::{Map, Value};
 
+use crate::wire::query::OperatorDto;
 use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
-use crate::wire::FieldDto;
+use crate::wire::{lenient, FieldDto};
 
 /// `POST /tenants/create`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -91,7 +92,8 @@ pub(super) struct RecallBody {
     pub query: Option<String>,
     pub max_results: Option<i64>,
     /// `fast` (default) or `thinking`.
-    pub mode: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub mode: Option<RecallModeDto>,
     /// Default 0.8.
     pub alpha: Option<AlphaDto>,
     pub recency_bias: Option<f64>,
@@ -113,11 +115,13 @@ pub(super) struct BooleanRecallBody {
     pub sub_tenant_id: Option<String>,
     pub query: Option<String>,
     /// `or` (default), `and` or `phrase`.
-    pub operator: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub operator: Option<OperatorDto>,
     /// Default 10.
     pub max_results: Option<i64>,
     /// `sources` (default) or `memories`.
-    pub search_mode: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub search_mode: Option<SearchModeDto>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -202,6 +206,40 @@ impl RecallResponse {
             graph_context: graph_context.then(GraphContextDto::default),
             additional_context: Map::new(),
             ignored_filter_keys: ignored,
+        }
+    }
+}
+
+/// `mode` of the legacy recall routes: `fast` (default) or `thinking`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RecallModeDto {
+    Fast,
+    Thinking,
+}
+
+impl From<RecallModeDto> for RequestedMode {
+    fn from(mode: RecallModeDto) -> Self {
+        match mode {
+            RecallModeDto::Fast => Self::Fast,
+            RecallModeDto::Thinking => Self::Thinking,
+        }
+    }
+}
+
+/// `search_mode` of boolean recall: `sources` (default) or `memories`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum SearchModeDto {
+    Sources,
+    Memories,
+}
+
+impl From<SearchModeDto> for QueryKind {
+    fn from(mode: SearchModeDto) -> Self {
+        match mode {
+            SearchModeDto::Sources => Self::Knowledge,
+            SearchModeDto::Memories => Self::Memory,
         }
     }
 }

@@ -464,3 +464,21 @@ pub(crate) fn list_request(
         source_fields: filters.source_fields.unwrap_or_default(),
     })
 }
+
+/// `type` of an item request: `knowledge` or `memory` (also `memories`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ItemKindDto {
+    Knowledge,
+    #[serde(alias = "memories")]
+    Memory,
+}
+
+impl From<ItemKindDto> for ItemKind {
+    fn from(kind: ItemKindDto) -> Self {
+        match kind {
+            ItemKindDto::Knowledge => Self::Knowledge,
+            ItemKindDto::Memory => Self::Memory,
+        }
+    }
+}

@@ -132,6 +132,54 @@ impl Deprecations {
     }
 }
 
+/// Reads an enumerated field the way clients write it: trimmed, in any case; empty is absent.
+/// Use with `#[serde(default, deserialize_with = ..)]` on an `Option` of a wire enum.
+pub(crate) fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    Option::<String>::deserialize(deserializer)?.map_or(Ok(None), |raw| {
+        parse_enum(&raw).map_err(serde::de::Error::custom)
+    })
+}
+
+/// [`lenient`] for a value read outside serde (a multipart form field).
+pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
+    raw: &str,
+) -> Result<Option<T>, serde::de::value::Error> {
+    let value = raw.trim().to_ascii_lowercase();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    T::deserialize(serde::de::value::StrDeserializer::new(&value)).map(Some)
+}
+
+/// The scope of a current-generation call: the database (required) and its collection, each
+/// also accepted under its deprecated alias. Flattened into the request types.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub(crate) struct ScopeDto {
+    pub database: Option<String>,
+    /// Deprecated alias of `database`.
+    pub tenant_id: Option<String>,
+    pub collection: Option<String>,
+    /// Deprecated alias of `collection`.
+    pub sub_tenant_id: Option<String>,
+}
+
+impl ScopeDto {
+    /// The database and collection named, aliases reported in `deprecations`.
+    pub(crate) fn resolve(
+        self,
+        deprecations: &mut Deprecations,
+    ) -> Result<(engram_types::DatabaseName, Option<String>), ApiError> {
+        deprecations.scope(
+            self.database,
+            self.tenant_id,
+            self.collection,
+            self.sub_tenant_id,
+        )
+    }
+}
+
 /// Deserializes a query parameter that is present as `Some`, even when empty (the form decoder
 /// would otherwise read `name=` as absent). Use with `#[serde(default, deserialize_with = ..)]`.
 pub(crate) fn present<'de, D: serde::Deserializer<'de>>(

@@ -55,39 +55,24 @@ pub(crate) fn distinct_sources(chunks: &[RankedChunk]) -> Vec<&ChunkHit> {
         .collect()
 }
 
-/// Reads an enumerated string field; absent or empty gives `None`.
-pub(crate) fn choice<T: Copy>(
-    field: &str,
-    value: Option<&str>,
-    options: &[(&str, T)],
-) -> Result<Option<T>, ApiError> {
-    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    options
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(value))
-        .map(|(_, v)| Some(*v))
-        .ok_or_else(|| {
-            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-            ApiError::invalid(format!(
-                "`{field}` must be one of {}, not `{value}`",
-                names.join(", ")
-            ))
-        })
+/// `operator` of a keyword query: `or` (default), `and` or `phrase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum OperatorDto {
+    #[default]
+    Or,
+    And,
+    Phrase,
 }
 
-pub(crate) fn operator(value: Option<&str>) -> Result<TermOperator, ApiError> {
-    Ok(choice(
-        "operator",
-        value,
-        &[
-            ("or", TermOperator::Or),
-            ("and", TermOperator::And),
-            ("phrase", TermOperator::Phrase),
-        ],
-    )?
-    .unwrap_or_default())
+impl From<OperatorDto> for TermOperator {
+    fn from(operator: OperatorDto) -> Self {
+        match operator {
+            OperatorDto::Or => Self::Or,
+            OperatorDto::And => Self::And,
+            OperatorDto::Phrase => Self::Phrase,
+        }
+    }
 }
 
 pub(crate) fn alpha(value: Option<AlphaDto>) -> Result<Option<Alpha>, ApiError> {
