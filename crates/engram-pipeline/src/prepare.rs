@@ -14,14 +14,14 @@ pub enum Prepared {
         chunks: Vec<Chunk>,
     },
     Failed {
-        code: &'static str,
+        code: ItemErrorCode,
         message: String,
     },
 }
 
 fn no_text(what: &str) -> Prepared {
     Prepared::Failed {
-        code: ItemErrorCode::NoText.as_str(),
+        code: ItemErrorCode::NoText,
         message: format!("no text could be extracted from {what}"),
     }
 }
@@ -33,13 +33,13 @@ pub fn prepare(item: &ClaimedItem, chunker: &Chunker<'_>, limits: &Limits) -> Pr
         ItemOrigin::File => {
             let Some(bytes) = item.payload.as_deref() else {
                 return Prepared::Failed {
-                    code: ItemErrorCode::NoText.as_str(),
+                    code: ItemErrorCode::NoText,
                     message: "the uploaded file is missing".into(),
                 };
             };
             let Some(format) = Format::from_media_type(&item.media_type) else {
                 return Prepared::Failed {
-                    code: ItemErrorCode::UnsupportedFormat.as_str(),
+                    code: ItemErrorCode::UnsupportedFormat,
                     message: format!("unsupported file format `{}`", item.media_type),
                 };
             };
@@ -55,7 +55,7 @@ pub fn prepare(item: &ClaimedItem, chunker: &Chunker<'_>, limits: &Limits) -> Pr
                     }
                 }
                 Err(err) => Prepared::Failed {
-                    code: engram_parse::error_code(&err),
+                    code: err.item_code(),
                     message: format!("{}: {err}", item.filename),
                 },
             }

@@ -250,7 +250,7 @@ impl Pipeline {
         for (item, prepared) in claimed.iter().zip(prepared) {
             match prepared {
                 Prepared::Chunks { .. } => self.retry_or_fail(item, message).await?,
-                Prepared::Failed { code, message } => self.fail(item, code, message).await?,
+                Prepared::Failed { code, message } => self.fail(item, *code, message).await?,
             }
         }
         Ok(())
@@ -309,7 +309,7 @@ impl Pipeline {
                 .map(|item| {
                     catch_unwind(AssertUnwindSafe(|| prepare(item, &chunker, &limits)))
                         .unwrap_or_else(|_| Prepared::Failed {
-                            code: ItemErrorCode::NoText.as_str(),
+                            code: ItemErrorCode::NoText,
                             message: format!("{}: the file could not be read", item.filename),
                         })
                 })
@@ -322,7 +322,7 @@ impl Pipeline {
             let failed = fallback
                 .iter()
                 .map(|_| Prepared::Failed {
-                    code: ItemErrorCode::NoText.as_str(),
+                    code: ItemErrorCode::NoText,
                     message: "the item could not be read".into(),
                 })
                 .collect();
@@ -345,13 +345,18 @@ impl Pipeline {
         .map_err(|e| format!("embedding failed: {e}"))?
     }
 
-    async fn fail(&self, item: &ClaimedItem, code: &str, message: &str) -> StoreResult<()> {
+    async fn fail(
+        &self,
+        item: &ClaimedItem,
+        code: ItemErrorCode,
+        message: &str,
+    ) -> StoreResult<()> {
         let failure = ItemFailure {
-            code: code.to_owned(),
+            code,
             message: message.to_owned(),
             retry_at: None,
         };
-        tracing::info!(id = %item.id, code, message, "item errored");
+        tracing::info!(id = %item.id, code = code.as_str(), message, "item errored");
         self.store
             .fail_item(item, &failure, self.clock.now_ms())
             .await
@@ -360,7 +365,7 @@ impl Pipeline {
 
     /// A transient failure: back to the queue with backoff, or `errored` after the last attempt.
     async fn retry_or_fail(&self, item: &ClaimedItem, message: &str) -> StoreResult<()> {
-        let code = ItemErrorCode::Transient.as_str();
+        let code = ItemErrorCode::Transient;
         if item.attempts >= self.options.max_attempts {
             return self
                 .fail(
@@ -374,7 +379,7 @@ impl Pipeline {
         let now = self.clock.now_ms();
         tracing::warn!(id = %item.id, attempt = item.attempts, delay_ms = delay, message, "transient failure; will retry");
         let failure = ItemFailure {
-            code: code.to_owned(),
+            code,
             message: message.to_owned(),
             retry_at: Some(now + delay),
         };

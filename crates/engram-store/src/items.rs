@@ -4,7 +4,7 @@
 //! twice and an upsert or delete in the meantime always wins.
 
 use async_trait::async_trait;
-use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind, OrgId};
+use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemErrorCode, ItemKind, OrgId};
 use serde_json::Value;
 
 use crate::{DatabaseScope, StoreResult};
@@ -132,7 +132,7 @@ pub struct NewChunk {
 /// How an attempt failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemFailure {
-    pub code: String,
+    pub code: ItemErrorCode,
     pub message: String,
     /// `Some(t)`: transient, run again at `t`. `None`: terminal, the item is `errored`.
     pub retry_at: Option<i64>,

@@ -390,7 +390,7 @@ async fn failures_retry_then_error<S: Store>(store: &S) {
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", 10).await;
     let transient = ItemFailure {
-        code: "E6001".into(),
+        code: engram_types::ItemErrorCode::Transient,
         message: "disk full".into(),
         retry_at: Some(5_000),
     };
@@ -410,7 +410,7 @@ async fn failures_retry_then_error<S: Store>(store: &S) {
     let claimed = claim_ours(store, &scope, "w", 5_000).await;
     assert_eq!(claimed.len(), 1);
     let terminal = ItemFailure {
-        code: "E2002".into(),
+        code: engram_types::ItemErrorCode::NoText,
         message: "no text".into(),
         retry_at: None,
     };

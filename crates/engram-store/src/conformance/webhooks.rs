@@ -159,13 +159,13 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
         .await
         .unwrap());
     let terminal = ItemFailure {
-        code: "E2002".into(),
+        code: engram_types::ItemErrorCode::NoText,
         message: "no text".into(),
         retry_at: None,
     };
     assert!(store.fail_item(by_id("bad"), &terminal, 170).await.unwrap());
     let transient = ItemFailure {
-        code: "E6001".into(),
+        code: engram_types::ItemErrorCode::Transient,
         message: "later".into(),
         retry_at: Some(10_000),
     };

@@ -582,7 +582,7 @@ impl WorkQueue for SqliteStore {
         )
         .bind(status)
         .bind(run_after)
-        .bind(&failure.code)
+        .bind(failure.code.as_str())
         .bind(&failure.message)
         .bind(now)
         .bind(item.item_key)
@@ -599,7 +599,7 @@ impl WorkQueue for SqliteStore {
                 &mut tx,
                 item,
                 IndexingStatus::Errored,
-                &failure.code,
+                failure.code.as_str(),
                 &failure.message,
                 now,
             )
