@@ -40,10 +40,12 @@ impl Generation {
 #[derive(Debug, Clone)]
 pub(crate) struct EnvelopeParts {
     pub data: Value,
-    /// Extra `meta` fields (`database`, `collection`, … on scoped calls).
-    pub meta: Map<String, Value>,
+    /// The database and collection of a scoped call.
+    pub scope: Scope,
+    /// Route-specific `meta` fields (`source_type`, `mode`, …).
+    pub more: Map<String, Value>,
     /// `meta.deprecation` entries for deprecated aliases the request used.
-    pub deprecations: Vec<Value>,
+    pub deprecations: Vec<Deprecation>,
 }
 
 /// A success in the envelope `{success, data, error, meta}`.
@@ -62,7 +64,8 @@ impl Envelope {
             status,
             parts: EnvelopeParts {
                 data,
-                meta: Map::new(),
+                scope: Scope::default(),
+                more: Map::new(),
                 deprecations: Vec::new(),
             },
         }
@@ -74,24 +77,23 @@ impl Envelope {
 
     /// Adds the scope fields of `meta` for a call on one database.
     pub(crate) fn scoped(mut self, db: &DatabaseRecord, collection: Option<&str>) -> Self {
-        let meta = &mut self.parts.meta;
-        meta.insert("database".into(), json!(db.name.as_str()));
-        meta.insert("tenant_id".into(), json!(db.name.as_str()));
-        if let Some(collection) = collection {
-            meta.insert("collection".into(), json!(collection));
-            meta.insert("sub_tenant_id".into(), json!(collection));
-        }
+        self.parts.scope = Scope {
+            database: Some(db.name.to_string()),
+            tenant_id: Some(db.name.to_string()),
+            collection: collection.map(str::to_owned),
+            sub_tenant_id: collection.map(str::to_owned),
+        };
         self
     }
 
     /// Sets `meta.source_type` (`knowledge` or `memory`).
     pub(crate) fn source_type(&mut self, kind: &str) {
-        self.parts.meta.insert("source_type".into(), json!(kind));
+        self.parts.more.insert("source_type".into(), json!(kind));
     }
 
     /// Sets one more `meta` field.
     pub(crate) fn meta(&mut self, key: &str, value: Value) {
-        self.parts.meta.insert(key.into(), value);
+        self.parts.more.insert(key.into(), value);
     }
 
     pub(crate) fn deprecations(mut self, deprecations: Deprecations) -> Self {
@@ -108,73 +110,90 @@ impl IntoResponse for Envelope {
     }
 }
 
-/// The envelope as documented in the OpenAPI document.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+/// The current envelope `{success, data, error, meta}`, success and error alike: what
+/// [`finish`] writes and what the OpenAPI document shows.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct EnvelopeDoc<T> {
     pub success: bool,
+    /// The result; null on an error.
     pub data: T,
     pub error: ErrorObject,
     pub meta: Meta,
+    /// 400 and 422 only: the error again, in the hosted service's `detail` shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<ErrorDetail>,
 }
 
+/// The current error body: the envelope with `data` null.
+pub(crate) type ErrorEnvelopeDoc = EnvelopeDoc<Value>;
+
 /// `{code, message}`; both empty on success.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ErrorObject {
     pub code: String,
     pub message: String,
 }
 
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Meta {
     pub request_id: String,
     pub latency_ms: f64,
     pub api_version: String,
-    pub database: Option<String>,
-    pub collection: Option<String>,
-    pub tenant_id: Option<String>,
-    pub sub_tenant_id: Option<String>,
+    #[serde(flatten)]
+    pub scope: Scope,
+    /// Route-specific fields (`source_type`, `mode`, `alpha`, …).
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub more: Map<String, Value>,
     /// Deprecated aliases the request used.
-    pub deprecation: Option<Vec<DeprecationDoc>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deprecation: Vec<Deprecation>,
 }
 
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct DeprecationDoc {
+/// The database and collection of a scoped call, under their current and deprecated names.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub(crate) struct Scope {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_tenant_id: Option<String>,
+}
+
+/// A deprecated alias a request used, reported in `meta.deprecation`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub(crate) struct Deprecation {
     pub deprecated: bool,
     pub deprecated_field: String,
+    pub preferred_field: String,
     pub deprecated_since: String,
     pub message: String,
-    pub preferred_field: String,
 }
 
-/// The current error body.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ErrorEnvelopeDoc {
-    /// Always false.
-    pub success: bool,
-    /// Always null.
-    pub data: Option<String>,
-    pub error: ErrorObject,
-    pub meta: Meta,
+/// The `detail` of a current 400 or 422.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ErrorDetail {
+    pub error_code: String,
+    pub message: String,
+    pub deprecated: bool,
+    pub deprecated_field: Option<String>,
+    pub preferred_field: Option<String>,
 }
 
 /// The legacy error body `{detail: {success, message, error_code}}`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct LegacyErrorDoc {
     pub detail: LegacyErrorDetail,
 }
 
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct LegacyErrorDetail {
     pub success: bool,
     pub message: String,
-    pub error_code: Option<String>,
+    pub error_code: String,
 }
 
 fn latency_ms(started: Instant) -> f64 {
@@ -217,25 +236,39 @@ pub(crate) async fn finish(response: Response, request_id: &str, started: Instan
     Response::from_parts(parts, Body::from(body_json.to_string()))
 }
 
-fn meta(request_id: &str, started: Instant) -> Map<String, Value> {
-    let mut meta = Map::new();
-    meta.insert("request_id".into(), json!(request_id));
-    meta.insert("latency_ms".into(), json!(latency_ms(started)));
-    meta.insert("api_version".into(), json!("2"));
-    meta
+fn meta(request_id: &str, started: Instant) -> Meta {
+    Meta {
+        request_id: request_id.to_owned(),
+        latency_ms: latency_ms(started),
+        api_version: "2".into(),
+        scope: Scope::default(),
+        more: Map::new(),
+        deprecation: Vec::new(),
+    }
+}
+
+fn to_json(body: &impl Serialize) -> Value {
+    serde_json::to_value(body).unwrap_or_else(|err| {
+        tracing::error!(error = %err, "response body did not serialize");
+        Value::Null
+    })
 }
 
 fn success_body(envelope: EnvelopeParts, request_id: &str, started: Instant) -> Value {
-    let mut meta = meta(request_id, started);
-    meta.extend(envelope.meta);
-    if !envelope.deprecations.is_empty() {
-        meta.insert("deprecation".into(), Value::Array(envelope.deprecations));
-    }
-    json!({
-        "success": true,
-        "data": envelope.data,
-        "error": {"code": "", "message": ""},
-        "meta": meta,
+    to_json(&EnvelopeDoc {
+        success: true,
+        data: envelope.data,
+        error: ErrorObject {
+            code: String::new(),
+            message: String::new(),
+        },
+        meta: Meta {
+            scope: envelope.scope,
+            more: envelope.more,
+            deprecation: envelope.deprecations,
+            ..meta(request_id, started)
+        },
+        detail: None,
     })
 }
 
@@ -245,27 +278,30 @@ fn error_body(
     request_id: &str,
     started: Instant,
 ) -> Value {
+    let code = error.code.as_str().to_owned();
     match generation {
-        Generation::Current => {
-            let mut body = json!({
-                "success": false,
-                "data": null,
-                "error": {"code": error.code.as_str(), "message": error.message},
-                "meta": meta(request_id, started),
-            });
-            if matches!(error.code.http_status(), 400 | 422) {
-                body["detail"] = json!({
-                    "error_code": error.code.as_str(),
-                    "message": error.message,
-                    "deprecated": false,
-                    "deprecated_field": null,
-                    "preferred_field": null,
-                });
-            }
-            body
-        }
-        Generation::Legacy | Generation::Plain => json!({
-            "detail": {"success": false, "message": error.message, "error_code": error.code.as_str()}
+        Generation::Current => to_json(&EnvelopeDoc {
+            success: false,
+            data: Value::Null,
+            error: ErrorObject {
+                code: code.clone(),
+                message: error.message.clone(),
+            },
+            meta: meta(request_id, started),
+            detail: matches!(error.code.http_status(), 400 | 422).then(|| ErrorDetail {
+                error_code: code,
+                message: error.message.clone(),
+                deprecated: false,
+                deprecated_field: None,
+                preferred_field: None,
+            }),
+        }),
+        Generation::Legacy | Generation::Plain => to_json(&LegacyErrorDoc {
+            detail: LegacyErrorDetail {
+                success: false,
+                message: error.message.clone(),
+                error_code: code,
+            },
         }),
     }
 }

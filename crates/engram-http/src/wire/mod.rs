@@ -8,9 +8,9 @@ pub(crate) mod query;
 use engram_app::SchemaFieldSpec;
 use engram_types::schema::SchemaField;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use crate::envelope::Deprecation;
 use crate::error::ApiError;
 
 /// One metadata schema field, as sent at creation and as returned.
@@ -69,7 +69,7 @@ impl From<&SchemaField> for FieldDto {
 
 /// Deprecated aliases a request used, reported in `meta.deprecation`.
 #[derive(Debug, Default)]
-pub(crate) struct Deprecations(Vec<Value>);
+pub(crate) struct Deprecations(Vec<Deprecation>);
 
 impl Deprecations {
     /// Resolves a field that may also arrive under its deprecated alias. Both present with
@@ -87,13 +87,13 @@ impl Deprecations {
             ))),
             (Some(c), _) => Ok(Some(c)),
             (None, Some(a)) => {
-                self.0.push(json!({
-                    "deprecated": true,
-                    "deprecated_field": alias_name,
-                    "preferred_field": current_name,
-                    "deprecated_since": "2",
-                    "message": format!("`{alias_name}` is deprecated; use `{current_name}`"),
-                }));
+                self.0.push(Deprecation {
+                    deprecated: true,
+                    deprecated_field: alias_name.into(),
+                    preferred_field: current_name.into(),
+                    deprecated_since: "2".into(),
+                    message: format!("`{alias_name}` is deprecated; use `{current_name}`"),
+                });
                 Ok(Some(a))
             }
             (None, None) => Ok(None),
@@ -127,7 +127,7 @@ impl Deprecations {
         Ok((database, collection))
     }
 
-    pub(crate) fn into_vec(self) -> Vec<Value> {
+    pub(crate) fn into_vec(self) -> Vec<Deprecation> {
         self.0
     }
 }
