@@ -534,3 +534,176 @@ mod tests {
         assert!(value.starts_with("sha256=") && value.len() == 7 + 64);
     }
 }
+
+/// The dispatcher against a real receiver on loopback, with a clock the test moves.
+#[cfg(test)]
+mod dispatch_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Mutex;
+
+    use engram_outbound::AddressPolicy;
+    use engram_store::conformance::{chunk, claim_ours, item, setup};
+    use engram_store::{DeliveryQuery, ItemStore, SecretChange, WebhookStore, WorkQueue};
+    use engram_testkit::{ManualClock, TempStore};
+    use engram_types::DeliveryStatus;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// Answers each request with the next status of `script` (then 200), and keeps what came.
+    async fn receiver(script: Vec<u16>) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut script = script.into_iter();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Headers, then as many body bytes as Content-Length says.
+                loop {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length")
+                                    .then(|| value.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length || n == 0 {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                log.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&request).to_lowercase());
+                let status = script.next().unwrap_or(200);
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        (url, seen)
+    }
+
+    fn delivery_id(request: &str) -> String {
+        request
+            .lines()
+            .find_map(|l| l.strip_prefix("x-service-delivery-id:"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_is_retried_after_its_backoff_with_the_same_id() {
+        let kit = TempStore::new().await;
+        let clock = ManualClock::at(1_000_000);
+        let (url, seen) = receiver(vec![500]).await;
+        let scope = setup(kit.store.as_ref(), "db_dispatch", "org-dispatch").await;
+        kit.store
+            .put_webhook(
+                &scope.org,
+                &url,
+                &[INDEXING_STATUS_CHANGED.to_owned()],
+                SecretChange::Keep,
+                0,
+            )
+            .await
+            .unwrap();
+        kit.store
+            .enqueue_items(&scope, &[item("c", "a", "text")], true, 0)
+            .await
+            .unwrap();
+        let claimed = claim_ours(kit.store.as_ref(), &scope, "w", clock.now_ms()).await;
+        assert!(kit
+            .store
+            .complete_item(&claimed[0], &[chunk("a-0", 0, "text")], clock.now_ms())
+            .await
+            .unwrap());
+
+        let outbound = Outbound::new(AddressPolicy {
+            allow_private: true,
+        })
+        .unwrap();
+        let options = DispatchOptions::from(&engram_config::WebhooksConfig::default());
+        let backoff_ms = options.backoff.base_ms;
+        let dispatcher = Arc::new(Dispatcher::new(
+            kit.store.clone(),
+            outbound,
+            clock.clone(),
+            options,
+        ));
+        let (wake, token) = (Arc::new(Notify::new()), CancellationToken::new());
+        let running = tokio::spawn(dispatcher.run(wake.clone(), token.clone()));
+        let history = || async {
+            let query = DeliveryQuery {
+                status: None,
+                before: None,
+                limit: 10,
+            };
+            kit.store.list_deliveries(&scope.org, &query).await.unwrap()
+        };
+        let until = |n: usize| {
+            let seen = seen.clone();
+            async move {
+                for _ in 0..500 {
+                    if seen.lock().unwrap().len() >= n {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("the receiver never got request {n}");
+            }
+        };
+        until(1).await;
+        for _ in 0..500 {
+            if history().await[0].status == DeliveryStatus::Failed {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let failed = &history().await[0];
+        assert_eq!(failed.status, DeliveryStatus::Failed);
+        assert_eq!(failed.error_code.as_deref(), Some("RECEIVER_ERROR"));
+        assert_eq!(failed.last_status_code, Some(500));
+        assert!(
+            failed.next_attempt_at > clock.now_ms(),
+            "retried later, not now"
+        );
+
+        // Nothing more before the backoff ends, however often the dispatcher is woken.
+        for _ in 0..5 {
+            wake.notify_one();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(seen.lock().unwrap().len(), 1);
+
+        clock.advance(backoff_ms);
+        wake.notify_one();
+        until(2).await;
+        token.cancel();
+        running.await.unwrap();
+        let requests = seen.lock().unwrap().clone();
+        assert_eq!(
+            delivery_id(&requests[0]),
+            delivery_id(&requests[1]),
+            "one id per event"
+        );
+        let delivered = &history().await[0];
+        assert_eq!(delivered.status, DeliveryStatus::Delivered);
+        assert_eq!(delivered.attempts, 2);
+    }
+}
