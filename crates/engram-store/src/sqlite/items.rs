@@ -357,6 +357,18 @@ impl ChunkFeed for SqliteStore {
     }
 
     async fn chunk_changes(&self, after: i64, limit: u32) -> StoreResult<ChunkChanges> {
+        // Every query asks: answer "nothing new" with one primary-key probe.
+        let pending: Option<i64> =
+            sqlx::query_scalar("SELECT seq FROM chunk_log WHERE seq > ? ORDER BY seq LIMIT 1")
+                .bind(after)
+                .fetch_optional(&self.pool)
+                .await?;
+        if pending.is_none() {
+            return Ok(ChunkChanges {
+                through: after,
+                ..ChunkChanges::default()
+            });
+        }
         // One read transaction, so the log page and the rows it names are one snapshot.
         let mut tx = self.pool.begin().await?;
         let logged: Vec<(i64, i64, String)> = sqlx::query_as(
