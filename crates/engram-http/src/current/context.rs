@@ -2,8 +2,8 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use engram_app::{App, KnowledgeRequest, MemoryRequest};
-use engram_types::{ErrorCode, ItemKind};
+use engram_app::{App, KnowledgeRequest, ListRequest, Listing, MemoryRequest};
+use engram_types::ItemKind;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -37,6 +37,36 @@ pub(super) fn routes() -> OpenApiRouter<App> {
     ))]
 async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
+    let (database, request) = ingest_request(&form, &mut deprecations)?;
+    let (outcome, kind) = match request {
+        Ingest::Knowledge(request) => (
+            app.ingest_knowledge(&who, &database, request).await?,
+            ItemKind::Knowledge,
+        ),
+        Ingest::Memory(request) => (
+            app.ingest_memories(&who, &database, request).await?,
+            ItemKind::Memory,
+        ),
+    };
+    let mut envelope = Envelope::new(StatusCode::ACCEPTED, &ingest_result(&outcome))
+        .scoped(&outcome.database, Some(outcome.collection.as_str()))
+        .deprecations(deprecations);
+    envelope.source_type(kind.as_str());
+    Ok(envelope)
+}
+
+/// What an ingest form asks the app for.
+enum Ingest {
+    Knowledge(KnowledgeRequest),
+    Memory(MemoryRequest),
+}
+
+/// The database and request of an ingest form: `type` (default knowledge), scope, `upsert`,
+/// and the files and app content, or the memories (JSON-encoded form fields).
+fn ingest_request(
+    form: &Form,
+    deprecations: &mut Deprecations,
+) -> Result<(engram_types::DatabaseName, Ingest), ApiError> {
     let (database, collection) = deprecations.scope(
         form.text("database")?,
         form.text("tenant_id")?,
@@ -50,42 +80,35 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
             .map_or(ItemKind::Knowledge, ItemKind::from),
         None => ItemKind::Knowledge,
     };
-    let outcome = match kind {
+    let request = match kind {
         ItemKind::Knowledge => {
-            let files = form.files_named(&["documents", "files"]);
             let file_metadata = deprecations.pick(
                 form.json_array::<FileMetadataDto>("document_metadata")?,
                 form.json_array::<FileMetadataDto>("file_metadata")?,
                 "document_metadata",
                 "file_metadata",
             )?;
-            let request = KnowledgeRequest {
-                collection: collection.clone(),
+            Ingest::Knowledge(KnowledgeRequest {
+                collection,
                 upsert,
-                files,
+                files: form.files_named(&["documents", "files"]),
                 file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
                 file_metadata_field: "document_metadata",
-                app_knowledge: app_sources(&form)?,
-            };
-            app.ingest_knowledge(&who, &database, request).await?
+                app_knowledge: app_sources(form)?,
+            })
         }
         ItemKind::Memory => {
             let memories = form.json_array::<MemoryDto>("memories")?.ok_or_else(|| {
                 ApiError::invalid("missing required field `memories` for type=memory")
             })?;
-            let request = MemoryRequest {
+            Ingest::Memory(MemoryRequest {
                 collection,
                 upsert,
                 memories: memories.into_iter().map(Into::into).collect(),
-            };
-            app.ingest_memories(&who, &database, request).await?
+            })
         }
     };
-    let mut envelope = Envelope::new(StatusCode::ACCEPTED, &ingest_result(&outcome))
-        .scoped(&outcome.database, Some(outcome.collection.as_str()))
-        .deprecations(deprecations);
-    envelope.source_type(kind.as_str());
-    Ok(envelope)
+    Ok((database, request))
 }
 
 /// Indexing status of ingested items. Unknown ids are reported as `FILE_NOT_FOUND`; when none
@@ -111,31 +134,7 @@ async fn status(
     let (db, statuses) = app
         .item_statuses(&who, &database, collection.as_deref(), &ids)
         .await?;
-    let statuses = statuses
-        .into_iter()
-        .map(|(id, status)| match status {
-            Some(s) => StatusDto {
-                id,
-                indexing_status: s.status.as_str().to_owned(),
-                success: s.status != engram_types::IndexingStatus::Errored,
-                message: if s.error_message.is_empty() {
-                    s.status.as_str().to_owned()
-                } else {
-                    s.error_message.clone()
-                },
-                error_code: s.error_code,
-                error_message: s.error_message,
-            },
-            None => StatusDto {
-                message: format!("no item with id `{id}`"),
-                id,
-                indexing_status: "not_found".into(),
-                error_code: ErrorCode::FileNotFound.as_str().into(),
-                error_message: "file not found".into(),
-                success: false,
-            },
-        })
-        .collect();
+    let statuses = statuses.into_iter().map(StatusDto::from).collect();
     let collection = collection.unwrap_or_else(|| db.name.to_string());
     Ok(Envelope::ok(&StatusListDto { statuses })
         .scoped(&db, Some(&collection))
@@ -170,6 +169,55 @@ pub(super) struct ListDataDto {
     pub pagination: PaginationDto,
 }
 
+/// A listing request resolved from its wire form.
+struct ScopedList {
+    database: engram_types::DatabaseName,
+    collection: Option<String>,
+    kind: ItemKind,
+    /// Only these fields of each source (`include_fields`); `None`: all.
+    include_fields: Option<Vec<String>>,
+    request: ListRequest,
+}
+
+impl ListBody {
+    fn into_request(self, deprecations: &mut Deprecations) -> Result<ScopedList, ApiError> {
+        let (database, collection) = self.scope.resolve(deprecations)?;
+        let kind = self.kind.map_or(ItemKind::Knowledge, ItemKind::from);
+        let ids = deprecations
+            .pick(self.ids, self.source_ids, "ids", "source_ids")?
+            .unwrap_or_default();
+        check_include_fields(&self.include_fields)?;
+        let request = list_request(
+            deprecations,
+            self.filters,
+            kind,
+            collection.clone(),
+            ids,
+            self.page,
+            self.page_size,
+        )?;
+        Ok(ScopedList {
+            database,
+            collection,
+            kind,
+            include_fields: (!self.include_fields.is_empty()).then_some(self.include_fields),
+            request,
+        })
+    }
+}
+
+impl ListDataDto {
+    fn new(listing: &Listing, kind: ItemKind, include: Option<&[String]>) -> Self {
+        let (sources, user_memories) = listed_items(listing, kind, include);
+        Self {
+            sources,
+            user_memories,
+            total: listing.page.total,
+            pagination: PaginationDto::from(listing),
+        }
+    }
+}
+
 /// List knowledge sources or memories with pagination and filters.
 #[utoipa::path(post, path = "/context/list", tag = "context", request_body = ListBody,
     responses(
@@ -183,47 +231,12 @@ async fn list(
     Json(body): Json<ListBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let (database, collection) = body.scope.resolve(&mut deprecations)?;
-    let kind = body.kind.map_or(ItemKind::Knowledge, ItemKind::from);
-    let ids = deprecations
-        .pick(body.ids, body.source_ids, "ids", "source_ids")?
-        .unwrap_or_default();
-    check_include_fields(&body.include_fields)?;
-    let request = list_request(
-        &mut deprecations,
-        body.filters,
-        kind,
-        collection.clone(),
-        ids,
-        body.page,
-        body.page_size,
-    )?;
-    let listing = app.list_items(&who, &database, request).await?;
-    let db_name = listing.database.name.to_string();
-    let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
-    let data = ListDataDto {
-        sources: (kind == ItemKind::Knowledge).then(|| {
-            listing
-                .page
-                .items
-                .iter()
-                .map(|r| SourceDto::new(r, &db_name, include))
-                .collect()
-        }),
-        user_memories: (kind == ItemKind::Memory).then(|| {
-            listing
-                .page
-                .items
-                .iter()
-                .map(|r| UserMemoryDto {
-                    memory_id: r.id.clone(),
-                    memory_content: r.fields.text.clone().unwrap_or_default(),
-                })
-                .collect()
-        }),
-        total: listing.page.total,
-        pagination: PaginationDto::from(&listing),
-    };
+    let scoped = body.into_request(&mut deprecations)?;
+    let listing = app
+        .list_items(&who, &scoped.database, scoped.request)
+        .await?;
+    let (kind, collection) = (scoped.kind, scoped.collection);
+    let data = ListDataDto::new(&listing, kind, scoped.include_fields.as_deref());
     let mut envelope = Envelope::ok(&data)
         .scoped(&listing.database, collection.as_deref())
         .deprecations(deprecations);

@@ -2,7 +2,7 @@
 
 use axum::extract::Path;
 use axum::http::StatusCode;
-use engram_app::{parse_database_name, App, CreateDatabase, DatabaseRecord};
+use engram_app::{parse_database_name, App};
 use engram_types::DatabaseName;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -11,7 +11,7 @@ use super::wire::*;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
-use crate::wire::{Deprecations, FieldDto};
+use crate::wire::Deprecations;
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -20,10 +20,6 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(list_collections))
         .routes(routes!(database_stats))
         .routes(routes!(add_schema_fields))
-}
-
-fn schema_dto(db: &DatabaseRecord) -> Vec<FieldDto> {
-    db.schema.fields().iter().map(FieldDto::from).collect()
 }
 
 /// Resolves `database` (or its deprecated alias `tenant_id`) from a query string.
@@ -50,36 +46,13 @@ async fn create_database(
     Json(body): Json<CreateDatabaseRequest>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let name = deprecations.require(body.database, body.tenant_id, "database", "tenant_id")?;
-    let schema = deprecations.pick(
-        body.database_metadata_schema,
-        body.tenant_metadata_schema,
-        "database_metadata_schema",
-        "tenant_metadata_schema",
-    )?;
-    let request = CreateDatabase {
-        name,
-        schema: schema
-            .unwrap_or_default()
-            .into_iter()
-            .map(Into::into)
-            .collect(),
-        embeddings_dimension: body.embeddings_dimension,
-        is_embeddings_tenant: body.is_embeddings_tenant,
-    };
+    let request = body.into_request(&mut deprecations)?;
     let db = app.create_database(&who, request).await?;
-    let data = CreatedDatabase {
-        database: db.name.to_string(),
-        tenant_id: db.name.to_string(),
-        status: "accepted",
-        message: format!(
-            "database `{}` accepted; provisioning in the background",
-            db.name
-        ),
-    };
-    Ok(Envelope::new(StatusCode::ACCEPTED, &data)
-        .scoped(&db, None)
-        .deprecations(deprecations))
+    Ok(
+        Envelope::new(StatusCode::ACCEPTED, &CreatedDatabase::from(&db))
+            .scoped(&db, None)
+            .deprecations(deprecations),
+    )
 }
 
 /// List the databases the key may use.
@@ -117,28 +90,7 @@ async fn database_status(
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
     let db = app.database(&who, &name).await?;
-    let infra = db.infra;
-    let data = DatabaseStatus {
-        database: db.name.to_string(),
-        org_id: db.org.to_string(),
-        tenant_id: db.name.to_string(),
-        infra: Infra {
-            scheduler_status: infra.scheduler,
-            graph_status: infra.graph,
-            vectorstore_status: VectorstoreStatus {
-                knowledge: infra.knowledge_vectors,
-                memories: infra.memory_vectors,
-            },
-            ready_for_ingestion: infra.all_ready(),
-        },
-        database_metadata_schema: schema_dto(&db),
-        message: if infra.all_ready() {
-            "database is ready".into()
-        } else {
-            "database is provisioning".into()
-        },
-    };
-    Ok(Envelope::ok(&data)
+    Ok(Envelope::ok(&DatabaseStatus::from(&db))
         .scoped(&db, None)
         .deprecations(deprecations))
 }

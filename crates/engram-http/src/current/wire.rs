@@ -4,12 +4,17 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use engram_app::{format_ms, Method, QueryKind, RankedChunk, RequestedMode};
+use engram_app::{
+    format_ms, Collections, CreateDatabase, DatabaseRecord, Method, QueryKind, QueryRequest,
+    RankedChunk, RequestedMode,
+};
 use serde_json::{Map, Value};
 
+use crate::error::ApiError;
 use crate::wire::query::OperatorDto;
+use crate::wire::query::{alpha, required_query};
 use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
-use crate::wire::{lenient, FieldDto, ScopeDto};
+use crate::wire::{lenient, Deprecations, FieldDto, ScopeDto};
 
 /// `POST /databases`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -320,6 +325,170 @@ impl From<ModeDto> for RequestedMode {
             ModeDto::Fast => Self::Fast,
             ModeDto::Thinking => Self::Thinking,
             ModeDto::Auto => Self::Auto,
+        }
+    }
+}
+
+/// A query request resolved from its wire form: the database, the collection it named, and what
+/// the app runs.
+pub(super) struct ScopedQuery {
+    pub database: engram_types::DatabaseName,
+    pub collection: Option<String>,
+    pub request: QueryRequest,
+}
+
+impl QueryBody {
+    /// The app's request, aliases resolved (and reported in `deprecations`).
+    pub(super) fn into_request(
+        self,
+        deprecations: &mut Deprecations,
+    ) -> Result<ScopedQuery, ApiError> {
+        let (database, collection) = self.scope.resolve(deprecations)?;
+        let named = deprecations.pick(
+            self.collections,
+            self.sub_tenant_ids,
+            "collections",
+            "sub_tenant_ids",
+        )?;
+        let request = QueryRequest {
+            collection: collection.clone(),
+            collections: named.map(Collections::try_from).transpose()?,
+            query: required_query(self.query)?,
+            kind: self.kind.map(QueryKind::from).unwrap_or_default(),
+            method: self.query_by.map(Method::from),
+            operator: self.operator.unwrap_or_default().into(),
+            mode: self.mode.map(RequestedMode::from).unwrap_or_default(),
+            max_results: self.max_results,
+            alpha: alpha(self.alpha)?,
+            recency_bias: self.recency_bias,
+            metadata_filters: current_filters(deprecations, self.metadata_filters)?,
+            graph_context: self.graph_context,
+            query_apps: self.query_apps.unwrap_or(false),
+        };
+        Ok(ScopedQuery {
+            database,
+            collection,
+            request,
+        })
+    }
+}
+
+impl TryFrom<CollectionsDto> for Collections {
+    type Error = ApiError;
+
+    fn try_from(value: CollectionsDto) -> Result<Self, ApiError> {
+        match value {
+            CollectionsDto::List(names) => Ok(Self::List(names)),
+            CollectionsDto::Weights(weights) => weights
+                .into_iter()
+                .map(|(name, w)| match w.as_f64() {
+                    Some(w) => Ok((name, w)),
+                    None => Err(ApiError::invalid(format!(
+                        "`collections.{name}` weight must be a number"
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Self::Weighted),
+        }
+    }
+}
+
+/// `meta.source_type` of a query.
+pub(super) fn kind_name(kind: QueryKind) -> &'static str {
+    match kind {
+        QueryKind::Knowledge => "knowledge",
+        QueryKind::Memory => "memory",
+        QueryKind::All => "all",
+    }
+}
+
+/// `metadata_filters` of the current route: the free-form part under `additional_metadata`,
+/// or its deprecated alias `document_metadata` (reported).
+fn current_filters(
+    deprecations: &mut Deprecations,
+    filters: Option<Map<String, Value>>,
+) -> Result<Map<String, Value>, ApiError> {
+    let mut filters = filters.unwrap_or_default();
+    let current = filters.remove("additional_metadata");
+    let alias = filters.remove("document_metadata");
+    if let Some(free) = deprecations.pick(
+        current,
+        alias,
+        "metadata_filters.additional_metadata",
+        "metadata_filters.document_metadata",
+    )? {
+        filters.insert("additional_metadata".into(), free);
+    }
+    Ok(filters)
+}
+
+/// The metadata schema of a database as sent and returned.
+pub(super) fn schema_dto(db: &DatabaseRecord) -> Vec<FieldDto> {
+    db.schema.fields().iter().map(FieldDto::from).collect()
+}
+
+impl CreateDatabaseRequest {
+    /// The app's request, aliases resolved (and reported in `deprecations`).
+    pub(super) fn into_request(
+        self,
+        deprecations: &mut Deprecations,
+    ) -> Result<CreateDatabase, ApiError> {
+        let name = deprecations.require(self.database, self.tenant_id, "database", "tenant_id")?;
+        let schema = deprecations.pick(
+            self.database_metadata_schema,
+            self.tenant_metadata_schema,
+            "database_metadata_schema",
+            "tenant_metadata_schema",
+        )?;
+        Ok(CreateDatabase {
+            name,
+            schema: schema
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            embeddings_dimension: self.embeddings_dimension,
+            is_embeddings_tenant: self.is_embeddings_tenant,
+        })
+    }
+}
+
+impl From<&DatabaseRecord> for CreatedDatabase {
+    fn from(db: &DatabaseRecord) -> Self {
+        Self {
+            database: db.name.to_string(),
+            tenant_id: db.name.to_string(),
+            status: "accepted",
+            message: format!(
+                "database `{}` accepted; provisioning in the background",
+                db.name
+            ),
+        }
+    }
+}
+
+impl From<&DatabaseRecord> for DatabaseStatus {
+    fn from(db: &DatabaseRecord) -> Self {
+        let infra = db.infra;
+        Self {
+            database: db.name.to_string(),
+            org_id: db.org.to_string(),
+            tenant_id: db.name.to_string(),
+            infra: Infra {
+                scheduler_status: infra.scheduler,
+                graph_status: infra.graph,
+                vectorstore_status: VectorstoreStatus {
+                    knowledge: infra.knowledge_vectors,
+                    memories: infra.memory_vectors,
+                },
+                ready_for_ingestion: infra.all_ready(),
+            },
+            database_metadata_schema: schema_dto(db),
+            message: if infra.all_ready() {
+                "database is ready".into()
+            } else {
+                "database is provisioning".into()
+            },
         }
     }
 }

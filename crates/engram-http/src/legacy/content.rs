@@ -263,43 +263,15 @@ async fn list_data(
         .list_items(&who, &database, request)
         .await
         .map_err(content)?;
-    let db_name = listing.database.name.to_string();
     let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
-    let pagination = PaginationDto::from(&listing);
-    Ok(axum::Json(match kind {
-        ItemKind::Knowledge => ListDataResponse {
-            success: true,
-            message: Some(format!("{} sources", listing.page.total)),
-            sources: Some(
-                listing
-                    .page
-                    .items
-                    .iter()
-                    .map(|r| SourceDto::new(r, &db_name, include))
-                    .collect(),
-            ),
-            user_memories: None,
-            total: listing.page.total,
-            pagination,
-        },
-        ItemKind::Memory => ListDataResponse {
-            success: true,
-            message: None,
-            sources: None,
-            user_memories: Some(
-                listing
-                    .page
-                    .items
-                    .iter()
-                    .map(|r| UserMemoryDto {
-                        memory_id: r.id.clone(),
-                        memory_content: r.fields.text.clone().unwrap_or_default(),
-                    })
-                    .collect(),
-            ),
-            total: listing.page.total,
-            pagination,
-        },
+    let (sources, user_memories) = listed_items(&listing, kind, include);
+    Ok(axum::Json(ListDataResponse {
+        success: true,
+        message: (kind == ItemKind::Knowledge).then(|| format!("{} sources", listing.page.total)),
+        sources,
+        user_memories,
+        total: listing.page.total,
+        pagination: PaginationDto::from(&listing),
     }))
 }
 

@@ -1,7 +1,7 @@
 //! Wire types of ingestion, status, listing and deletion, shared by both generations where the
 //! shape is the same (the JSON-encoded form fields), plus each generation's responses.
 
-use engram_app::{IngestOutcome, ListRequest, PAGE_SIZE_DEFAULT};
+use engram_app::{IngestOutcome, ListRequest, Listing, PAGE_SIZE_DEFAULT};
 use engram_types::ItemKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -480,5 +480,67 @@ impl From<ItemKindDto> for ItemKind {
             ItemKindDto::Knowledge => Self::Knowledge,
             ItemKindDto::Memory => Self::Memory,
         }
+    }
+}
+
+impl From<(String, Option<engram_app::ItemStatus>)> for StatusDto {
+    /// The status of one asked id: its item's state, or `not_found`.
+    fn from((id, status): (String, Option<engram_app::ItemStatus>)) -> Self {
+        match status {
+            Some(s) => Self {
+                id,
+                indexing_status: s.status.as_str().to_owned(),
+                success: s.status != engram_types::IndexingStatus::Errored,
+                message: if s.error_message.is_empty() {
+                    s.status.as_str().to_owned()
+                } else {
+                    s.error_message.clone()
+                },
+                error_code: s.error_code,
+                error_message: s.error_message,
+            },
+            None => Self {
+                message: format!("no item with id `{id}`"),
+                id,
+                indexing_status: "not_found".into(),
+                error_code: engram_types::ErrorCode::FileNotFound.as_str().into(),
+                error_message: "file not found".into(),
+                success: false,
+            },
+        }
+    }
+}
+
+/// A listing page as sources (knowledge, only the `include` fields when given) or as memories,
+/// for either generation's response.
+pub(crate) fn listed_items(
+    listing: &Listing,
+    kind: ItemKind,
+    include: Option<&[String]>,
+) -> (Option<Vec<SourceDto>>, Option<Vec<UserMemoryDto>>) {
+    let db_name = listing.database.name.to_string();
+    let items = &listing.page.items;
+    match kind {
+        ItemKind::Knowledge => (
+            Some(
+                items
+                    .iter()
+                    .map(|r| SourceDto::new(r, &db_name, include))
+                    .collect(),
+            ),
+            None,
+        ),
+        ItemKind::Memory => (
+            None,
+            Some(
+                items
+                    .iter()
+                    .map(|r| UserMemoryDto {
+                        memory_id: r.id.clone(),
+                        memory_content: r.fields.text.clone().unwrap_or_default(),
+                    })
+                    .collect(),
+            ),
+        ),
     }
 }
