@@ -137,20 +137,8 @@ async fn database_stats(
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
     let stats = app.database_stats(&who, &name).await?;
-    let db = &stats.database;
-    let data = DatabaseStats {
-        database: db.name.to_string(),
-        tenant_id: db.name.to_string(),
-        knowledge_collection: RowCount {
-            row_count: stats.counts.knowledge_chunks,
-        },
-        memory_collection: RowCount {
-            row_count: stats.counts.memory_chunks,
-        },
-        message: format!("{} collections", stats.counts.collections),
-    };
-    Ok(Envelope::ok(&data)
-        .scoped(db, None)
+    Ok(Envelope::ok(&DatabaseStats::from(&stats))
+        .scoped(&stats.database, None)
         .deprecations(deprecations))
 }
 

@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use engram_app::{App, RegisterWebhook};
+use engram_app::App;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -41,31 +41,10 @@ async fn register_webhook(
     Auth(who): Auth,
     Json(body): Json<RegisterWebhookRequest>,
 ) -> Result<Response, ApiError> {
-    let registered = app
-        .register_webhook(
-            &who,
-            RegisterWebhook {
-                url: body.url,
-                event_types: body.event_types,
-                signing_secret: body.signing_secret,
-                generate_signing_secret: body.generate_signing_secret,
-            },
-        )
-        .await?;
-    let message = match &registered.generated_secret {
-        Some(_) => "webhook registered; store the signing secret now, it is not shown again",
-        None => "webhook registered",
-    };
+    let registered = app.register_webhook(&who, body.into()).await?;
     Ok(plain(
         StatusCode::CREATED,
-        RegisteredWebhook {
-            registered: true,
-            url: registered.webhook.url,
-            event_types: registered.webhook.event_types,
-            signing_secret_configured: registered.webhook.signing_secret_configured,
-            signing_secret: registered.generated_secret,
-            message: message.into(),
-        },
+        RegisteredWebhook::from(registered),
     ))
 }
 
@@ -173,23 +152,11 @@ async fn list_deliveries(
     Auth(who): Auth,
     Query(params): Query<DeliveriesParams>,
 ) -> Result<Response, ApiError> {
+    let (status, cursor) = (params.status.as_deref(), params.cursor.as_deref());
     let page = app
-        .list_deliveries(
-            &who,
-            params.limit,
-            params.status.as_deref(),
-            params.cursor.as_deref(),
-        )
+        .list_deliveries(&who, params.limit, status, cursor)
         .await?;
-    let deliveries: Vec<DeliveryDto> = page.deliveries.iter().map(DeliveryDto::from).collect();
-    Ok(plain(
-        StatusCode::OK,
-        DeliveryList {
-            count: deliveries.len(),
-            deliveries,
-            next_cursor: page.next_cursor,
-        },
-    ))
+    Ok(plain(StatusCode::OK, DeliveryList::from(&page)))
 }
 
 /// One delivery by id.

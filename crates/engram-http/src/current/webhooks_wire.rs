@@ -1,7 +1,9 @@
 //! Wire types of the webhook routes. Their successful responses are plain objects (the spec's
 //! documented contract for webhook management), not the envelope.
 
-use engram_app::{format_ms, DeliveryRecord, WebhookView};
+use engram_app::{
+    format_ms, DeliveryPage, DeliveryRecord, RegisterWebhook, Registered, WebhookView,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -167,4 +169,43 @@ pub(super) struct RetryQueued {
     pub delivery_id: String,
     pub message: String,
     pub queued: bool,
+}
+
+impl From<RegisterWebhookRequest> for RegisterWebhook {
+    fn from(body: RegisterWebhookRequest) -> Self {
+        Self {
+            url: body.url,
+            event_types: body.event_types,
+            signing_secret: body.signing_secret,
+            generate_signing_secret: body.generate_signing_secret,
+        }
+    }
+}
+
+impl From<Registered> for RegisteredWebhook {
+    fn from(registered: Registered) -> Self {
+        let message = match &registered.generated_secret {
+            Some(_) => "webhook registered; store the signing secret now, it is not shown again",
+            None => "webhook registered",
+        };
+        Self {
+            registered: true,
+            url: registered.webhook.url,
+            event_types: registered.webhook.event_types,
+            signing_secret_configured: registered.webhook.signing_secret_configured,
+            signing_secret: registered.generated_secret,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&DeliveryPage> for DeliveryList {
+    fn from(page: &DeliveryPage) -> Self {
+        let deliveries: Vec<DeliveryDto> = page.deliveries.iter().map(DeliveryDto::from).collect();
+        Self {
+            count: deliveries.len(),
+            deliveries,
+            next_cursor: page.next_cursor.clone(),
+        }
+    }
 }

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use engram_app::{
-    format_ms, Collections, CreateDatabase, DatabaseRecord, Method, QueryKind, QueryRequest,
-    RankedChunk, RequestedMode,
+    format_ms, Collections, CreateDatabase, DatabaseRecord, DatabaseStats as AppDatabaseStats,
+    Method, QueryKind, QueryRequest, RankedChunk, RequestedMode,
 };
 use serde_json::{Map, Value};
 
@@ -489,6 +489,23 @@ impl From<&DatabaseRecord> for DatabaseStatus {
             } else {
                 "database is provisioning".into()
             },
+        }
+    }
+}
+
+impl From<&AppDatabaseStats> for DatabaseStats {
+    fn from(stats: &AppDatabaseStats) -> Self {
+        let db = &stats.database;
+        Self {
+            database: db.name.to_string(),
+            tenant_id: db.name.to_string(),
+            knowledge_collection: RowCount {
+                row_count: stats.counts.knowledge_chunks,
+            },
+            memory_collection: RowCount {
+                row_count: stats.counts.memory_chunks,
+            },
+            message: format!("{} collections", stats.counts.collections),
         }
     }
 }
