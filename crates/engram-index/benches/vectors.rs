@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use engram_index::{VectorEntry, Vectors};
+use engram_index::{ChunkKey, VectorEntry, Vectors};
 use engram_types::{DatabaseId, ItemKind};
 
 const DIMENSION: usize = 384;
@@ -51,7 +51,7 @@ fn main() {
     index.insert(
         &database,
         (0..chunks).map(|i| VectorEntry {
-            chunk_key: i as i64,
+            chunk_key: ChunkKey(i as i64),
             collection: "default".into(),
             kind: ItemKind::Knowledge,
             vector: unit(i as u64),

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use engram_store::conformance::{chunk, claim_ours, collection, item, setup};
-use engram_store::{ChunkFilter, DatabaseScope, FilterValue, ItemOrigin, NewItem, Store};
+use engram_store::{ChunkFilter, ChunkKey, DatabaseScope, FilterValue, ItemOrigin, NewItem, Store};
 use engram_types::{CollectionName, ItemKind};
 use serde_json::json;
 
@@ -41,7 +41,7 @@ async fn keyword(
     query: &LexicalQuery,
     limit: usize,
     now: i64,
-) -> IndexResult<Vec<(i64, f32)>> {
+) -> IndexResult<Vec<(ChunkKey, f32)>> {
     indexes.catch_up().await?;
     indexes
         .keyword_search(scope, filter, query, limit, now)
@@ -54,7 +54,7 @@ async fn index<S: Store + ?Sized>(
     scope: &DatabaseScope,
     items: Vec<NewItem>,
     now: i64,
-) -> Vec<(String, i64)> {
+) -> Vec<(String, ChunkKey)> {
     store.enqueue_items(scope, &items, true, now).await.unwrap();
     for claimed in claim_ours(store, scope, "search", now).await {
         let text = claimed.text.clone().unwrap();
@@ -70,7 +70,7 @@ async fn index<S: Store + ?Sized>(
         .filtered_chunk_keys(scope, &all, 1_000_000, now)
         .await
         .unwrap();
-    let mut keys: Vec<(String, i64)> = store
+    let mut keys: Vec<(String, ChunkKey)> = store
         .fetch_chunks(scope, &all, &every, now)
         .await
         .unwrap()
@@ -82,7 +82,7 @@ async fn index<S: Store + ?Sized>(
     keys
 }
 
-fn key_of(keys: &[(String, i64)], id: &str) -> i64 {
+fn key_of(keys: &[(String, ChunkKey)], id: &str) -> ChunkKey {
     keys.iter().find(|(i, _)| i == id).unwrap().1
 }
 
@@ -121,7 +121,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
     )
     .await
     .unwrap();
-    let found_keys: Vec<i64> = found.iter().map(|f| f.0).collect();
+    let found_keys: Vec<ChunkKey> = found.iter().map(|f| f.0).collect();
     assert_eq!(found_keys[0], key_of(&keys, "a"), "both terms rank first");
     assert_eq!(found.len(), 3, "every chunk with either term: {found:?}");
     assert!(found.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
@@ -137,7 +137,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
     )
     .await
     .unwrap();
-    let mut and_keys: Vec<i64> = and.iter().map(|f| f.0).collect();
+    let mut and_keys: Vec<ChunkKey> = and.iter().map(|f| f.0).collect();
     and_keys.sort_unstable();
     assert_eq!(and_keys, [key_of(&keys, "a"), key_of(&keys, "b")]);
 
@@ -242,12 +242,12 @@ async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexe
     memory.origin = ItemOrigin::Memory;
     memory.fields.expires_at = Some(1_000);
     let keys = index(store, &scope, vec![red, green, memory], 10).await;
-    let every: Vec<i64> = keys.iter().map(|k| k.1).collect();
+    let every: Vec<ChunkKey> = keys.iter().map(|k| k.1).collect();
     let apples = terms(&["apples"], TermOperator::Or);
 
     let (scope_ref, apples_ref) = (&scope, &apples);
     let by = |filter: ChunkFilter| async move {
-        let mut found: Vec<i64> = keyword(indexes, scope_ref, &filter, apples_ref, 10, 20)
+        let mut found: Vec<ChunkKey> = keyword(indexes, scope_ref, &filter, apples_ref, 10, 20)
             .await
             .unwrap()
             .into_iter()

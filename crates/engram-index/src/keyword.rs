@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
-use engram_store::{ChunkChanges, IndexedChunk};
+use engram_store::{ChunkChanges, ChunkKey, IndexedChunk};
 use engram_types::DatabaseId;
 use tantivy::collector::TopDocs;
 use tantivy::indexer::IndexWriterOptions;
@@ -35,7 +35,7 @@ pub trait KeywordIndex: Send + Sync {
         query: &LexicalQuery,
         filter: &IndexFilter,
         limit: usize,
-    ) -> IndexResult<Vec<(i64, f32)>>;
+    ) -> IndexResult<Vec<(ChunkKey, f32)>>;
 }
 
 const ANALYZER: &str = "engram";
@@ -144,7 +144,7 @@ impl KeywordIndex for TantivyKeywordIndex {
         query: &LexicalQuery,
         filter: &IndexFilter,
         limit: usize,
-    ) -> IndexResult<Vec<(i64, f32)>> {
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         let inner = self.inner.clone();
         let (database, query, filter) = (database.clone(), query.clone(), filter.clone());
         blocking(move || inner.search(&database, &query, &filter, limit)).await
@@ -188,7 +188,7 @@ impl Inner {
     fn apply(&self, changes: &ChunkChanges) -> IndexResult<()> {
         let mut by_database: HashMap<&DatabaseId, Changes<'_>> = HashMap::new();
         for (database, key) in &changes.removed {
-            by_database.entry(database).or_default().remove.push(*key);
+            by_database.entry(database).or_default().remove.push(key.0);
         }
         for chunk in &changes.current {
             by_database
@@ -232,7 +232,7 @@ impl Inner {
         }
         for chunk in changes.add {
             let mut document = TantivyDocument::new();
-            document.add_i64(self.fields.key, chunk.chunk_key);
+            document.add_i64(self.fields.key, chunk.chunk_key.0);
             document.add_text(self.fields.text, &chunk.content);
             if !chunk.context.is_empty() {
                 document.add_text(self.fields.text, &chunk.context);
@@ -252,7 +252,7 @@ impl Inner {
         query: &LexicalQuery,
         filter: &IndexFilter,
         limit: usize,
-    ) -> IndexResult<Vec<(i64, f32)>> {
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         let Some(target) = self.database(database) else {
             return Ok(Vec::new());
         };
@@ -304,7 +304,7 @@ impl Inner {
                 ),
             };
             if let Some(key) = column.first(address.doc_id) {
-                found.push((key, score));
+                found.push((ChunkKey(key), score));
             }
         }
         Ok(found)

@@ -26,7 +26,7 @@ use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 pub use analyzer::{LexicalQuery, TermOperator};
-pub use engram_store::ChunkFeed;
+pub use engram_store::{ChunkFeed, ChunkKey};
 pub use keyword::{KeywordIndex, TantivyKeywordIndex};
 pub use vector::{Int8VectorIndex, VectorEntry, VectorIndex, Vectors};
 
@@ -163,7 +163,7 @@ impl Indexes {
         let head = self.store.chunk_feed_head().await?;
         self.keyword.clear().await?;
         self.vectors.clear().await?;
-        let (mut after, mut total) = (i64::MIN, 0);
+        let (mut after, mut total) = (ChunkKey(i64::MIN), 0);
         loop {
             let chunks = self.store.scan_chunks(after, PAGE).await?;
             let Some(last) = chunks.last() else { break };
@@ -211,7 +211,7 @@ impl Indexes {
         query: &LexicalQuery,
         limit: usize,
         now: i64,
-    ) -> IndexResult<Vec<(i64, f32)>> {
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         if limit == 0 || query.is_empty() {
             return Ok(Vec::new());
         }
@@ -225,14 +225,14 @@ impl Indexes {
                 .search(&scope.id, query, &index_filter, page)
                 .await?;
             let exhausted = ranked.len() < page;
-            let keys: Vec<i64> = ranked.iter().map(|r| r.0).collect();
-            let passing: HashSet<i64> = self
+            let keys: Vec<ChunkKey> = ranked.iter().map(|r| r.0).collect();
+            let passing: HashSet<ChunkKey> = self
                 .store
                 .passing_chunk_keys(scope, filter, &keys, now)
                 .await?
                 .into_iter()
                 .collect();
-            let found: Vec<(i64, f32)> = ranked
+            let found: Vec<(ChunkKey, f32)> = ranked
                 .into_iter()
                 .filter(|(key, _)| passing.contains(key))
                 .take(limit)
@@ -253,8 +253,8 @@ impl Indexes {
         vector: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<i64>>>,
-    ) -> IndexResult<Vec<(i64, f32)>> {
+        only: Option<Arc<HashSet<ChunkKey>>>,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.vectors
             .nearest(&scope.id, vector, k, filter, only)
             .await

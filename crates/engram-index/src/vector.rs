@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
-use engram_store::ChunkChanges;
+use engram_store::{ChunkChanges, ChunkKey};
 use engram_types::{DatabaseId, ItemKind};
 
 use crate::{blocking, IndexFilter, IndexResult};
@@ -27,8 +27,8 @@ pub trait VectorIndex: Send + Sync {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<i64>>>,
-    ) -> IndexResult<Vec<(i64, f32)>>;
+        only: Option<Arc<HashSet<ChunkKey>>>,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>>;
     /// Vectors held for a database.
     async fn count(&self, database: &DatabaseId) -> IndexResult<usize>;
 }
@@ -36,7 +36,7 @@ pub trait VectorIndex: Send + Sync {
 /// One vector to index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorEntry {
-    pub chunk_key: i64,
+    pub chunk_key: ChunkKey,
     pub collection: String,
     pub kind: ItemKind,
     pub vector: Vec<f32>,
@@ -56,8 +56,8 @@ pub struct Vectors {
 
 #[derive(Default)]
 struct Segment {
-    keys: Vec<i64>,
-    slots: HashMap<i64, usize>,
+    keys: Vec<ChunkKey>,
+    slots: HashMap<ChunkKey, usize>,
     /// Per slot: interned collection and kind.
     meta: Vec<(u32, ItemKind)>,
     collections: Vec<String>,
@@ -98,7 +98,7 @@ impl Segment {
     /// Adds a vector, replacing the key's previous one.
     fn put(
         &mut self,
-        key: i64,
+        key: ChunkKey,
         collection: &str,
         kind: ItemKind,
         vector: &[f32],
@@ -113,7 +113,7 @@ impl Segment {
         self.scales.push(scale);
     }
 
-    fn remove(&mut self, key: i64, dimension: usize) {
+    fn remove(&mut self, key: ChunkKey, dimension: usize) {
         let Some(slot) = self.slots.remove(&key) else {
             return;
         };
@@ -168,8 +168,8 @@ impl VectorIndex for Int8VectorIndex {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<i64>>>,
-    ) -> IndexResult<Vec<(i64, f32)>> {
+        only: Option<Arc<HashSet<ChunkKey>>>,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         let inner = self.inner.clone();
         let (database, filter) = (database.clone(), filter.clone());
         blocking(move || {
@@ -263,8 +263,8 @@ impl Vectors {
         query: &[f32],
         k: usize,
         accept: &dyn Fn(&str, ItemKind) -> bool,
-        only: Option<&HashSet<i64>>,
-    ) -> Vec<(i64, f32)> {
+        only: Option<&HashSet<ChunkKey>>,
+    ) -> Vec<(ChunkKey, f32)> {
         if query.len() != self.dimension || k == 0 {
             return Vec::new();
         }
@@ -279,7 +279,7 @@ impl Vectors {
             .collect();
         let mut code = Vec::with_capacity(self.dimension);
         let query_scale = quantize(query, &mut code);
-        let mut scored: Vec<(i64, f32)> = segment
+        let mut scored: Vec<(ChunkKey, f32)> = segment
             .keys
             .iter()
             .enumerate()
@@ -329,7 +329,7 @@ mod tests {
 
     fn entry(key: i64, collection: &str, kind: ItemKind, dimension: usize) -> VectorEntry {
         VectorEntry {
-            chunk_key: key,
+            chunk_key: ChunkKey(key),
             collection: collection.into(),
             kind,
             vector: unit(key as u64, dimension),
@@ -350,7 +350,7 @@ mod tests {
         for probe in [3, 77, 499] {
             let query = unit(probe as u64, 64);
             let hits = index.search(&db("a"), &query, 5, &|_, _| true, None);
-            assert_eq!(hits[0].0, probe);
+            assert_eq!(hits[0].0, ChunkKey(probe));
             assert!((hits[0].1 - 1.0).abs() < 0.02, "{}", hits[0].1);
             assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
         }
@@ -373,7 +373,7 @@ mod tests {
         let hits: Vec<i64> = index
             .search(&db("a"), &query, 10, &only_x_knowledge, None)
             .iter()
-            .map(|h| h.0)
+            .map(|h| h.0 .0)
             .collect();
         assert_eq!(
             hits,
@@ -381,25 +381,29 @@ mod tests {
             "another database's vectors and other collections or kinds never appear"
         );
         index.apply(&ChunkChanges {
-            removed: vec![(db("a"), 1), (db("a"), 99), (db("b"), 3)],
+            removed: vec![
+                (db("a"), ChunkKey(1)),
+                (db("a"), ChunkKey(99)),
+                (db("b"), ChunkKey(3)),
+            ],
             ..ChunkChanges::default()
         });
         assert!(index
             .search(&db("a"), &query, 10, &only_x_knowledge, None)
             .is_empty());
         assert_eq!(index.len(&db("a")), 2);
-        let only_three: HashSet<i64> = [3].into();
+        let only_three: HashSet<ChunkKey> = [ChunkKey(3)].into();
         let restricted: Vec<i64> = index
             .search(&db("a"), &query, 10, &|_, _| true, Some(&only_three))
             .iter()
-            .map(|h| h.0)
+            .map(|h| h.0 .0)
             .collect();
         assert_eq!(restricted, [3], "a key set restricts the scan");
         // Removing from the middle keeps the others findable.
         let hits: Vec<i64> = index
             .search(&db("a"), &unit(3, 16), 1, &|_, _| true, None)
             .iter()
-            .map(|h| h.0)
+            .map(|h| h.0 .0)
             .collect();
         assert_eq!(hits, [3]);
         index.insert(&db("a"), [entry(3, "x", ItemKind::Memory, 16)]);
@@ -418,7 +422,7 @@ mod tests {
         index.insert(
             &db("a"),
             [VectorEntry {
-                chunk_key: 1,
+                chunk_key: ChunkKey(1),
                 collection: "c".into(),
                 kind: ItemKind::Knowledge,
                 vector: vec![1.0; 3],

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use engram_index::analyzer::content_terms;
 use engram_index::LexicalQuery;
+use engram_store::ChunkKey;
 
 use crate::retrieve::{Candidate, Evidence};
 use crate::{Retriever, SearchError, SearchRequest};
@@ -20,8 +21,8 @@ impl Retriever<'_> {
         request: &SearchRequest,
         lexical: &LexicalQuery,
         pool: usize,
-        restriction: Option<&Arc<HashSet<i64>>>,
-        all_passing: &mut Option<Arc<HashSet<i64>>>,
+        restriction: Option<&Arc<HashSet<ChunkKey>>>,
+        all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
         evidence: &mut Evidence,
     ) -> Result<(), SearchError> {
         let mut best: Vec<&Candidate> = evidence.candidates.values().collect();
@@ -46,7 +47,7 @@ impl Retriever<'_> {
             evidence.query_vectors.push(vector);
         }
         if !evidence.expansion.is_empty() {
-            let found: Vec<(i64, f32)> = self
+            let found: Vec<(ChunkKey, f32)> = self
                 .keyword_pool(request, &request.filter, &evidence.expansion, pool)
                 .await?
                 .into_iter()

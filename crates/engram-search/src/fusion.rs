@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use engram_index::LexicalQuery;
+use engram_store::ChunkKey;
 
 use crate::rerank::{dot, RerankCandidate, RerankInput};
 use crate::retrieve::{Candidate, Evidence};
@@ -107,16 +108,16 @@ impl Retriever<'_> {
                 keyword_scale.apply(c.keyword)
                     + lexical_weight * expansion_scale.apply(c.expansion_keyword)
             };
-            let mut by_semantic: Vec<i64> = candidates.keys().copied().collect();
+            let mut by_semantic: Vec<ChunkKey> = candidates.keys().copied().collect();
             by_semantic.sort_by(|a, b| candidates[b].semantic.total_cmp(&candidates[a].semantic));
-            let mut by_keyword: Vec<i64> = candidates
+            let mut by_keyword: Vec<ChunkKey> = candidates
                 .iter()
                 .filter(|(_, c)| keyword_of(c) > 0.0)
                 .map(|(k, _)| *k)
                 .collect();
             by_keyword
                 .sort_by(|a, b| keyword_of(&candidates[b]).total_cmp(&keyword_of(&candidates[a])));
-            let mut fused: HashMap<i64, f32> = HashMap::new();
+            let mut fused: HashMap<ChunkKey, f32> = HashMap::new();
             for (rank, key) in by_semantic.iter().enumerate() {
                 *fused.entry(*key).or_default() += alpha / (K + 1.0 + rank as f32);
             }
@@ -142,7 +143,7 @@ impl Retriever<'_> {
             query_vectors,
             ..
         } = evidence;
-        let mut order: Vec<i64> = candidates.keys().copied().collect();
+        let mut order: Vec<ChunkKey> = candidates.keys().copied().collect();
         order.sort_by(|a, b| candidates[b].fused.total_cmp(&candidates[a].fused));
         order.truncate(self.tuning.rerank_depth);
         let inputs: Vec<RerankCandidate<'_>> = order
@@ -174,7 +175,7 @@ impl Retriever<'_> {
             c.fused = (1.0 - w) * c.fused + w * scale.apply(score);
         }
         // Keep unreranked candidates below every reranked one.
-        let reranked: HashSet<i64> = order.into_iter().collect();
+        let reranked: HashSet<ChunkKey> = order.into_iter().collect();
         for (key, c) in candidates.iter_mut() {
             if !reranked.contains(key) {
                 c.fused = c.fused.min(floor) * (1.0 - w);

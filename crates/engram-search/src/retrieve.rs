@@ -11,6 +11,7 @@ use engram_config::SearchConfig;
 use engram_embed::Embedder;
 use engram_index::analyzer::keyword_query;
 use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
+use engram_store::ChunkKey;
 use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreError};
 use engram_types::ItemKind;
 
@@ -130,11 +131,11 @@ pub struct Retriever<'a> {
 
 /// What one hybrid query has gathered: its candidates and the evidence they are scored with.
 pub(crate) struct Evidence {
-    pub candidates: HashMap<i64, Candidate>,
+    pub candidates: HashMap<ChunkKey, Candidate>,
     /// BM25 from the query's keyword pools.
-    pub keyword: HashMap<i64, f32>,
+    pub keyword: HashMap<ChunkKey, f32>,
     /// BM25 of the expansion query (`thinking`).
-    pub expanded: HashMap<i64, f32>,
+    pub expanded: HashMap<ChunkKey, f32>,
     pub expansion: LexicalQuery,
     /// The query's vector, then the feedback vector (`thinking`).
     pub query_vectors: Vec<Vec<f32>>,
@@ -184,8 +185,8 @@ impl Retriever<'_> {
         let found = self
             .keyword_pool(request, &request.filter, lexical, pool)
             .await?;
-        let scores: HashMap<i64, f32> = found.iter().copied().collect();
-        let keys: Vec<i64> = found.iter().map(|f| f.0).collect();
+        let scores: HashMap<ChunkKey, f32> = found.iter().copied().collect();
+        let keys: Vec<ChunkKey> = found.iter().map(|f| f.0).collect();
         let hits = self
             .store
             .fetch_chunks(&request.scope, &request.filter, &keys, request.now)
@@ -207,7 +208,7 @@ impl Retriever<'_> {
         filter: &ChunkFilter,
         lexical: &LexicalQuery,
         pool: usize,
-    ) -> Result<Vec<(i64, f32)>, SearchError> {
+    ) -> Result<Vec<(ChunkKey, f32)>, SearchError> {
         Ok(self
             .indexes
             .keyword_search(&request.scope, filter, lexical, pool, request.now)
@@ -233,9 +234,9 @@ impl Retriever<'_> {
         request: &SearchRequest,
         vector: &[f32],
         pool: usize,
-        only: Option<Arc<HashSet<i64>>>,
+        only: Option<Arc<HashSet<ChunkKey>>>,
         apps_only: bool,
-    ) -> Result<Vec<i64>, SearchError> {
+    ) -> Result<Vec<ChunkKey>, SearchError> {
         let mut filter = IndexFilter::from(&request.filter);
         if apps_only {
             if !filter.accepts_kind(ItemKind::Knowledge) {
@@ -258,7 +259,7 @@ impl Retriever<'_> {
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
-    ) -> Result<Option<Arc<HashSet<i64>>>, SearchError> {
+    ) -> Result<Option<Arc<HashSet<ChunkKey>>>, SearchError> {
         if request.operator == TermOperator::Or {
             return Ok(None);
         }
@@ -280,9 +281,9 @@ impl Retriever<'_> {
         request: &SearchRequest,
         vector: &[f32],
         pool: usize,
-        restriction: Option<&Arc<HashSet<i64>>>,
-        all_passing: &mut Option<Arc<HashSet<i64>>>,
-    ) -> Result<Vec<i64>, SearchError> {
+        restriction: Option<&Arc<HashSet<ChunkKey>>>,
+        all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
+    ) -> Result<Vec<ChunkKey>, SearchError> {
         if !request.filter.has_item_conditions() {
             return self
                 .nearest(request, vector, pool, restriction.cloned(), false)
@@ -294,7 +295,7 @@ impl Retriever<'_> {
                 let found = self
                     .nearest(request, vector, wide, restriction.cloned(), false)
                     .await?;
-                let passing: HashSet<i64> = self
+                let passing: HashSet<ChunkKey> = self
                     .store
                     .passing_chunk_keys(&request.scope, &request.filter, &found, request.now)
                     .await?
@@ -328,10 +329,10 @@ impl Retriever<'_> {
     pub(crate) async fn add_candidates(
         &self,
         request: &SearchRequest,
-        keys: impl IntoIterator<Item = i64>,
-        candidates: &mut HashMap<i64, Candidate>,
+        keys: impl IntoIterator<Item = ChunkKey>,
+        candidates: &mut HashMap<ChunkKey, Candidate>,
     ) -> Result<(), SearchError> {
-        let new: Vec<i64> = keys
+        let new: Vec<ChunkKey> = keys
             .into_iter()
             .filter(|k| !candidates.contains_key(k))
             .collect::<HashSet<_>>()
@@ -417,8 +418,8 @@ impl Retriever<'_> {
         request: &SearchRequest,
         lexical: &LexicalQuery,
         pool: usize,
-        restriction: Option<&Arc<HashSet<i64>>>,
-        all_passing: &mut Option<Arc<HashSet<i64>>>,
+        restriction: Option<&Arc<HashSet<ChunkKey>>>,
+        all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
     ) -> Result<Evidence, SearchError> {
         let keyword_pool = async {
             if lexical.is_empty() {
@@ -429,8 +430,8 @@ impl Retriever<'_> {
         };
         let (query_vector, found) = tokio::join!(self.embed(&request.query), keyword_pool);
         let query_vector = query_vector?;
-        let mut keyword: HashMap<i64, f32> = found?.into_iter().collect();
-        let mut keys: Vec<i64> = keyword.keys().copied().collect();
+        let mut keyword: HashMap<ChunkKey, f32> = found?.into_iter().collect();
+        let mut keys: Vec<ChunkKey> = keyword.keys().copied().collect();
         keys.extend(
             self.nearest_passing(request, &query_vector, pool, restriction, all_passing)
                 .await?,
@@ -464,8 +465,8 @@ impl Retriever<'_> {
         lexical: &LexicalQuery,
         query_vector: &[f32],
         pool: usize,
-        restriction: Option<&Arc<HashSet<i64>>>,
-    ) -> Result<(Vec<i64>, Vec<(i64, f32)>), SearchError> {
+        restriction: Option<&Arc<HashSet<ChunkKey>>>,
+    ) -> Result<(Vec<ChunkKey>, Vec<(ChunkKey, f32)>), SearchError> {
         let apps = ChunkFilter {
             origin: Some(engram_store::ItemOrigin::App),
             ..request.filter.clone()
@@ -475,8 +476,8 @@ impl Retriever<'_> {
         } else {
             self.keyword_pool(request, &apps, lexical, pool).await?
         };
-        let mut keys: Vec<i64> = found.iter().map(|f| f.0).collect();
-        let app_keys: HashSet<i64> = self
+        let mut keys: Vec<ChunkKey> = found.iter().map(|f| f.0).collect();
+        let app_keys: HashSet<ChunkKey> = self
             .store
             .filtered_chunk_keys(&request.scope, &apps, RESTRICT_MAX, request.now)
             .await?

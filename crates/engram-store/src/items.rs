@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemErrorCode, ItemKind, OrgId};
 use serde_json::Value;
 
+use crate::ChunkKey;
 use crate::{DatabaseScope, StoreResult};
 
 /// How an item arrived.
@@ -227,7 +228,7 @@ pub struct ItemPage {
 /// A chunk as the derived indexes (keyword and vector) hold it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexedChunk {
-    pub chunk_key: i64,
+    pub chunk_key: ChunkKey,
     pub database_id: DatabaseId,
     pub collection: CollectionName,
     pub kind: ItemKind,
@@ -248,7 +249,7 @@ pub struct ChunkChanges {
     /// cursor it was asked for when the page is empty.
     pub through: i64,
     /// Every chunk changed (inserted, updated or deleted), with the database it was in.
-    pub removed: Vec<(DatabaseId, i64)>,
+    pub removed: Vec<(DatabaseId, ChunkKey)>,
     /// The current rows of the changed chunks that still exist.
     pub current: Vec<IndexedChunk>,
     /// Databases named by the page that no longer exist.
@@ -277,7 +278,7 @@ pub trait ChunkFeed: Send + Sync {
     async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()>;
     /// Chunks of live databases with keys above `after`, in key order, at most `limit`: what
     /// an index is rebuilt from.
-    async fn scan_chunks(&self, after: i64, limit: u32) -> StoreResult<Vec<IndexedChunk>>;
+    async fn scan_chunks(&self, after: ChunkKey, limit: u32) -> StoreResult<Vec<IndexedChunk>>;
 }
 
 /// Items of databases, scoped by organization.

@@ -116,3 +116,7 @@ pub struct DatabaseCounts {
     pub knowledge_chunks: u64,
     pub memory_chunks: u64,
 }
+
+/// The store's key of a chunk: what the derived indexes hold and every retrieval read names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkKey(pub i64);

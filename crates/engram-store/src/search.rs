@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use engram_types::{CollectionName, ItemKind};
 use serde_json::Value;
 
+use crate::ChunkKey;
 use crate::{DatabaseScope, FilterValue, ItemOrigin, ItemRecord, StoreResult};
 
 /// Which chunks a retrieval call may see, beyond its database. All conditions are ANDed.
@@ -36,7 +37,7 @@ impl ChunkFilter {
 /// A chunk found by retrieval, with its item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkHit {
-    pub chunk_key: i64,
+    pub chunk_key: ChunkKey,
     pub chunk_id: String,
     pub position: u32,
     pub content: String,
@@ -58,22 +59,22 @@ pub trait ChunkSearch: Send + Sync {
         filter: &ChunkFilter,
         limit: u32,
         now: i64,
-    ) -> StoreResult<Vec<i64>>;
+    ) -> StoreResult<Vec<ChunkKey>>;
     /// Which of the given chunks are live and pass `filter`, in no set order: `fetch_chunks`
     /// without reading them.
     async fn passing_chunk_keys(
         &self,
         scope: &DatabaseScope,
         filter: &ChunkFilter,
-        keys: &[i64],
+        keys: &[ChunkKey],
         now: i64,
-    ) -> StoreResult<Vec<i64>>;
+    ) -> StoreResult<Vec<ChunkKey>>;
     /// The given chunks that are live and pass `filter`, with their items, in no set order.
     async fn fetch_chunks(
         &self,
         scope: &DatabaseScope,
         filter: &ChunkFilter,
-        keys: &[i64],
+        keys: &[ChunkKey],
         now: i64,
     ) -> StoreResult<Vec<ChunkHit>>;
 }

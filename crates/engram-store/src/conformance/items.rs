@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::new_db;
 use crate::{
-    DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin, ItemQuery,
-    NewChunk, NewItem, SourceField, Store, StoreError,
+    ChunkKey, DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin,
+    ItemQuery, NewChunk, NewItem, SourceField, Store, StoreError,
 };
 
 pub(super) async fn run_all<S: Store>(store: &S) {
@@ -90,7 +90,7 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     assert!(page.removed.iter().all(|(db, _)| *db == scope.id));
     let mut current = page.current.clone();
     current.sort_by_key(|c| c.chunk_key);
-    let keys: Vec<i64> = current.iter().map(|c| c.chunk_key).collect();
+    let keys: Vec<ChunkKey> = current.iter().map(|c| c.chunk_key).collect();
     assert_eq!(
         current[0].embedding,
         vec![0.25, -1.5, 3.0],
@@ -118,7 +118,10 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
             .map(|c| c.chunk_key)
             .collect::<Vec<_>>()
     };
-    assert_eq!(ours(store.scan_chunks(0, 100_000).await.unwrap()), keys);
+    assert_eq!(
+        ours(store.scan_chunks(ChunkKey(0), 100_000).await.unwrap()),
+        keys
+    );
     assert_eq!(
         ours(store.scan_chunks(keys[0], 100_000).await.unwrap()),
         [keys[1]]
@@ -134,7 +137,7 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
         .await
         .unwrap();
     let deletions = store.chunk_changes(page.through, 100).await.unwrap();
-    let mut removed: Vec<i64> = deletions.removed.iter().map(|r| r.1).collect();
+    let mut removed: Vec<ChunkKey> = deletions.removed.iter().map(|r| r.1).collect();
     removed.sort_unstable();
     assert_eq!(removed, keys);
     assert!(deletions.current.is_empty());
@@ -154,7 +157,7 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
 
     // A deleted database leaves the scan at once; once purged, the feed says it is gone.
     store.schedule_deletion(&scope, 50).await.unwrap();
-    assert!(ours(store.scan_chunks(0, 100_000).await.unwrap()).is_empty());
+    assert!(ours(store.scan_chunks(ChunkKey(0), 100_000).await.unwrap()).is_empty());
     store.purge_database(&scope.id).await.unwrap();
     let purged = store.chunk_changes(after_trim.through, 100).await.unwrap();
     assert_eq!(purged.gone, std::slice::from_ref(&scope.id));

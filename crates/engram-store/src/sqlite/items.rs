@@ -8,6 +8,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use super::sql::*;
 use super::SqliteStore;
+use crate::ChunkKey;
 use crate::{
     ChunkChanges, ChunkFeed, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, IndexedChunk,
     ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore,
@@ -335,7 +336,7 @@ const INDEXED_COLUMNS: &str =
 fn indexed_from_row(row: &SqliteRow) -> StoreResult<IndexedChunk> {
     let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
     Ok(IndexedChunk {
-        chunk_key: row.try_get("chunk_key")?,
+        chunk_key: ChunkKey(row.try_get("chunk_key")?),
         database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
         collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
         kind: kind_of(row)?,
@@ -385,12 +386,12 @@ impl ChunkFeed for SqliteStore {
             });
         };
         let mut seen = std::collections::HashSet::new();
-        let removed: Vec<(DatabaseId, i64)> = logged
+        let removed: Vec<(DatabaseId, ChunkKey)> = logged
             .into_iter()
             .filter(|(_, key, database)| seen.insert((*key, database.clone())))
-            .map(|(_, key, database)| (DatabaseId::from_trusted(database), key))
+            .map(|(_, key, database)| (DatabaseId::from_trusted(database), ChunkKey(key)))
             .collect();
-        let mut keys: Vec<i64> = removed.iter().map(|r| r.1).collect();
+        let mut keys: Vec<i64> = removed.iter().map(|r| r.1 .0).collect();
         keys.sort_unstable();
         keys.dedup();
         let mut current = Vec::with_capacity(keys.len());
@@ -433,13 +434,13 @@ impl ChunkFeed for SqliteStore {
         Ok(())
     }
 
-    async fn scan_chunks(&self, after: i64, limit: u32) -> StoreResult<Vec<IndexedChunk>> {
+    async fn scan_chunks(&self, after: ChunkKey, limit: u32) -> StoreResult<Vec<IndexedChunk>> {
         let rows = sqlx::query(&format!(
             "SELECT {INDEXED_COLUMNS} FROM chunks c JOIN databases d ON d.id = c.database_id
              WHERE c.chunk_key > ? AND d.state <> 'deleting'
              ORDER BY c.chunk_key LIMIT ?"
         ))
-        .bind(after)
+        .bind(after.0)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;

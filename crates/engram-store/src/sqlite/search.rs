@@ -6,6 +6,7 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 use super::items::item_from_row;
 use super::sql::*;
 use super::SqliteStore;
+use crate::ChunkKey;
 use crate::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreResult};
 
 /// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.
@@ -48,7 +49,7 @@ impl ChunkSearch for SqliteStore {
         filter: &ChunkFilter,
         limit: u32,
         now: i64,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<ChunkKey>> {
         let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
         select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
         push_chunk_where(&mut select, scope, filter, now)?;
@@ -57,7 +58,7 @@ impl ChunkSearch for SqliteStore {
             .push_bind(i64::from(limit));
         let rows = select.build().fetch_all(&self.pool).await?;
         rows.iter()
-            .map(|row| Ok(row.try_get("chunk_key")?))
+            .map(|row| Ok(ChunkKey(row.try_get("chunk_key")?)))
             .collect()
     }
 
@@ -65,14 +66,14 @@ impl ChunkSearch for SqliteStore {
         &self,
         scope: &DatabaseScope,
         filter: &ChunkFilter,
-        keys: &[i64],
+        keys: &[ChunkKey],
         now: i64,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<ChunkKey>> {
         let mut passing = Vec::with_capacity(keys.len());
         for slice in keys.chunks(KEYS_PER_STATEMENT) {
             let mut select = among_chunks("c.chunk_key", scope, filter, slice, now)?;
             for row in select.build().fetch_all(&self.pool).await? {
-                passing.push(row.try_get("chunk_key")?);
+                passing.push(ChunkKey(row.try_get("chunk_key")?));
             }
         }
         Ok(passing)
@@ -82,7 +83,7 @@ impl ChunkSearch for SqliteStore {
         &self,
         scope: &DatabaseScope,
         filter: &ChunkFilter,
-        keys: &[i64],
+        keys: &[ChunkKey],
         now: i64,
     ) -> StoreResult<Vec<ChunkHit>> {
         let mut hits = Vec::with_capacity(keys.len());
@@ -105,7 +106,7 @@ impl ChunkSearch for SqliteStore {
                 let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
                 let position: i64 = row.try_get("position")?;
                 hits.push(ChunkHit {
-                    chunk_key: row.try_get("chunk_key")?,
+                    chunk_key: ChunkKey(row.try_get("chunk_key")?),
                     chunk_id: row.try_get("chunk_id")?,
                     position: u32::try_from(position).map_err(|e| corrupt("position", e))?,
                     content: row.try_get("content")?,
@@ -125,12 +126,12 @@ fn among_chunks<'a>(
     columns: &str,
     scope: &'a DatabaseScope,
     filter: &'a ChunkFilter,
-    keys: &[i64],
+    keys: &[ChunkKey],
     now: i64,
 ) -> StoreResult<QueryBuilder<'a, Sqlite>> {
     let mut select = QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM chunks c"));
     select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
     push_chunk_where(&mut select, scope, filter, now)?;
-    push_in(&mut select, "c.chunk_key", keys.iter().copied());
+    push_in(&mut select, "c.chunk_key", keys.iter().map(|k| k.0));
     Ok(select)
 }
