@@ -169,32 +169,7 @@ async fn verify_processing(
         .item_statuses(&who, &database, params.sub_tenant_id.as_deref(), &ids)
         .await
         .map_err(content)?;
-    let statuses = statuses
-        .into_iter()
-        .map(|(id, status)| match status {
-            Some(s) => {
-                let errored = s.status == IndexingStatus::Errored;
-                LegacyStatus {
-                    file_id: id,
-                    indexing_status: s.status.as_str().to_owned(),
-                    error_code: errored.then(|| FailureCode::ProcessingFailed.to_string()),
-                    success: !errored,
-                    message: if errored {
-                        format!("{}: {}", s.error_code, s.error_message)
-                    } else {
-                        s.status.as_str().to_owned()
-                    },
-                }
-            }
-            None => LegacyStatus {
-                message: format!("no file with id `{id}`"),
-                file_id: id,
-                indexing_status: "not_found".into(),
-                error_code: Some(ErrorCode::FileNotFound.as_str().into()),
-                success: false,
-            },
-        })
-        .collect();
+    let statuses = statuses.into_iter().map(LegacyStatus::from).collect();
     Ok(axum::Json(LegacyStatuses { statuses }))
 }
 
@@ -234,45 +209,16 @@ pub(super) struct ListDataResponse {
 async fn list_data(
     State(app): State<App>,
     Auth(who): Auth,
-    Json(body): Json<ListDataBody>,
+    Json(mut body): Json<ListDataBody>,
 ) -> Result<axum::Json<ListDataResponse>, ApiError> {
-    let database = tenant(body.tenant_id)?;
-    let kind = match body.kind.as_deref() {
-        None | Some("" | "knowledge") => ItemKind::Knowledge,
-        Some("memories" | "memory") => ItemKind::Memory,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "`kind` must be `knowledge` or `memories`, not `{other}`"
-            )))
-        }
-    };
-    if kind == ItemKind::Knowledge {
-        check_include_fields(&body.include_fields)?;
-    }
-    let mut ignored = Deprecations::default();
-    let request = list_request(
-        &mut ignored,
-        body.filters,
-        kind,
-        body.sub_tenant_id,
-        body.source_ids,
-        body.page,
-        body.page_size,
-    )?;
+    let database = tenant(body.tenant_id.clone())?;
+    let (kind, request) = body.request()?;
     let listing = app
         .list_items(&who, &database, request)
         .await
         .map_err(content)?;
     let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
-    let (sources, user_memories) = listed_items(&listing, kind, include);
-    Ok(axum::Json(ListDataResponse {
-        success: true,
-        message: (kind == ItemKind::Knowledge).then(|| format!("{} sources", listing.page.total)),
-        sources,
-        user_memories,
-        total: listing.page.total,
-        pagination: PaginationDto::from(&listing),
-    }))
+    Ok(axum::Json(ListDataResponse::new(&listing, kind, include)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -355,4 +301,75 @@ async fn delete_memory(
         success: true,
         user_memory_deleted: true,
     }))
+}
+
+impl From<(String, Option<engram_app::ItemStatus>)> for LegacyStatus {
+    /// The legacy status of one asked id: an errored item reports `PROCESSING_FAILED`.
+    fn from((id, status): (String, Option<engram_app::ItemStatus>)) -> Self {
+        let Some(s) = status else {
+            return Self {
+                message: format!("no file with id `{id}`"),
+                file_id: id,
+                indexing_status: "not_found".into(),
+                error_code: Some(ErrorCode::FileNotFound.as_str().into()),
+                success: false,
+            };
+        };
+        let errored = s.status == IndexingStatus::Errored;
+        Self {
+            file_id: id,
+            indexing_status: s.status.as_str().to_owned(),
+            error_code: errored.then(|| FailureCode::ProcessingFailed.to_string()),
+            success: !errored,
+            message: if errored {
+                format!("{}: {}", s.error_code, s.error_message)
+            } else {
+                s.status.as_str().to_owned()
+            },
+        }
+    }
+}
+
+impl ListDataBody {
+    /// The kind listed (`knowledge`, or `memories`/`memory`) and the app's request; the
+    /// body's filters, ids and paging as the legacy contract names them.
+    fn request(&mut self) -> Result<(ItemKind, engram_app::ListRequest), ApiError> {
+        let kind = match self.kind.as_deref() {
+            None | Some("" | "knowledge") => ItemKind::Knowledge,
+            Some("memories" | "memory") => ItemKind::Memory,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "`kind` must be `knowledge` or `memories`, not `{other}`"
+                )))
+            }
+        };
+        if kind == ItemKind::Knowledge {
+            check_include_fields(&self.include_fields)?;
+        }
+        let request = list_request(
+            &mut Deprecations::default(),
+            std::mem::take(&mut self.filters),
+            kind,
+            self.sub_tenant_id.take(),
+            std::mem::take(&mut self.source_ids),
+            self.page,
+            self.page_size,
+        )?;
+        Ok((kind, request))
+    }
+}
+
+impl ListDataResponse {
+    fn new(listing: &engram_app::Listing, kind: ItemKind, include: Option<&[String]>) -> Self {
+        let (sources, user_memories) = listed_items(listing, kind, include);
+        Self {
+            success: true,
+            message: (kind == ItemKind::Knowledge)
+                .then(|| format!("{} sources", listing.page.total)),
+            sources,
+            user_memories,
+            total: listing.page.total,
+            pagination: PaginationDto::from(listing),
+        }
+    }
 }

@@ -27,23 +27,8 @@ async fn recall(
     body: RecallBody,
     kind: QueryKind,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
-    let database = tenant(body.tenant_id)?;
-    let mode = body.mode.map_or(RequestedMode::Fast, RequestedMode::from);
-    let request = QueryRequest {
-        collection: body.sub_tenant_id,
-        collections: None,
-        query: required_query(body.query)?,
-        kind,
-        method: Some(Method::Hybrid),
-        operator: TermOperator::Or,
-        mode,
-        max_results: body.max_results,
-        alpha: alpha(body.alpha)?,
-        recency_bias: body.recency_bias,
-        metadata_filters: body.metadata_filters.unwrap_or_default(),
-        graph_context: Some(body.graph_context.unwrap_or(false)),
-        query_apps: false,
-    };
+    let database = tenant(body.tenant_id.clone())?;
+    let request = body.into_request(kind)?;
     let outcome = app.query(who, &database, request).await.map_err(content)?;
     Ok(axum::Json(RecallResponse::new(
         &outcome.chunks,
@@ -98,26 +83,53 @@ async fn boolean_recall(
     Auth(who): Auth,
     Json(body): Json<BooleanRecallBody>,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
-    let database = tenant(body.tenant_id)?;
-    let kind = body
-        .search_mode
-        .map_or(QueryKind::Knowledge, QueryKind::from);
-    let request = QueryRequest {
-        collection: body.sub_tenant_id,
-        query: required_query(body.query)?,
-        kind,
-        method: Some(Method::Text),
-        operator: body.operator.unwrap_or_default().into(),
-        mode: RequestedMode::Fast,
-        max_results: body.max_results,
-        metadata_filters: Map::<String, Value>::new(),
-        graph_context: Some(false),
-        ..QueryRequest::default()
-    };
+    let database = tenant(body.tenant_id.clone())?;
+    let request = body.into_request()?;
     let outcome = app.query(&who, &database, request).await.map_err(content)?;
     Ok(axum::Json(RecallResponse::new(
         &outcome.chunks,
         false,
         outcome.ignored_filters,
     )))
+}
+
+impl RecallBody {
+    /// The app's hybrid query over `kind` (full recall: knowledge; preferences: memories).
+    fn into_request(self, kind: QueryKind) -> Result<QueryRequest, ApiError> {
+        Ok(QueryRequest {
+            collection: self.sub_tenant_id,
+            collections: None,
+            query: required_query(self.query)?,
+            kind,
+            method: Some(Method::Hybrid),
+            operator: TermOperator::Or,
+            mode: self.mode.map_or(RequestedMode::Fast, RequestedMode::from),
+            max_results: self.max_results,
+            alpha: alpha(self.alpha)?,
+            recency_bias: self.recency_bias,
+            metadata_filters: self.metadata_filters.unwrap_or_default(),
+            graph_context: Some(self.graph_context.unwrap_or(false)),
+            query_apps: false,
+        })
+    }
+}
+
+impl BooleanRecallBody {
+    /// The app's deterministic BM25 query (`query_by=text`) with the body's operator.
+    fn into_request(self) -> Result<QueryRequest, ApiError> {
+        Ok(QueryRequest {
+            collection: self.sub_tenant_id,
+            query: required_query(self.query)?,
+            kind: self
+                .search_mode
+                .map_or(QueryKind::Knowledge, QueryKind::from),
+            method: Some(Method::Text),
+            operator: self.operator.unwrap_or_default().into(),
+            mode: RequestedMode::Fast,
+            max_results: self.max_results,
+            metadata_filters: Map::<String, Value>::new(),
+            graph_context: Some(false),
+            ..QueryRequest::default()
+        })
+    }
 }
