@@ -37,31 +37,12 @@ async fn create_tenant(
     Auth(who): Auth,
     Json(body): Json<CreateTenantRequest>,
 ) -> Result<Response, ApiError> {
-    let name = tenant(body.tenant_id)?;
-    let request = CreateDatabase {
-        name: name.to_string(),
-        schema: body
-            .tenant_metadata_schema
-            .unwrap_or_default()
-            .into_iter()
-            .map(Into::into)
-            .collect(),
-        embeddings_dimension: body.embeddings_dimension,
-        is_embeddings_tenant: body.is_embeddings_tenant,
-    };
+    let name = tenant(body.tenant_id.clone())?;
     let db = app
-        .create_database(&who, request)
+        .create_database(&who, body.into_request(&name))
         .await
         .map_err(|e| legacy(e).recode(ErrorCode::DatabaseAlreadyExists, ErrorCode::InvalidInput))?;
-    let body = TenantCreated {
-        status: "accepted",
-        tenant_id: db.name.to_string(),
-        message: format!(
-            "tenant `{}` accepted; provisioning in the background",
-            db.name
-        ),
-    };
-    Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+    Ok((StatusCode::ACCEPTED, axum::Json(TenantCreated::from(&db))).into_response())
 }
 
 /// Provisioning readiness flags (legacy).
@@ -76,21 +57,7 @@ async fn infra_status(
         .database(&who, &tenant(params.tenant_id)?)
         .await
         .map_err(legacy)?;
-    let infra = db.infra;
-    Ok(axum::Json(TenantInfraStatus {
-        tenant_id: db.name.to_string(),
-        org_id: db.org.to_string(),
-        infra: TenantInfra {
-            scheduler_status: infra.scheduler,
-            graph_status: infra.graph,
-            vectorstore_status: [infra.memory_vectors, infra.knowledge_vectors],
-        },
-        message: if infra.all_ready() {
-            "tenant is ready".into()
-        } else {
-            "tenant is provisioning".into()
-        },
-    }))
+    Ok(axum::Json(TenantInfraStatus::from(&db)))
 }
 
 /// Object counts (legacy).
@@ -105,19 +72,7 @@ async fn monitor(
         .database_stats(&who, &tenant(params.tenant_id)?)
         .await
         .map_err(legacy)?;
-    let dimensions = stats.database.embeddings_dimension;
-    Ok(axum::Json(TenantMonitor {
-        tenant_id: stats.database.name.to_string(),
-        normal_collection: CollectionCount {
-            row_count: stats.counts.knowledge_chunks,
-            dimensions,
-        },
-        memory_collection: CollectionCount {
-            row_count: stats.counts.memory_chunks,
-            dimensions,
-        },
-        message: format!("{} sub-tenants", stats.counts.collections),
-    }))
+    Ok(axum::Json(TenantMonitor::from(&stats)))
 }
 
 /// Sub-tenants of a tenant (legacy).
@@ -178,4 +133,72 @@ async fn delete_tenant(
         status: "deletion_scheduled",
         message: format!("tenant `{}` is scheduled for deletion", db.name),
     }))
+}
+
+impl CreateTenantRequest {
+    /// The app's request for the (already checked) tenant `name`.
+    fn into_request(self, name: &engram_types::DatabaseName) -> CreateDatabase {
+        CreateDatabase {
+            name: name.to_string(),
+            schema: self
+                .tenant_metadata_schema
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            embeddings_dimension: self.embeddings_dimension,
+            is_embeddings_tenant: self.is_embeddings_tenant,
+        }
+    }
+}
+
+impl From<&engram_app::DatabaseRecord> for TenantCreated {
+    fn from(db: &engram_app::DatabaseRecord) -> Self {
+        Self {
+            status: "accepted",
+            tenant_id: db.name.to_string(),
+            message: format!(
+                "tenant `{}` accepted; provisioning in the background",
+                db.name
+            ),
+        }
+    }
+}
+
+impl From<&engram_app::DatabaseRecord> for TenantInfraStatus {
+    fn from(db: &engram_app::DatabaseRecord) -> Self {
+        let infra = db.infra;
+        Self {
+            tenant_id: db.name.to_string(),
+            org_id: db.org.to_string(),
+            infra: TenantInfra {
+                scheduler_status: infra.scheduler,
+                graph_status: infra.graph,
+                vectorstore_status: [infra.memory_vectors, infra.knowledge_vectors],
+            },
+            message: if infra.all_ready() {
+                "tenant is ready".into()
+            } else {
+                "tenant is provisioning".into()
+            },
+        }
+    }
+}
+
+impl From<&engram_app::DatabaseStats> for TenantMonitor {
+    fn from(stats: &engram_app::DatabaseStats) -> Self {
+        let dimensions = stats.database.embeddings_dimension;
+        Self {
+            tenant_id: stats.database.name.to_string(),
+            normal_collection: CollectionCount {
+                row_count: stats.counts.knowledge_chunks,
+                dimensions,
+            },
+            memory_collection: CollectionCount {
+                row_count: stats.counts.memory_chunks,
+                dimensions,
+            },
+            message: format!("{} sub-tenants", stats.counts.collections),
+        }
+    }
 }
