@@ -276,11 +276,8 @@ async fn delete_memory(
     Auth(who): Auth,
     Query(params): Query<DeleteMemoryParams>,
 ) -> Result<axum::Json<DeleteMemoryResponse>, ApiError> {
-    let database = tenant(params.tenant_id)?;
-    let memory_id = params
-        .memory_id
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::invalid("missing required parameter `memory_id`"))?;
+    let database = tenant(params.tenant_id.clone())?;
+    let memory_id = params.memory_id()?;
     let (_, deleted) = app
         .delete_items(
             &who,
@@ -371,5 +368,15 @@ impl ListDataResponse {
             total: listing.page.total,
             pagination: PaginationDto::from(listing),
         }
+    }
+}
+
+impl DeleteMemoryParams {
+    /// The required, non-empty `memory_id`.
+    fn memory_id(&self) -> Result<String, ApiError> {
+        self.memory_id
+            .clone()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| ApiError::invalid("missing required parameter `memory_id`"))
     }
 }
