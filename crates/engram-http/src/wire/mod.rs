@@ -193,6 +193,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn enumerated_fields_are_read_as_clients_write_them() {
+        use crate::wire::items::ItemKindDto;
+        let read = |raw: &str| parse_enum::<ItemKindDto>(raw);
+        assert_eq!(read(" Memory ").unwrap(), Some(ItemKindDto::Memory));
+        assert_eq!(read("MEMORIES").unwrap(), Some(ItemKindDto::Memory));
+        assert_eq!(read("knowledge").unwrap(), Some(ItemKindDto::Knowledge));
+        assert_eq!(read("  ").unwrap(), None, "empty is absent");
+        let refused = read("videos").unwrap_err().to_string();
+        assert!(
+            refused.contains("videos")
+                && refused.contains("knowledge")
+                && refused.contains("memory"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn aliases_resolve_and_are_reported() {
         let mut d = Deprecations::default();
         assert_eq!(

@@ -1302,6 +1302,20 @@ async fn listing_paginates_and_validates_limits() {
             .assert_legacy_error(400, "INVALID_PARAMETERS");
     }
 
+    // An unknown `type`: 400 naming the allowed values.
+    let reply = list(
+        &server,
+        &key,
+        json!({"database": "pages", "type": "videos"}),
+    )
+    .await;
+    reply.assert_current_error(400, "INVALID_PARAMETERS");
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("knowledge") && message.contains("memory"),
+        "{reply:#?}"
+    );
+
     // Id lists: at most 100.
     let many: Vec<String> = (0..101).map(|i| format!("id{i}")).collect();
     let hundred: Vec<String> = std::iter::once("s2".to_owned())
