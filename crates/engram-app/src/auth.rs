@@ -62,8 +62,10 @@ impl App {
         })
     }
 
-    /// The live database `name` as the caller may see it: 403 when the key may not use it or it
-    /// belongs to another organization, 404 when it does not exist.
+    /// The live database `name` as the caller may see it: 403 when the key is restricted to
+    /// other databases, 404 when the organization has no such database. Names are per
+    /// organization, so another organization's database of that name is simply absent: the
+    /// answer gives no key a way to learn which names other tenants use.
     pub(crate) async fn authorize_database(
         &self,
         who: &Principal,
@@ -76,11 +78,6 @@ impl App {
         }
         if let Some(db) = self.store().find_database(&who.org, name).await? {
             return Ok(db);
-        }
-        if self.store().name_taken_elsewhere(&who.org, name).await? {
-            return Err(AppError::Forbidden(format!(
-                "this API key may not use database `{name}`"
-            )));
         }
         Err(AppError::DatabaseNotFound(name.to_string()))
     }

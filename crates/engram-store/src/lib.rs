@@ -48,8 +48,6 @@ pub trait DatabaseStore: Send + Sync {
         org: &OrgId,
         name: &DatabaseName,
     ) -> StoreResult<Option<DatabaseRecord>>;
-    /// Whether a live database of that name exists in any other organization.
-    async fn name_taken_elsewhere(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<bool>;
     /// Live databases of the organization, by name.
     async fn list_databases(&self, org: &OrgId) -> StoreResult<Vec<DatabaseRecord>>;
     /// Adds fields to the metadata schema atomically (read, check, write in one write

@@ -106,17 +106,6 @@ impl DatabaseStore for SqliteStore {
         .transpose()
     }
 
-    async fn name_taken_elsewhere(&self, org: &OrgId, name: &DatabaseName) -> StoreResult<bool> {
-        let row = sqlx::query(
-            "SELECT EXISTS (SELECT 1 FROM databases WHERE name = ? AND org_id <> ? AND state <> 'deleting')",
-        )
-        .bind(name.as_str())
-        .bind(org.as_str())
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(row.try_get(0)?)
-    }
-
     async fn list_databases(&self, org: &OrgId) -> StoreResult<Vec<DatabaseRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {DATABASE_COLUMNS} FROM databases WHERE org_id = ? AND state <> 'deleting' ORDER BY name"

@@ -75,6 +75,17 @@ fn assert_error(reply: &Reply, path: &str, status: u16, code: &str) {
 /// A 403 that gives nothing away: the right shape and code, and none of the database's data.
 fn assert_forbidden(reply: &Reply, path: &str, owner_org: &str) {
     assert_error(reply, path, 403, "FORBIDDEN");
+    assert_nothing_leaked(reply, owner_org);
+}
+
+/// Another organization's database, answered exactly as a missing one: 404
+/// `DATABASE_NOT_FOUND`, and none of its data.
+fn assert_hidden(reply: &Reply, path: &str, owner_org: &str) {
+    assert_error(reply, path, 404, "DATABASE_NOT_FOUND");
+    assert_nothing_leaked(reply, owner_org);
+}
+
+fn assert_nothing_leaked(reply: &Reply, owner_org: &str) {
     let text = reply.body.to_string();
     for leak in [
         owner_org,
@@ -85,7 +96,7 @@ fn assert_forbidden(reply: &Reply, path: &str, owner_org: &str) {
         "org_id",
         "deletion_scheduled",
     ] {
-        assert!(!text.contains(leak), "a 403 leaked {leak:?}: {reply:#?}");
+        assert!(!text.contains(leak), "an error leaked {leak:?}: {reply:#?}");
     }
 }
 
@@ -418,7 +429,7 @@ async fn a_key_restricted_to_one_database_gets_403_on_any_other() {
 }
 
 #[tokio::test]
-async fn another_organization_gets_403_and_never_sees_the_database() {
+async fn another_organization_gets_the_404_of_a_missing_database_and_never_sees_it() {
     let server = Server::start();
     let org_a = "org-alpha-9137";
     let key_a = server.key(org_a, &[]);
@@ -441,20 +452,20 @@ async fn another_organization_gets_403_and_never_sees_the_database() {
     ];
     for path in reads {
         let reply = server.get(path, &key_b).await;
-        assert_forbidden(&reply, path, org_a);
+        assert_hidden(&reply, path, org_a);
     }
     // Even a key of org B restricted to that very name gets nothing.
     let key_b_named = server.key("org-beta", &["alpha-db"]);
     for path in reads {
         let reply = server.get(path, &key_b_named).await;
-        assert_forbidden(&reply, path, org_a);
+        assert_hidden(&reply, path, org_a);
     }
     for path in [
         "/databases?database=alpha-db",
         "/tenants/delete?tenant_id=alpha-db",
     ] {
         let reply = server.delete(path, &key_b).await;
-        assert_forbidden(&reply, path, org_a);
+        assert_hidden(&reply, path, org_a);
     }
     let path = "/databases/alpha-db/metadata-schema";
     let reply = server
@@ -465,7 +476,7 @@ async fn another_organization_gets_403_and_never_sees_the_database() {
             Some(json!({"add_fields": [{"name": "f1"}]})),
         )
         .await;
-    assert_forbidden(&reply, path, org_a);
+    assert_hidden(&reply, path, org_a);
 
     // Org A's database is untouched and still org A's.
     let status = server

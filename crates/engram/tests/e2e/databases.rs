@@ -889,12 +889,12 @@ async fn an_unknown_database_is_404_database_not_found_on_both_generations() {
     assert!(legacy_names(&server, &key).await.is_empty());
 }
 
-/// Database names are per organization. A name used only by another organization is 403
-/// `FORBIDDEN` (the spec's cross-organization access; the issue asks for 403, never the data),
-/// yet this organization may still create its own database of that name, which is then the one
-/// its key sees; the other organization's database is untouched.
+/// Database names are per organization. A name used only by another organization answers
+/// exactly as a name used nowhere (404 `DATABASE_NOT_FOUND` on every route: no key can learn
+/// which names other tenants use), yet this organization may still create its own database of
+/// that name, which is then the one its key sees; the other organization's database is untouched.
 #[tokio::test]
-async fn another_organizations_name_is_forbidden_until_this_organization_creates_its_own() {
+async fn another_organizations_name_is_not_found_until_this_organization_creates_its_own() {
     let server = Server::start();
     let key = server.key(ORG, &[]);
     let other = server.key("other-org", &[]);
@@ -902,15 +902,21 @@ async fn another_organizations_name_is_forbidden_until_this_organization_creates
     assert!(current_names(&server, &key).await.is_empty());
     assert!(legacy_names(&server, &key).await.is_empty());
     let reply = server.get("/databases/status?database=theirs", &key).await;
-    reply.assert_current_error(403, "FORBIDDEN");
+    let missing = server.get("/databases/status?database=nowhere", &key).await;
+    assert_eq!(
+        reply.body["error"],
+        missing.body["error"]
+            .to_string()
+            .replace("nowhere", "theirs")
+            .parse::<Value>()
+            .unwrap(),
+        "the same answer as a missing name"
+    );
     assert!(
         !reply.body.to_string().contains("other-org"),
         "no data of theirs: {reply:#?}"
     );
-    server
-        .get("/tenants/monitor?tenant_id=theirs", &key)
-        .await
-        .assert_legacy_error(403, "FORBIDDEN");
+    assert_not_found_everywhere(&server, &key, "theirs").await;
     create_current(
         &server,
         &key,

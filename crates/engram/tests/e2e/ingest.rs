@@ -2025,19 +2025,19 @@ async fn other_organizations_and_databases_see_nothing() {
         .await
         .assert_current_error(403, "FORBIDDEN");
 
-    // Another organization: 403 on every read and write of the database.
+    // Another organization: every read and write answers as for a missing database.
     let other = server.key("globex", &[]);
     status_of(&server, &other, "iso_x", None, &["x-1"])
         .await
-        .assert_current_error(403, "FORBIDDEN");
+        .assert_current_error(404, "DATABASE_NOT_FOUND");
     for kind in ["knowledge", "memory"] {
         list(&server, &other, json!({"database": "iso_y", "type": kind}))
             .await
-            .assert_current_error(403, "FORBIDDEN");
+            .assert_current_error(404, "DATABASE_NOT_FOUND");
     }
     legacy_list(&server, &other, json!({"tenant_id": "iso_x"}))
         .await
-        .assert_legacy_error(403, "FORBIDDEN");
+        .assert_legacy_error(404, "TENANT_NOT_FOUND");
     server
         .call(
             Method::POST,
@@ -2046,7 +2046,7 @@ async fn other_organizations_and_databases_see_nothing() {
             None,
         )
         .await
-        .assert_legacy_error(403, "FORBIDDEN");
+        .assert_legacy_error(404, "TENANT_NOT_FOUND");
     send_form(
         &server,
         "/context/ingest",
@@ -2054,14 +2054,14 @@ async fn other_organizations_and_databases_see_nothing() {
         app_form("iso_x", &[app("intruder", "i", "intruder")]),
     )
     .await
-    .assert_current_error(403, "FORBIDDEN");
+    .assert_current_error(404, "DATABASE_NOT_FOUND");
     delete_context(
         &server,
         &other,
         json!({"database": "iso_x", "ids": ["x-1"]}),
     )
     .await
-    .assert_current_error(403, "FORBIDDEN");
+    .assert_current_error(404, "DATABASE_NOT_FOUND");
     // Nothing changed for the owner.
     let listed = list(&server, &key, json!({"database": "iso_x"})).await;
     assert_eq!(source_ids(listed.current_ok(200)), ["x-1"], "{listed:#?}");

@@ -566,7 +566,8 @@ async fn query_parameters_are_validated_and_access_is_checked() {
             .assert_legacy_error(400, "INVALID_PARAMETERS");
     }
 
-    // Credentials: none is 401; a key for another database or organization is 403.
+    // Credentials: none is 401; a key for another database is 403; another organization's key
+    // gets the 404 of a missing database.
     server
         .call(Method::POST, "/query", None, Some(base.clone()))
         .await
@@ -600,10 +601,10 @@ async fn query_parameters_are_validated_and_access_is_checked() {
     .await;
     let stranger = server.key("globex", &[]);
     let reply = query(&server, &stranger, base.clone()).await;
-    reply.assert_current_error(403, "FORBIDDEN");
+    reply.assert_current_error(404, "DATABASE_NOT_FOUND");
     assert!(
         !reply.body.to_string().contains("Volcanic"),
-        "a 403 leaked content: {reply:#?}"
+        "an error leaked content: {reply:#?}"
     );
 
     // Current names: no deprecation. Deprecated aliases work and are reported.
@@ -1329,14 +1330,14 @@ async fn queries_never_leave_their_organization_database_and_collections() {
     }
     assert!(uuids[0].is_disjoint(&uuids[1]) && uuids[0].is_disjoint(&uuids[2]));
     assert!(uuids[1].is_disjoint(&uuids[2]));
-    // The other organization's key cannot even query the database.
+    // The other organization's key cannot even find the database.
     query(
         &server,
         &globex,
         json!({"database": "iso_a", "query": coffee}),
     )
     .await
-    .assert_current_error(403, "FORBIDDEN");
+    .assert_current_error(404, "DATABASE_NOT_FOUND");
     legacy(
         &server,
         "/recall/full_recall",
@@ -1344,7 +1345,7 @@ async fn queries_never_leave_their_organization_database_and_collections() {
         json!({"tenant_id": "iso_a", "query": coffee}),
     )
     .await
-    .assert_legacy_error(403, "FORBIDDEN");
+    .assert_legacy_error(404, "TENANT_NOT_FOUND");
     let body = legacy_ok(
         &server,
         "/recall/full_recall",
