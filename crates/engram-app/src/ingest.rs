@@ -4,6 +4,10 @@
 //! affect the others.
 
 use engram_store::{DatabaseRecord, EnqueueOutcome, ItemFields, ItemOrigin, NewItem};
+use engram_types::limits::{
+    ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS, ITEM_METADATA_KEYS_MAX, ITEM_METADATA_MAX_BYTES,
+    TITLE_MAX_CHARS,
+};
 use engram_types::{CollectionName, IndexingStatus, ItemErrorCode, ItemKind};
 use serde_json::{Map, Value};
 
@@ -137,15 +141,64 @@ fn new_id() -> String {
     uuid::Uuid::now_v7().simple().to_string()
 }
 
-/// Validates a given item id: 1-256 characters, no control characters.
+/// Validates a given item id: 1-256 characters, no control characters and no `,` (status is
+/// polled with a comma-separated list of ids, so an id with a comma could never be polled).
 fn item_id(given: Option<String>) -> AppResult<String> {
     match given.filter(|id| !id.is_empty()) {
         None => Ok(new_id()),
-        Some(id) if id.chars().count() <= 256 && !id.chars().any(char::is_control) => Ok(id),
-        Some(_) => Err(AppError::Validation(
-            "item `id` must be 1-256 characters without control characters".into(),
-        )),
+        Some(id)
+            if id.chars().count() <= ITEM_ID_MAX_CHARS
+                && !id.chars().any(|c| c.is_control() || c == ',') =>
+        {
+            Ok(id)
+        }
+        Some(_) => Err(AppError::Validation(format!(
+            "item `id` must be 1-{ITEM_ID_MAX_CHARS} characters without control characters or `,`"
+        ))),
     }
+}
+
+/// The request carries at most [`ITEMS_PER_REQUEST_MAX`] items.
+fn check_item_count(count: usize) -> AppResult<()> {
+    if count > ITEMS_PER_REQUEST_MAX {
+        return Err(AppError::InvalidParameters(format!(
+            "{count} items in one request; at most {ITEMS_PER_REQUEST_MAX} may be sent at once"
+        )));
+    }
+    Ok(())
+}
+
+/// An item's title and metadata are within their limits, checked before anything is stored.
+fn check_item_limits(
+    whose: &str,
+    title: &str,
+    metadata: &Map<String, Value>,
+    additional_metadata: &Map<String, Value>,
+) -> AppResult<()> {
+    if title.chars().count() > TITLE_MAX_CHARS {
+        return Err(AppError::InvalidParameters(format!(
+            "{whose}: the title is longer than {TITLE_MAX_CHARS} characters"
+        )));
+    }
+    for (name, map) in [
+        ("metadata", metadata),
+        ("additional_metadata", additional_metadata),
+    ] {
+        if map.len() > ITEM_METADATA_KEYS_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "{whose}: `{name}` has {} keys; at most {ITEM_METADATA_KEYS_MAX} are allowed",
+                map.len()
+            )));
+        }
+    }
+    let bytes = serde_json::to_vec(metadata).map_or(usize::MAX, |b| b.len())
+        + serde_json::to_vec(additional_metadata).map_or(usize::MAX, |b| b.len());
+    if bytes > ITEM_METADATA_MAX_BYTES {
+        return Err(AppError::InvalidParameters(format!(
+            "{whose}: metadata takes {bytes} bytes; at most {ITEM_METADATA_MAX_BYTES} are allowed"
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn parse_collection(
@@ -207,8 +260,15 @@ fn file_metadata(db: &DatabaseRecord, request: &KnowledgeRequest) -> AppResult<V
         Some(list) => list.clone(),
         None => vec![FileMetadata::default(); request.files.len()],
     };
-    for (i, meta) in metadata.iter().enumerate() {
-        check_metadata(db, &meta.metadata, &format!("{field}[{i}].metadata"))?;
+    for (i, (meta, file)) in metadata.iter().zip(&request.files).enumerate() {
+        let whose = format!("{field}[{i}]");
+        check_item_limits(
+            &whose,
+            &file.filename,
+            &meta.metadata,
+            &meta.additional_metadata,
+        )?;
+        check_metadata(db, &meta.metadata, &format!("{whose}.metadata"))?;
     }
     Ok(metadata)
 }
@@ -361,11 +421,14 @@ impl App {
         database: &engram_types::DatabaseName,
         request: KnowledgeRequest,
     ) -> AppResult<IngestOutcome> {
+        check_item_count(request.files.len() + request.app_knowledge.len())?;
         let db = self.authorize_database(who, database).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
         let metadata = file_metadata(&db, &request)?;
         for (i, app) in request.app_knowledge.iter().enumerate() {
-            check_metadata(&db, &app.metadata, &format!("app_knowledge[{i}].metadata"))?;
+            let whose = format!("app_knowledge[{i}]");
+            check_item_limits(&whose, &app.title, &app.metadata, &app.additional_metadata)?;
+            check_metadata(&db, &app.metadata, &format!("{whose}.metadata"))?;
         }
         let mut batch = Batch::default();
         for ((file, detected), meta) in sniff(request.files).await?.into_iter().zip(metadata) {
@@ -419,6 +482,7 @@ impl App {
         database: &engram_types::DatabaseName,
         request: MemoryRequest,
     ) -> AppResult<IngestOutcome> {
+        check_item_count(request.memories.len())?;
         let db = self.authorize_database(who, database).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
         if request.memories.is_empty() {
@@ -430,7 +494,14 @@ impl App {
         let mut prepared = Vec::with_capacity(request.memories.len());
         for (i, memory) in request.memories.iter().enumerate() {
             let text = memory_text(memory, i)?;
-            check_metadata(&db, &memory.metadata, &format!("memories[{i}].metadata"))?;
+            let whose = format!("memories[{i}]");
+            check_item_limits(
+                &whose,
+                &memory.title,
+                &memory.metadata,
+                &memory.additional_metadata,
+            )?;
+            check_metadata(&db, &memory.metadata, &format!("{whose}.metadata"))?;
             let expires_at = match memory.expiry_time {
                 None => None,
                 Some(secs) if secs > 0 => Some(now.saturating_add(secs.saturating_mul(1000))),
@@ -544,5 +615,40 @@ mod tests {
         assert_eq!(item_id(Some("doc-1".into())).unwrap(), "doc-1");
         assert!(item_id(Some("a\nb".into())).is_err());
         assert!(item_id(Some("x".repeat(257))).is_err());
+        assert_eq!(item_id(Some("x".repeat(256))).unwrap().len(), 256);
+        let err = item_id(Some("x,y".into())).unwrap_err();
+        assert!(err.to_string().contains("`,`"), "{err}");
+    }
+
+    #[test]
+    fn titles_metadata_and_item_counts_are_bounded() {
+        let none = Map::new();
+        check_item_limits("t", &"é".repeat(TITLE_MAX_CHARS), &none, &none).unwrap();
+        let err =
+            check_item_limits("t", &"é".repeat(TITLE_MAX_CHARS + 1), &none, &none).unwrap_err();
+        assert!(err.to_string().contains("title"), "{err}");
+
+        let keys: Map<String, Value> = (0..=ITEM_METADATA_KEYS_MAX)
+            .map(|i| (format!("k{i}"), Value::from(i)))
+            .collect();
+        let err = check_item_limits("memories[3]", "", &none, &keys).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("memories[3]: `additional_metadata` has 257 keys"),
+            "{err}"
+        );
+
+        let big = Map::from_iter([(
+            "k".to_owned(),
+            Value::from("v".repeat(ITEM_METADATA_MAX_BYTES)),
+        )]);
+        let err = check_item_limits("t", "", &big, &none).unwrap_err();
+        assert!(err.to_string().contains("bytes"), "{err}");
+
+        check_item_count(ITEMS_PER_REQUEST_MAX).unwrap();
+        assert!(matches!(
+            check_item_count(ITEMS_PER_REQUEST_MAX + 1),
+            Err(AppError::InvalidParameters(_))
+        ));
     }
 }

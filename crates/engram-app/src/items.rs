@@ -4,6 +4,7 @@ use engram_store::{DeletedItem, FilterValue, ItemPage, ItemQuery, ItemStatus, So
 use engram_types::{DatabaseName, ItemKind};
 use serde_json::{Map, Value};
 
+use crate::filters::FilterBudget;
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
 
@@ -41,21 +42,14 @@ impl Listing {
     }
 }
 
-fn filters(values: Map<String, Value>, what: &str) -> AppResult<Vec<(String, FilterValue)>> {
+fn filters(
+    budget: &mut FilterBudget,
+    values: Map<String, Value>,
+    what: &str,
+) -> AppResult<Vec<(String, FilterValue)>> {
     values
         .into_iter()
-        .map(|(key, value)| {
-            if key.is_empty() || key.contains('"') {
-                return Err(AppError::InvalidParameters(format!(
-                    "`{what}` filter key `{key}` is not a valid field name"
-                )));
-            }
-            let value = match value {
-                Value::Array(values) => FilterValue::In(values),
-                other => FilterValue::Eq(other),
-            };
-            Ok((key, value))
-        })
+        .map(|(key, value)| Ok((key.clone(), budget.condition(what, &key, value)?)))
         .collect()
 }
 
@@ -175,12 +169,17 @@ impl App {
             "collection",
         )?];
         let (page, page_size) = (page as u32, page_size as u32);
+        let mut budget = FilterBudget::default();
         let query = ItemQuery {
             kind: request.kind,
             collections,
             ids: request.ids,
-            metadata: filters(request.metadata, "tenant_metadata")?,
-            additional_metadata: filters(request.additional_metadata, "additional_metadata")?,
+            metadata: filters(&mut budget, request.metadata, "tenant_metadata")?,
+            additional_metadata: filters(
+                &mut budget,
+                request.additional_metadata,
+                "additional_metadata",
+            )?,
             fields,
             page,
             page_size,

@@ -10,6 +10,7 @@ mod auth;
 mod clock;
 mod databases;
 mod error;
+mod filters;
 mod ingest;
 mod items;
 mod keys;

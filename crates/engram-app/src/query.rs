@@ -9,6 +9,7 @@ use engram_store::{ChunkFilter, FilterValue};
 use engram_types::{CollectionName, DatabaseName, ItemKind};
 use serde_json::{Map, Value};
 
+use crate::filters::FilterBudget;
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
 
@@ -104,25 +105,25 @@ fn bad(message: impl Into<String>) -> AppError {
     AppError::InvalidParameters(message.into())
 }
 
-/// A filter value: a scalar is an exact match, a list any of its values.
-fn filter_value(field: &str, value: Value) -> AppResult<FilterValue> {
+/// A query filter value: a scalar is an exact match, a list any of its values (of scalars).
+fn filter_value(
+    budget: &mut FilterBudget,
+    path: &str,
+    field: &str,
+    value: Value,
+) -> AppResult<FilterValue> {
     let scalar = |v: &Value| !matches!(v, Value::Object(_) | Value::Array(_));
-    match value {
-        Value::Array(values) if values.iter().all(scalar) => Ok(FilterValue::In(values)),
-        v if scalar(&v) => Ok(FilterValue::Eq(v)),
-        _ => Err(bad(format!(
-            "`metadata_filters.{field}` must be a value or a list of values"
-        ))),
-    }
-}
-
-fn valid_key(key: &str, path: &str) -> AppResult<()> {
-    if key.is_empty() || key.contains('"') {
+    let value = budget.condition(path, field, value)?;
+    let scalars = match &value {
+        FilterValue::In(values) => values.iter().all(scalar),
+        FilterValue::Eq(value) => scalar(value),
+    };
+    if !scalars {
         return Err(bad(format!(
-            "`{path}` key `{key}` is not a valid field name"
+            "`{path}.{field}` must be a value or a list of values"
         )));
     }
-    Ok(())
+    Ok(value)
 }
 
 /// Splits `metadata_filters` into schema and free-form conditions, and the keys ignored
@@ -137,24 +138,22 @@ fn split_filters(
     Vec<String>,
 )> {
     let (mut schema, mut free, mut ignored) = (Vec::new(), Vec::new(), Vec::new());
+    let mut budget = FilterBudget::default();
     for (key, value) in filters {
         if key == "additional_metadata" || key == "document_metadata" {
             let Value::Object(fields) = value else {
                 return Err(bad(format!("`metadata_filters.{key}` must be an object")));
             };
+            let path = format!("metadata_filters.{key}");
             for (field, value) in fields {
-                valid_key(&field, &format!("metadata_filters.{key}"))?;
-                let value = filter_value(&format!("{key}.{field}"), value)?;
+                let value = filter_value(&mut budget, &path, &field, value)?;
                 free.push((field, value));
             }
             continue;
         }
-        valid_key(&key, "metadata_filters")?;
+        let value = filter_value(&mut budget, "metadata_filters", &key, value)?;
         match db.schema.field(&key) {
-            Some(field) if field.enable_match => {
-                let value = filter_value(&key, value)?;
-                schema.push((key, value));
-            }
+            Some(field) if field.enable_match => schema.push((key, value)),
             _ => ignored.push(key),
         }
     }

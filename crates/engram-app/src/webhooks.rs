@@ -161,6 +161,12 @@ impl App {
             .url
             .filter(|u| !u.trim().is_empty())
             .ok_or_else(|| AppError::InvalidParameters("`url` is required".into()))?;
+        if url.chars().count() > limits::WEBHOOK_URL_MAX_CHARS {
+            return Err(AppError::InvalidParameters(format!(
+                "`url` is longer than {} characters",
+                limits::WEBHOOK_URL_MAX_CHARS
+            )));
+        }
         if request.signing_secret.is_some() && request.generate_signing_secret {
             return Err(AppError::Validation(
                 "send either `signing_secret` or `generate_signing_secret`, not both".into(),

@@ -13,10 +13,12 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// A form as read from multipart or JSON.
+/// A form as read from multipart or JSON. A multipart field may come several times: a repeated
+/// single-value field is refused (400 naming it), the parts of a repeated JSON array field are
+/// concatenated in order, and repeated file fields are the files in order.
 #[derive(Debug, Default)]
 pub(crate) struct Form {
-    fields: HashMap<String, FieldValue>,
+    fields: HashMap<String, Vec<FieldValue>>,
     pub files: Vec<(String, UploadedFile)>,
 }
 
@@ -45,8 +47,8 @@ impl<S: Send + Sync> FromRequest<S> for Form {
             let fields = body
                 .into_iter()
                 .map(|(k, v)| match v {
-                    Value::String(s) => (k, FieldValue::Text(s)),
-                    other => (k, FieldValue::Json(other)),
+                    Value::String(s) => (k, vec![FieldValue::Text(s)]),
+                    other => (k, vec![FieldValue::Json(other)]),
                 })
                 .collect();
             return Ok(Self {
@@ -78,7 +80,10 @@ impl<S: Send + Sync> FromRequest<S> for Form {
                 ));
             } else {
                 let text = field.text().await.map_err(multipart_error)?;
-                form.fields.insert(name, FieldValue::Text(text));
+                form.fields
+                    .entry(name)
+                    .or_default()
+                    .push(FieldValue::Text(text));
             }
         }
         Ok(form)
@@ -106,9 +111,21 @@ impl Form {
             .collect()
     }
 
+    /// The one value of a single-value field; 400 when it was sent more than once.
+    fn single(&self, name: &str) -> Result<Option<&FieldValue>, ApiError> {
+        match self.fields.get(name).map(Vec::as_slice) {
+            None | Some([]) => Ok(None),
+            Some([value]) => Ok(Some(value)),
+            Some(values) => Err(ApiError::invalid(format!(
+                "`{name}` was sent {} times; send it once",
+                values.len()
+            ))),
+        }
+    }
+
     /// A plain text field.
     pub(crate) fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
-        match self.fields.get(name) {
+        match self.single(name)? {
             None => Ok(None),
             Some(FieldValue::Text(s)) => Ok(Some(s.clone())),
             Some(FieldValue::Json(Value::Bool(b))) => Ok(Some(b.to_string())),
@@ -131,15 +148,28 @@ impl Form {
         }
     }
 
-    /// A JSON-encoded string field holding a JSON array of `T`.
+    /// A JSON-encoded string field holding a JSON array of `T`; the arrays of a field sent
+    /// several times are concatenated in order.
     pub(crate) fn json_array<T: DeserializeOwned>(
         &self,
         name: &str,
     ) -> Result<Option<Vec<T>>, ApiError> {
-        let text = match self.fields.get(name) {
-            None => return Ok(None),
-            Some(FieldValue::Json(Value::Null)) => return Ok(None),
-            Some(FieldValue::Json(_)) => {
+        let mut all: Option<Vec<T>> = None;
+        for part in self.fields.get(name).into_iter().flatten() {
+            if let Some(items) = Self::json_array_part(name, part)? {
+                all.get_or_insert_with(Vec::new).extend(items);
+            }
+        }
+        Ok(all)
+    }
+
+    fn json_array_part<T: DeserializeOwned>(
+        name: &str,
+        part: &FieldValue,
+    ) -> Result<Option<Vec<T>>, ApiError> {
+        let text = match part {
+            FieldValue::Json(Value::Null) => return Ok(None),
+            FieldValue::Json(_) => {
                 return Err(ApiError::new(
                     ErrorCode::ValidationError,
                     format!(
@@ -147,7 +177,7 @@ impl Form {
                     ),
                 ))
             }
-            Some(FieldValue::Text(text)) => text,
+            FieldValue::Text(text) => text,
         };
         if text.trim().is_empty() {
             return Ok(None);
@@ -185,5 +215,62 @@ fn bracket_path(path: &str) -> String {
         path.to_owned()
     } else {
         format!(".{path}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use axum::body::Body;
+
+    use super::*;
+
+    const BOUNDARY: &str = "X-ENGRAM-TEST";
+
+    /// A multipart request of text `fields` (name, value) in order.
+    async fn form(fields: &[(&str, &str)]) -> Form {
+        let mut body = String::new();
+        for (name, value) in fields {
+            body.push_str(&format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            ));
+        }
+        body.push_str(&format!("--{BOUNDARY}--\r\n"));
+        let request = Request::builder()
+            .method("POST")
+            .header(
+                CONTENT_TYPE,
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .body(Body::from(body))
+            .unwrap();
+        Form::from_request(request, &()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_repeated_single_value_field_is_refused_naming_it() {
+        let form = form(&[("database", "a"), ("database", "b")]).await;
+        let err = form.text("database").unwrap_err();
+        assert_eq!(err.0.code, ErrorCode::InvalidParameters);
+        assert!(
+            err.0.message.contains("`database` was sent 2 times"),
+            "{err:?}"
+        );
+        assert!(form.flag("upsert", false).is_ok(), "absent fields are fine");
+    }
+
+    #[tokio::test]
+    async fn repeated_json_array_fields_are_concatenated_in_order() {
+        let form = form(&[
+            ("app_knowledge", r#"[{"id": "a"}, {"id": "b"}]"#),
+            ("database", "db"),
+            ("app_knowledge", r#"[{"id": "c"}]"#),
+        ])
+        .await;
+        let items: Vec<Value> = form.json_array("app_knowledge").unwrap().unwrap();
+        let ids: Vec<&str> = items.iter().map(|i| i["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(form.text("database").unwrap().as_deref(), Some("db"));
     }
 }

@@ -20,3 +20,20 @@ pub const EMBEDDING_DIMENSION_RANGE: std::ops::RangeInclusive<u32> = 1..=4096;
 pub const JSON_BODY_MAX_BYTES: usize = 16 * 1024 * 1024;
 /// Shortest webhook signing secret a client may set.
 pub const SIGNING_SECRET_MIN_CHARS: usize = 16;
+/// Longest item id; ids hold no control characters and no `,` (ids are polled as a
+/// comma-separated list).
+pub const ITEM_ID_MAX_CHARS: usize = 256;
+/// Longest item title.
+pub const TITLE_MAX_CHARS: usize = 1024;
+/// Most keys an item's `metadata` or `additional_metadata` object may hold (each).
+pub const ITEM_METADATA_KEYS_MAX: usize = 256;
+/// Largest serialized `metadata` plus `additional_metadata` of one item.
+pub const ITEM_METADATA_MAX_BYTES: usize = 64 * 1024;
+/// Most items (files, app content and memories together) one ingest request may carry.
+pub const ITEMS_PER_REQUEST_MAX: usize = 1000;
+/// Most filter keys one query or listing may give (all filter objects together).
+pub const FILTER_KEYS_MAX: usize = 256;
+/// Most values all of a query's or listing's filter lists may hold together.
+pub const FILTER_VALUES_MAX: usize = 1024;
+/// Longest webhook URL.
+pub const WEBHOOK_URL_MAX_CHARS: usize = 2048;

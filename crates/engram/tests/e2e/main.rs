@@ -7,6 +7,7 @@ mod common;
 mod auth;
 mod databases;
 mod ingest;
+mod limits;
 mod parsing;
 mod query;
 mod smoke;

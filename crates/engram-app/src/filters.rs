@@ -1,0 +1,88 @@
+//! Metadata filters as callers give them (JSON objects of exact matches), checked once for
+//! queries and listings: valid keys, and a bound on keys and values so that no filter grows
+//! past what the store can evaluate.
+
+use engram_store::FilterValue;
+use engram_types::limits::{FILTER_KEYS_MAX, FILTER_VALUES_MAX};
+use serde_json::Value;
+
+use crate::{AppError, AppResult};
+
+/// Counts a request's filter keys and values against the limits as conditions are added.
+#[derive(Debug, Default)]
+pub(crate) struct FilterBudget {
+    keys: usize,
+    values: usize,
+}
+
+impl FilterBudget {
+    /// Checks one condition `key` (found under `path`) and its `value`, and counts them.
+    pub(crate) fn condition(
+        &mut self,
+        path: &str,
+        key: &str,
+        value: Value,
+    ) -> AppResult<FilterValue> {
+        if key.is_empty() || key.contains('"') {
+            return Err(AppError::InvalidParameters(format!(
+                "`{path}` key `{key}` is not a valid field name"
+            )));
+        }
+        self.keys += 1;
+        if self.keys > FILTER_KEYS_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "at most {FILTER_KEYS_MAX} filter keys may be given"
+            )));
+        }
+        let value = match value {
+            Value::Array(values) => FilterValue::In(values),
+            other => FilterValue::Eq(other),
+        };
+        self.values += match &value {
+            FilterValue::In(values) => values.len(),
+            FilterValue::Eq(_) => 1,
+        };
+        if self.values > FILTER_VALUES_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "filters may hold at most {FILTER_VALUES_MAX} values in all"
+            )));
+        }
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn keys_and_values_are_bounded() {
+        let mut budget = FilterBudget::default();
+        for i in 0..FILTER_KEYS_MAX {
+            budget.condition("f", &format!("k{i}"), json!(1)).unwrap();
+        }
+        let err = budget.condition("f", "one_more", json!(1)).unwrap_err();
+        assert!(err.to_string().contains("256 filter keys"), "{err}");
+
+        let mut budget = FilterBudget::default();
+        let many = Value::Array(vec![json!("v"); FILTER_VALUES_MAX]);
+        budget.condition("f", "list", many).unwrap();
+        let err = budget.condition("f", "next", json!("v")).unwrap_err();
+        assert!(err.to_string().contains("1024 values"), "{err}");
+    }
+
+    #[test]
+    fn keys_must_be_field_names() {
+        let mut budget = FilterBudget::default();
+        for bad in ["", "a\"b"] {
+            let err = budget
+                .condition("metadata_filters", bad, json!(1))
+                .unwrap_err();
+            assert!(matches!(err, AppError::InvalidParameters(_)), "{err}");
+        }
+    }
+}
