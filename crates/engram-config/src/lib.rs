@@ -29,6 +29,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Let outbound requests (webhooks, connectors) reach loopback and private addresses.
     pub outbound_allow_private: bool,
+    pub http: HttpConfig,
     pub rate_limit: RateLimitConfig,
     pub workers: WorkersConfig,
     pub embedding: EmbeddingConfig,
@@ -45,6 +46,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("./data"),
             outbound_allow_private: false,
+            http: HttpConfig::default(),
             rate_limit: RateLimitConfig::default(),
             workers: WorkersConfig::default(),
             embedding: EmbeddingConfig::default(),
@@ -74,6 +76,31 @@ impl Default for RateLimitConfig {
             enabled: true,
             requests_per_second: 100,
             burst: 500,
+        }
+    }
+}
+
+/// How long a client may take to send a request. A connection is closed when its request
+/// headers (or, between requests, the next request's headers) do not arrive in time; a request
+/// whose whole body does not arrive in time fails.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Time for a request's headers to arrive, and how long an idle keep-alive connection is
+    /// kept open (ms).
+    #[serde(rename = "header_timeout_ms", with = "millis")]
+    pub header_timeout: Duration,
+    /// Time for a request's whole body to arrive, counted from its headers (ms). A 64 MiB
+    /// upload within the default needs about 9 Mbit/s.
+    #[serde(rename = "body_timeout_ms", with = "millis")]
+    pub body_timeout: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -410,6 +437,11 @@ impl Config {
         if w.lease <= w.timeout {
             return Err(ConfigError::Invalid(
                 "webhooks.lease must exceed webhooks.timeout".into(),
+            ));
+        }
+        if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {
+            return Err(ConfigError::Invalid(
+                "http.header_timeout_ms and http.body_timeout_ms must be positive".into(),
             ));
         }
         if self.workers.lifecycle_poll.is_zero() {

@@ -16,6 +16,7 @@ mod extract;
 mod form;
 mod legacy;
 mod openapi;
+mod server;
 mod service;
 mod wire;
 
@@ -50,6 +51,7 @@ pub fn router(app: App) -> Router {
         .ingest
         .max_upload_bytes
         .max(engram_types::limits::JSON_BODY_MAX_BYTES);
+    let body_timeout = app.config().http.body_timeout;
     let (api, current_segments) = api();
     let (api, openapi) = api.split_for_parts();
     let openapi = openapi::finish(openapi);
@@ -59,6 +61,9 @@ pub fn router(app: App) -> Router {
             async move { service::not_found(&segments, &uri) }
         })
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_request(move |request| async move {
+            server::body_deadline(request, body_timeout)
+        }))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(axum::middleware::from_fn(context::request_context))
         .with_state(app)
@@ -70,12 +75,12 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and drains in-flight requests.
+/// Connections are held to the `[http]` timeouts.
 pub async fn serve(
     listener: TcpListener,
     app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let header_timeout = app.config().http.header_timeout;
+    server::serve(listener, router(app), header_timeout, shutdown).await
 }

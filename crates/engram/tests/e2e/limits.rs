@@ -1,8 +1,11 @@
 //! Every input has a limit checked before any work is spent: over it, a clear 4xx naming the
 //! limit, never a 500, and nothing stored.
 
+use std::time::Duration;
+
 use reqwest::multipart::Form;
 use serde_json::{json, Map, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{app, send_form, Server};
 
@@ -129,4 +132,70 @@ async fn every_input_over_its_limit_answers_4xx_naming_it_and_stores_nothing() {
         .post("/context/list", &key, json!({"database": "lim"}))
         .await;
     assert_eq!(listed.current_ok(200)["total"], 2, "{listed:#?}");
+}
+
+/// Reads from `stream` until the server closes it; panics when it is still open after `within`.
+/// Returns what was read.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> String {
+    let mut read = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => panic!(
+                "the connection is still open after {within:?}; read so far: {:?}",
+                String::from_utf8_lossy(&read)
+            ),
+            Ok(Ok(0)) | Ok(Err(_)) => return String::from_utf8_lossy(&read).into_owned(),
+            Ok(Ok(n)) => read.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Slow clients cannot hold connections: partial headers, a body that stops coming and an idle
+/// keep-alive connection are all closed once the configured times pass.
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed_after_the_configured_times() {
+    let server = Server::start_with(&[
+        ("ENGRAM_HTTP__HEADER_TIMEOUT_MS", "1000"),
+        ("ENGRAM_HTTP__BODY_TIMEOUT_MS", "1000"),
+    ]);
+    let key = server.key(ORG, &[]);
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let connect = || tokio::net::TcpStream::connect(addr.clone());
+    let within = Duration::from_secs(10);
+
+    // Headers that never end.
+    let mut stream = connect().await.unwrap();
+    stream
+        .write_all(b"POST /query HTTP/1.1\r\nHost: engram\r\nAPI-Version: 2\r\n")
+        .await
+        .unwrap();
+    closed_within(&mut stream, within).await;
+
+    // A valid key and half a body: the request fails, and the connection is closed.
+    let mut stream = connect().await.unwrap();
+    let head = format!(
+        "POST /query HTTP/1.1\r\nHost: engram\r\nAPI-Version: 2\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"database\": "
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let answer = closed_within(&mut stream, within).await;
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 4"),
+        "a client error or nothing: {answer}"
+    );
+
+    // An idle keep-alive connection after a complete exchange.
+    let mut stream = connect().await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: engram\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = closed_within(&mut stream, within).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // The server is still fine.
+    let reply = server.get("/healthz", &key).await;
+    assert_eq!(reply.status.as_u16(), 200, "{reply:#?}");
 }
