@@ -158,13 +158,23 @@ impl Default for EmbeddingConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
-    /// Indexing workers (they share the `embedding.sessions`).
+    /// Indexing workers, each working one item at a time (they share the
+    /// `embedding.sessions`).
     pub workers: u32,
-    /// Items claimed at once; their chunks are embedded together.
-    pub batch_items: u32,
-    /// How long a claim lasts; after a crash, items wait at most this long (ms).
+    /// Most items one organization may have in flight; 0 is `workers - 1` (at least 1), so one
+    /// organization's load always leaves a worker for the others.
+    pub org_share: u32,
+    /// Most chunks embedded in one call: an item's chunks go in batches of this size, so a
+    /// large item shares the model with the others and stops between batches when deleted.
+    pub embed_batch: usize,
+    /// How long a claim lasts without a heartbeat; after a crash, items wait at most this long
+    /// (ms).
     #[serde(rename = "lease_ms", with = "millis")]
     pub lease: Duration,
+    /// How often a worker renews its lease and checks that its item was not deleted or
+    /// replaced meanwhile, which stops the work (ms).
+    #[serde(rename = "heartbeat_ms", with = "millis")]
+    pub heartbeat: Duration,
     /// How often an idle worker looks for work it was not woken for (ms).
     #[serde(rename = "poll_ms", with = "millis")]
     pub poll: Duration,
@@ -178,12 +188,24 @@ pub struct PipelineConfig {
     pub expiry_sweep: Duration,
 }
 
+impl PipelineConfig {
+    /// The effective `org_share`.
+    pub fn org_share(&self) -> u32 {
+        match self.org_share {
+            0 => self.workers.saturating_sub(1).max(1),
+            share => share,
+        }
+    }
+}
+
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            workers: 2,
-            batch_items: 64,
-            lease: Duration::from_millis(120_000),
+            workers: 3,
+            org_share: 0,
+            embed_batch: 32,
+            lease: Duration::from_millis(15_000),
+            heartbeat: Duration::from_millis(1_000),
             poll: Duration::from_millis(1_000),
             max_attempts: 8,
             retry_base: Duration::from_millis(1_000),
@@ -386,13 +408,18 @@ impl Config {
         }
         let p = &self.pipeline;
         if p.workers == 0
-            || p.batch_items == 0
+            || p.embed_batch == 0
             || p.lease.is_zero()
             || p.poll.is_zero()
             || p.max_attempts == 0
         {
             return Err(ConfigError::Invalid(
-                "pipeline.workers, batch_items, lease_ms, poll_ms and max_attempts must be positive".into(),
+                "pipeline.workers, embed_batch, lease_ms, poll_ms and max_attempts must be positive".into(),
+            ));
+        }
+        if p.heartbeat.is_zero() || p.heartbeat >= p.lease {
+            return Err(ConfigError::Invalid(
+                "pipeline.heartbeat_ms must be positive and shorter than pipeline.lease_ms".into(),
             ));
         }
         if self.embedding.threads == 0

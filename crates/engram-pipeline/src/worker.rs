@@ -1,4 +1,6 @@
-//! The worker loop: claim, prepare, embed, write.
+//! The worker loop: claim one item in turn, prepare it, embed it in bounded batches, write it;
+//! a heartbeat keeps the lease and notices when the item was deleted or replaced, which cancels
+//! the work in hand.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -8,7 +10,7 @@ use engram_config::PipelineConfig;
 use engram_embed::Embedder;
 use engram_parse::Limits;
 use engram_search::{Chunker, ChunkerOptions, TokenCounter};
-use engram_store::{ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
+use engram_store::{ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
 use engram_types::{millis, Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -19,12 +21,17 @@ use crate::{prepare, Prepared};
 /// the chunker's and the parsers' own settings.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
-    /// Items claimed at once (their chunks are embedded together).
-    pub batch_items: u32,
-    /// How long a claim lasts; after a crash, items wait at most this long to be claimed again.
+    /// Most items one organization may have in flight across the workers.
+    pub org_share: u32,
+    /// How long a claim lasts without a heartbeat; after a crash, items wait at most this long
+    /// to be claimed again.
     pub lease: Duration,
+    /// How often a worker renews its lease and checks that its item is still wanted.
+    pub heartbeat: Duration,
     /// How often an idle worker looks for work it was not woken for.
     pub poll: Duration,
+    /// Most chunks embedded in one call (the item's chunks go in batches of this size).
+    pub embed_batch: usize,
     /// Attempts before a transient failure becomes terminal.
     pub max_attempts: u32,
     /// Delays between attempts after a transient failure.
@@ -39,9 +46,11 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 impl From<&PipelineConfig> for PipelineOptions {
     fn from(config: &PipelineConfig) -> Self {
         Self {
-            batch_items: config.batch_items,
+            org_share: config.org_share(),
             lease: config.lease,
+            heartbeat: config.heartbeat,
             poll: config.poll,
+            embed_batch: config.embed_batch.max(1),
             max_attempts: config.max_attempts,
             retry: Backoff {
                 base_ms: millis(config.retry_base),
@@ -71,31 +80,32 @@ pub struct Pipeline {
     clock: Arc<dyn Clock>,
     options: PipelineOptions,
     owner: String,
-    /// Told after each batch: its terminal states may carry webhook events, and its chunks are
+    /// Told after each item: its terminal state may carry webhook events, and its chunks are
     /// for the indexes to follow.
     batch_wakes: Vec<Arc<Notify>>,
 }
 
-/// The texts the batch embeds, chunk by chunk in item order: a chunk with a context (a
-/// conversation's previous memory) is embedded after it.
-fn texts_to_embed(prepared: &[Prepared], contexts: &[String]) -> Vec<String> {
-    prepared
+/// The texts an item embeds, chunk by chunk: a chunk with a context (a conversation's
+/// previous memory) is embedded after it.
+fn texts_to_embed(chunks: &[engram_search::Chunk], context: &str) -> Vec<String> {
+    chunks
         .iter()
-        .zip(contexts)
-        .flat_map(|(p, context)| match p {
-            Prepared::Chunks { chunks, .. } => chunks
-                .iter()
-                .map(|c| {
-                    if context.is_empty() {
-                        c.text.clone()
-                    } else {
-                        format!("{context}\n{}", c.text)
-                    }
-                })
-                .collect(),
-            Prepared::Failed { .. } => Vec::new(),
+        .map(|c| {
+            if context.is_empty() {
+                c.text.clone()
+            } else {
+                format!("{context}\n{}", c.text)
+            }
         })
         .collect()
+}
+
+/// Why an item's work stopped before its result was written.
+enum Stopped {
+    /// The item was deleted, replaced or taken over: nothing of it is written.
+    Cancelled,
+    /// Embedding failed (transient).
+    Embedding(String),
 }
 
 impl Pipeline {
@@ -118,13 +128,13 @@ impl Pipeline {
         }
     }
 
-    /// Notifies `wake` after each batch (the webhook dispatcher, the index follower).
+    /// Notifies `wake` after each item (the webhook dispatcher, the index follower).
     pub fn with_batch_wake(mut self, wake: Arc<Notify>) -> Self {
         self.batch_wakes.push(wake);
         self
     }
 
-    /// Works until `token` is cancelled, finishing the batch in hand first.
+    /// Works until `token` is cancelled, finishing the item in hand first.
     pub async fn run(self, wake: Arc<Notify>, token: CancellationToken) {
         tracing::debug!(owner = %self.owner, "indexing worker started");
         loop {
@@ -148,201 +158,184 @@ impl Pipeline {
         tracing::debug!(owner = %self.owner, "indexing worker stopped");
     }
 
-    /// Claims and processes one batch; returns how many items it claimed.
+    /// Claims the next item in turn and processes it; returns how many items it claimed (0 or
+    /// 1).
     pub async fn run_once(&self) -> StoreResult<usize> {
         let started = Instant::now();
-        let claimed = self
-            .store
-            .claim_items(
+        let claim = ClaimRequest {
+            org_share: self.options.org_share,
+            ..ClaimRequest::new(
                 &self.owner,
                 self.clock.now_ms(),
                 millis(self.options.lease),
-                self.options.batch_items,
+                1,
             )
-            .await?;
-        if claimed.is_empty() {
-            return Ok(0);
-        }
-        let _heartbeat = self.heartbeat(&claimed);
-        let count = claimed.len();
-        let (claimed, prepared) = self.prepare_all(claimed).await;
-        let contexts = self.contexts(&claimed, &prepared).await?;
-        let chunks = match self.embed(texts_to_embed(&prepared, &contexts)).await {
-            Ok(vectors) => self.write_all(claimed, prepared, contexts, vectors).await?,
-            Err(message) => {
-                self.fail_all(&claimed, &prepared, &message).await?;
-                0
-            }
         };
+        let Some(item) = self.store.claim_items(&claim).await?.into_iter().next() else {
+            return Ok(0);
+        };
+        let cancel = CancellationToken::new();
+        let _heartbeat = self.heartbeat(&item, cancel.clone());
+        let chunks = self.process(&item, &cancel).await?;
         tracing::info!(
-            items = count,
+            id = %item.id,
             chunks,
             ms = started.elapsed().as_millis() as u64,
-            "indexed batch"
+            "indexed item"
         );
-        Ok(count)
+        Ok(1)
     }
 
-    /// Writes each item's result: its chunks (with their vectors, in order) and `completed`,
-    /// or its failure. Returns how many chunks were written.
-    async fn write_all(
-        &self,
-        claimed: Vec<ClaimedItem>,
-        prepared: Vec<Prepared>,
-        contexts: Vec<String>,
-        vectors: Vec<Vec<f32>>,
-    ) -> StoreResult<usize> {
-        let mut vectors = vectors.into_iter();
-        let mut written = 0;
-        for ((mut item, prepared), context) in claimed.into_iter().zip(prepared).zip(contexts) {
-            let (extracted_text, chunks) = match prepared {
-                Prepared::Failed { code, message } => {
-                    self.fail(&item, code, &message).await?;
-                    continue;
-                }
-                Prepared::Chunks {
-                    extracted_text,
-                    chunks,
-                } => (extracted_text, chunks),
-            };
-            let chunks: Vec<NewChunk> = chunks
-                .into_iter()
-                .enumerate()
-                .zip(vectors.by_ref())
-                .map(|((position, chunk), embedding)| NewChunk {
-                    chunk_id: uuid::Uuid::now_v7().to_string(),
-                    position: u32::try_from(position).unwrap_or(u32::MAX),
-                    content: chunk.text,
-                    context: context.clone(),
-                    layout: chunk.layout,
-                    embedding,
-                })
-                .collect();
-            if extracted_text.is_some() {
-                item.text = extracted_text;
+    /// Prepares, embeds and writes one item (or its failure); returns how many chunks were
+    /// written.
+    async fn process(&self, item: &ClaimedItem, cancel: &CancellationToken) -> StoreResult<usize> {
+        let prepared = tokio::select! {
+            prepared = self.prepare(item.clone()) => prepared,
+            () = cancel.cancelled() => return Ok(self.dropped(item)),
+        };
+        let (extracted_text, chunks) = match prepared {
+            Prepared::Failed { code, message } => {
+                self.fail(item, code, &message).await?;
+                return Ok(0);
             }
-            match self
-                .store
-                .complete_item(&item, &chunks, self.clock.now_ms())
-                .await
-            {
-                Ok(true) => written += chunks.len(),
-                Ok(false) => {
-                    tracing::debug!(id = %item.id, "item changed while indexing; result dropped")
-                }
-                Err(err) => {
-                    self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
-                        .await?
-                }
+            Prepared::Chunks {
+                extracted_text,
+                chunks,
+            } => (extracted_text, chunks),
+        };
+        let context = self.context(item).await?;
+        let vectors = match self.embed(texts_to_embed(&chunks, &context), cancel).await {
+            Ok(vectors) => vectors,
+            Err(Stopped::Cancelled) => return Ok(self.dropped(item)),
+            Err(Stopped::Embedding(message)) => {
+                self.retry_or_fail(item, &message).await?;
+                return Ok(0);
+            }
+        };
+        let chunks: Vec<NewChunk> = chunks
+            .into_iter()
+            .zip(vectors)
+            .enumerate()
+            .map(|(position, (chunk, embedding))| NewChunk {
+                chunk_id: uuid::Uuid::now_v7().to_string(),
+                position: u32::try_from(position).unwrap_or(u32::MAX),
+                content: chunk.text,
+                context: context.clone(),
+                layout: chunk.layout,
+                embedding,
+            })
+            .collect();
+        let mut item = item.clone();
+        if extracted_text.is_some() {
+            item.text = extracted_text;
+        }
+        match self
+            .store
+            .complete_item(&item, &chunks, self.clock.now_ms())
+            .await
+        {
+            Ok(true) => Ok(chunks.len()),
+            Ok(false) => Ok(self.dropped(&item)),
+            Err(err) => {
+                self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
+                    .await?;
+                Ok(0)
             }
         }
-        Ok(written)
     }
 
-    /// The batch could not be embedded: items with chunks go back to the queue (or end
-    /// errored after their last attempt); items that failed to prepare fail as they were.
-    async fn fail_all(
-        &self,
-        claimed: &[ClaimedItem],
-        prepared: &[Prepared],
-        message: &str,
-    ) -> StoreResult<()> {
-        for (item, prepared) in claimed.iter().zip(prepared) {
-            match prepared {
-                Prepared::Chunks { .. } => self.retry_or_fail(item, message).await?,
-                Prepared::Failed { code, message } => self.fail(item, *code, message).await?,
-            }
-        }
-        Ok(())
+    fn dropped(&self, item: &ClaimedItem) -> usize {
+        tracing::debug!(id = %item.id, "item deleted or changed while indexing; its work is dropped");
+        0
     }
 
-    /// Per item, what its chunks are indexed with besides their own text: for a memory that
+    /// What the item's chunks are indexed with besides their own text: for a memory that
     /// continues a conversation, the memory before it (see `WorkQueue::preceding_memory`).
-    async fn contexts(
-        &self,
-        claimed: &[ClaimedItem],
-        prepared: &[Prepared],
-    ) -> StoreResult<Vec<String>> {
-        let mut contexts = Vec::with_capacity(claimed.len());
-        for (item, prepared) in claimed.iter().zip(prepared) {
-            let wanted =
-                item.kind == ItemKind::Memory && matches!(prepared, Prepared::Chunks { .. });
-            contexts.push(if wanted {
-                self.store
-                    .preceding_memory(item, self.clock.now_ms())
-                    .await?
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            });
+    async fn context(&self, item: &ClaimedItem) -> StoreResult<String> {
+        if item.kind != ItemKind::Memory {
+            return Ok(String::new());
         }
-        Ok(contexts)
+        Ok(self
+            .store
+            .preceding_memory(item, self.clock.now_ms())
+            .await?
+            .unwrap_or_default())
     }
 
-    /// Extends the batch's leases every third of a lease until the returned guard is dropped,
-    /// so a batch that outlasts one lease (OCR of a long scan) is not claimed twice.
-    fn heartbeat(&self, claimed: &[ClaimedItem]) -> AbortOnDrop {
+    /// Renews the item's lease every heartbeat until the returned guard is dropped, so work
+    /// that outlasts one lease (OCR of a long scan) is not claimed twice; cancels `cancel` as
+    /// soon as the lease is no longer this worker's (the item was deleted, replaced or, after a
+    /// stall, taken over).
+    fn heartbeat(&self, item: &ClaimedItem, cancel: CancellationToken) -> AbortOnDrop {
         let (store, clock) = (self.store.clone(), self.clock.clone());
         let lease_ms = millis(self.options.lease);
-        let items = claimed.to_vec();
-        let every = (self.options.lease / 3).max(Duration::from_millis(1));
+        let item = item.clone();
+        let every = self.options.heartbeat.max(Duration::from_millis(1));
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 let until = clock.now_ms().saturating_add(lease_ms);
-                if let Err(err) = store.extend_leases(&items, until).await {
-                    tracing::warn!(error = %err, "extending indexing leases failed");
+                match store.extend_lease(&item, until).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(id = %item.id, "item deleted or changed while indexing; stopping its work");
+                        cancel.cancel();
+                        return;
+                    }
+                    Err(err) => tracing::warn!(error = %err, "extending an indexing lease failed"),
                 }
             }
         }))
     }
 
-    async fn prepare_all(&self, claimed: Vec<ClaimedItem>) -> (Vec<ClaimedItem>, Vec<Prepared>) {
+    /// Parses (files) and chunks the item on the blocking pool; a panic fails the item alone.
+    async fn prepare(&self, item: ClaimedItem) -> Prepared {
         let tokens = self.tokens.clone();
         let chunker_options = self.options.chunker;
         let limits = self.options.parse_limits.clone();
-        let fallback = claimed.clone();
+        let filename = item.filename.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let chunker = Chunker::new(tokens.as_ref(), chunker_options);
-            let prepared = claimed
-                .iter()
-                .map(|item| {
-                    catch_unwind(AssertUnwindSafe(|| prepare(item, &chunker, &limits)))
-                        .unwrap_or_else(|_| Prepared::Failed {
-                            code: ItemErrorCode::NoText,
-                            message: format!("{}: the file could not be read", item.filename),
-                        })
-                })
-                .collect();
-            (claimed, prepared)
+            catch_unwind(AssertUnwindSafe(|| prepare(&item, &chunker, &limits)))
         })
         .await;
-        joined.unwrap_or_else(|err| {
-            tracing::error!(error = %err, "preparing a batch failed");
-            let failed = fallback
-                .iter()
-                .map(|_| Prepared::Failed {
-                    code: ItemErrorCode::NoText,
-                    message: "the item could not be read".into(),
-                })
-                .collect();
-            (fallback, failed)
-        })
+        match joined {
+            Ok(Ok(prepared)) => prepared,
+            Ok(Err(_)) | Err(_) => Prepared::Failed {
+                code: ItemErrorCode::NoText,
+                message: if filename.is_empty() {
+                    "the item could not be read".into()
+                } else {
+                    format!("{filename}: the file could not be read")
+                },
+            },
+        }
     }
 
-    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, String> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
+    /// Embeds `texts` in batches of `embed_batch`, stopping between batches when cancelled.
+    async fn embed(
+        &self,
+        texts: Vec<String>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<f32>>, Stopped> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        let mut texts = texts.into_iter().peekable();
+        while texts.peek().is_some() {
+            if cancel.is_cancelled() {
+                return Err(Stopped::Cancelled);
+            }
+            let batch: Vec<String> = texts.by_ref().take(self.options.embed_batch).collect();
+            let embedder = self.embedder.clone();
+            let embedded = tokio::task::spawn_blocking(move || {
+                let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+                embedder.embed(&refs)
+            })
+            .await
+            .map_err(|e| Stopped::Embedding(format!("embedding failed: {e}")))?
+            .map_err(|e| Stopped::Embedding(format!("embedding failed: {e}")))?;
+            vectors.extend(embedded);
         }
-        let embedder = self.embedder.clone();
-        tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            embedder
-                .embed(&refs)
-                .map_err(|e| format!("embedding failed: {e}"))
-        })
-        .await
-        .map_err(|e| format!("embedding failed: {e}"))?
+        Ok(vectors)
     }
 
     async fn fail(
@@ -484,7 +477,9 @@ mod tests {
             ManualClock::at(1_000),
             options(3),
         );
-        assert_eq!(pipeline.run_once().await.unwrap(), 2);
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        assert_eq!(pipeline.run_once().await.unwrap(), 0);
         assert_eq!(
             status(&kit, &scope, "fine").await.0,
             IndexingStatus::Completed
@@ -541,7 +536,7 @@ mod tests {
             thief_clock.advance(LEASE_MS + 1);
             let now = thief_clock.now_ms();
             let stolen = tokio::runtime::Handle::current()
-                .block_on(store.claim_items("thief", now, LEASE_MS, 10))
+                .block_on(store.claim_items(&ClaimRequest::new("thief", now, LEASE_MS, 10)))
                 .unwrap();
             assert_eq!(stolen.len(), 1);
         };
@@ -560,5 +555,53 @@ mod tests {
         );
         let counts = kit.store.counts(&scope, clock.now_ms()).await.unwrap();
         assert_eq!(counts.knowledge_chunks, 0, "the late result wrote nothing");
+    }
+
+    #[tokio::test]
+    async fn deleting_an_item_stops_its_embedding_and_writes_nothing() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let kit = TempStore::new().await;
+        let long = "Sentences about volcanoes and their ash clouds. ".repeat(400);
+        let scope = queued(&kit, &[("big", long.as_str())]).await;
+        let calls = Arc::new(AtomicUsize::new(0));
+        // The first embedding call deletes the item, then takes a while: the heartbeat notices.
+        let (store, hook_scope, hook_calls) = (kit.store.clone(), scope.clone(), calls.clone());
+        let delete_then_wait = move || {
+            if hook_calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                tokio::runtime::Handle::current()
+                    .block_on(store.delete_items(
+                        &hook_scope,
+                        &collection("c"),
+                        None,
+                        &["big".to_owned()],
+                        1_000,
+                    ))
+                    .unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut options = options(3);
+        options.embed_batch = 1;
+        options.heartbeat = Duration::from_millis(5);
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(Hooked(Some(Box::new(delete_then_wait)))),
+            Arc::new(HashEmbedder),
+            ManualClock::at(1_000),
+            options,
+        );
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        let calls = calls.load(Ordering::SeqCst);
+        let chunks = Chunker::new(&HashEmbedder, ChunkerOptions::default())
+            .chunk_text(&long)
+            .len();
+        assert!(chunks > 10, "{chunks} chunks");
+        assert!(
+            calls <= 3,
+            "embedding went on after the delete: {calls} of {chunks} calls"
+        );
+        let counts = kit.store.counts(&scope, 1_000).await.unwrap();
+        assert_eq!(counts.knowledge_chunks, 0, "nothing of it was written");
     }
 }

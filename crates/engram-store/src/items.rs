@@ -95,6 +95,34 @@ pub struct ItemStatus {
     pub error_message: String,
 }
 
+/// What a worker asks of the queue. Work is handed out in turns: the organization served
+/// longest ago first, then its database served longest ago, then that database's oldest
+/// runnable item; an organization holding `org_share` items in flight (live leases) gets no more
+/// until one ends, so one organization's load never takes every worker.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest<'a> {
+    pub owner: &'a str,
+    pub now: i64,
+    pub lease_ms: i64,
+    /// Most items to claim.
+    pub limit: u32,
+    /// Most items one organization may hold in flight, these included.
+    pub org_share: u32,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// Up to `limit` items for `owner`, leased until `now + lease_ms`, with no share limit.
+    pub fn new(owner: &'a str, now: i64, lease_ms: i64, limit: u32) -> Self {
+        Self {
+            owner,
+            now,
+            lease_ms,
+            limit,
+            org_share: u32::MAX,
+        }
+    }
+}
+
 /// An item a worker holds a lease on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedItem {
@@ -323,18 +351,13 @@ pub trait ItemStore: Send + Sync {
 /// The indexing queue, used by pipeline workers across organizations.
 #[async_trait]
 pub trait WorkQueue: Send + Sync {
-    /// Leases up to `limit` runnable items (queued and due, or with an expired lease).
-    async fn claim_items(
-        &self,
-        owner: &str,
-        now: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<ClaimedItem>>;
-    /// Extends the leases this owner still holds on `items` to `until` (a heartbeat for long
-    /// batches: OCR of a large scan can outlast one lease). Items upserted, deleted or claimed
-    /// by another worker meanwhile are left alone.
-    async fn extend_leases(&self, items: &[ClaimedItem], until: i64) -> StoreResult<()>;
+    /// Leases up to `limit` runnable items (queued and due, or with an expired lease), in
+    /// turns across organizations and databases (see [`ClaimRequest`]).
+    async fn claim_items(&self, claim: &ClaimRequest<'_>) -> StoreResult<Vec<ClaimedItem>>;
+    /// Extends the lease the item's owner holds to `until` (the worker's heartbeat). False
+    /// when the claim is no longer current (the item was upserted, deleted or claimed by another
+    /// worker meanwhile): the worker then stops and writes nothing.
+    async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool>;
     /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
     /// still current. False (and nothing written) when the item was upserted, deleted or
     /// re-leased meanwhile.

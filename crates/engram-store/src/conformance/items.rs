@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::new_db;
 use crate::{
-    ChunkKey, DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields, ItemOrigin,
-    ItemQuery, NewChunk, NewItem, SourceField, Store, StoreError,
+    ChunkKey, ClaimRequest, DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields,
+    ItemOrigin, ItemQuery, NewChunk, NewItem, SourceField, Store, StoreError,
 };
 
 pub(super) async fn run_all<S: Store>(store: &S) {
@@ -18,6 +18,89 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     expired_items_vanish_and_are_purged(store).await;
     the_chunk_feed_logs_every_change(store).await;
     a_memory_continuing_a_conversation_gets_the_one_before(store).await;
+    the_queue_takes_turns_and_holds_each_organization_to_its_share(store).await;
+}
+
+/// Work is handed out in turns (organization served longest ago, then its database served
+/// longest ago, then that database's oldest item), and an organization at its share of the
+/// workers gets nothing more until one of its items ends. Runs last: it first takes every
+/// runnable item the earlier cases left.
+async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store>(store: &S) {
+    let now = 10_000_000;
+    store
+        .claim_items(&ClaimRequest::new("drain", now, 1_000_000_000, 100_000))
+        .await
+        .unwrap();
+    let a1 = setup(store, "db_fair_a1", "conf-fair-a").await;
+    let a2 = setup(store, "db_fair_a2", "conf-fair-a").await;
+    let b1 = setup(store, "db_fair_b1", "conf-fair-b").await;
+    // Org A floods first (five items in a1, two in a2); org B sends one item after.
+    for (scope, ids) in [
+        (&a1, &["a1-1", "a1-2", "a1-3", "a1-4", "a1-5"][..]),
+        (&a2, &["a2-1", "a2-2"]),
+        (&b1, &["b1-1"]),
+    ] {
+        let items: Vec<_> = ids.iter().map(|id| item("c", id, "text")).collect();
+        store.enqueue_items(scope, &items, true, now).await.unwrap();
+    }
+    let mut order = Vec::new();
+    loop {
+        let claimed = store
+            .claim_items(&ClaimRequest::new("w", now, 60_000, 1))
+            .await
+            .unwrap();
+        let Some(one) = claimed.first() else { break };
+        order.push(one.id.clone());
+    }
+    assert_eq!(
+        order,
+        ["a1-1", "b1-1", "a2-1", "a1-2", "a2-2", "a1-3", "a1-4", "a1-5"],
+        "B's one item comes second, A's databases alternate"
+    );
+
+    // A share of 2: a flooding organization gets two items in flight, the other the rest.
+    let c = setup(store, "db_fair_c", "conf-fair-c").await;
+    let d = setup(store, "db_fair_d", "conf-fair-d").await;
+    let flood: Vec<_> = (0..6)
+        .map(|i| item("c", &format!("c-{i}"), "text"))
+        .collect();
+    store.enqueue_items(&c, &flood, true, now).await.unwrap();
+    let share = |limit| ClaimRequest {
+        org_share: 2,
+        ..ClaimRequest::new("w", now, 60_000, limit)
+    };
+    let first = store.claim_items(&share(10)).await.unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(store.claim_items(&share(10)).await.unwrap().is_empty());
+    store
+        .enqueue_items(&d, &[item("c", "d-1", "text")], true, now)
+        .await
+        .unwrap();
+    let other = store.claim_items(&share(10)).await.unwrap();
+    assert_eq!(other.len(), 1);
+    assert_eq!(
+        other[0].id, "d-1",
+        "the other organization is not held back"
+    );
+    // One of C's items ends: C gets its next one.
+    assert!(store
+        .complete_item(&first[0], &[chunk("c-done", 0, "text")], now)
+        .await
+        .unwrap());
+    let next = store.claim_items(&share(10)).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].id, "c-2");
+    // Leases that expired no longer count against the share (every earlier claim of this case
+    // expires too, and is runnable again).
+    let later = store
+        .claim_items(&ClaimRequest {
+            org_share: 2,
+            ..ClaimRequest::new("w", now + 60_001, 60_000, 10)
+        })
+        .await
+        .unwrap();
+    let of_c = later.iter().filter(|i| i.database_id == c.id).count();
+    assert_eq!(of_c, 2, "{later:?}");
 }
 
 async fn a_memory_continuing_a_conversation_gets_the_one_before<S: Store>(store: &S) {
@@ -213,7 +296,10 @@ pub async fn claim_ours<S: Store + ?Sized>(
     owner: &str,
     now: i64,
 ) -> Vec<crate::ClaimedItem> {
-    let claimed = store.claim_items(owner, now, 60_000, 1000).await.unwrap();
+    let claimed = store
+        .claim_items(&ClaimRequest::new(owner, now, 60_000, 1000))
+        .await
+        .unwrap();
     claimed
         .into_iter()
         .filter(|c| c.database_id == scope.id)
@@ -365,24 +451,47 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
         "indexed once"
     );
 
-    // A heartbeat keeps a long batch's lease; another owner's heartbeat extends nothing.
+    // A heartbeat keeps a long item's lease; another owner's heartbeat extends nothing.
     store
         .enqueue_items(&scope, &[item("c", "slow", "text")], true, 100_000)
         .await
         .unwrap();
     let slow = claim_ours(store, &scope, "slow-worker", 100_000).await;
     assert_eq!(slow.len(), 1);
-    store.extend_leases(&slow, 400_000).await.unwrap();
+    assert!(store.extend_lease(&slow[0], 400_000).await.unwrap());
     assert!(
         claim_ours(store, &scope, "thief", 200_000).await.is_empty(),
         "the extended lease still holds"
     );
-    let mut foreign = slow.clone();
-    foreign[0].lease_owner = "thief".into();
-    store.extend_leases(&foreign, 900_000).await.unwrap();
+    let mut foreign = slow[0].clone();
+    foreign.lease_owner = "thief".into();
+    assert!(!store.extend_lease(&foreign, 900_000).await.unwrap());
     let taken = claim_ours(store, &scope, "thief", 400_001).await;
     assert_eq!(taken.len(), 1, "only the holder extends its lease");
-    store.extend_leases(&[], 1).await.unwrap();
+    assert!(
+        !store.extend_lease(&slow[0], 900_000).await.unwrap(),
+        "the first holder learns it lost the item"
+    );
+    // Deleted or replaced: the holder's heartbeat says so.
+    assert!(store.extend_lease(&taken[0], 900_000).await.unwrap());
+    store
+        .enqueue_items(&scope, &[item("c", "slow", "new text")], true, 400_002)
+        .await
+        .unwrap();
+    assert!(!store.extend_lease(&taken[0], 900_000).await.unwrap());
+    let again = claim_ours(store, &scope, "w", 400_003).await;
+    assert_eq!(again.len(), 1);
+    store
+        .delete_items(
+            &scope,
+            &collection("c"),
+            None,
+            &["slow".to_owned()],
+            400_004,
+        )
+        .await
+        .unwrap();
+    assert!(!store.extend_lease(&again[0], 900_000).await.unwrap());
 }
 
 async fn failures_retry_then_error<S: Store>(store: &S) {

@@ -10,9 +10,9 @@ use super::sql::*;
 use super::SqliteStore;
 use crate::ChunkKey;
 use crate::{
-    ChunkChanges, ChunkFeed, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome, IndexedChunk,
-    ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus, ItemStore,
-    NewChunk, NewItem, StoreResult, WorkQueue,
+    ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome,
+    IndexedChunk, ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus,
+    ItemStore, NewChunk, NewItem, StoreResult, WorkQueue,
 };
 
 fn kind_of(row: &SqliteRow) -> StoreResult<ItemKind> {
@@ -448,32 +448,72 @@ impl ChunkFeed for SqliteStore {
     }
 }
 
+/// An item is runnable: queued and due, or processing under an expired lease; never expired.
+const RUNNABLE: &str = "i.status IN ('queued', 'processing')
+    AND ((i.status = 'queued' AND i.run_after <= ?1) OR (i.status = 'processing' AND i.lease_until < ?1))
+    AND (i.expires_at IS NULL OR i.expires_at > ?1)";
+
+/// Claims the next item in turn (see [`ClaimRequest`]), or `None` when nothing is runnable
+/// within the organizations' shares. The database whose turn it was moves to the back.
+async fn claim_next(
+    tx: &mut SqliteConnection,
+    claim: &ClaimRequest<'_>,
+) -> StoreResult<Option<SqliteRow>> {
+    let database: Option<String> = sqlx::query_scalar(&format!(
+        "SELECT d.id FROM databases d
+         WHERE d.state <> 'deleting'
+           AND EXISTS (SELECT 1 FROM items i WHERE i.database_id = d.id AND {RUNNABLE})
+           AND (SELECT COUNT(*) FROM databases od JOIN items f ON f.database_id = od.id
+                WHERE od.org_id = d.org_id AND f.status = 'processing' AND f.lease_until >= ?1) < ?2
+         ORDER BY (SELECT MAX(o.served_turn) FROM databases o WHERE o.org_id = d.org_id),
+                  d.served_turn, d.id
+         LIMIT 1"
+    ))
+    .bind(claim.now)
+    .bind(i64::from(claim.org_share))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(database) = database else {
+        return Ok(None);
+    };
+    let row = sqlx::query(&format!(
+        "UPDATE items SET status = 'processing', lease_owner = ?2, lease_until = ?3,
+             attempts = attempts + 1, updated_at = ?1
+         WHERE item_key = (SELECT i.item_key FROM items i WHERE i.database_id = ?4 AND {RUNNABLE}
+                           ORDER BY i.run_after, i.item_key LIMIT 1)
+         RETURNING item_key, version, database_id, collection, id, kind, origin, title, filename,
+             media_type, text, attempts,
+             (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id"
+    ))
+    .bind(claim.now)
+    .bind(claim.owner)
+    .bind(claim.now.saturating_add(claim.lease_ms))
+    .bind(&database)
+    .fetch_optional(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE databases SET served_turn = (SELECT MAX(served_turn) FROM databases) + 1
+         WHERE id = ?",
+    )
+    .bind(&database)
+    .execute(&mut *tx)
+    .await?;
+    Ok(row)
+}
+
 #[async_trait]
 impl WorkQueue for SqliteStore {
-    async fn claim_items(
-        &self,
-        owner: &str,
-        now: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<ClaimedItem>> {
-        let rows = sqlx::query(
-            "UPDATE items SET status = 'processing', lease_owner = ?1, lease_until = ?2, attempts = attempts + 1,
-                 updated_at = ?3
-             WHERE item_key IN (
-                 SELECT i.item_key FROM items i JOIN databases d ON d.id = i.database_id
-                 WHERE d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ?3)
-                   AND ((i.status = 'queued' AND i.run_after <= ?3) OR (i.status = 'processing' AND i.lease_until < ?3))
-                 ORDER BY i.run_after, i.item_key LIMIT ?4)
-             RETURNING item_key, version, database_id, collection, id, kind, origin, title, filename, media_type, text,
-                 attempts, (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id",
-        )
-        .bind(owner)
-        .bind(now + lease_ms)
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+    async fn claim_items(&self, claim: &ClaimRequest<'_>) -> StoreResult<Vec<ClaimedItem>> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut rows = Vec::new();
+        for _ in 0..claim.limit {
+            match claim_next(&mut tx, claim).await? {
+                Some(row) => rows.push(row),
+                None => break,
+            }
+        }
+        tx.commit().await?;
+        let owner = claim.owner;
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             let item_key: i64 = row.try_get("item_key")?;
@@ -507,21 +547,21 @@ impl WorkQueue for SqliteStore {
                 attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
             });
         }
-        claimed.sort_by_key(|c| c.item_key);
         Ok(claimed)
     }
 
-    async fn extend_leases(&self, items: &[ClaimedItem], until: i64) -> StoreResult<()> {
-        let Some(first) = items.first() else {
-            return Ok(());
-        };
-        let mut sql = QueryBuilder::<Sqlite>::new("UPDATE items SET lease_until = ");
-        sql.push_bind(until)
-            .push(" WHERE status = 'processing' AND lease_owner = ")
-            .push_bind(first.lease_owner.as_str());
-        push_in(&mut sql, "item_key", items.iter().map(|i| i.item_key));
-        sql.build().execute(&self.pool).await?;
-        Ok(())
+    async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE items SET lease_until = ?
+             WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?",
+        )
+        .bind(until)
+        .bind(item.item_key)
+        .bind(item.version)
+        .bind(item.lease_owner.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn complete_item(

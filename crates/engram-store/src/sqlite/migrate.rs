@@ -49,6 +49,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "chunk_log",
         sql: include_str!("../../migrations/sqlite/0007_chunk_log.sql"),
     },
+    Migration {
+        version: 8,
+        name: "fair_queue",
+        sql: include_str!("../../migrations/sqlite/0008_fair_queue.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

@@ -101,7 +101,11 @@ mod tests {
                     .enqueue_items(&scope, &[item], true, now)
                     .await
                     .unwrap();
-                for claimed in store.claim_items("w", now, 1000, 10).await.unwrap() {
+                for claimed in store
+                    .claim_items(&crate::ClaimRequest::new("w", now, 1000, 10))
+                    .await
+                    .unwrap()
+                {
                     let chunk = crate::conformance::chunk(id, 0, "text");
                     assert!(store.complete_item(&claimed, &[chunk], now).await.unwrap());
                 }

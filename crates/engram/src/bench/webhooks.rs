@@ -18,8 +18,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use engram_store::sqlite::SqliteStore;
 use engram_store::{
-    ClaimedItem, DatabaseStore, ItemFields, ItemOrigin, ItemStore, NewDatabase, NewItem,
-    SecretChange, Store, WebhookStore, WorkQueue,
+    ClaimRequest, ClaimedItem, DatabaseStore, ItemFields, ItemOrigin, ItemStore, NewDatabase,
+    NewItem, SecretChange, Store, WebhookStore, WorkQueue,
 };
 use engram_types::{Clock, CollectionName, DatabaseId, DatabaseName, ItemKind, OrgId, SystemClock};
 use serde_json::Value;
@@ -112,7 +112,12 @@ async fn claimed_items(
     let mut claimed = Vec::new();
     while claimed.len() < ids.len() {
         let batch = store
-            .claim_items("bench", SystemClock.now_ms(), 600_000, 1_000)
+            .claim_items(&ClaimRequest::new(
+                "bench",
+                SystemClock.now_ms(),
+                600_000,
+                1_000,
+            ))
             .await?;
         if batch.is_empty() {
             bail!("claimed {} of {} items", claimed.len(), ids.len());

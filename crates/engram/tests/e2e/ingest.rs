@@ -1885,7 +1885,7 @@ async fn completed_count(server: &Server, key: &str, db: &str, ids: &[&str]) -> 
 async fn a_crash_mid_indexing_loses_nothing_and_indexes_nothing_twice() {
     let envs = [
         ("ENGRAM_PIPELINE__LEASE_MS", "1500"),
-        ("ENGRAM_PIPELINE__BATCH_ITEMS", "4"),
+        ("ENGRAM_PIPELINE__HEARTBEAT_MS", "500"),
     ];
     let items = crash_items();
     let ids: Vec<String> = items
