@@ -49,7 +49,7 @@ impl App {
         );
         if let Some(models) = &self.inner.models {
             let config = &self.config().pipeline;
-            let options = PipelineOptions::from(config);
+            let options = PipelineOptions::new(config, &self.config().budgets);
             for _ in 0..config.workers {
                 let pipeline = Pipeline::new(
                     self.inner.store.clone(),

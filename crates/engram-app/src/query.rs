@@ -430,7 +430,7 @@ mod tests {
             Arc::new(HashEmbedder),
             Arc::new(HashEmbedder),
             clock.clone(),
-            engram_pipeline::PipelineOptions::from(&config.pipeline),
+            engram_pipeline::PipelineOptions::new(&config.pipeline, &config.budgets),
         );
         while pipeline.run_once().await.unwrap() > 0 {}
         let found = || async {

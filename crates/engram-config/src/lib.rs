@@ -34,6 +34,7 @@ pub struct Config {
     pub workers: WorkersConfig,
     pub embedding: EmbeddingConfig,
     pub pipeline: PipelineConfig,
+    pub budgets: BudgetsConfig,
     pub search: SearchConfig,
     pub ingest: IngestConfig,
     pub webhooks: WebhooksConfig,
@@ -51,6 +52,7 @@ impl Default for Config {
             workers: WorkersConfig::default(),
             embedding: EmbeddingConfig::default(),
             pipeline: PipelineConfig::default(),
+            budgets: BudgetsConfig::default(),
             search: SearchConfig::default(),
             ingest: IngestConfig::default(),
             webhooks: WebhooksConfig::default(),
@@ -161,9 +163,12 @@ pub struct PipelineConfig {
     /// Indexing workers, each working one item at a time (they share the
     /// `embedding.sessions`).
     pub workers: u32,
-    /// Most items one organization may have in flight; 0 is `workers - 1` (at least 1), so one
+    /// Most workers one organization may occupy at once; 0 is `workers - 1` (at least 1), so one
     /// organization's load always leaves a worker for the others.
     pub org_share: u32,
+    /// Most items claimed together; only light ones (app content and memories of at most
+    /// 32 KiB) join the first, so a slow file never holds a small item back.
+    pub batch_items: u32,
     /// Most chunks embedded in one call: an item's chunks go in batches of this size, so a
     /// large item shares the model with the others and stops between batches when deleted.
     pub embed_batch: usize,
@@ -203,6 +208,7 @@ impl Default for PipelineConfig {
         Self {
             workers: 3,
             org_share: 0,
+            batch_items: 16,
             embed_batch: 32,
             lease: Duration::from_millis(15_000),
             heartbeat: Duration::from_millis(1_000),
@@ -210,6 +216,34 @@ impl Default for PipelineConfig {
             max_attempts: 8,
             retry_base: Duration::from_millis(1_000),
             expiry_sweep: Duration::from_millis(30_000),
+        }
+    }
+}
+
+/// What one item may cost to index. An item over a size budget ends `errored` with `E2003`
+/// (app content and memories over `text_bytes` are refused at upload with that code), one past
+/// its time budget with `E2004`; the message names the limit, and the items next to it go on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetsConfig {
+    /// Most text one item may have (given, or extracted from its file), in bytes.
+    pub text_bytes: usize,
+    /// Most chunks one item may be cut into.
+    pub chunks: usize,
+    /// Most table rows one file may have (CSV, TSV, every sheet of a spreadsheet together).
+    pub table_rows: usize,
+    /// Longest one item may take from claim to result: parsing, OCR and embedding (ms).
+    #[serde(rename = "time_ms", with = "millis")]
+    pub time: Duration,
+}
+
+impl Default for BudgetsConfig {
+    fn default() -> Self {
+        Self {
+            text_bytes: 8 * 1024 * 1024,
+            chunks: 20_000,
+            table_rows: 200_000,
+            time: Duration::from_secs(600),
         }
     }
 }
@@ -408,13 +442,14 @@ impl Config {
         }
         let p = &self.pipeline;
         if p.workers == 0
+            || p.batch_items == 0
             || p.embed_batch == 0
             || p.lease.is_zero()
             || p.poll.is_zero()
             || p.max_attempts == 0
         {
             return Err(ConfigError::Invalid(
-                "pipeline.workers, embed_batch, lease_ms, poll_ms and max_attempts must be positive".into(),
+                "pipeline.workers, batch_items, embed_batch, lease_ms, poll_ms and max_attempts must be positive".into(),
             ));
         }
         if p.heartbeat.is_zero() || p.heartbeat >= p.lease {
@@ -464,6 +499,12 @@ impl Config {
         if w.lease <= w.timeout {
             return Err(ConfigError::Invalid(
                 "webhooks.lease must exceed webhooks.timeout".into(),
+            ));
+        }
+        let b = &self.budgets;
+        if b.text_bytes == 0 || b.chunks == 0 || b.table_rows == 0 || b.time.is_zero() {
+            return Err(ConfigError::Invalid(
+                "budgets.text_bytes, chunks, table_rows and time_ms must be positive".into(),
             ));
         }
         if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {

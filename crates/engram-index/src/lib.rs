@@ -86,6 +86,8 @@ impl From<&ChunkFilter> for IndexFilter {
 
 /// Changes (or chunks, when rebuilding) read from the store at once.
 const PAGE: u32 = 5_000;
+/// The least time between two background catch-ups started by wakes.
+const COALESCE: Duration = Duration::from_millis(250);
 
 /// The derived indexes of every database, following the store's chunk change feed.
 pub struct Indexes {
@@ -184,7 +186,7 @@ impl Indexes {
         Ok((head, total))
     }
 
-    /// Follows the feed in the background: after every `wake` (the pipeline finished a batch)
+    /// Follows the feed in the background: after `wake` (the pipeline finished an item)
     /// and every `every`, so searches rarely wait for a catch-up. Stops when `token` is
     /// cancelled.
     pub async fn follow(&self, wake: Arc<Notify>, every: Duration, token: CancellationToken) {
@@ -196,6 +198,12 @@ impl Indexes {
                 () = token.cancelled() => break,
                 () = wake.notified() => {}
                 () = tokio::time::sleep(every) => {}
+            }
+            // Workers wake this after every item: a burst of wakes makes one catch-up (each
+            // is a keyword index commit). Queries catch up by themselves, so none waits for it.
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = tokio::time::sleep(COALESCE) => {}
             }
         }
     }

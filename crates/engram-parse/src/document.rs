@@ -1,6 +1,10 @@
 //! What extraction produces: a document of blocks, each with its place in the source, and the
 //! limits that bound it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use serde::{Deserialize, Serialize};
 
 use crate::ParseError;
@@ -92,6 +96,10 @@ impl Layout {
 /// `ParseError::TooLarge`; `rows_per_block` and `block_bytes` shape table and JSON blocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
+    /// Most table rows (CSV, TSV, spreadsheet sheets, tables in documents) one file may have.
+    pub max_rows: usize,
+    /// When to stop before finishing: the item's time budget, or its deletion.
+    pub interrupt: Interrupt,
     /// Largest input accepted, in bytes.
     pub max_bytes: usize,
     /// Most blocks one document may have.
@@ -109,6 +117,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
+            max_rows: 200_000,
+            interrupt: Interrupt::default(),
             max_bytes: 64 * 1024 * 1024,
             max_blocks: 100_000,
             max_text_bytes: 128 * 1024 * 1024,
@@ -118,11 +128,61 @@ impl Default for Limits {
     }
 }
 
+/// When extraction must stop before it finishes: the item's time budget runs out, or the item
+/// is deleted meanwhile (a flag its worker sets). Checked for every block and row, between
+/// pages, and while an external tool runs (which is then killed).
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    deadline: Option<(Instant, Duration)>,
+    cancelled: Option<Arc<AtomicBool>>,
+}
+
+impl PartialEq for Interrupt {
+    fn eq(&self, other: &Self) -> bool {
+        self.deadline == other.deadline
+            && match (&self.cancelled, &other.cancelled) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for Interrupt {}
+
+impl Interrupt {
+    /// Stops `budget` from now, or as soon as `cancelled` is set.
+    pub fn new(budget: Option<Duration>, cancelled: Option<Arc<AtomicBool>>) -> Self {
+        Self {
+            deadline: budget.map(|b| (Instant::now() + b, b)),
+            cancelled,
+        }
+    }
+
+    /// `Err` once extraction must stop.
+    pub fn check(&self) -> Result<(), ParseError> {
+        if self
+            .cancelled
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            return Err(ParseError::Cancelled);
+        }
+        match self.deadline {
+            Some((at, budget)) if Instant::now() >= at => Err(ParseError::TimedOut {
+                seconds: budget.as_secs(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Collects blocks, cleaning their text and enforcing the limits.
 pub(crate) struct Builder<'l> {
     limits: &'l Limits,
     blocks: Vec<Block>,
     text_bytes: usize,
+    rows: usize,
 }
 
 impl<'l> Builder<'l> {
@@ -131,7 +191,20 @@ impl<'l> Builder<'l> {
             limits,
             blocks: Vec::new(),
             text_bytes: 0,
+            rows: 0,
         }
+    }
+
+    /// Counts one table row against `max_rows` (and checks the interrupt).
+    pub(crate) fn count_row(&mut self) -> Result<(), ParseError> {
+        self.rows += 1;
+        if self.rows > self.limits.max_rows {
+            return Err(ParseError::TooLarge {
+                what: "table rows",
+                limit: self.limits.max_rows,
+            });
+        }
+        self.limits.interrupt.check()
     }
 
     pub(crate) fn limits(&self) -> &'l Limits {
@@ -196,6 +269,7 @@ impl<'l> Builder<'l> {
     }
 
     fn check(&self, more_text: usize) -> Result<(), ParseError> {
+        self.limits.interrupt.check()?;
         if self.blocks.len() >= self.limits.max_blocks {
             return Err(ParseError::TooLarge {
                 what: "blocks",

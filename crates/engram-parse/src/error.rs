@@ -52,6 +52,12 @@ pub enum ParseError {
     /// The file, or what it expands to, is past one of the `Limits`.
     #[error("file too large: {what} over the limit of {limit}")]
     TooLarge { what: &'static str, limit: usize },
+    /// Extraction ran past the item's time budget.
+    #[error("extraction took longer than the item's time budget of {seconds} s")]
+    TimedOut { seconds: u64 },
+    /// The item was deleted (or replaced) while it was being read.
+    #[error("the item was deleted while it was being read")]
+    Cancelled,
     /// A tool this format is read with is not installed.
     #[error(
         "reading this file needs `{tool}`, which is not installed (Debian package `{package}`)"
@@ -63,15 +69,17 @@ pub enum ParseError {
 }
 
 impl ParseError {
-    /// The item code reported in the item's status. All three are terminal (the same file gives
-    /// the same result), and the spec has one terminal code for failures after upload:
-    /// `E2002`, "no text could be extracted". A corrupt or oversized file is such a case; the
-    /// message says which.
+    /// The item code reported in the item's status; all are terminal (the same file gives the
+    /// same result). The spec's `E2002` ("no text could be extracted") covers empty, corrupt and
+    /// unreadable files, the message says which; a file over a budget is engram's `E2003`, one
+    /// past its time budget `E2004`. A cancelled item reports nothing (it is gone).
     pub fn item_code(&self) -> ItemErrorCode {
         match self {
-            Self::NoText | Self::Corrupt(_) | Self::TooLarge { .. } | Self::ToolMissing { .. } => {
+            Self::NoText | Self::Corrupt(_) | Self::ToolMissing { .. } | Self::Cancelled => {
                 ItemErrorCode::NoText
             }
+            Self::TooLarge { .. } => ItemErrorCode::OverBudget,
+            Self::TimedOut { .. } => ItemErrorCode::TimedOut,
         }
     }
 }
@@ -94,8 +102,9 @@ mod tests {
                 what: "blocks",
                 limit: 1
             }),
-            "E2002"
+            "E2003"
         );
+        assert_eq!(error_code(&ParseError::TimedOut { seconds: 1 }), "E2004");
         let unsupported = Unsupported::new("PDF document", Some("application/pdf".into()));
         assert_eq!(unsupported.to_string(), "PDF document (application/pdf)");
         assert_eq!(unsupported.item_code().as_str(), "E1002");

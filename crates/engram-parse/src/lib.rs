@@ -38,7 +38,7 @@ mod formats;
 
 pub use decode::decode;
 pub use detect::detect;
-pub use document::{Block, BlockKind, Document, Layout, Limits};
+pub use document::{Block, BlockKind, Document, Interrupt, Layout, Limits};
 pub use error::{error_code, ParseError, Unsupported};
 pub use format::Format;
 

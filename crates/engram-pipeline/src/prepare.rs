@@ -26,9 +26,35 @@ fn no_text(what: &str) -> Prepared {
     }
 }
 
-/// Parses (files) and chunks one item. Never panics on input; a parser panic is caught by the
-/// caller.
-pub fn prepare(item: &ClaimedItem, chunker: &Chunker<'_>, limits: &Limits) -> Prepared {
+fn over_budget(what: &str, limit: usize, setting: &str) -> Prepared {
+    Prepared::Failed {
+        code: ItemErrorCode::OverBudget,
+        message: format!("{what} over the limit of {limit} (budgets.{setting})"),
+    }
+}
+
+/// Parses (files) and chunks one item, within `limits` (text, rows, time) and `max_chunks`.
+/// Never panics on input; a parser panic is caught by the caller.
+pub fn prepare(
+    item: &ClaimedItem,
+    chunker: &Chunker<'_>,
+    limits: &Limits,
+    max_chunks: usize,
+) -> Prepared {
+    let prepared = chunks_of(item, chunker, limits);
+    if let Prepared::Chunks { chunks, .. } = &prepared {
+        if chunks.len() > max_chunks {
+            return over_budget(
+                &format!("the item makes {} chunks,", chunks.len()),
+                max_chunks,
+                "chunks",
+            );
+        }
+    }
+    prepared
+}
+
+fn chunks_of(item: &ClaimedItem, chunker: &Chunker<'_>, limits: &Limits) -> Prepared {
     match item.origin {
         ItemOrigin::File => {
             let Some(bytes) = item.payload.as_deref() else {
@@ -61,7 +87,15 @@ pub fn prepare(item: &ClaimedItem, chunker: &Chunker<'_>, limits: &Limits) -> Pr
             }
         }
         ItemOrigin::App | ItemOrigin::Memory => {
-            let chunks = chunker.chunk_text(item.text.as_deref().unwrap_or_default());
+            let text = item.text.as_deref().unwrap_or_default();
+            if text.len() > limits.max_text_bytes {
+                return over_budget(
+                    &format!("the text has {} bytes,", text.len()),
+                    limits.max_text_bytes,
+                    "text_bytes",
+                );
+            }
+            let chunks = chunker.chunk_text(text);
             if chunks.is_empty() {
                 return no_text(if item.origin == ItemOrigin::App {
                     "the app content"

@@ -3,12 +3,13 @@
 //! the work in hand.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engram_config::PipelineConfig;
+use engram_config::{BudgetsConfig, PipelineConfig};
 use engram_embed::Embedder;
-use engram_parse::Limits;
+use engram_parse::{Interrupt, Limits};
 use engram_search::{Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
 use engram_types::{millis, Backoff, Clock, ItemErrorCode, ItemKind};
@@ -21,8 +22,10 @@ use crate::{prepare, Prepared};
 /// the chunker's and the parsers' own settings.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
-    /// Most items one organization may have in flight across the workers.
+    /// Most workers one organization may occupy at once.
     pub org_share: u32,
+    /// Most light items claimed together (see `LIGHT_BYTES`).
+    pub batch_items: u32,
     /// How long a claim lasts without a heartbeat; after a crash, items wait at most this long
     /// to be claimed again.
     pub lease: Duration,
@@ -36,17 +39,24 @@ pub struct PipelineOptions {
     pub max_attempts: u32,
     /// Delays between attempts after a transient failure.
     pub retry: Backoff,
+    /// Most chunks one item may make.
+    pub max_chunks: usize,
+    /// Longest one item may take from claim to result.
+    pub time_budget: Duration,
     pub chunker: ChunkerOptions,
+    /// The parsers' limits (text and rows from the budgets); each item gets its own interrupt.
     pub parse_limits: Limits,
 }
 
 /// The longest delay between two attempts of one item.
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
-impl From<&PipelineConfig> for PipelineOptions {
-    fn from(config: &PipelineConfig) -> Self {
+impl PipelineOptions {
+    /// The options of `[pipeline]` with the item budgets of `[budgets]`.
+    pub fn new(config: &PipelineConfig, budgets: &BudgetsConfig) -> Self {
         Self {
             org_share: config.org_share(),
+            batch_items: config.batch_items,
             lease: config.lease,
             heartbeat: config.heartbeat,
             poll: config.poll,
@@ -57,8 +67,14 @@ impl From<&PipelineConfig> for PipelineOptions {
                 max_ms: millis(RETRY_MAX),
                 jitter: 0.0,
             },
+            max_chunks: budgets.chunks,
+            time_budget: budgets.time,
             chunker: ChunkerOptions::default(),
-            parse_limits: Limits::default(),
+            parse_limits: Limits {
+                max_text_bytes: budgets.text_bytes,
+                max_rows: budgets.table_rows,
+                ..Limits::default()
+            },
         }
     }
 }
@@ -100,10 +116,29 @@ fn texts_to_embed(chunks: &[engram_search::Chunk], context: &str) -> Vec<String>
         .collect()
 }
 
+/// Items whose given text is at most this long (app content and memories, never files) are
+/// claimed together, up to `batch_items`: they take a moment each, and embedding them together
+/// keeps every model session busy.
+const LIGHT_BYTES: u64 = 32 * 1024;
+
+/// A panic while preparing `item`: it fails alone.
+fn unreadable(item: &ClaimedItem) -> Prepared {
+    Prepared::Failed {
+        code: ItemErrorCode::NoText,
+        message: if item.filename.is_empty() {
+            "the item could not be read".into()
+        } else {
+            format!("{}: the file could not be read", item.filename)
+        },
+    }
+}
+
 /// Why an item's work stopped before its result was written.
 enum Stopped {
     /// The item was deleted, replaced or taken over: nothing of it is written.
     Cancelled,
+    /// The item's time budget ran out.
+    TimedOut,
     /// Embedding failed (transient).
     Embedding(String),
 }
@@ -158,94 +193,140 @@ impl Pipeline {
         tracing::debug!(owner = %self.owner, "indexing worker stopped");
     }
 
-    /// Claims the next item in turn and processes it; returns how many items it claimed (0 or
-    /// 1).
+    /// Claims the next item in turn, with more light items after it when it is light, and
+    /// processes them; returns how many items it claimed.
     pub async fn run_once(&self) -> StoreResult<usize> {
         let started = Instant::now();
         let claim = ClaimRequest {
             org_share: self.options.org_share,
+            light_bytes: Some(LIGHT_BYTES),
             ..ClaimRequest::new(
                 &self.owner,
                 self.clock.now_ms(),
                 millis(self.options.lease),
-                1,
+                self.options.batch_items,
             )
         };
-        let Some(item) = self.store.claim_items(&claim).await?.into_iter().next() else {
+        let items = self.store.claim_items(&claim).await?;
+        if items.is_empty() {
             return Ok(0);
-        };
+        }
         let cancel = CancellationToken::new();
-        let _heartbeat = self.heartbeat(&item, cancel.clone());
-        let chunks = self.process(&item, &cancel).await?;
+        let _heartbeat = self.heartbeat(&items, cancel.clone());
+        let chunks = self.process(&items, &cancel, started).await?;
         tracing::info!(
-            id = %item.id,
+            items = items.len(),
+            first = %items[0].id,
             chunks,
             ms = started.elapsed().as_millis() as u64,
-            "indexed item"
+            "indexed"
         );
-        Ok(1)
+        Ok(items.len())
     }
 
-    /// Prepares, embeds and writes one item (or its failure); returns how many chunks were
-    /// written.
-    async fn process(&self, item: &ClaimedItem, cancel: &CancellationToken) -> StoreResult<usize> {
-        let prepared = tokio::select! {
-            prepared = self.prepare(item.clone()) => prepared,
-            () = cancel.cancelled() => return Ok(self.dropped(item)),
+    /// Prepares, embeds and writes the claimed items (or their failures); returns how many
+    /// chunks were written.
+    async fn process(
+        &self,
+        items: &[ClaimedItem],
+        cancel: &CancellationToken,
+        started: Instant,
+    ) -> StoreResult<usize> {
+        // The parsers see the cancellation through a flag, checked between blocks, rows and
+        // pages and while a tool runs.
+        let flag = Arc::new(AtomicBool::new(false));
+        let _bridge = {
+            let (flag, cancel) = (flag.clone(), cancel.clone());
+            AbortOnDrop(tokio::spawn(async move {
+                cancel.cancelled().await;
+                flag.store(true, Ordering::Relaxed);
+            }))
         };
-        let (extracted_text, chunks) = match prepared {
-            Prepared::Failed { code, message } => {
-                self.fail(item, code, &message).await?;
-                return Ok(0);
+        let budget = self.options.time_budget.saturating_sub(started.elapsed());
+        let interrupt = Interrupt::new(Some(budget), Some(flag));
+        let prepared = self.prepare_all(items.to_vec(), interrupt).await;
+        if cancel.is_cancelled() {
+            return Ok(self.dropped(items));
+        }
+        let mut ready = Vec::with_capacity(items.len());
+        for (item, prepared) in items.iter().zip(prepared) {
+            match prepared {
+                Prepared::Failed { code, message } => self.fail(item, code, &message).await?,
+                Prepared::Chunks {
+                    extracted_text,
+                    chunks,
+                } => {
+                    let context = self.context(item).await?;
+                    ready.push((item, extracted_text, chunks, context));
+                }
             }
-            Prepared::Chunks {
-                extracted_text,
-                chunks,
-            } => (extracted_text, chunks),
-        };
-        let context = self.context(item).await?;
-        let vectors = match self.embed(texts_to_embed(&chunks, &context), cancel).await {
-            Ok(vectors) => vectors,
-            Err(Stopped::Cancelled) => return Ok(self.dropped(item)),
-            Err(Stopped::Embedding(message)) => {
-                self.retry_or_fail(item, &message).await?;
-                return Ok(0);
-            }
-        };
-        let chunks: Vec<NewChunk> = chunks
-            .into_iter()
-            .zip(vectors)
-            .enumerate()
-            .map(|(position, (chunk, embedding))| NewChunk {
-                chunk_id: uuid::Uuid::now_v7().to_string(),
-                position: u32::try_from(position).unwrap_or(u32::MAX),
-                content: chunk.text,
-                context: context.clone(),
-                layout: chunk.layout,
-                embedding,
-            })
+        }
+        let texts: Vec<String> = ready
+            .iter()
+            .flat_map(|(_, _, chunks, context)| texts_to_embed(chunks, context))
             .collect();
-        let mut item = item.clone();
-        if extracted_text.is_some() {
-            item.text = extracted_text;
-        }
-        match self
-            .store
-            .complete_item(&item, &chunks, self.clock.now_ms())
-            .await
-        {
-            Ok(true) => Ok(chunks.len()),
-            Ok(false) => Ok(self.dropped(&item)),
-            Err(err) => {
-                self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
-                    .await?;
-                Ok(0)
+        let deadline = started + self.options.time_budget;
+        let vectors = match self.embed(texts, cancel, deadline).await {
+            Ok(vectors) => vectors,
+            Err(stopped) => {
+                for (item, ..) in &ready {
+                    match &stopped {
+                        Stopped::Cancelled => {}
+                        Stopped::TimedOut => {
+                            let seconds = self.options.time_budget.as_secs();
+                            let message = format!(
+                                "indexing took longer than the item's time budget of {seconds} s (budgets.time_ms)"
+                            );
+                            self.fail(item, ItemErrorCode::TimedOut, &message).await?;
+                        }
+                        Stopped::Embedding(message) => self.retry_or_fail(item, message).await?,
+                    }
+                }
+                return Ok(0);
+            }
+        };
+        let mut vectors = vectors.into_iter();
+        let mut written = 0;
+        for (item, extracted_text, chunks, context) in ready {
+            let chunks: Vec<NewChunk> = chunks
+                .into_iter()
+                .zip(vectors.by_ref())
+                .enumerate()
+                .map(|(position, (chunk, embedding))| NewChunk {
+                    chunk_id: uuid::Uuid::now_v7().to_string(),
+                    position: u32::try_from(position).unwrap_or(u32::MAX),
+                    content: chunk.text,
+                    context: context.clone(),
+                    layout: chunk.layout,
+                    embedding,
+                })
+                .collect();
+            let mut item = item.clone();
+            if extracted_text.is_some() {
+                item.text = extracted_text;
+            }
+            match self
+                .store
+                .complete_item(&item, &chunks, self.clock.now_ms())
+                .await
+            {
+                Ok(true) => written += chunks.len(),
+                Ok(false) => {
+                    self.dropped(std::slice::from_ref(&item));
+                }
+                Err(err) => {
+                    self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
+                        .await?
+                }
             }
         }
+        Ok(written)
     }
 
-    fn dropped(&self, item: &ClaimedItem) -> usize {
-        tracing::debug!(id = %item.id, "item deleted or changed while indexing; its work is dropped");
+    fn dropped(&self, items: &[ClaimedItem]) -> usize {
+        for item in items {
+            tracing::debug!(id = %item.id, "item deleted or changed while indexing; its work is dropped");
+        }
         0
     }
 
@@ -262,67 +343,91 @@ impl Pipeline {
             .unwrap_or_default())
     }
 
-    /// Renews the item's lease every heartbeat until the returned guard is dropped, so work
+    /// Renews the items' leases every heartbeat until the returned guard is dropped, so work
     /// that outlasts one lease (OCR of a long scan) is not claimed twice; cancels `cancel` as
-    /// soon as the lease is no longer this worker's (the item was deleted, replaced or, after a
-    /// stall, taken over).
-    fn heartbeat(&self, item: &ClaimedItem, cancel: CancellationToken) -> AbortOnDrop {
+    /// soon as no lease is this worker's any more (the items were deleted, replaced or, after a
+    /// stall, taken over). A lost item of a batch is simply not written (`complete_item`).
+    fn heartbeat(&self, items: &[ClaimedItem], cancel: CancellationToken) -> AbortOnDrop {
         let (store, clock) = (self.store.clone(), self.clock.clone());
         let lease_ms = millis(self.options.lease);
-        let item = item.clone();
+        let mut held = items.to_vec();
         let every = self.options.heartbeat.max(Duration::from_millis(1));
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 let until = clock.now_ms().saturating_add(lease_ms);
-                match store.extend_lease(&item, until).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::info!(id = %item.id, "item deleted or changed while indexing; stopping its work");
-                        cancel.cancel();
-                        return;
+                let mut still = Vec::with_capacity(held.len());
+                for item in held {
+                    match store.extend_lease(&item, until).await {
+                        Ok(false) => {
+                            tracing::info!(id = %item.id, "item deleted or changed while indexing");
+                        }
+                        Ok(true) => still.push(item),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "extending an indexing lease failed");
+                            still.push(item);
+                        }
                     }
-                    Err(err) => tracing::warn!(error = %err, "extending an indexing lease failed"),
+                }
+                held = still;
+                if held.is_empty() {
+                    cancel.cancel();
+                    return;
                 }
             }
         }))
     }
 
-    /// Parses (files) and chunks the item on the blocking pool; a panic fails the item alone.
-    async fn prepare(&self, item: ClaimedItem) -> Prepared {
+    /// Parses (files) and chunks the items on the blocking pool; a panic fails its item alone.
+    async fn prepare_all(&self, items: Vec<ClaimedItem>, interrupt: Interrupt) -> Vec<Prepared> {
         let tokens = self.tokens.clone();
         let chunker_options = self.options.chunker;
-        let limits = self.options.parse_limits.clone();
-        let filename = item.filename.clone();
+        let limits = Limits {
+            interrupt,
+            ..self.options.parse_limits.clone()
+        };
+        let max_chunks = self.options.max_chunks;
+        let count = items.len();
         let joined = tokio::task::spawn_blocking(move || {
             let chunker = Chunker::new(tokens.as_ref(), chunker_options);
-            catch_unwind(AssertUnwindSafe(|| prepare(&item, &chunker, &limits)))
+            items
+                .iter()
+                .map(|item| {
+                    catch_unwind(AssertUnwindSafe(|| {
+                        prepare(item, &chunker, &limits, max_chunks)
+                    }))
+                    .unwrap_or_else(|_| unreadable(item))
+                })
+                .collect::<Vec<_>>()
         })
         .await;
-        match joined {
-            Ok(Ok(prepared)) => prepared,
-            Ok(Err(_)) | Err(_) => Prepared::Failed {
-                code: ItemErrorCode::NoText,
-                message: if filename.is_empty() {
-                    "the item could not be read".into()
-                } else {
-                    format!("{filename}: the file could not be read")
-                },
-            },
-        }
+        joined.unwrap_or_else(|err| {
+            tracing::error!(error = %err, "preparing items failed");
+            (0..count)
+                .map(|_| Prepared::Failed {
+                    code: ItemErrorCode::NoText,
+                    message: "the item could not be read".into(),
+                })
+                .collect()
+        })
     }
 
-    /// Embeds `texts` in batches of `embed_batch`, stopping between batches when cancelled.
+    /// Embeds `texts` in batches of `embed_batch`, stopping between batches when cancelled or
+    /// past `deadline`.
     async fn embed(
         &self,
         texts: Vec<String>,
         cancel: &CancellationToken,
+        deadline: Instant,
     ) -> Result<Vec<Vec<f32>>, Stopped> {
         let mut vectors = Vec::with_capacity(texts.len());
         let mut texts = texts.into_iter().peekable();
         while texts.peek().is_some() {
             if cancel.is_cancelled() {
                 return Err(Stopped::Cancelled);
+            }
+            if Instant::now() >= deadline {
+                return Err(Stopped::TimedOut);
             }
             let batch: Vec<String> = texts.by_ref().take(self.options.embed_batch).collect();
             let embedder = self.embedder.clone();
@@ -395,11 +500,14 @@ mod tests {
     const LEASE_MS: i64 = 60_000;
 
     fn options(max_attempts: u32) -> PipelineOptions {
-        PipelineOptions::from(&PipelineConfig {
-            max_attempts,
-            lease: Duration::from_millis(LEASE_MS as u64),
-            ..PipelineConfig::default()
-        })
+        PipelineOptions::new(
+            &PipelineConfig {
+                max_attempts,
+                lease: Duration::from_millis(LEASE_MS as u64),
+                ..PipelineConfig::default()
+            },
+            &BudgetsConfig::default(),
+        )
     }
 
     /// Counts tokens like the testkit, but panics on one marker (a parser bug stand-in).
@@ -477,9 +585,11 @@ mod tests {
             ManualClock::at(1_000),
             options(3),
         );
-        assert_eq!(pipeline.run_once().await.unwrap(), 1);
-        assert_eq!(pipeline.run_once().await.unwrap(), 1);
-        assert_eq!(pipeline.run_once().await.unwrap(), 0);
+        assert_eq!(
+            pipeline.run_once().await.unwrap(),
+            2,
+            "two light items together"
+        );
         assert_eq!(
             status(&kit, &scope, "fine").await.0,
             IndexingStatus::Completed

@@ -97,8 +97,9 @@ pub struct ItemStatus {
 
 /// What a worker asks of the queue. Work is handed out in turns: the organization served
 /// longest ago first, then its database served longest ago, then that database's oldest
-/// runnable item; an organization holding `org_share` items in flight (live leases) gets no more
-/// until one ends, so one organization's load never takes every worker.
+/// runnable item; an organization whose items are in the hands of `org_share` other workers
+/// (live leases) gets none from this one until one of them is done, so one organization's load
+/// never takes every worker.
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimRequest<'a> {
     pub owner: &'a str,
@@ -106,8 +107,11 @@ pub struct ClaimRequest<'a> {
     pub lease_ms: i64,
     /// Most items to claim.
     pub limit: u32,
-    /// Most items one organization may hold in flight, these included.
+    /// Most workers (lease owners) one organization's items may occupy, this one included.
     pub org_share: u32,
+    /// When set, items after the first join the claim only while the first and they are
+    /// light: given text (app content, memories; never files) of at most this many bytes.
+    pub light_bytes: Option<u64>,
 }
 
 impl<'a> ClaimRequest<'a> {
@@ -119,6 +123,7 @@ impl<'a> ClaimRequest<'a> {
             lease_ms,
             limit,
             org_share: u32::MAX,
+            light_bytes: None,
         }
     }
 }

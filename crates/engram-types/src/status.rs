@@ -73,6 +73,11 @@ pub enum ItemErrorCode {
     UnsupportedFormat,
     /// No text could be extracted.
     NoText,
+    /// The item is over one of its budgets (file bytes, extracted text, chunks, table rows);
+    /// the message names the limit. engram's own code; terminal.
+    OverBudget,
+    /// The item's indexing took longer than its time budget. engram's own code; terminal.
+    TimedOut,
     /// Storage or indexing failure while persisting; retried.
     Transient,
 }
@@ -82,6 +87,8 @@ impl ItemErrorCode {
         match self {
             Self::UnsupportedFormat => "E1002",
             Self::NoText => "E2002",
+            Self::OverBudget => "E2003",
+            Self::TimedOut => "E2004",
             Self::Transient => "E6001",
         }
     }

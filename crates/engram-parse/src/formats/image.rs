@@ -36,7 +36,7 @@ pub(crate) fn extract(
     let dir = tempfile::tempdir().map_err(|e| ParseError::Corrupt(format!("temp dir: {e}")))?;
     let input = dir.path().join(format!("in.{extension}"));
     std::fs::write(&input, bytes).map_err(|e| ParseError::Corrupt(format!("temp file: {e}")))?;
-    let text = tools::ocr(&input, dir.path(), limits.max_text_bytes)?;
+    let text = tools::ocr(&input, dir.path(), limits.max_text_bytes, &limits.interrupt)?;
     plain::paragraphs(
         &crate::decode::normalize(&text),
         &mut out,

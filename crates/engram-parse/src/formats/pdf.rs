@@ -27,6 +27,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         ],
         dir.path(),
         limits.max_text_bytes,
+        &limits.interrupt,
     )?;
     if !run.success {
         let reason = run.stderr.lines().last().unwrap_or("unreadable").trim();
@@ -82,12 +83,13 @@ fn ocr_page(input: &Path, page: u32, dir: &Path, limits: &Limits) -> Result<Stri
         ],
         dir,
         1024,
+        &limits.interrupt,
     )?;
     let image = prefix.with_extension("png");
     if !run.success || !image.exists() {
         return Ok(String::new());
     }
-    let text = tools::ocr(&image, dir, limits.max_text_bytes);
+    let text = tools::ocr(&image, dir, limits.max_text_bytes, &limits.interrupt);
     let _ = std::fs::remove_file(&image);
     text
 }

@@ -60,6 +60,7 @@ impl TableBlocks {
         line: &str,
         number: Option<u32>,
     ) -> Result<(), ParseError> {
+        out.count_row()?;
         let limits = out.limits();
         if self.rows > 0
             && self.header.len() + self.body.len() + 1 + line.len() > limits.block_bytes

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::ParseError;
+use crate::{Interrupt, ParseError};
 
 /// A tool and the Debian package that provides it.
 #[derive(Debug, Clone, Copy)]
@@ -45,14 +45,16 @@ fn program(tool: Tool) -> String {
         .unwrap_or_else(|_| tool.name.to_owned())
 }
 
-/// Runs `tool` with `args` (in `dir`), killing it after `TIME_OUT`; stdout is capped at
-/// `max_output` bytes (more is `TooLarge`).
+/// Runs `tool` with `args` (in `dir`), killing it after `TIME_OUT` or as soon as `interrupt`
+/// says to stop; stdout is capped at `max_output` bytes (more is `TooLarge`).
 pub(crate) fn run(
     tool: Tool,
     args: &[&std::ffi::OsStr],
     dir: &Path,
     max_output: usize,
+    interrupt: &Interrupt,
 ) -> Result<Run, ParseError> {
+    interrupt.check()?;
     let mut child = Command::new(program(tool))
         .args(args)
         .current_dir(dir)
@@ -95,6 +97,11 @@ pub(crate) fn run(
         {
             break status;
         }
+        if let Err(stop) = interrupt.check() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(stop);
+        }
         if started.elapsed() > TIME_OUT {
             let _ = child.kill();
             let _ = child.wait();
@@ -122,7 +129,12 @@ pub(crate) fn run(
 }
 
 /// Tesseract's text of one image file (English), or empty.
-pub(crate) fn ocr(image: &Path, dir: &Path, max_output: usize) -> Result<String, ParseError> {
+pub(crate) fn ocr(
+    image: &Path,
+    dir: &Path,
+    max_output: usize,
+    interrupt: &Interrupt,
+) -> Result<String, ParseError> {
     let run = run(
         TESSERACT,
         &[
@@ -133,6 +145,7 @@ pub(crate) fn ocr(image: &Path, dir: &Path, max_output: usize) -> Result<String,
         ],
         dir,
         max_output,
+        interrupt,
     )?;
     if !run.success {
         return Err(ParseError::Corrupt(format!(

@@ -58,49 +58,95 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
         "B's one item comes second, A's databases alternate"
     );
 
-    // A share of 2: a flooding organization gets two items in flight, the other the rest.
+    // A share of 2: a flooding organization occupies two workers, the third is the others'.
     let c = setup(store, "db_fair_c", "conf-fair-c").await;
     let d = setup(store, "db_fair_d", "conf-fair-d").await;
     let flood: Vec<_> = (0..6)
         .map(|i| item("c", &format!("c-{i}"), "text"))
         .collect();
     store.enqueue_items(&c, &flood, true, now).await.unwrap();
-    let share = |limit| ClaimRequest {
+    let share = |owner, at| ClaimRequest {
         org_share: 2,
-        ..ClaimRequest::new("w", now, 60_000, limit)
+        ..ClaimRequest::new(owner, at, 60_000, 1)
     };
-    let first = store.claim_items(&share(10)).await.unwrap();
-    assert_eq!(first.len(), 2, "{first:?}");
-    assert!(store.claim_items(&share(10)).await.unwrap().is_empty());
+    let w1 = store.claim_items(&share("w1", now)).await.unwrap();
+    let w2 = store.claim_items(&share("w2", now)).await.unwrap();
+    assert_eq!((w1.len(), w2.len()), (1, 1));
+    assert!(
+        store
+            .claim_items(&share("w3", now))
+            .await
+            .unwrap()
+            .is_empty(),
+        "C already occupies two workers"
+    );
+    let more = store
+        .claim_items(&ClaimRequest {
+            limit: 2,
+            ..share("w1", now)
+        })
+        .await
+        .unwrap();
+    assert_eq!(more.len(), 2, "a worker of C may take more of C: {more:?}");
     store
         .enqueue_items(&d, &[item("c", "d-1", "text")], true, now)
         .await
         .unwrap();
-    let other = store.claim_items(&share(10)).await.unwrap();
+    let other = store.claim_items(&share("w3", now)).await.unwrap();
     assert_eq!(other.len(), 1);
     assert_eq!(
         other[0].id, "d-1",
         "the other organization is not held back"
     );
-    // One of C's items ends: C gets its next one.
+    // C's items in w2's hands end: a third worker may take C's next one.
     assert!(store
-        .complete_item(&first[0], &[chunk("c-done", 0, "text")], now)
+        .complete_item(&w2[0], &[chunk("c-done", 0, "text")], now)
         .await
         .unwrap());
-    let next = store.claim_items(&share(10)).await.unwrap();
+    let next = store.claim_items(&share("w3", now)).await.unwrap();
     assert_eq!(next.len(), 1);
-    assert_eq!(next[0].id, "c-2");
+    assert_eq!(next[0].id, "c-4");
     // Leases that expired no longer count against the share (every earlier claim of this case
     // expires too, and is runnable again).
     let later = store
         .claim_items(&ClaimRequest {
-            org_share: 2,
-            ..ClaimRequest::new("w", now + 60_001, 60_000, 10)
+            limit: 10,
+            ..share("w4", now + 60_001)
         })
         .await
         .unwrap();
     let of_c = later.iter().filter(|i| i.database_id == c.id).count();
-    assert_eq!(of_c, 2, "{later:?}");
+    assert!(of_c >= 4, "{later:?}");
+
+    // Light batches: items after the first join only while all are light.
+    let now = now + 1_000_000;
+    store
+        .claim_items(&ClaimRequest::new("drain", now, 1_000_000_000, 100_000))
+        .await
+        .unwrap();
+    let e = setup(store, "db_fair_e", "conf-fair-e").await;
+    let long = "x".repeat(100);
+    let queue = [
+        item("c", "heavy", &long),
+        item("c", "l1", "tiny"),
+        item("c", "l2", "tiny"),
+        item("c", "heavy-2", &long),
+        item("c", "l3", "tiny"),
+    ];
+    store.enqueue_items(&e, &queue, true, now).await.unwrap();
+    let light = || ClaimRequest {
+        light_bytes: Some(50),
+        ..ClaimRequest::new("w", now, 60_000, 10)
+    };
+    let ids = |claimed: Vec<crate::ClaimedItem>| -> Vec<String> {
+        claimed.into_iter().map(|c| c.id).collect()
+    };
+    assert_eq!(ids(store.claim_items(&light()).await.unwrap()), ["heavy"]);
+    assert_eq!(
+        ids(store.claim_items(&light()).await.unwrap()),
+        ["l1", "l2", "l3"]
+    );
+    assert_eq!(ids(store.claim_items(&light()).await.unwrap()), ["heavy-2"]);
 }
 
 async fn a_memory_continuing_a_conversation_gets_the_one_before<S: Store>(store: &S) {

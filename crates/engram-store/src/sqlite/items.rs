@@ -454,23 +454,33 @@ const RUNNABLE: &str = "i.status IN ('queued', 'processing')
     AND (i.expires_at IS NULL OR i.expires_at > ?1)";
 
 /// Claims the next item in turn (see [`ClaimRequest`]), or `None` when nothing is runnable
-/// within the organizations' shares. The database whose turn it was moves to the back.
+/// within the organizations' shares; with `light`, only items of given text of at most that
+/// many bytes. The database whose turn it was moves to the back.
 async fn claim_next(
     tx: &mut SqliteConnection,
     claim: &ClaimRequest<'_>,
+    light: Option<u64>,
 ) -> StoreResult<Option<SqliteRow>> {
+    let runnable = match light {
+        None => RUNNABLE.to_owned(),
+        Some(most) => format!(
+            "{RUNNABLE} AND i.origin <> 'file' AND octet_length(COALESCE(i.text, '')) <= {most}"
+        ),
+    };
     let database: Option<String> = sqlx::query_scalar(&format!(
         "SELECT d.id FROM databases d
          WHERE d.state <> 'deleting'
-           AND EXISTS (SELECT 1 FROM items i WHERE i.database_id = d.id AND {RUNNABLE})
-           AND (SELECT COUNT(*) FROM databases od JOIN items f ON f.database_id = od.id
-                WHERE od.org_id = d.org_id AND f.status = 'processing' AND f.lease_until >= ?1) < ?2
+           AND EXISTS (SELECT 1 FROM items i WHERE i.database_id = d.id AND {runnable})
+           AND (SELECT COUNT(DISTINCT f.lease_owner) FROM databases od JOIN items f ON f.database_id = od.id
+                WHERE od.org_id = d.org_id AND f.status = 'processing' AND f.lease_until >= ?1
+                  AND f.lease_owner <> ?3) < ?2
          ORDER BY (SELECT MAX(o.served_turn) FROM databases o WHERE o.org_id = d.org_id),
                   d.served_turn, d.id
          LIMIT 1"
     ))
     .bind(claim.now)
     .bind(i64::from(claim.org_share))
+    .bind(claim.owner)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(database) = database else {
@@ -479,7 +489,7 @@ async fn claim_next(
     let row = sqlx::query(&format!(
         "UPDATE items SET status = 'processing', lease_owner = ?2, lease_until = ?3,
              attempts = attempts + 1, updated_at = ?1
-         WHERE item_key = (SELECT i.item_key FROM items i WHERE i.database_id = ?4 AND {RUNNABLE}
+         WHERE item_key = (SELECT i.item_key FROM items i WHERE i.database_id = ?4 AND {runnable}
                            ORDER BY i.run_after, i.item_key LIMIT 1)
          RETURNING item_key, version, database_id, collection, id, kind, origin, title, filename,
              media_type, text, attempts,
@@ -506,10 +516,19 @@ impl WorkQueue for SqliteStore {
     async fn claim_items(&self, claim: &ClaimRequest<'_>) -> StoreResult<Vec<ClaimedItem>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let mut rows = Vec::new();
-        for _ in 0..claim.limit {
-            match claim_next(&mut tx, claim).await? {
-                Some(row) => rows.push(row),
-                None => break,
+        for n in 0..claim.limit {
+            let light = if n == 0 { None } else { claim.light_bytes };
+            let Some(row) = claim_next(&mut tx, claim, light).await? else {
+                break;
+            };
+            let heavy = claim.light_bytes.is_some_and(|most| {
+                let text: Option<String> = row.try_get("text").unwrap_or_default();
+                origin_of(&row).map_or(true, |o| o == ItemOrigin::File)
+                    || text.map_or(0, |t| t.len() as u64) > most
+            });
+            rows.push(row);
+            if heavy {
+                break;
             }
         }
         tx.commit().await?;
