@@ -460,6 +460,10 @@ impl App {
                 batch.refuse(result.refused("", message));
                 continue;
             }
+            if let Some(refusal) = self.over_text_budget(&id, app.text.len()) {
+                batch.refuse(result.refused(ItemErrorCode::OverBudget.as_str(), refusal));
+                continue;
+            }
             let item_collection = match app.collection.as_deref() {
                 Some(c) if !c.is_empty() => {
                     parse_collection(&db, Some(c), "app_knowledge.collection")?
@@ -522,6 +526,10 @@ impl App {
                 memory.title.clone(),
                 memory.infer,
             );
+            if let Some(refusal) = self.over_text_budget(&id, text.len()) {
+                batch.refuse(result.refused(ItemErrorCode::OverBudget.as_str(), refusal));
+                continue;
+            }
             batch.accept(
                 result,
                 memory_item(&collection, id, memory, text, expires_at),
@@ -532,6 +540,18 @@ impl App {
             database: db,
             collection,
             results,
+        })
+    }
+
+    /// Why an item of given text is refused at upload: its text is over `budgets.text_bytes`
+    /// (it could never be indexed), checked before anything is stored.
+    fn over_text_budget(&self, id: &str, bytes: usize) -> Option<String> {
+        let most = self.config().budgets.text_bytes;
+        (bytes > most).then(|| {
+            format!(
+                "{}: item `{id}` has {bytes} bytes of text, over the limit of {most} (budgets.text_bytes)",
+                ItemErrorCode::OverBudget.as_str()
+            )
         })
     }
 

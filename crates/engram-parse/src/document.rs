@@ -169,9 +169,7 @@ impl Interrupt {
             return Err(ParseError::Cancelled);
         }
         match self.deadline {
-            Some((at, budget)) if Instant::now() >= at => Err(ParseError::TimedOut {
-                seconds: budget.as_secs(),
-            }),
+            Some((at, budget)) if Instant::now() >= at => Err(ParseError::TimedOut { budget }),
             _ => Ok(()),
         }
     }

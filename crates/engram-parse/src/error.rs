@@ -53,8 +53,8 @@ pub enum ParseError {
     #[error("file too large: {what} over the limit of {limit}")]
     TooLarge { what: &'static str, limit: usize },
     /// Extraction ran past the item's time budget.
-    #[error("extraction took longer than the item's time budget of {seconds} s")]
-    TimedOut { seconds: u64 },
+    #[error("extraction took longer than the item's time budget of {budget:?} (budgets.time_ms)")]
+    TimedOut { budget: std::time::Duration },
     /// The item was deleted (or replaced) while it was being read.
     #[error("the item was deleted while it was being read")]
     Cancelled,
@@ -104,7 +104,12 @@ mod tests {
             }),
             "E2003"
         );
-        assert_eq!(error_code(&ParseError::TimedOut { seconds: 1 }), "E2004");
+        assert_eq!(
+            error_code(&ParseError::TimedOut {
+                budget: std::time::Duration::from_secs(1)
+            }),
+            "E2004"
+        );
         let unsupported = Unsupported::new("PDF document", Some("application/pdf".into()));
         assert_eq!(unsupported.to_string(), "PDF document (application/pdf)");
         assert_eq!(unsupported.item_code().as_str(), "E1002");

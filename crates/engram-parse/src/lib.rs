@@ -136,4 +136,57 @@ pub(crate) mod tests {
             })
         );
     }
+
+    #[test]
+    fn table_rows_are_bounded_across_the_file() {
+        let csv: String = std::iter::once("a,b\n".to_owned())
+            .chain((0..10).map(|i| format!("{i},{i}\n")))
+            .collect();
+        let limits = Limits {
+            max_rows: 5,
+            ..Limits::default()
+        };
+        assert_eq!(
+            extract(csv.as_bytes(), Format::Csv, &limits),
+            Err(ParseError::TooLarge {
+                what: "table rows",
+                limit: 5
+            })
+        );
+        let limits = Limits {
+            max_rows: 10,
+            ..Limits::default()
+        };
+        assert!(extract(csv.as_bytes(), Format::Csv, &limits).is_ok());
+    }
+
+    #[test]
+    fn an_interrupt_stops_extraction() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        let text = "one paragraph\n\nanother paragraph\n".repeat(50);
+        let cancelled = Arc::new(AtomicBool::new(true));
+        let limits = Limits {
+            interrupt: Interrupt::new(None, Some(cancelled)),
+            ..Limits::default()
+        };
+        assert_eq!(
+            extract(text.as_bytes(), Format::PlainText, &limits),
+            Err(ParseError::Cancelled)
+        );
+        let limits = Limits {
+            interrupt: Interrupt::new(Some(Duration::ZERO), None),
+            ..Limits::default()
+        };
+        let err = extract(text.as_bytes(), Format::PlainText, &limits).unwrap_err();
+        assert_eq!(err.item_code(), engram_types::ItemErrorCode::TimedOut);
+        assert!(err.to_string().contains("budgets.time_ms"), "{err}");
+        let limits = Limits {
+            interrupt: Interrupt::new(Some(Duration::from_secs(60)), None),
+            ..Limits::default()
+        };
+        assert!(extract(text.as_bytes(), Format::PlainText, &limits).is_ok());
+    }
 }

@@ -273,9 +273,9 @@ impl Pipeline {
                     match &stopped {
                         Stopped::Cancelled => {}
                         Stopped::TimedOut => {
-                            let seconds = self.options.time_budget.as_secs();
                             let message = format!(
-                                "indexing took longer than the item's time budget of {seconds} s (budgets.time_ms)"
+                                "indexing took longer than the item's time budget of {:?} (budgets.time_ms)",
+                                self.options.time_budget
                             );
                             self.fail(item, ItemErrorCode::TimedOut, &message).await?;
                         }

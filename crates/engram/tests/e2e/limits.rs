@@ -7,7 +7,7 @@ use reqwest::multipart::Form;
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{app, send_form, Server};
+use crate::common::{app, eventually, send_form, Server, INDEXING_WAIT};
 
 const ORG: &str = "org-limits";
 
@@ -198,4 +198,122 @@ async fn slow_and_idle_connections_are_closed_after_the_configured_times() {
     // The server is still fine.
     let reply = server.get("/healthz", &key).await;
     assert_eq!(reply.status.as_u16(), 200, "{reply:#?}");
+}
+
+/// The terminal status entry of `id` (polls until `completed` or `errored`).
+async fn terminal(server: &Server, key: &str, database: &str, id: &str) -> Value {
+    let path = format!("/context/status?database={database}&ids={id}");
+    eventually(INDEXING_WAIT, &format!("{id} terminal"), || {
+        let path = path.clone();
+        async move {
+            let reply = server.get(&path, key).await;
+            let status = reply.current_ok(200)["statuses"][0].clone();
+            matches!(
+                status["indexing_status"].as_str(),
+                Some("completed" | "errored")
+            )
+            .then_some(status)
+        }
+    })
+    .await
+}
+
+/// Every item has budgets (set small here): over one, that item alone ends `errored` with
+/// `E2003` and a message naming the setting (text given at upload is refused at once), past its
+/// time budget with `E2004`; the items beside it are indexed.
+#[tokio::test]
+async fn an_item_over_a_budget_errors_alone_naming_the_limit() {
+    let server = Server::start_with(&[
+        ("ENGRAM_BUDGETS__TEXT_BYTES", "6000"),
+        ("ENGRAM_BUDGETS__CHUNKS", "2"),
+        ("ENGRAM_BUDGETS__TABLE_ROWS", "50"),
+    ]);
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "budgets").await;
+    let words: String = (0..600).map(|i| format!("word{i} ")).collect();
+    let csv: String = std::iter::once("name,value\n".to_owned())
+        .chain((0..100).map(|i| format!("row{i},{i}\n")))
+        .collect();
+    let items = vec![
+        app("too-long", "t", &"x".repeat(7000)),
+        app("many-chunks", "t", &words),
+        app("small", "t", "A short note about the harbour."),
+    ];
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "budgets")
+        .text("app_knowledge", Value::from(items).to_string())
+        .part(
+            "documents",
+            reqwest::multipart::Part::bytes(csv.into_bytes())
+                .file_name("rows.csv")
+                .mime_str("text/csv")
+                .unwrap(),
+        );
+    let reply = send_form(&server, "/context/ingest", &key, form).await;
+    let data = reply.current_ok(202);
+    let results = data["results"].as_array().unwrap();
+    let refused = results
+        .iter()
+        .find(|r| r["source_id"] == "too-long" || r["id"] == "too-long")
+        .unwrap_or_else(|| panic!("{reply:#?}"));
+    assert_eq!(refused["error_code"], "E2003", "{reply:#?}");
+    assert!(
+        refused["error"].to_string().contains("budgets.text_bytes"),
+        "{reply:#?}"
+    );
+    assert_eq!(data["success_count"], 3, "{reply:#?}");
+    let csv_id = results
+        .iter()
+        .find(|r| r["filename"] == "rows.csv")
+        .and_then(|r| r["source_id"].as_str().or(r["id"].as_str()))
+        .unwrap_or_else(|| panic!("{reply:#?}"))
+        .to_owned();
+
+    let chunks = terminal(&server, &key, "budgets", "many-chunks").await;
+    assert_eq!(chunks["indexing_status"], "errored", "{chunks}");
+    assert_eq!(chunks["error_code"], "E2003", "{chunks}");
+    assert!(
+        chunks["error_message"]
+            .to_string()
+            .contains("budgets.chunks"),
+        "{chunks}"
+    );
+    let rows = terminal(&server, &key, "budgets", &csv_id).await;
+    assert_eq!(rows["indexing_status"], "errored", "{rows}");
+    assert_eq!(rows["error_code"], "E2003", "{rows}");
+    assert!(
+        rows["error_message"].to_string().contains("table rows"),
+        "{rows}"
+    );
+    let small = terminal(&server, &key, "budgets", "small").await;
+    assert_eq!(small["indexing_status"], "completed", "{small}");
+}
+
+/// An item that takes longer than its time budget ends `errored` with `E2004`.
+#[tokio::test]
+async fn an_item_past_its_time_budget_errors_with_e2004() {
+    let server = Server::start_with(&[("ENGRAM_BUDGETS__TIME_MS", "1")]);
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "slow").await;
+    let words: String = (0..3000).map(|i| format!("word{i} ")).collect();
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "slow")
+        .text(
+            "app_knowledge",
+            Value::from(vec![app("slow-1", "t", &words)]).to_string(),
+        );
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    let status = terminal(&server, &key, "slow", "slow-1").await;
+    assert_eq!(status["indexing_status"], "errored", "{status}");
+    assert_eq!(status["error_code"], "E2004", "{status}");
+    assert!(
+        status["error_message"]
+            .to_string()
+            .contains("budgets.time_ms"),
+        "{status}"
+    );
 }
