@@ -28,7 +28,7 @@ use std::sync::Arc;
 use engram_config::Config;
 use engram_index::Indexes;
 use engram_store::sqlite::SqliteStore;
-use engram_store::Store;
+use engram_store::{Store, WorkQueue};
 use tokio::sync::Notify;
 
 pub use auth::Principal;
@@ -99,6 +99,13 @@ impl App {
     pub async fn open(config: Config) -> AppResult<Self> {
         let store = SqliteStore::open(&config.data_dir).await?;
         let models = Models::load(&config.embedding).await?;
+        let released = store.release_dead_claims().await?;
+        if released > 0 {
+            tracing::info!(
+                released,
+                "resuming work interrupted when engram last stopped"
+            );
+        }
         let app = Self::with_store(config, Arc::new(store), Arc::new(SystemClock), Some(models))?;
         app.inner
             .indexes

@@ -363,6 +363,13 @@ pub trait WorkQueue: Send + Sync {
     /// when the claim is no longer current (the item was upserted, deleted or claimed by another
     /// worker meanwhile): the worker then stops and writes nothing.
     async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool>;
+    /// Called once by a serving process as it starts, before its workers: releases the claims
+    /// (indexing items and webhook deliveries) that no live worker can hold, so interrupted
+    /// work resumes at once instead of after its lease. The embedded store is served by one
+    /// process, so every claim found at start is a dead one's; a store shared by several
+    /// instances releases none and relies on the short, heartbeat-renewed leases. Returns how
+    /// many claims were released.
+    async fn release_dead_claims(&self) -> StoreResult<u64>;
     /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
     /// still current. False (and nothing written) when the item was upserted, deleted or
     /// re-leased meanwhile.

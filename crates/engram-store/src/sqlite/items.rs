@@ -569,6 +569,25 @@ impl WorkQueue for SqliteStore {
         Ok(claimed)
     }
 
+    async fn release_dead_claims(&self) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let items = sqlx::query(
+            "UPDATE items SET lease_owner = NULL, lease_until = 0 WHERE status = 'processing'",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let deliveries = sqlx::query(
+            "UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL
+             WHERE lease_owner IS NOT NULL",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(items + deliveries)
+    }
+
     async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE items SET lease_until = ?

@@ -82,6 +82,36 @@ mod tests {
             .unwrap()
     }
 
+    /// The embedded store has one serving process: at its start, every claim is a dead
+    /// process's and is released, so interrupted work resumes at once rather than after its
+    /// lease.
+    #[tokio::test]
+    async fn a_restart_releases_the_dead_processs_claims() {
+        use crate::{ClaimRequest, ItemStore, WorkQueue};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).await.unwrap();
+        let scope = crate::conformance::setup(&store, "db_restart", "org_restart").await;
+        let items = [
+            crate::conformance::item("c", "a", "text"),
+            crate::conformance::item("c", "b", "text"),
+        ];
+        store.enqueue_items(&scope, &items, true, 1).await.unwrap();
+        let claim = |owner| ClaimRequest::new(owner, 10, 60_000, 10);
+        let dead = store.claim_items(&claim("dead")).await.unwrap();
+        assert_eq!(dead.len(), 2);
+        store.close().await;
+
+        let store = SqliteStore::open(dir.path()).await.unwrap();
+        assert!(store.claim_items(&claim("new")).await.unwrap().is_empty());
+        assert_eq!(store.release_dead_claims().await.unwrap(), 2);
+        let resumed = store.claim_items(&claim("new")).await.unwrap();
+        assert_eq!(resumed.len(), 2, "taken up at once, not after 60 s");
+        assert!(
+            !store.complete_item(&dead[0], &[], 11).await.unwrap(),
+            "the dead claim can no longer write"
+        );
+    }
+
     /// The index owner keeps a cursor into the feed: an emptied log must not hand out the
     /// numbers it held again, not even after a reopen.
     #[tokio::test]
