@@ -76,6 +76,9 @@ enum Command {
 enum BenchCommand {
     /// End-to-end ingestion throughput and status latency while ingesting.
     Ingest(bench::ingest::IngestBench),
+    /// One organization's small items beside another's flood of large files: time to
+    /// `completed`, beside the same items on an idle service.
+    Fairness(bench::fairness::FairnessBench),
     /// Query latency at scale: fast hybrid top 10 beside BM25 alone.
     Query(bench::query::QueryBench),
     /// Webhook deliveries per second and the delay from terminal state to delivery.
@@ -107,6 +110,10 @@ fn main() -> anyhow::Result<()> {
                 command: BenchCommand::Ingest(args),
                 config,
             } => bench::ingest::ingest(args, config.load(None)?).await,
+            Command::Bench {
+                command: BenchCommand::Fairness(args),
+                config,
+            } => bench::fairness::fairness(args, config.load(None)?).await,
             Command::Bench {
                 command: BenchCommand::Query(args),
                 config,

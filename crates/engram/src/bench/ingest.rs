@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::percentile;
-use engram_app::{App, KeySpec};
+use super::{percentile, Service};
 use engram_config::Config;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -51,11 +50,7 @@ fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<Strin
     bail!("the corpus holds fewer than {count} pieces of {words} words")
 }
 
-pub(crate) async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Result<()> {
-    let tmp = tempdir()?;
-    config.data_dir = tmp.clone();
-    config.listen = "127.0.0.1:0".parse()?;
-    config.rate_limit.enabled = false;
+pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<()> {
     let texts = pieces(&args.corpus, args.chunks, args.words)?;
 
     // Baseline: the model alone on the same texts, in the pipeline's batch shape.
@@ -79,36 +74,10 @@ pub(crate) async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Res
     let baseline_rate = texts.len() as f64 / baseline.as_secs_f64();
 
     // The service, end to end.
-    let app = App::open(config.clone()).await?;
-    let key = app
-        .create_key(KeySpec {
-            org: "bench".into(),
-            ..KeySpec::default()
-        })
-        .await?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let token = CancellationToken::new();
-    let workers = app.start_workers(token.child_token());
-    let server = tokio::spawn(engram_http::serve(
-        listener,
-        app.clone(),
-        token.clone().cancelled_owned(),
-    ));
-    let client = reqwest::Client::new();
-    let auth = format!("Bearer {}", key.token);
-    let created = client
-        .post(format!("{base}/databases"))
-        .header("Authorization", &auth)
-        .json(&json!({"database": "bench"}))
-        .send()
-        .await?;
-    anyhow::ensure!(
-        created.status() == 202,
-        "creating the database: {}",
-        created.status()
-    );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let service = Service::start(config).await?;
+    let auth = service.key("bench").await?;
+    service.database(&auth, "bench").await?;
+    let (client, base) = (service.client.clone(), service.base.clone());
 
     // Poll status of already-sent ids while ingesting.
     let polling = CancellationToken::new();
@@ -223,11 +192,7 @@ pub(crate) async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Res
         .unwrap_or(0);
     let mut latencies = poller.await?;
     latencies.sort_by(f64::total_cmp);
-    token.cancel();
-    server.await??;
-    workers.shutdown(Duration::from_secs(10)).await;
-    app.close().await;
-    let _ = std::fs::remove_dir_all(&tmp);
+    service.stop().await?;
 
     let total = chunks;
     let rate = total as f64 / elapsed.as_secs_f64();
@@ -253,10 +218,4 @@ pub(crate) async fn ingest(args: IngestBench, mut config: Config) -> anyhow::Res
         latencies.last().copied().unwrap_or(0.0)
     );
     Ok(())
-}
-
-fn tempdir() -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("engram-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

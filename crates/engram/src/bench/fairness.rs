@@ -1,0 +1,234 @@
+//! `engram bench fairness`: how long one organization's small items take to reach `completed`
+//! while another organization floods the service with large files, beside the same small items
+//! on an idle service. Fair indexing keeps the two close: work is taken in turns across
+//! organizations, and one organization never occupies every worker.
+//!
+//! Texts are real: SciFact abstracts, as small items (one chunk each) and joined into large
+//! text files.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use engram_config::Config;
+use serde_json::{json, Value};
+
+use super::{percentile, Service};
+
+#[derive(clap::Args)]
+pub(crate) struct FairnessBench {
+    /// SciFact corpus (corpus.jsonl).
+    #[arg(long, default_value = "../shared/eval/scifact/corpus.jsonl")]
+    corpus: PathBuf,
+    /// Large files the flooding organization sends at once.
+    #[arg(long, default_value_t = 6)]
+    flood_files: usize,
+    /// Size of each large file, in KiB of text.
+    #[arg(long, default_value_t = 512)]
+    flood_kib: usize,
+    /// Small items the other organization sends, one at a time.
+    #[arg(long, default_value_t = 20)]
+    small: usize,
+    /// Pause between two small items (ms).
+    #[arg(long, default_value_t = 500)]
+    every_ms: u64,
+}
+
+/// The corpus' abstracts, in order.
+fn abstracts(corpus: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(corpus).with_context(|| format!("reading {}", corpus.display()))?;
+    text.lines()
+        .map(|line| {
+            let doc: Value = serde_json::from_str(line)?;
+            Ok(doc["text"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect()
+}
+
+/// Sends one small item of `org` and returns the time from sending it to `completed`.
+async fn small_item(
+    service: &Service,
+    auth: &str,
+    database: &str,
+    id: &str,
+    text: &str,
+) -> anyhow::Result<Duration> {
+    let items = json!([{"id": id, "title": "", "content": {"text": text}}]);
+    let form = reqwest::multipart::Form::new()
+        .text("type", "knowledge")
+        .text("database", database.to_owned())
+        .text("app_knowledge", items.to_string());
+    let started = Instant::now();
+    let response = service
+        .client
+        .post(format!("{}/context/ingest", service.base))
+        .header("Authorization", auth)
+        .multipart(form)
+        .send()
+        .await?;
+    anyhow::ensure!(response.status() == 202, "ingest: {}", response.status());
+    let url = format!(
+        "{}/context/status?database={database}&ids={id}",
+        service.base
+    );
+    loop {
+        let status: Value = service
+            .client
+            .get(&url)
+            .header("Authorization", auth)
+            .send()
+            .await?
+            .json()
+            .await?;
+        match status["data"]["statuses"][0]["indexing_status"].as_str() {
+            Some("completed") => return Ok(started.elapsed()),
+            Some("errored") => anyhow::bail!("small item {id} errored: {status}"),
+            _ => {}
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(1800),
+            "small item {id} never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Sends the small items one every `every`, each timed to `completed`, sorted (ms).
+async fn small_items(
+    service: &Service,
+    auth: &str,
+    database: &str,
+    texts: &[String],
+    every: Duration,
+) -> anyhow::Result<Vec<f64>> {
+    let mut latencies = Vec::with_capacity(texts.len());
+    for (i, text) in texts.iter().enumerate() {
+        let sent = Instant::now();
+        let took = small_item(service, auth, database, &format!("{database}-{i}"), text).await?;
+        latencies.push(took.as_secs_f64() * 1000.0);
+        tokio::time::sleep(every.saturating_sub(sent.elapsed())).await;
+    }
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies)
+}
+
+/// How many of `ids` are `completed`.
+async fn completed(service: &Service, auth: &str, database: &str, ids: &[String]) -> usize {
+    let url = format!(
+        "{}/context/status?database={database}&ids={}",
+        service.base,
+        ids.join(",")
+    );
+    let Ok(response) = service
+        .client
+        .get(url)
+        .header("Authorization", auth)
+        .send()
+        .await
+    else {
+        return 0;
+    };
+    let status: Value = response.json().await.unwrap_or_default();
+    status["data"]["statuses"].as_array().map_or(0, |s| {
+        s.iter()
+            .filter(|s| s["indexing_status"] == "completed")
+            .count()
+    })
+}
+
+fn summary(latencies: &[f64]) -> String {
+    format!(
+        "p50 {:8.0} ms   p99 {:8.0} ms   max {:8.0} ms",
+        percentile(latencies, 50.0),
+        percentile(latencies, 99.0),
+        latencies.last().copied().unwrap_or(0.0)
+    )
+}
+
+pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Result<()> {
+    let texts = abstracts(&args.corpus)?;
+    anyhow::ensure!(texts.len() > args.small, "the corpus is too small");
+    let small_texts: Vec<String> = texts.iter().take(args.small).cloned().collect();
+    let mut flood_text = String::new();
+    for text in texts.iter().skip(args.small).cycle() {
+        if flood_text.len() >= args.flood_kib * 1024 {
+            break;
+        }
+        flood_text.push_str(text);
+        flood_text.push_str("\n\n");
+    }
+    let every = Duration::from_millis(args.every_ms);
+    let workers = config.pipeline.workers;
+
+    let service = Service::start(config).await?;
+    let flooder = service.key("org-flood").await?;
+    let small = service.key("org-small").await?;
+    service.database(&flooder, "flood").await?;
+    service.database(&small, "idle").await?;
+    service.database(&small, "small").await?;
+
+    // Baseline: the small items on the idle service.
+    let idle = small_items(&service, &small, "idle", &small_texts, every).await?;
+
+    // The flood: every large file in one request, then the same small items beside it.
+    let mut form = reqwest::multipart::Form::new()
+        .text("type", "knowledge")
+        .text("database", "flood");
+    let mut metadata = Vec::new();
+    for i in 0..args.flood_files {
+        let part = reqwest::multipart::Part::bytes(flood_text.clone().into_bytes())
+            .file_name(format!("large-{i}.txt"))
+            .mime_str("text/plain")?;
+        form = form.part("documents", part);
+        metadata.push(json!({"id": format!("large-{i}")}));
+    }
+    form = form.text("document_metadata", Value::from(metadata).to_string());
+    let flood_started = Instant::now();
+    let response = service
+        .client
+        .post(format!("{}/context/ingest", service.base))
+        .header("Authorization", &flooder)
+        .multipart(form)
+        .send()
+        .await?;
+    anyhow::ensure!(response.status() == 202, "flood: {}", response.status());
+    let flood_ids: Vec<String> = (0..args.flood_files)
+        .map(|i| format!("large-{i}"))
+        .collect();
+    let loaded = small_items(&service, &small, "small", &small_texts, every).await?;
+    let flood_done_then = completed(&service, &flooder, "flood", &flood_ids).await;
+    while completed(&service, &flooder, "flood", &flood_ids).await < flood_ids.len() {
+        anyhow::ensure!(
+            flood_started.elapsed() < Duration::from_secs(3600),
+            "the flood never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let flood_took = flood_started.elapsed();
+    service.stop().await?;
+
+    println!(
+        "engram bench fairness: {} small items (one SciFact abstract each), one every {} ms, {workers} workers",
+        args.small, args.every_ms
+    );
+    println!(
+        "  small items, idle service:             {}",
+        summary(&idle)
+    );
+    println!(
+        "  small items, beside a flood of {} x {} KiB files of another organization:",
+        args.flood_files, args.flood_kib
+    );
+    println!(
+        "                                         {}",
+        summary(&loaded)
+    );
+    println!(
+        "  p50 ratio loaded/idle {:.2}; the flood's files: {flood_done_then} of {} done when the small items were, all in {:.1} s",
+        percentile(&loaded, 50.0) / percentile(&idle, 50.0).max(f64::EPSILON),
+        args.flood_files,
+        flood_took.as_secs_f64()
+    );
+    Ok(())
+}
