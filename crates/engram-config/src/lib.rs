@@ -232,6 +232,8 @@ pub struct BudgetsConfig {
     pub chunks: usize,
     /// Most table rows one file may have (CSV, TSV, every sheet of a spreadsheet together).
     pub table_rows: usize,
+    /// Most PDF pages without a text layer one file may have (each is read by OCR).
+    pub ocr_pages: usize,
     /// Longest one item may take from claim to result: parsing, OCR and embedding (ms).
     #[serde(rename = "time_ms", with = "millis")]
     pub time: Duration,
@@ -243,6 +245,7 @@ impl Default for BudgetsConfig {
             text_bytes: 8 * 1024 * 1024,
             chunks: 20_000,
             table_rows: 200_000,
+            ocr_pages: 200,
             time: Duration::from_secs(600),
         }
     }

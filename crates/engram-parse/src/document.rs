@@ -98,6 +98,8 @@ impl Layout {
 pub struct Limits {
     /// Most table rows (CSV, TSV, spreadsheet sheets, tables in documents) one file may have.
     pub max_rows: usize,
+    /// Most pages of a PDF without a text layer (read by OCR, seconds each).
+    pub max_ocr_pages: usize,
     /// When to stop before finishing: the item's time budget, or its deletion.
     pub interrupt: Interrupt,
     /// Largest input accepted, in bytes.
@@ -118,6 +120,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_rows: 200_000,
+            max_ocr_pages: 200,
             interrupt: Interrupt::default(),
             max_bytes: 64 * 1024 * 1024,
             max_blocks: 100_000,

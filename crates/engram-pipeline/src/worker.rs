@@ -73,6 +73,7 @@ impl PipelineOptions {
             parse_limits: Limits {
                 max_text_bytes: budgets.text_bytes,
                 max_rows: budgets.table_rows,
+                max_ocr_pages: budgets.ocr_pages,
                 ..Limits::default()
             },
         }

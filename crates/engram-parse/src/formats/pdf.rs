@@ -10,9 +10,6 @@ use crate::document::{Builder, Layout};
 use crate::formats::{plain, tools};
 use crate::{Document, Limits, ParseError};
 
-/// Most pages sent through OCR in one document (each takes seconds).
-const MAX_OCR_PAGES: usize = 200;
-
 pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
     let dir = tempfile::tempdir().map_err(|e| ParseError::Corrupt(format!("temp dir: {e}")))?;
     let input = dir.path().join("in.pdf");
@@ -44,16 +41,23 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
     if pages.last().is_some_and(|p| p.trim().is_empty()) && pages.len() > 1 {
         pages.pop();
     }
+    // Scanned pages take seconds each: a file with more than the budget fails before any OCR
+    // rather than losing pages.
+    let scanned = pages.iter().filter(|p| p.trim().is_empty()).count();
+    if scanned > limits.max_ocr_pages {
+        return Err(ParseError::TooLarge {
+            what: "pages without a text layer (OCR)",
+            limit: limits.max_ocr_pages,
+        });
+    }
     let mut out = Builder::new(limits);
-    let mut ocr_pages = 0;
     for (index, page_text) in pages.iter().enumerate() {
         let page = u32::try_from(index + 1).unwrap_or(u32::MAX);
         let layout = Layout {
             page: Some(page),
             ..Layout::default()
         };
-        if page_text.trim().is_empty() && ocr_pages < MAX_OCR_PAGES {
-            ocr_pages += 1;
+        if page_text.trim().is_empty() {
             let scanned = ocr_page(&input, page, dir.path(), limits)?;
             plain::paragraphs(&crate::decode::normalize(&scanned), &mut out, &layout)?;
         } else {
@@ -117,6 +121,21 @@ mod tests {
     fn scans_go_through_ocr() {
         let doc = text_of("MEDRPT-2024-PAT-3847_medical_report_scan.pdf");
         assert!(doc.text().split_whitespace().count() > 20, "{}", doc.text());
+    }
+
+    #[test]
+    fn more_scanned_pages_than_the_budget_fail_before_any_ocr() {
+        let bytes = std::fs::read(sample("MEDRPT-2024-PAT-3847_medical_report_scan.pdf")).unwrap();
+        let limits = Limits {
+            max_ocr_pages: 0,
+            ..Limits::default()
+        };
+        let err = extract(&bytes, &limits).unwrap_err();
+        assert!(
+            matches!(err, ParseError::TooLarge { limit: 0, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("OCR"), "{err}");
     }
 
     #[test]
