@@ -42,6 +42,18 @@ pub fn prepare(
     max_chunks: usize,
 ) -> Prepared {
     let prepared = chunks_of(item, chunker, limits);
+    // Chunking stops early on the interrupt: its partial result is not the item's.
+    if let Err(stop) = limits.interrupt.check() {
+        let whose = if item.filename.is_empty() {
+            "the item"
+        } else {
+            &item.filename
+        };
+        return Prepared::Failed {
+            code: stop.item_code(),
+            message: format!("{whose}: {stop}"),
+        };
+    }
     if let Prepared::Chunks { chunks, .. } = &prepared {
         if chunks.len() > max_chunks {
             return over_budget(

@@ -390,7 +390,8 @@ impl Pipeline {
         let max_chunks = self.options.max_chunks;
         let count = items.len();
         let joined = tokio::task::spawn_blocking(move || {
-            let chunker = Chunker::new(tokens.as_ref(), chunker_options);
+            let chunker =
+                Chunker::new(tokens.as_ref(), chunker_options).with_interrupt(&limits.interrupt);
             items
                 .iter()
                 .map(|item| {

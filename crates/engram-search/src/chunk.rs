@@ -1,7 +1,7 @@
 //! Structure-aware chunking by token count.
 
 pub use engram_embed::TokenCounter;
-use engram_parse::{Block, BlockKind, Layout};
+use engram_parse::{Block, BlockKind, Interrupt, Layout};
 use serde_json::Value;
 use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
 
@@ -45,6 +45,50 @@ pub struct Chunk {
 pub struct Chunker<'a> {
     counter: &'a dyn TokenCounter,
     options: ChunkerOptions,
+    interrupt: Option<&'a Interrupt>,
+}
+
+/// A block too long for one chunk is cut at line (or word) boundaries into segments of at most
+/// this size (a few chunks each) before the token-aware splitter sees it: the splitter sizes
+/// candidate pieces by tokenizing them, so its cost grows with the text it is given, and one
+/// multi-megabyte paragraph took minutes and a gigabyte.
+const SEGMENT_BYTES: usize = 4 * 1024;
+
+/// A block longer than this is over the window whatever its words: it is not tokenized whole.
+const SURELY_LONG_BYTES: usize = 32 * 1024;
+
+/// `text` in segments of at most `most` bytes, cut after a newline where one falls in the
+/// second half of the window, else after whitespace, else at a character boundary.
+fn segments(text: &str, most: usize) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() <= most {
+            return Some(std::mem::take(&mut rest));
+        }
+        let mut cut = most.max(1);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let window = &rest[..cut];
+        let after = |pred: fn(char) -> bool| {
+            window
+                .char_indices()
+                .rev()
+                .find(|&(_, c)| pred(c))
+                .map(|(i, c)| i + c.len_utf8())
+                .filter(|&at| at > most / 2)
+        };
+        let at = after(|c| c == '\n')
+            .or_else(|| after(char::is_whitespace))
+            .unwrap_or(cut);
+        let at = if at == 0 { rest.len() } else { at };
+        let (head, tail) = rest.split_at(at);
+        rest = tail;
+        Some(head)
+    })
 }
 
 /// Blocks that may share a chunk: same page, sheet and slide.
@@ -64,7 +108,22 @@ struct Pending {
 
 impl<'a> Chunker<'a> {
     pub fn new(counter: &'a dyn TokenCounter, options: ChunkerOptions) -> Self {
-        Self { counter, options }
+        Self {
+            counter,
+            options,
+            interrupt: None,
+        }
+    }
+
+    /// Stops chunking early (between blocks and pieces) once `interrupt` fires; the caller
+    /// checks it and drops the partial result.
+    pub fn with_interrupt(mut self, interrupt: &'a Interrupt) -> Self {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(|i| i.check().is_err())
     }
 
     /// Chunks a document's blocks in order.
@@ -72,9 +131,17 @@ impl<'a> Chunker<'a> {
         let mut chunks = Vec::new();
         let mut pending: Option<Pending> = None;
         for block in blocks {
-            let tokens = self.counter.count_tokens(&block.text);
+            if self.interrupted() {
+                return chunks;
+            }
+            // A block this long is always over the window: it is not tokenized whole.
+            let tokens = if block.text.len() > SURELY_LONG_BYTES {
+                usize::MAX
+            } else {
+                self.counter.count_tokens(&block.text)
+            };
             if let Some(current) = pending.take() {
-                let fits = current.tokens + tokens < self.options.max_tokens;
+                let fits = current.tokens.saturating_add(tokens) < self.options.max_tokens;
                 let heading_break =
                     block.kind == BlockKind::Heading && current.tokens >= self.options.min_tokens;
                 if fits && !heading_break && same_region(&current.layout, &block.layout) {
@@ -119,11 +186,17 @@ impl<'a> Chunker<'a> {
             .unwrap_or_else(|_| ChunkConfig::new(self.options.max_tokens))
             .with_sizer(Sizer(self.counter));
         let layout = layout_json(&block.layout);
-        for piece in TextSplitter::new(config).chunks(&block.text) {
-            chunks.push(Chunk {
-                text: piece.to_owned(),
-                layout: layout.clone(),
-            });
+        let splitter = TextSplitter::new(config);
+        for segment in segments(&block.text, SEGMENT_BYTES) {
+            for piece in splitter.chunks(segment) {
+                if self.interrupted() {
+                    return;
+                }
+                chunks.push(Chunk {
+                    text: piece.to_owned(),
+                    layout: layout.clone(),
+                });
+            }
         }
     }
 }
@@ -306,5 +379,47 @@ mod tests {
         let chunker = Chunker::new(&Words, SMALL);
         assert!(chunker.chunk_text("  \n\n ").is_empty());
         assert!(chunker.chunk_blocks(&[]).is_empty());
+    }
+
+    #[test]
+    fn long_blocks_are_cut_at_lines_then_words_and_lose_nothing() {
+        let lines: String = (0..2000).map(|i| format!("line {i} ends here\n")).collect();
+        let pieces: Vec<&str> = segments(&lines, 1000).collect();
+        assert!(pieces.iter().all(|p| p.len() <= 1000 && p.ends_with('\n')));
+        assert_eq!(pieces.concat(), lines);
+        let words = "mot ".repeat(1000);
+        let pieces: Vec<&str> = segments(&words, 101).collect();
+        assert!(pieces.iter().all(|p| p.len() <= 101 && p.ends_with(' ')));
+        assert_eq!(pieces.concat(), words);
+        let unbroken = "é".repeat(1000);
+        let pieces: Vec<&str> = segments(&unbroken, 101).collect();
+        assert!(pieces.iter().all(|p| p.len() <= 101));
+        assert_eq!(pieces.concat(), unbroken);
+        let spaced = "\u{3000}".repeat(100);
+        assert_eq!(segments(&spaced, 10).collect::<String>(), spaced);
+    }
+
+    #[test]
+    fn a_long_block_is_chunked_within_the_window() {
+        let text: String = (0..20_000).map(|i| format!("word{i} ")).collect();
+        let chunker = Chunker::new(&Words, SMALL);
+        let chunks = chunker.chunk_text(&text);
+        assert!(chunks
+            .iter()
+            .all(|c| Words.count_tokens(&c.text) <= SMALL.max_tokens));
+        let first: Vec<&str> = chunks
+            .iter()
+            .flat_map(|c| c.text.split_whitespace())
+            .collect();
+        assert!(first.contains(&"word19999"));
+    }
+
+    #[test]
+    fn an_interrupt_stops_chunking() {
+        let text: String = (0..20_000).map(|i| format!("word{i} ")).collect();
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let interrupt = Interrupt::new(None, Some(flag));
+        let chunker = Chunker::new(&Words, SMALL).with_interrupt(&interrupt);
+        assert!(chunker.chunk_text(&text).is_empty());
     }
 }
