@@ -361,7 +361,8 @@ pub trait WorkQueue: Send + Sync {
     async fn claim_items(&self, claim: &ClaimRequest<'_>) -> StoreResult<Vec<ClaimedItem>>;
     /// Extends the lease the item's owner holds to `until` (the worker's heartbeat). False
     /// when the claim is no longer current (the item was upserted, deleted or claimed by another
-    /// worker meanwhile): the worker then stops and writes nothing.
+    /// worker meanwhile, or its database is being deleted): the worker then stops and writes
+    /// nothing.
     async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool>;
     /// Called once by a serving process as it starts, before its workers: releases the claims
     /// (indexing items and webhook deliveries) that no live worker can hold, so interrupted

@@ -538,6 +538,16 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
         .await
         .unwrap();
     assert!(!store.extend_lease(&again[0], 900_000).await.unwrap());
+    // Its database being deleted: the holder's heartbeat says so too.
+    store
+        .enqueue_items(&scope, &[item("c", "last", "text")], true, 400_005)
+        .await
+        .unwrap();
+    let last = claim_ours(store, &scope, "w", 400_006).await;
+    assert_eq!(last.len(), 1);
+    assert!(store.extend_lease(&last[0], 900_000).await.unwrap());
+    assert!(store.schedule_deletion(&scope, 400_007).await.unwrap());
+    assert!(!store.extend_lease(&last[0], 900_000).await.unwrap());
 }
 
 async fn failures_retry_then_error<S: Store>(store: &S) {

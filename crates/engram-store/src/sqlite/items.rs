@@ -591,7 +591,9 @@ impl WorkQueue for SqliteStore {
     async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE items SET lease_until = ?
-             WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?",
+             WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?
+               AND EXISTS (SELECT 1 FROM databases d
+                           WHERE d.id = items.database_id AND d.state <> 'deleting')",
         )
         .bind(until)
         .bind(item.item_key)
