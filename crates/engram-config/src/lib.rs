@@ -246,7 +246,7 @@ impl Default for BudgetsConfig {
             chunks: 20_000,
             table_rows: 200_000,
             ocr_pages: 200,
-            time: Duration::from_secs(600),
+            time: Duration::from_secs(1_800),
         }
     }
 }
