@@ -38,7 +38,8 @@ pub(crate) struct EvalArgs {
     /// Modes to evaluate, comma-separated: fast, thinking, text (BM25 alone), auto.
     #[arg(long, default_value = "text,fast,thinking")]
     modes: String,
-    /// `alpha` for hybrid modes: a number or `auto`.
+    /// `alpha` for hybrid modes: a number, `auto`, or `omit` (what a request without `alpha`
+    /// gets).
     #[arg(long, default_value = "auto")]
     alpha: String,
     /// Evaluate only the first N queries (0: all).
@@ -242,11 +243,11 @@ fn modes(list: &str) -> anyhow::Result<Vec<ModeSpec>> {
         .collect()
 }
 
-fn alpha(value: &str) -> anyhow::Result<Alpha> {
-    if value == "auto" {
-        Ok(Alpha::Auto)
-    } else {
-        Ok(Alpha::Value(value.parse().context("--alpha")?))
+fn alpha(value: &str) -> anyhow::Result<Option<Alpha>> {
+    match value {
+        "auto" => Ok(Some(Alpha::Auto)),
+        "omit" => Ok(None),
+        number => Ok(Some(Alpha::Value(number.parse().context("--alpha")?))),
     }
 }
 
@@ -402,7 +403,7 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                         method: Some(spec.method),
                         mode: spec.mode,
                         max_results: Some(300),
-                        alpha: Some(alpha(&args.alpha)?),
+                        alpha: alpha(&args.alpha)?,
                         ..QueryRequest::default()
                     },
                 )
@@ -562,7 +563,7 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                         method: Some(spec.method),
                         mode: spec.mode,
                         max_results: Some(25),
-                        alpha: Some(alpha(&args.alpha)?),
+                        alpha: alpha(&args.alpha)?,
                         ..QueryRequest::default()
                     },
                 )

@@ -817,6 +817,19 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
     }
     let body = query_ok(&server, &key, q("volcanic eruption magma", json!({}))).await;
     assert_eq!(first_item(&body["data"], "volcano"), "volcano", "{body:#?}");
+    // Without `alpha` a query gets what `auto` chooses for it, reported in `meta.alpha`; a
+    // number is used as given.
+    for text in [question, "volcanic eruption magma", "ERR-4411"] {
+        let omitted = query_ok(&server, &key, q(text, json!({}))).await;
+        let auto = query_ok(&server, &key, q(text, json!({"alpha": "auto"}))).await;
+        assert_eq!(
+            omitted["meta"]["alpha"], auto["meta"]["alpha"],
+            "{text}: {omitted:#?}"
+        );
+        assert_eq!(omitted["data"]["chunks"], auto["data"]["chunks"], "{text}");
+    }
+    let given = query_ok(&server, &key, q(question, json!({"alpha": 0.3}))).await;
+    assert_eq!(given["meta"]["alpha"], json!(0.3), "{given:#?}");
     // max_results caps hybrid results.
     let body = query_ok(&server, &key, q(question, json!({"max_results": 2}))).await;
     assert_eq!(chunks(&body["data"]).len(), 2, "{body:#?}");
