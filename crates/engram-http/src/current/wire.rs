@@ -13,7 +13,9 @@ use serde_json::{Map, Value};
 use crate::error::ApiError;
 use crate::wire::query::OperatorDto;
 use crate::wire::query::{alpha, required_query};
-use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
+use crate::wire::query::{
+    distinct_sources, layout, object, score, source_type, AlphaDto, GraphContextDto,
+};
 use crate::wire::{lenient, Deprecations, FieldDto, ScopeDto};
 
 /// `POST /databases`.
@@ -190,8 +192,9 @@ pub(super) struct ChunkDto {
     pub source_title: String,
     pub source_upload_time: String,
     pub source_last_updated_time: String,
-    #[schema(value_type = Object)]
-    pub layout: Value,
+    /// Where the chunk sits in its source (`page`, `sheet`, `row_range`, `slide`, `headings`),
+    /// as a JSON-encoded string.
+    pub layout: String,
     pub relevancy_score: f64,
     pub extra_context_ids: Vec<String>,
     pub metadata: Map<String, Value>,
@@ -242,7 +245,7 @@ impl QueryResultDto {
                         source_title: hit.item.fields.title.clone(),
                         source_upload_time: format_ms(hit.item.created_at),
                         source_last_updated_time: format_ms(hit.item.updated_at),
-                        layout: hit.layout.clone(),
+                        layout: layout(hit),
                         relevancy_score: score(c.score),
                         extra_context_ids: Vec::new(),
                         metadata: object(&hit.item.fields.metadata),

@@ -7,7 +7,9 @@ use engram_app::{format_ms, QueryKind, RankedChunk, RequestedMode};
 use serde_json::{Map, Value};
 
 use crate::wire::query::OperatorDto;
-use crate::wire::query::{distinct_sources, object, score, source_type, AlphaDto, GraphContextDto};
+use crate::wire::query::{
+    distinct_sources, layout, object, score, source_type, AlphaDto, GraphContextDto,
+};
 use crate::wire::{lenient, FieldDto};
 
 /// `POST /tenants/create`.
@@ -133,8 +135,9 @@ pub(super) struct LegacyChunkDto {
     pub source_upload_time: String,
     pub source_title: String,
     pub source_last_updated_time: String,
-    #[schema(value_type = Object)]
-    pub layout: Value,
+    /// Where the chunk sits in its source (`page`, `sheet`, `row_range`, `slide`, `headings`),
+    /// as a JSON-encoded string.
+    pub layout: String,
     pub relevancy_score: f64,
     pub document_metadata: Map<String, Value>,
     pub tenant_metadata: Map<String, Value>,
@@ -182,7 +185,7 @@ impl RecallResponse {
                         source_upload_time: format_ms(hit.item.created_at),
                         source_title: hit.item.fields.title.clone(),
                         source_last_updated_time: format_ms(hit.item.updated_at),
-                        layout: hit.layout.clone(),
+                        layout: layout(hit),
                         relevancy_score: score(c.score),
                         document_metadata: object(&hit.item.fields.additional_metadata),
                         tenant_metadata: object(&hit.item.fields.metadata),

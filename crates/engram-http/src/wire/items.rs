@@ -227,6 +227,10 @@ impl From<&engram_app::Listing> for PaginationDto {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SourceDto {
     pub id: String,
+    /// The database the source was listed from (`tenant_id` is its deprecated spelling).
+    pub database: String,
+    /// Its collection (`sub_tenant_id` is its deprecated spelling).
+    pub collection: String,
     pub tenant_id: String,
     pub sub_tenant_id: String,
     pub title: String,
@@ -256,6 +260,10 @@ pub(crate) struct SourceContentDto {
 pub(crate) struct UserMemoryDto {
     pub memory_id: String,
     pub memory_content: String,
+    pub database: String,
+    pub collection: String,
+    pub tenant_id: String,
+    pub sub_tenant_id: String,
 }
 
 /// Fields `include_fields` may name.
@@ -296,6 +304,8 @@ impl SourceDto {
         let text = |on: bool, v: &String| if on { v.clone() } else { String::new() };
         Self {
             id: record.id.clone(),
+            database: database.to_owned(),
+            collection: record.collection.to_string(),
             tenant_id: database.to_owned(),
             sub_tenant_id: record.collection.to_string(),
             title: text(wants("title"), &f.title),
@@ -538,6 +548,10 @@ pub(crate) fn listed_items(
                     .map(|r| UserMemoryDto {
                         memory_id: r.id.clone(),
                         memory_content: r.fields.text.clone().unwrap_or_default(),
+                        database: db_name.clone(),
+                        collection: r.collection.to_string(),
+                        tenant_id: db_name.clone(),
+                        sub_tenant_id: r.collection.to_string(),
                     })
                     .collect(),
             ),

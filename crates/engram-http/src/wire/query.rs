@@ -37,6 +37,15 @@ pub(crate) fn object(value: &Value) -> Map<String, Value> {
 }
 
 /// `source_type` of a hit: the type given at ingestion, else how the item arrived.
+/// A chunk's `layout` as the hosted service and its clients carry it: a JSON-encoded string
+/// (`"{\"page\": 3}"`), `"{}"` when there is none.
+pub(crate) fn layout(hit: &ChunkHit) -> String {
+    match &hit.layout {
+        Value::Null => "{}".to_owned(),
+        layout => layout.to_string(),
+    }
+}
+
 pub(crate) fn source_type(hit: &ChunkHit) -> String {
     if hit.item.fields.source_type.is_empty() {
         hit.item.origin.as_str().to_owned()

@@ -948,6 +948,12 @@ async fn memories_are_ingested_listed_and_expire() {
     assert!(data.get("sources").is_none(), "{listed:#?}");
     assert_eq!(data["total"], 4, "{listed:#?}");
     assert_pagination(&data["pagination"], 1, 50, 4, 1);
+    for memory in data["user_memories"].as_array().unwrap() {
+        assert_eq!(memory["database"], "mem", "{memory:#?}");
+        assert_eq!(memory["collection"], "user_alice", "{memory:#?}");
+        assert_eq!(memory["tenant_id"], "mem", "{memory:#?}");
+        assert_eq!(memory["sub_tenant_id"], "user_alice", "{memory:#?}");
+    }
     assert_eq!(
         sorted_owned(memory_ids(data)),
         sorted(&alice),
@@ -1497,11 +1503,12 @@ async fn listing_filters_and_projects_fields() {
     let reply = list(&server, &key, json!({"database": "filters", "ids": ["s5"]})).await;
     let full = &reply.current_ok(200)["sources"][0];
     assert_eq!(full["id"], "s5");
-    assert_eq!(full["tenant_id"], "filters");
-    assert_eq!(
-        full["sub_tenant_id"], "filters",
-        "default collection: {full:#?}"
-    );
+    // The official client requires `database` and `collection`; the deprecated spellings
+    // carry the same values.
+    for (current, deprecated) in [("database", "tenant_id"), ("collection", "sub_tenant_id")] {
+        assert_eq!(full[current], "filters", "{current}: {full:#?}");
+        assert_eq!(full[deprecated], full[current], "{full:#?}");
+    }
     assert_eq!(full["title"], "Doc 5");
     assert_eq!(full["type"], "page");
     assert_eq!(full["description"], "description 5");

@@ -72,7 +72,13 @@ async fn chunks_of(server: &Server, key: &str, query: &str, id: &str) -> Vec<Val
         .unwrap()
         .iter()
         .filter(|c| c["id"] == id)
-        .cloned()
+        .map(|c| {
+            // `layout` comes as a JSON-encoded string, as the hosted service sends it.
+            let mut c = c.clone();
+            let layout = c["layout"].as_str().expect("layout is a JSON string");
+            c["layout"] = serde_json::from_str(layout).expect("layout holds JSON");
+            c
+        })
         .collect()
 }
 

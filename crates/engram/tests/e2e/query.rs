@@ -256,10 +256,7 @@ fn check_current(data: &Value, context: &str) {
         for field in ["chunk_uuid", "id", "chunk_content", "source_upload_time"] {
             assert!(non_empty_str(&c[field]), "chunk.{field} empty: {context}");
         }
-        assert!(
-            c.get("layout").is_some_and(|l| !l.is_null()),
-            "chunk.layout: {context}"
-        );
+        assert_layout_string(c, &context);
         assert!(c["relevancy_score"].is_number(), "{context}");
         assert!(c["extra_context_ids"].is_array(), "{context}");
         assert!(c["metadata"].is_object(), "{context}");
@@ -312,7 +309,7 @@ fn check_legacy(body: &Value, context: &str) {
         }
         assert!(non_empty_str(&c["chunk_uuid"]), "{context}");
         assert!(non_empty_str(&c["chunk_content"]), "{context}");
-        assert!(c.get("layout").is_some_and(|l| !l.is_null()), "{context}");
+        assert_layout_string(c, &context);
         assert!(c["relevancy_score"].is_number(), "{context}");
         assert!(c["document_metadata"].is_object(), "{context}");
         assert!(c["tenant_metadata"].is_object(), "{context}");
@@ -1936,4 +1933,14 @@ async fn a_conversation_turn_is_found_through_the_turn_before_it() {
     assert_eq!(item_set(&reply["data"]), set(&["storm"]), "{reply:#?}");
     let reply = query_ok(&server, &key, q("favourite colour")).await;
     assert_eq!(item_set(&reply["data"]), set(&["colour"]), "{reply:#?}");
+}
+
+/// `layout` is a JSON-encoded string holding an object (the official clients parse it so).
+fn assert_layout_string(chunk: &Value, context: &str) {
+    let layout = chunk["layout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("chunk.layout is not a string: {context}"));
+    let parsed: Value = serde_json::from_str(layout)
+        .unwrap_or_else(|e| panic!("chunk.layout {layout:?} is not JSON ({e}): {context}"));
+    assert!(parsed.is_object(), "chunk.layout: {context}");
 }
