@@ -256,7 +256,7 @@ fn check_current(data: &Value, context: &str) {
         for field in ["chunk_uuid", "id", "chunk_content", "source_upload_time"] {
             assert!(non_empty_str(&c[field]), "chunk.{field} empty: {context}");
         }
-        assert_layout_string(c, &context);
+        assert_layout_string(c, context);
         assert!(c["relevancy_score"].is_number(), "{context}");
         assert!(c["extra_context_ids"].is_array(), "{context}");
         assert!(c["metadata"].is_object(), "{context}");
@@ -309,7 +309,7 @@ fn check_legacy(body: &Value, context: &str) {
         }
         assert!(non_empty_str(&c["chunk_uuid"]), "{context}");
         assert!(non_empty_str(&c["chunk_content"]), "{context}");
-        assert_layout_string(c, &context);
+        assert_layout_string(c, context);
         assert!(c["relevancy_score"].is_number(), "{context}");
         assert!(c["document_metadata"].is_object(), "{context}");
         assert!(c["tenant_metadata"].is_object(), "{context}");
