@@ -212,9 +212,11 @@ impl Pipeline {
         if items.is_empty() {
             return Ok(0);
         }
-        let cancel = CancellationToken::new();
-        let _heartbeat = self.heartbeat(&items, cancel.clone());
-        let chunks = self.process(&items, &cancel, started).await?;
+        // Set by the heartbeat when the items are no longer this worker's; the parsers and the
+        // chunker check it between blocks, rows and pages and while a tool runs.
+        let stop = Arc::new(AtomicBool::new(false));
+        let _heartbeat = self.heartbeat(&items, stop.clone());
+        let chunks = self.process(&items, stop, started).await?;
         tracing::info!(
             items = items.len(),
             first = %items[0].id,
@@ -230,23 +232,13 @@ impl Pipeline {
     async fn process(
         &self,
         items: &[ClaimedItem],
-        cancel: &CancellationToken,
+        stop: Arc<AtomicBool>,
         started: Instant,
     ) -> StoreResult<usize> {
-        // The parsers see the cancellation through a flag, checked between blocks, rows and
-        // pages and while a tool runs.
-        let flag = Arc::new(AtomicBool::new(false));
-        let _bridge = {
-            let (flag, cancel) = (flag.clone(), cancel.clone());
-            AbortOnDrop(tokio::spawn(async move {
-                cancel.cancelled().await;
-                flag.store(true, Ordering::Relaxed);
-            }))
-        };
         let budget = self.options.time_budget.saturating_sub(started.elapsed());
-        let interrupt = Interrupt::new(Some(budget), Some(flag));
+        let interrupt = Interrupt::new(Some(budget), Some(stop.clone()));
         let prepared = self.prepare_all(items.to_vec(), interrupt).await;
-        if cancel.is_cancelled() {
+        if stop.load(Ordering::Relaxed) {
             return Ok(self.dropped(items));
         }
         let mut ready = Vec::with_capacity(items.len());
@@ -267,7 +259,7 @@ impl Pipeline {
             .flat_map(|(_, _, chunks, context)| texts_to_embed(chunks, context))
             .collect();
         let deadline = started + self.options.time_budget;
-        let vectors = match self.embed(texts, cancel, deadline).await {
+        let vectors = match self.embed(texts, &stop, deadline).await {
             Ok(vectors) => vectors,
             Err(stopped) => {
                 for (item, ..) in &ready {
@@ -345,10 +337,10 @@ impl Pipeline {
     }
 
     /// Renews the items' leases every heartbeat until the returned guard is dropped, so work
-    /// that outlasts one lease (OCR of a long scan) is not claimed twice; cancels `cancel` as
+    /// that outlasts one lease (OCR of a long scan) is not claimed twice; sets `stop` as
     /// soon as no lease is this worker's any more (the items were deleted, replaced or, after a
     /// stall, taken over). A lost item of a batch is simply not written (`complete_item`).
-    fn heartbeat(&self, items: &[ClaimedItem], cancel: CancellationToken) -> AbortOnDrop {
+    fn heartbeat(&self, items: &[ClaimedItem], stop: Arc<AtomicBool>) -> AbortOnDrop {
         let (store, clock) = (self.store.clone(), self.clock.clone());
         let lease_ms = millis(self.options.lease);
         let mut held = items.to_vec();
@@ -372,7 +364,7 @@ impl Pipeline {
                 }
                 held = still;
                 if held.is_empty() {
-                    cancel.cancel();
+                    stop.store(true, Ordering::Relaxed);
                     return;
                 }
             }
@@ -419,13 +411,13 @@ impl Pipeline {
     async fn embed(
         &self,
         texts: Vec<String>,
-        cancel: &CancellationToken,
+        stop: &AtomicBool,
         deadline: Instant,
     ) -> Result<Vec<Vec<f32>>, Stopped> {
         let mut vectors = Vec::with_capacity(texts.len());
         let mut texts = texts.into_iter().peekable();
         while texts.peek().is_some() {
-            if cancel.is_cancelled() {
+            if stop.load(Ordering::Relaxed) {
                 return Err(Stopped::Cancelled);
             }
             if Instant::now() >= deadline {
