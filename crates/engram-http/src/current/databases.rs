@@ -19,7 +19,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(database_status))
         .routes(routes!(list_collections))
         .routes(routes!(database_stats))
-        .routes(routes!(add_schema_fields))
+        .routes(routes!(metadata_schema, add_schema_fields))
 }
 
 /// Resolves `database` (or its deprecated alias `tenant_id`) from a query string.
@@ -165,6 +165,28 @@ async fn delete_database(
     Ok(Envelope::ok(&data)
         .scoped(&db, None)
         .deprecations(deprecations))
+}
+
+/// A database's metadata schema: its fields, in the order they were declared.
+#[utoipa::path(get, path = "/databases/{database}/metadata-schema", tag = "databases",
+    params(("database" = String, Path, description = "database name")),
+    responses(
+        (status = 200, body = EnvelopeDoc<MetadataSchema>),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn metadata_schema(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Path(database): Path<String>,
+) -> Result<Envelope, ApiError> {
+    let name = parse_database_name("database", &database)?;
+    let db = app.database(&who, &name).await?;
+    let data = MetadataSchema {
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        fields: schema_dto(&db),
+    };
+    Ok(Envelope::ok(&data).scoped(&db, None))
 }
 
 /// Add fields to a database's metadata schema. Existing fields cannot be changed or removed.

@@ -127,6 +127,16 @@ pub(super) struct AddSchemaFieldsRequest {
     pub add_fields: Vec<FieldDto>,
 }
 
+/// `GET /databases/{database}/metadata-schema`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct MetadataSchema {
+    pub database: String,
+    /// Deprecated spelling of `database`.
+    pub tenant_id: String,
+    pub fields: Vec<FieldDto>,
+}
+
+/// `PATCH /databases/{database}/metadata-schema`.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct AddedSchemaFields {
     pub added_fields: Vec<String>,

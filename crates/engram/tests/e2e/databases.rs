@@ -146,11 +146,21 @@ async fn poll_legacy_ready(server: &Server, key: &str, name: &str) -> Value {
 }
 
 /// The schema as `GET /databases/status` returns it.
+/// A database's schema, read through both routes that show it (they must agree).
 async fn schema_of(server: &Server, key: &str, name: &str) -> Value {
     let reply = server
         .get(&format!("/databases/status?database={name}"), key)
         .await;
-    reply.current_ok(200)["database_metadata_schema"].clone()
+    let schema = reply.current_ok(200)["database_metadata_schema"].clone();
+    let own = server
+        .get(&format!("/databases/{name}/metadata-schema"), key)
+        .await;
+    let data = own.current_ok(200);
+    assert_eq!(data["fields"], schema, "{own:#?}");
+    assert_eq!(data["database"], name, "{own:#?}");
+    assert_eq!(data["tenant_id"], name, "{own:#?}");
+    assert_eq!(own.body["meta"]["database"], name, "{own:#?}");
+    schema
 }
 
 async fn collections_of(server: &Server, key: &str, name: &str) -> Vec<String> {
@@ -259,6 +269,10 @@ async fn assert_not_found_everywhere(server: &Server, key: &str, name: &str) {
     }
     server
         .delete(&format!("/databases?database={name}"), key)
+        .await
+        .assert_current_error(404, "DATABASE_NOT_FOUND");
+    server
+        .get(&format!("/databases/{name}/metadata-schema"), key)
         .await
         .assert_current_error(404, "DATABASE_NOT_FOUND");
     patch(
@@ -980,7 +994,7 @@ async fn api_version_unknown_routes_and_wrong_methods_answer_in_the_generations_
         (Method::POST, "/databases/status?database=x"),
         (Method::DELETE, "/databases/collections?database=x"),
         (Method::POST, "/databases/stats?database=x"),
-        (Method::GET, "/databases/x/metadata-schema"),
+        (Method::PUT, "/databases/x/metadata-schema"),
         (Method::POST, "/databases/x/metadata-schema"),
     ];
     for (method, path) in current_wrong {
@@ -1630,7 +1644,7 @@ async fn the_openapi_document_is_3_1_and_lists_every_database_route() {
     assert_eq!(methods_of("/databases"), ["delete", "get", "post"]);
     assert_eq!(
         methods_of("/databases/{database}/metadata-schema"),
-        ["patch"]
+        ["get", "patch"]
     );
     // The document is public: the same with a version header and with a key.
     let key = server.key(ORG, &[]);
