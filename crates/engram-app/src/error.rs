@@ -28,6 +28,9 @@ pub enum AppError {
     /// None of the ids asked about is known.
     #[error("no item with id {0}")]
     FileNotFound(String),
+    /// No source (or memory) with this id in the collection.
+    #[error("no source with id `{0}`")]
+    SourceNotFound(String),
     #[error("key `{0}` not found")]
     KeyNotFound(String),
     #[error("no webhook is registered; register one with POST /webhooks/indexing")]
@@ -61,6 +64,7 @@ impl AppError {
             Self::DatabaseNotFound(_) => ErrorCode::DatabaseNotFound,
             Self::DatabaseExists(_) => ErrorCode::DatabaseAlreadyExists,
             Self::FileNotFound(_) => ErrorCode::FileNotFound,
+            Self::SourceNotFound(_) => ErrorCode::SourceNotFound,
             Self::KeyNotFound(_) => ErrorCode::NotFound,
             Self::WebhookNotFound => ErrorCode::WebhookNotFound,
             Self::DeliveryNotFound(_) => ErrorCode::DeliveryNotFound,

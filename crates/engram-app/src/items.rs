@@ -1,6 +1,9 @@
 //! Reading and removing ingested items: indexing status, listing with filters, deletion.
 
-use engram_store::{DeletedItem, FilterValue, ItemPage, ItemQuery, ItemStatus, SourceField};
+use engram_store::{
+    ChunkFilter, ChunkHit, ChunkSelection, DeletedItem, FilterValue, ItemPage, ItemQuery,
+    ItemStatus, SourceField,
+};
 use engram_types::{DatabaseName, ItemKind};
 use serde_json::{Map, Value};
 
@@ -53,7 +56,111 @@ fn filters(
         .collect()
 }
 
+/// Most chunks one direct chunk read returns (and chunk ids it may name).
+pub const CHUNKS_MAX: u32 = 1_000;
+/// Chunks a direct read returns when it gives no `limit`.
+pub const CHUNKS_DEFAULT: u32 = 100;
+
+/// A direct read of chunks: every chunk of one source, or chosen chunks by id.
+#[derive(Debug, Clone, Default)]
+pub struct ChunksRequest {
+    pub collection: Option<String>,
+    /// The source whose chunks to read (in order).
+    pub id: Option<String>,
+    /// Chunks to read by id; takes precedence over `id`.
+    pub chunk_ids: Vec<String>,
+    /// Knowledge (default), memory, or both (`None`).
+    pub kind: Option<ItemKind>,
+    pub limit: Option<i64>,
+}
+
+/// What a direct chunk read found.
+#[derive(Debug, Clone)]
+pub struct ChunkRead {
+    pub database: DatabaseRecord,
+    /// The chunks, in source then position order.
+    pub chunks: Vec<ChunkHit>,
+    /// More chunks than `limit` matched: these are the first ones.
+    pub truncated: bool,
+    /// Asked-for chunk ids that matched no live chunk (among the first `limit`).
+    pub missing_chunk_ids: Vec<String>,
+}
+
 impl App {
+    /// The chunks of one source in order, or chosen chunks by id, as indexed. An unknown source
+    /// is `SOURCE_NOT_FOUND`; a source not yet indexed has no chunks yet.
+    pub async fn read_chunks(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        request: ChunksRequest,
+    ) -> AppResult<ChunkRead> {
+        let limit = request.limit.unwrap_or(i64::from(CHUNKS_DEFAULT));
+        if !(1..=i64::from(CHUNKS_MAX)).contains(&limit) {
+            return Err(AppError::InvalidParameters(format!(
+                "`limit` must be between 1 and {CHUNKS_MAX}"
+            )));
+        }
+        if request.chunk_ids.len() > CHUNKS_MAX as usize {
+            return Err(AppError::InvalidParameters(format!(
+                "`chunk_ids` may name at most {CHUNKS_MAX} chunks"
+            )));
+        }
+        let id = request.id.filter(|id| !id.is_empty());
+        if request.chunk_ids.is_empty() && id.is_none() {
+            return Err(AppError::InvalidParameters(
+                "give the source `id` or `chunk_ids`".into(),
+            ));
+        }
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
+        let (scope, now) = (db.scope(), self.now_ms());
+        let filter = ChunkFilter {
+            kinds: request.kind.into_iter().collect(),
+            collections: vec![collection.clone()],
+            ..ChunkFilter::default()
+        };
+        let item_id;
+        let which = if request.chunk_ids.is_empty() {
+            let id = id.unwrap_or_default();
+            let known = self
+                .store()
+                .item_statuses(&scope, &collection, std::slice::from_ref(&id), now)
+                .await?;
+            if known.is_empty() {
+                return Err(AppError::SourceNotFound(id));
+            }
+            item_id = id;
+            ChunkSelection::Item(&item_id)
+        } else {
+            ChunkSelection::Ids(&request.chunk_ids)
+        };
+        let limit = limit as u32;
+        let mut keys = self
+            .store()
+            .selected_chunk_keys(&scope, &filter, which, limit + 1, now)
+            .await?;
+        let truncated = keys.len() > limit as usize;
+        keys.truncate(limit as usize);
+        let mut hits = self
+            .store()
+            .fetch_chunks(&scope, &filter, &keys, now)
+            .await?;
+        hits.sort_by_key(|h| keys.iter().position(|k| *k == h.chunk_key));
+        let missing_chunk_ids = request
+            .chunk_ids
+            .iter()
+            .filter(|id| !hits.iter().any(|h| &h.chunk_id == *id))
+            .cloned()
+            .collect();
+        Ok(ChunkRead {
+            database: db,
+            chunks: hits,
+            truncated,
+            missing_chunk_ids,
+        })
+    }
+
     /// Indexing states of items in one collection, in the order asked; `None` for unknown ids.
     /// `FILE_NOT_FOUND` when no id is known (an item refused at upload has no status record).
     pub async fn item_statuses(

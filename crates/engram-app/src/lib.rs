@@ -50,7 +50,10 @@ pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
     MemoryRequest, UploadedFile,
 };
-pub use items::{ListRequest, Listing, IDS_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX};
+pub use items::{
+    ChunkRead, ChunksRequest, ListRequest, Listing, CHUNKS_DEFAULT, CHUNKS_MAX, IDS_MAX,
+    PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX,
+};
 pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
 pub use models::Models;

@@ -49,6 +49,15 @@ pub struct ChunkHit {
     pub item: ItemRecord,
 }
 
+/// Which chunks a direct read names.
+#[derive(Debug, Clone, Copy)]
+pub enum ChunkSelection<'a> {
+    /// Every chunk of the item with this id, in position order.
+    Item(&'a str),
+    /// These chunks (by chunk id), in item then position order.
+    Ids(&'a [String]),
+}
+
 /// Retrieval reads, scoped by organization and database.
 #[async_trait]
 pub trait ChunkSearch: Send + Sync {
@@ -67,6 +76,16 @@ pub trait ChunkSearch: Send + Sync {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
+        now: i64,
+    ) -> StoreResult<Vec<ChunkKey>>;
+    /// Keys of the live chunks `which` names that pass `filter`, in item then position order,
+    /// at most `limit`.
+    async fn selected_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        which: ChunkSelection<'_>,
+        limit: u32,
         now: i64,
     ) -> StoreResult<Vec<ChunkKey>>;
     /// The given chunks that are live and pass `filter`, with their items, in no set order.

@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use engram_app::{App, KnowledgeRequest, ListRequest, Listing, MemoryRequest};
+use engram_app::{App, ChunksRequest, KnowledgeRequest, ListRequest, Listing, MemoryRequest};
 use engram_types::ItemKind;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -20,6 +20,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(ingest))
         .routes(routes!(status))
+        .routes(routes!(chunks))
         .routes(routes!(list))
         .routes(routes!(delete_items))
 }
@@ -138,6 +139,45 @@ async fn status(
     let collection = collection.unwrap_or_else(|| db.name.to_string());
     Ok(Envelope::ok(&StatusListDto { statuses })
         .scoped(&db, Some(&collection))
+        .deprecations(deprecations))
+}
+
+/// The indexed chunks of one source in order, or chosen chunks by id (the ids query results
+/// and relations cite).
+#[utoipa::path(get, path = "/context/chunks", tag = "context", params(ChunksParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<ChunkReadDto>),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: neither id nor chunk_ids, limit out of range"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "SOURCE_NOT_FOUND or DATABASE_NOT_FOUND"),
+    ))]
+async fn chunks(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(params): Query<ChunksParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let (database, collection) = deprecations.scope(
+        params.database,
+        params.tenant_id,
+        params.collection,
+        params.sub_tenant_id,
+    )?;
+    let kind = match params.kind {
+        None | Some(ChunkCorpusDto::Knowledge) => Some(ItemKind::Knowledge),
+        Some(ChunkCorpusDto::Memory) => Some(ItemKind::Memory),
+        Some(ChunkCorpusDto::All) => None,
+    };
+    let request = ChunksRequest {
+        collection: collection.clone(),
+        id: params.id,
+        chunk_ids: split_ids(&params.chunk_ids),
+        kind,
+        limit: params.limit,
+    };
+    let read = app.read_chunks(&who, &database, request).await?;
+    let collection = collection.unwrap_or_else(|| read.database.name.to_string());
+    Ok(Envelope::ok(&ChunkReadDto::from(&read))
+        .scoped(&read.database, Some(&collection))
         .deprecations(deprecations))
 }
 

@@ -169,6 +169,107 @@ pub(crate) struct StatusParams {
     pub sub_tenant_id: Option<String>,
 }
 
+/// Which corpus a chunk read addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ChunkCorpusDto {
+    Knowledge,
+    Memory,
+    All,
+}
+
+/// `GET /context/chunks` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ChunksParams {
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub database: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub tenant_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub collection: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub sub_tenant_id: Option<String>,
+    /// The source whose chunks to read, in order. Required unless `chunk_ids` is given.
+    #[serde(default, deserialize_with = "crate::wire::present")]
+    pub id: Option<String>,
+    /// Chunks to read: repeated (`chunk_ids=a&chunk_ids=b`) or comma-separated; takes
+    /// precedence over `id`.
+    #[serde(default)]
+    pub chunk_ids: Vec<String>,
+    /// `knowledge` (default), `memory` or `all`.
+    #[serde(rename = "type", default, deserialize_with = "crate::wire::lenient")]
+    #[param(value_type = Option<String>)]
+    pub kind: Option<ChunkCorpusDto>,
+    /// Most chunks to return, 1-1000 (default 100).
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// One chunk as read directly.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ReadChunkDto {
+    pub chunk_uuid: String,
+    pub source_id: String,
+    pub chunk_content: String,
+    pub source_type: String,
+    pub source_title: String,
+    pub source_upload_time: String,
+    pub source_last_updated_time: String,
+    /// A JSON-encoded string, as in query results.
+    pub layout: String,
+    /// The chunk's position in its source (0 first).
+    pub position: u32,
+    pub extra_context_ids: Vec<String>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub collection: String,
+    pub sub_tenant_id: String,
+}
+
+/// `GET /context/chunks` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChunkReadDto {
+    pub success: bool,
+    pub message: String,
+    pub chunks: Vec<ReadChunkDto>,
+    /// The source has more chunks than `limit`: these are its first ones.
+    pub is_truncated: bool,
+    pub missing_chunk_ids: Vec<String>,
+}
+
+impl From<&engram_app::ChunkRead> for ChunkReadDto {
+    fn from(read: &engram_app::ChunkRead) -> Self {
+        let chunks: Vec<ReadChunkDto> = read
+            .chunks
+            .iter()
+            .map(|hit| ReadChunkDto {
+                chunk_uuid: hit.chunk_id.clone(),
+                source_id: hit.item.id.clone(),
+                chunk_content: hit.content.clone(),
+                source_type: crate::wire::query::source_type(hit),
+                source_title: hit.item.fields.title.clone(),
+                source_upload_time: engram_app::format_ms(hit.item.created_at),
+                source_last_updated_time: engram_app::format_ms(hit.item.updated_at),
+                layout: crate::wire::query::layout(hit),
+                position: hit.position,
+                extra_context_ids: Vec::new(),
+                metadata: object(&hit.item.fields.metadata),
+                additional_metadata: object(&hit.item.fields.additional_metadata),
+                collection: hit.item.collection.to_string(),
+                sub_tenant_id: hit.item.collection.to_string(),
+            })
+            .collect();
+        Self {
+            success: true,
+            message: format!("{} chunks", chunks.len()),
+            chunks,
+            is_truncated: read.truncated,
+            missing_chunk_ids: read.missing_chunk_ids.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct StatusListDto {
     pub statuses: Vec<StatusDto>,

@@ -18,7 +18,69 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     expired_items_vanish_and_are_purged(store).await;
     the_chunk_feed_logs_every_change(store).await;
     a_memory_continuing_a_conversation_gets_the_one_before(store).await;
+    chunks_are_read_by_item_and_by_id_within_their_database(store).await;
     the_queue_takes_turns_and_holds_each_organization_to_its_share(store).await;
+}
+
+/// A direct read of chunks (`GET /context/chunks`): by item, in position order, or by chunk id;
+/// never another database's chunks, never a deleted item's.
+async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store: &S) {
+    use crate::{ChunkFilter, ChunkSelection};
+    let ours = setup(store, "db_chunks_a", "conf-chunks-a").await;
+    let theirs = setup(store, "db_chunks_b", "conf-chunks-b").await;
+    for (scope, prefix) in [(&ours, "a"), (&theirs, "b")] {
+        store
+            .enqueue_items(scope, &[item("c", "doc", "text")], true, 50)
+            .await
+            .unwrap();
+        let claimed = claim_ours(store, scope, "w", 51).await;
+        // Written out of order: positions, not insertion, give the order.
+        let chunks = [
+            chunk(&format!("{prefix}-2"), 2, "third"),
+            chunk(&format!("{prefix}-0"), 0, "first"),
+            chunk(&format!("{prefix}-1"), 1, "second"),
+        ];
+        assert!(store.complete_item(&claimed[0], &chunks, 52).await.unwrap());
+    }
+    let all = ChunkFilter::default();
+    let (ours_ref, all_ref) = (&ours, &all);
+    let read = |which| async move {
+        let (ours, all) = (ours_ref, all_ref);
+        let keys = store
+            .selected_chunk_keys(ours, all, which, 100, 60)
+            .await
+            .unwrap();
+        let hits = store.fetch_chunks(ours, all, &keys, 60).await.unwrap();
+        keys.iter()
+            .map(|k| {
+                hits.iter()
+                    .find(|h| h.chunk_key == *k)
+                    .map(|h| h.content.clone())
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        read(ChunkSelection::Item("doc")).await,
+        ["first", "second", "third"]
+    );
+    let ids = ["a-2".to_owned(), "b-0".to_owned(), "a-0".to_owned()];
+    assert_eq!(
+        read(ChunkSelection::Ids(&ids)).await,
+        ["first", "third"],
+        "another database's chunk id is not found"
+    );
+    let first_only = store
+        .selected_chunk_keys(&ours, &all, ChunkSelection::Item("doc"), 1, 60)
+        .await
+        .unwrap();
+    assert_eq!(first_only.len(), 1);
+    store
+        .delete_items(&ours, &collection("c"), None, &["doc".to_owned()], 61)
+        .await
+        .unwrap();
+    assert!(read(ChunkSelection::Item("doc")).await.is_empty());
+    assert!(read(ChunkSelection::Ids(&ids)).await.is_empty());
 }
 
 /// Work is handed out in turns (organization served longest ago, then its database served

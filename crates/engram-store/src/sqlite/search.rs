@@ -7,7 +7,7 @@ use super::items::item_from_row;
 use super::sql::*;
 use super::SqliteStore;
 use crate::ChunkKey;
-use crate::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreResult};
+use crate::{ChunkFilter, ChunkHit, ChunkSearch, ChunkSelection, DatabaseScope, StoreResult};
 
 /// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.
 fn push_chunk_where(
@@ -55,6 +55,41 @@ impl ChunkSearch for SqliteStore {
         push_chunk_where(&mut select, scope, filter, now)?;
         select
             .push(" ORDER BY c.chunk_key LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows = select.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| Ok(ChunkKey(row.try_get("chunk_key")?)))
+            .collect()
+    }
+
+    async fn selected_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        which: ChunkSelection<'_>,
+        limit: u32,
+        now: i64,
+    ) -> StoreResult<Vec<ChunkKey>> {
+        let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
+        select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+        push_chunk_where(&mut select, scope, filter, now)?;
+        match which {
+            ChunkSelection::Item(id) => {
+                select.push(" AND i.id = ").push_bind(id.to_owned());
+            }
+            ChunkSelection::Ids(ids) => {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                push_in(
+                    &mut select,
+                    "c.chunk_id",
+                    ids.iter().take(KEYS_PER_STATEMENT).cloned(),
+                );
+            }
+        }
+        select
+            .push(" ORDER BY c.collection, i.id, c.position LIMIT ")
             .push_bind(i64::from(limit));
         let rows = select.build().fetch_all(&self.pool).await?;
         rows.iter()

@@ -2294,3 +2294,116 @@ async fn deleting_an_expired_memory_finds_nothing() {
     );
     legacy.assert_legacy_error(404, "MEMORY_NOT_FOUND");
 }
+
+/// `GET /context/chunks`: a source's chunks in order, or chosen chunks by id, with the same
+/// chunk ids as query results; `limit` truncates (and says so); errors per the spec.
+#[tokio::test]
+async fn chunks_of_a_source_are_read_in_order_or_by_id() {
+    let (server, key) = setup(&["chunky"]).await;
+    let long = paragraphs("the lighthouse keeper's log", 12);
+    ingest_apps(
+        &server,
+        &key,
+        "chunky",
+        &[
+            app("log", "Lighthouse log", &long),
+            app("short", "Note", TEXT),
+        ],
+    )
+    .await;
+    wait_completed(&server, &key, "chunky", None, &["log", "short"]).await;
+
+    let read = server
+        .get("/context/chunks?database=chunky&id=log", &key)
+        .await;
+    let data = read.current_ok(200);
+    let chunks = data["chunks"].as_array().unwrap().clone();
+    assert!(
+        chunks.len() >= 2,
+        "a long text makes several chunks: {read:#?}"
+    );
+    assert_eq!(data["is_truncated"], false);
+    for (i, chunk) in chunks.iter().enumerate() {
+        assert_eq!(chunk["position"], i, "in order: {read:#?}");
+        assert_eq!(chunk["source_id"], "log");
+        assert_eq!(chunk["source_title"], "Lighthouse log");
+        assert!(chunk["layout"].is_string(), "{chunk:#?}");
+        assert!(long.contains(
+            chunk["chunk_content"]
+                .as_str()
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap()
+        ));
+    }
+    assert_eq!(read.body["meta"]["database"], "chunky");
+
+    // By chunk id (the ids queries return); unknown ids are reported, not an error.
+    let query = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "chunky", "query": "lighthouse keeper"}),
+        )
+        .await;
+    let uuid = query.current_ok(200)["chunks"][0]["chunk_uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let read = server
+        .get(
+            &format!("/context/chunks?database=chunky&chunk_ids={uuid}&chunk_ids=nope"),
+            &key,
+        )
+        .await;
+    let data = read.current_ok(200);
+    assert_eq!(data["chunks"][0]["chunk_uuid"], uuid.as_str(), "{read:#?}");
+    assert_eq!(data["missing_chunk_ids"], json!(["nope"]), "{read:#?}");
+    let comma = server
+        .get(
+            &format!("/context/chunks?database=chunky&chunk_ids={uuid},nope"),
+            &key,
+        )
+        .await;
+    assert_eq!(comma.current_ok(200)["chunks"], data["chunks"]);
+
+    // A limit truncates and says so.
+    let read = server
+        .get("/context/chunks?database=chunky&id=log&limit=1", &key)
+        .await;
+    let data = read.current_ok(200);
+    assert_eq!(data["chunks"].as_array().unwrap().len(), 1);
+    assert_eq!(data["is_truncated"], true);
+    assert_eq!(
+        data["chunks"][0]["chunk_content"],
+        chunks[0]["chunk_content"]
+    );
+
+    // Errors.
+    server
+        .get("/context/chunks?database=chunky&id=absent", &key)
+        .await
+        .assert_current_error(404, "SOURCE_NOT_FOUND");
+    for bad in [
+        "/context/chunks?database=chunky",
+        "/context/chunks?database=chunky&id=log&limit=0",
+        "/context/chunks?database=chunky&id=log&limit=1001",
+        "/context/chunks?database=chunky&id=log&type=everything",
+    ] {
+        server
+            .get(bad, &key)
+            .await
+            .assert_current_error(400, "INVALID_PARAMETERS");
+    }
+    let other = server.key("other-org", &[]);
+    server
+        .get("/context/chunks?database=chunky&id=log", &other)
+        .await
+        .assert_current_error(404, "DATABASE_NOT_FOUND");
+    // A memory is not read as knowledge.
+    let read = server
+        .get("/context/chunks?database=chunky&id=log&type=memory", &key)
+        .await;
+    assert_eq!(read.current_ok(200)["chunks"], json!([]), "{read:#?}");
+}
