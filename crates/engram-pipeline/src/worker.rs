@@ -102,19 +102,14 @@ pub struct Pipeline {
     batch_wakes: Vec<Arc<Notify>>,
 }
 
-/// The texts an item embeds, chunk by chunk: a chunk with a context (a conversation's
-/// previous memory) is embedded after it.
-fn texts_to_embed(chunks: &[engram_search::Chunk], context: &str) -> Vec<String> {
-    chunks
-        .iter()
-        .map(|c| {
-            if context.is_empty() {
-                c.text.clone()
-            } else {
-                format!("{context}\n{}", c.text)
-            }
-        })
-        .collect()
+/// The text a `(context, chunk text)` pair is embedded as: the chunk after its context (a
+/// conversation's previous memory), if any.
+fn text_to_embed(&(context, text): &(&str, &str)) -> String {
+    if context.is_empty() {
+        text.to_owned()
+    } else {
+        format!("{context}\n{text}")
+    }
 }
 
 /// Items whose given text is at most this long (app content and memories, never files) are
@@ -254,12 +249,18 @@ impl Pipeline {
                 }
             }
         }
-        let texts: Vec<String> = ready
+        // Texts are made batch by batch as they are embedded: never copied whole.
+        let pieces: Vec<(&str, &str)> = ready
             .iter()
-            .flat_map(|(_, _, chunks, context)| texts_to_embed(chunks, context))
+            .flat_map(|(_, _, chunks, context)| {
+                chunks
+                    .iter()
+                    .map(move |c| (context.as_str(), c.text.as_str()))
+            })
             .collect();
         let deadline = started + self.options.time_budget;
-        let vectors = match self.embed(texts, &stop, deadline).await {
+        let texts = pieces.iter().map(text_to_embed);
+        let vectors = match self.embed(texts, pieces.len(), &stop, deadline).await {
             Ok(vectors) => vectors,
             Err(stopped) => {
                 for (item, ..) in &ready {
@@ -406,16 +407,17 @@ impl Pipeline {
         })
     }
 
-    /// Embeds `texts` in batches of `embed_batch`, stopping between batches when cancelled or
-    /// past `deadline`.
+    /// Embeds `texts` (`total` of them) in batches of `embed_batch`, taking each batch from the
+    /// iterator as it goes, and stopping between batches when cancelled or past `deadline`.
     async fn embed(
         &self,
-        texts: Vec<String>,
+        texts: impl Iterator<Item = String> + Send,
+        total: usize,
         stop: &AtomicBool,
         deadline: Instant,
     ) -> Result<Vec<Vec<f32>>, Stopped> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        let mut texts = texts.into_iter().peekable();
+        let mut vectors = Vec::with_capacity(total);
+        let mut texts = texts.peekable();
         while texts.peek().is_some() {
             if stop.load(Ordering::Relaxed) {
                 return Err(Stopped::Cancelled);
