@@ -94,6 +94,9 @@ struct Inner {
     outbound: engram_outbound::Outbound,
     /// Wakes the webhook dispatcher when events are stored or retries queued.
     webhook_wake: Arc<Notify>,
+    /// Ingest request bodies read at once (`ingest.concurrent_uploads`): the bound on the memory
+    /// uploads take, whatever the number of clients.
+    upload_slots: Arc<tokio::sync::Semaphore>,
     config: Config,
 }
 
@@ -156,9 +159,23 @@ impl App {
                 pipeline_wake: Arc::new(Notify::new()),
                 outbound,
                 webhook_wake: Arc::new(Notify::new()),
+                upload_slots: Arc::new(tokio::sync::Semaphore::new(
+                    config.ingest.concurrent_uploads,
+                )),
                 config,
             }),
         })
+    }
+
+    /// A slot to read one ingest request body in, held until the request is done; `None` when
+    /// none frees up within `ingest.upload_wait` (the service is at its upload limit: answer
+    /// 503).
+    pub async fn upload_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let slots = self.inner.upload_slots.clone();
+        tokio::time::timeout(self.config().ingest.upload_wait, slots.acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// The derived indexes (the store is the truth).

@@ -311,12 +311,20 @@ pub enum Fusion {
 pub struct IngestConfig {
     /// Largest ingest request body (bytes), all files together.
     pub max_upload_bytes: usize,
+    /// Ingest request bodies read at once; more wait for a slot (up to `upload_wait`, then
+    /// 503). With `max_upload_bytes` this bounds the memory uploads take.
+    pub concurrent_uploads: usize,
+    /// How long a request waits for an upload slot (ms).
+    #[serde(rename = "upload_wait_ms", with = "millis")]
+    pub upload_wait: Duration,
 }
 
 impl Default for IngestConfig {
     fn default() -> Self {
         Self {
             max_upload_bytes: 64 * 1024 * 1024,
+            concurrent_uploads: 4,
+            upload_wait: Duration::from_secs(10),
         }
     }
 }
@@ -508,6 +516,11 @@ impl Config {
         if b.text_bytes == 0 || b.chunks == 0 || b.table_rows == 0 || b.time.is_zero() {
             return Err(ConfigError::Invalid(
                 "budgets.text_bytes, chunks, table_rows and time_ms must be positive".into(),
+            ));
+        }
+        if self.ingest.concurrent_uploads == 0 {
+            return Err(ConfigError::Invalid(
+                "ingest.concurrent_uploads must be positive".into(),
             ));
         }
         if self.http.header_timeout.is_zero() || self.http.body_timeout.is_zero() {

@@ -64,6 +64,12 @@ impl ApiError {
         Self::new(ErrorCode::InvalidParameters, message)
     }
 
+    /// Tells the client when to retry (`Retry-After`).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.0.retry_after_secs = Some(secs);
+        self
+    }
+
     /// Replaces the code (keeping status from the registry) where a route's contract differs
     /// from the default mapping, such as the legacy tenant routes.
     pub fn recode(mut self, from: ErrorCode, to: ErrorCode) -> Self {

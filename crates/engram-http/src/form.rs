@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::header::CONTENT_TYPE;
-use engram_app::UploadedFile;
+use engram_app::{App, UploadedFile};
 use engram_types::ErrorCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -20,6 +20,8 @@ use crate::error::ApiError;
 pub(crate) struct Form {
     fields: HashMap<String, Vec<FieldValue>>,
     pub files: Vec<(String, UploadedFile)>,
+    /// The upload slot this request holds until it is done (`ingest.concurrent_uploads`).
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 #[derive(Debug)]
@@ -30,10 +32,17 @@ enum FieldValue {
     Json(Value),
 }
 
-impl<S: Send + Sync> FromRequest<S> for Form {
+impl FromRequest<App> for Form {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &App) -> Result<Self, Self::Rejection> {
+        let slot = state.upload_slot().await.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "too many uploads are being received at once; retry shortly",
+            )
+            .retry_after(state.config().ingest.upload_wait.as_secs().max(1))
+        })?;
         let content_type = req
             .headers()
             .get(CONTENT_TYPE)
@@ -54,6 +63,7 @@ impl<S: Send + Sync> FromRequest<S> for Form {
             return Ok(Self {
                 fields,
                 files: Vec::new(),
+                _slot: Some(slot),
             });
         }
         if !content_type.starts_with("multipart/form-data") {
@@ -64,7 +74,10 @@ impl<S: Send + Sync> FromRequest<S> for Form {
         let mut multipart = Multipart::from_request(req, state)
             .await
             .map_err(|e| ApiError::invalid(e.body_text()))?;
-        let mut form = Self::default();
+        let mut form = Self {
+            _slot: Some(slot),
+            ..Self::default()
+        };
         while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
             let name = field.name().unwrap_or_default().to_owned();
             if let Some(filename) = field.file_name().map(str::to_owned) {
@@ -228,8 +241,27 @@ mod tests {
 
     const BOUNDARY: &str = "X-ENGRAM-TEST";
 
-    /// A multipart request of text `fields` (name, value) in order.
-    async fn form(fields: &[(&str, &str)]) -> Form {
+    /// An app over a temporary store (no models: forms need none), with `uploads` slots.
+    async fn app(uploads: usize) -> (App, engram_testkit::TempStore, tempfile::TempDir) {
+        let kit = engram_testkit::TempStore::new().await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = engram_config::Config {
+            data_dir: dir.path().to_owned(),
+            ..engram_config::Config::default()
+        };
+        config.ingest.concurrent_uploads = uploads;
+        config.ingest.upload_wait = std::time::Duration::from_millis(50);
+        let app = App::with_store(
+            config,
+            kit.store.clone(),
+            std::sync::Arc::new(engram_types::SystemClock),
+            None,
+        )
+        .unwrap();
+        (app, kit, dir)
+    }
+
+    fn request(fields: &[(&str, &str)]) -> Request {
         let mut body = String::new();
         for (name, value) in fields {
             body.push_str(&format!(
@@ -237,15 +269,38 @@ mod tests {
             ));
         }
         body.push_str(&format!("--{BOUNDARY}--\r\n"));
-        let request = Request::builder()
+        Request::builder()
             .method("POST")
             .header(
                 CONTENT_TYPE,
                 format!("multipart/form-data; boundary={BOUNDARY}"),
             )
             .body(Body::from(body))
+            .unwrap()
+    }
+
+    /// A multipart request of text `fields` (name, value) in order.
+    async fn form(fields: &[(&str, &str)]) -> Form {
+        let (app, _kit, _dir) = app(4).await;
+        Form::from_request(request(fields), &app).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn uploads_past_the_concurrent_limit_wait_then_answer_503() {
+        let (app, _kit, _dir) = app(1).await;
+        let first = Form::from_request(request(&[("database", "a")]), &app)
+            .await
             .unwrap();
-        Form::from_request(request, &()).await.unwrap()
+        let refused = Form::from_request(request(&[("database", "b")]), &app)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.0.code, ErrorCode::ServiceUnavailable);
+        assert_eq!(refused.0.retry_after_secs, Some(1));
+        drop(first);
+        let second = Form::from_request(request(&[("database", "b")]), &app)
+            .await
+            .unwrap();
+        assert_eq!(second.text("database").unwrap().as_deref(), Some("b"));
     }
 
     #[tokio::test]
