@@ -41,6 +41,27 @@ const CHUNK_JOINS: &str =
 /// SQLite binds at most 32766 parameters per statement; key lists are sent in slices.
 const KEYS_PER_STATEMENT: usize = 10_000;
 
+/// `SELECT` of the keys of live chunks passing `filter`; the caller adds conditions and order.
+fn live_chunk_keys<'a>(
+    scope: &'a DatabaseScope,
+    filter: &'a ChunkFilter,
+    now: i64,
+) -> StoreResult<QueryBuilder<'a, Sqlite>> {
+    let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
+    select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+    push_chunk_where(&mut select, scope, filter, now)?;
+    Ok(select)
+}
+
+impl SqliteStore {
+    async fn chunk_keys(&self, mut select: QueryBuilder<'_, Sqlite>) -> StoreResult<Vec<ChunkKey>> {
+        let rows = select.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| Ok(ChunkKey(row.try_get("chunk_key")?)))
+            .collect()
+    }
+}
+
 #[async_trait]
 impl ChunkSearch for SqliteStore {
     async fn filtered_chunk_keys(
@@ -50,16 +71,11 @@ impl ChunkSearch for SqliteStore {
         limit: u32,
         now: i64,
     ) -> StoreResult<Vec<ChunkKey>> {
-        let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
-        select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
-        push_chunk_where(&mut select, scope, filter, now)?;
+        let mut select = live_chunk_keys(scope, filter, now)?;
         select
             .push(" ORDER BY c.chunk_key LIMIT ")
             .push_bind(i64::from(limit));
-        let rows = select.build().fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|row| Ok(ChunkKey(row.try_get("chunk_key")?)))
-            .collect()
+        self.chunk_keys(select).await
     }
 
     async fn selected_chunk_keys(
@@ -70,9 +86,7 @@ impl ChunkSearch for SqliteStore {
         limit: u32,
         now: i64,
     ) -> StoreResult<Vec<ChunkKey>> {
-        let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
-        select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
-        push_chunk_where(&mut select, scope, filter, now)?;
+        let mut select = live_chunk_keys(scope, filter, now)?;
         match which {
             ChunkSelection::Item(id) => {
                 select.push(" AND i.id = ").push_bind(id.to_owned());
@@ -91,10 +105,7 @@ impl ChunkSearch for SqliteStore {
         select
             .push(" ORDER BY c.collection, i.id, c.position LIMIT ")
             .push_bind(i64::from(limit));
-        let rows = select.build().fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|row| Ok(ChunkKey(row.try_get("chunk_key")?)))
-            .collect()
+        self.chunk_keys(select).await
     }
 
     async fn passing_chunk_keys(
