@@ -143,6 +143,37 @@ impl App {
         Ok(self.store().list_collections(&db.scope()).await?)
     }
 
+    /// Deletes one collection and everything in it (items, chunks, payloads; work in flight on
+    /// them stops at its next heartbeat). The database stays; its default collection stays in
+    /// its list, emptied. Deleting a collection that does not exist deletes nothing. Returns the
+    /// database, the collection and how many items went.
+    pub async fn delete_collection(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+        collection: &str,
+    ) -> AppResult<(DatabaseRecord, CollectionName, u64)> {
+        if collection.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "missing required parameter `collection`".into(),
+            ));
+        }
+        let collection =
+            CollectionName::parse(collection).map_err(|reason| AppError::InvalidName {
+                field: "collection",
+                reason,
+            })?;
+        let db = self.authorize_database(who, name).await?;
+        let forget = collection != default_collection(&db.name);
+        let deleted = self
+            .store()
+            .delete_collection(&db.scope(), &collection, forget)
+            .await?
+            .unwrap_or(0);
+        tracing::info!(database = %db.name, %collection, deleted, "collection deleted");
+        Ok((db, collection, deleted))
+    }
+
     /// The database with its object counts.
     pub async fn database_stats(
         &self,

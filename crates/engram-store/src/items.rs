@@ -344,6 +344,16 @@ pub trait ItemStore: Send + Sync {
         ids: &[String],
         now: i64,
     ) -> StoreResult<Vec<DeletedItem>>;
+    /// Deletes every item of one collection with their chunks and payloads, in one
+    /// transaction; with `forget`, the collection leaves the database's list too (the default
+    /// collection stays). `None` when the database has no such collection; else how many items
+    /// went.
+    async fn delete_collection(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        forget: bool,
+    ) -> StoreResult<Option<u64>>;
     /// One page of live (unexpired) items, newest first.
     async fn list_items(
         &self,

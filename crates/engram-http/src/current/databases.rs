@@ -17,7 +17,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(create_database, list_databases, delete_database))
         .routes(routes!(database_status))
-        .routes(routes!(list_collections))
+        .routes(routes!(list_collections, delete_collection))
         .routes(routes!(database_stats))
         .routes(routes!(metadata_schema, add_schema_fields))
 }
@@ -121,6 +121,50 @@ async fn list_collections(
         message,
     })
     .deprecations(deprecations))
+}
+
+/// Permanently remove one collection and everything in it; the database stays (its default
+/// collection stays listed, emptied). A collection that does not exist deletes nothing.
+#[utoipa::path(delete, path = "/databases/collections", tag = "databases", params(CollectionParams),
+    responses(
+        (status = 200, body = EnvelopeDoc<CollectionDeleted>),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: collection missing or malformed"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn delete_collection(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Query(params): Query<CollectionParams>,
+) -> Result<Envelope, ApiError> {
+    let mut deprecations = Deprecations::default();
+    let name = database_param(
+        DatabaseParams {
+            database: params.database,
+            tenant_id: params.tenant_id,
+        },
+        &mut deprecations,
+    )?;
+    let collection = deprecations
+        .pick(
+            params.collection,
+            params.sub_tenant_id,
+            "collection",
+            "sub_tenant_id",
+        )?
+        .unwrap_or_default();
+    let (db, collection, deleted) = app.delete_collection(&who, &name, &collection).await?;
+    let collection = collection.to_string();
+    let data = CollectionDeleted {
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        sub_tenant_id: collection.clone(),
+        status: "deleted".into(),
+        message: format!("collection `{collection}` deleted with its {deleted} items"),
+        collection: collection.clone(),
+    };
+    Ok(Envelope::ok(&data)
+        .scoped(&db, Some(&collection))
+        .deprecations(deprecations))
 }
 
 /// Object counts of a database.

@@ -19,7 +19,74 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     the_chunk_feed_logs_every_change(store).await;
     a_memory_continuing_a_conversation_gets_the_one_before(store).await;
     chunks_are_read_by_item_and_by_id_within_their_database(store).await;
+    a_collection_is_deleted_with_everything_in_it(store).await;
     the_queue_takes_turns_and_holds_each_organization_to_its_share(store).await;
+}
+
+/// Deleting a collection removes its items, chunks and payloads and (when asked) the collection
+/// itself; other collections and other databases are untouched.
+async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
+    let scope = setup(store, "db_coll_del", "conf-coll-del").await;
+    let other = setup(store, "db_coll_keep", "conf-coll-keep").await;
+    for (scope, coll, id) in [
+        (&scope, "gone", "g1"),
+        (&scope, "gone", "g2"),
+        (&scope, "kept", "k1"),
+        (&other, "gone", "o1"),
+    ] {
+        store
+            .enqueue_items(scope, &[item(coll, id, "text")], true, 70)
+            .await
+            .unwrap();
+    }
+    let claimed = store
+        .claim_items(&ClaimRequest::new("w", 71, 60_000, 1000))
+        .await
+        .unwrap();
+    for claimed in claimed
+        .iter()
+        .filter(|c| c.database_id == scope.id || c.database_id == other.id)
+    {
+        let chunk = chunk(&format!("{}-c", claimed.id), 0, "text");
+        assert!(store.complete_item(claimed, &[chunk], 72).await.unwrap());
+    }
+    assert_eq!(
+        store
+            .delete_collection(&scope, &collection("gone"), true)
+            .await
+            .unwrap(),
+        Some(2)
+    );
+    let names = store.list_collections(&scope).await.unwrap();
+    assert!(!names.contains(&collection("gone")), "{names:?}");
+    assert!(names.contains(&collection("kept")));
+    assert_eq!(store.counts(&scope, 73).await.unwrap().knowledge_chunks, 1);
+    assert_eq!(
+        store.counts(&other, 73).await.unwrap().knowledge_chunks,
+        1,
+        "the same name in another database is untouched"
+    );
+    assert_eq!(
+        store
+            .delete_collection(&scope, &collection("never"), true)
+            .await
+            .unwrap(),
+        None
+    );
+    // Kept in the list when not forgotten (the default collection), emptied all the same.
+    assert_eq!(
+        store
+            .delete_collection(&scope, &collection("kept"), false)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert!(store
+        .list_collections(&scope)
+        .await
+        .unwrap()
+        .contains(&collection("kept")));
+    assert_eq!(store.counts(&scope, 73).await.unwrap().knowledge_chunks, 0);
 }
 
 /// A direct read of chunks (`GET /context/chunks`): by item, in position order, or by chunk id;

@@ -300,6 +300,41 @@ impl ItemStore for SqliteStore {
         Ok(results)
     }
 
+    async fn delete_collection(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        forget: bool,
+    ) -> StoreResult<Option<u64>> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_scope(&mut tx, scope).await?;
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM collections WHERE database_id = ? AND name = ?)",
+        )
+        .bind(scope.id.as_str())
+        .bind(collection.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        if !exists {
+            return Ok(None);
+        }
+        let deleted = sqlx::query("DELETE FROM items WHERE database_id = ? AND collection = ?")
+            .bind(scope.id.as_str())
+            .bind(collection.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if forget {
+            sqlx::query("DELETE FROM collections WHERE database_id = ? AND name = ?")
+                .bind(scope.id.as_str())
+                .bind(collection.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(deleted))
+    }
+
     async fn list_items(
         &self,
         scope: &DatabaseScope,

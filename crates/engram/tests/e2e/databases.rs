@@ -992,7 +992,7 @@ async fn api_version_unknown_routes_and_wrong_methods_answer_in_the_generations_
         (Method::PUT, "/databases"),
         (Method::PATCH, "/databases"),
         (Method::POST, "/databases/status?database=x"),
-        (Method::DELETE, "/databases/collections?database=x"),
+        (Method::PUT, "/databases/collections?database=x"),
         (Method::POST, "/databases/stats?database=x"),
         (Method::PUT, "/databases/x/metadata-schema"),
         (Method::POST, "/databases/x/metadata-schema"),

@@ -1890,9 +1890,12 @@ async fn completed_count(server: &Server, key: &str, db: &str, ids: &[&str]) -> 
 
 #[tokio::test]
 async fn a_crash_mid_indexing_loses_nothing_and_indexes_nothing_twice() {
+    // Small batches, so that a kill lands while items are still to do (one batch of 16 light
+    // items could finish the rest between two polls).
     let envs = [
         ("ENGRAM_PIPELINE__LEASE_MS", "1500"),
         ("ENGRAM_PIPELINE__HEARTBEAT_MS", "500"),
+        ("ENGRAM_PIPELINE__BATCH_ITEMS", "2"),
     ];
     let items = crash_items();
     let ids: Vec<String> = items
@@ -2406,4 +2409,102 @@ async fn chunks_of_a_source_are_read_in_order_or_by_id() {
         .get("/context/chunks?database=chunky&id=log&type=memory", &key)
         .await;
     assert_eq!(read.current_ok(200)["chunks"], json!([]), "{read:#?}");
+}
+
+/// `DELETE /databases/collections`: one collection and everything in it go; the others, the
+/// database and another organization's data stay.
+#[tokio::test]
+async fn a_collection_is_deleted_with_everything_in_it() {
+    let (server, key) = setup(&["teams"]).await;
+    for (collection, id, text) in [
+        ("team_a", "a-1", "Alpha team notes about the harbour crane."),
+        ("team_b", "b-1", "Bravo team notes about the harbour crane."),
+        (
+            "",
+            "d-1",
+            "Default collection notes about the harbour crane.",
+        ),
+    ] {
+        let form =
+            app_form("teams", &[app(id, "t", text)]).text("collection", collection.to_owned());
+        send_form(&server, "/context/ingest", &key, form)
+            .await
+            .current_ok(202);
+    }
+    wait_completed(&server, &key, "teams", Some("team_a"), &["a-1"]).await;
+    wait_completed(&server, &key, "teams", Some("team_b"), &["b-1"]).await;
+    wait_completed(&server, &key, "teams", None, &["d-1"]).await;
+
+    let reply = server
+        .delete(
+            "/databases/collections?database=teams&collection=team_a",
+            &key,
+        )
+        .await;
+    let data = reply.current_ok(200);
+    assert_eq!(data["status"], "deleted", "{reply:#?}");
+    assert_eq!(data["collection"], "team_a");
+    assert_eq!(data["sub_tenant_id"], "team_a");
+    assert_eq!(data["database"], "teams");
+
+    let collections = server
+        .get("/databases/collections?database=teams", &key)
+        .await;
+    let names = collections.current_ok(200)["collections"].clone();
+    assert!(!names.to_string().contains("team_a"), "{collections:#?}");
+    assert!(names.to_string().contains("team_b"), "{collections:#?}");
+    let listed = list(
+        &server,
+        &key,
+        json!({"database": "teams", "collection": "team_a"}),
+    )
+    .await;
+    assert_eq!(listed.current_ok(200)["total"], 0, "{listed:#?}");
+    let found = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "teams", "query": "harbour crane notes",
+                   "collections": ["team_a", "team_b"]}),
+        )
+        .await;
+    let ids: Vec<String> = found.current_ok(200)["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["b-1"], "{found:#?}");
+
+    // The default collection is emptied but stays.
+    server
+        .delete(
+            "/databases/collections?database=teams&collection=teams",
+            &key,
+        )
+        .await
+        .current_ok(200);
+    let names = server
+        .get("/databases/collections?database=teams", &key)
+        .await
+        .current_ok(200)["collections"]
+        .clone();
+    assert!(names.to_string().contains("\"teams\""), "{names}");
+    let listed = list(&server, &key, json!({"database": "teams"})).await;
+    assert_eq!(listed.current_ok(200)["total"], 0, "{listed:#?}");
+
+    // Errors: no collection; another organization's database.
+    server
+        .delete("/databases/collections?database=teams", &key)
+        .await
+        .assert_current_error(400, "INVALID_PARAMETERS");
+    let other = server.key("other-org", &[]);
+    server
+        .delete(
+            "/databases/collections?database=teams&collection=team_b",
+            &other,
+        )
+        .await
+        .assert_current_error(404, "DATABASE_NOT_FOUND");
+    wait_completed(&server, &key, "teams", Some("team_b"), &["b-1"]).await;
 }
