@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::form::Form;
 use crate::wire::items::*;
-use crate::wire::{lenient, parse_enum, Deprecations, ScopeDto};
+use crate::wire::{lenient, parse_enum, Deprecations, ScopeDto, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -114,7 +114,7 @@ fn ingest_request(
 
 /// Indexing status of ingested items. Unknown ids are reported as `FILE_NOT_FOUND`; when none
 /// is known the call is 404.
-#[utoipa::path(get, path = "/context/status", tag = "context", params(StatusParams),
+#[utoipa::path(get, path = "/context/status", tag = "context", params(StatusParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<StatusListDto>),
         (status = 404, body = ErrorEnvelopeDoc, description = "FILE_NOT_FOUND or DATABASE_NOT_FOUND"),
@@ -125,12 +125,7 @@ async fn status(
     Query(params): Query<StatusParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let (database, collection) = deprecations.scope(
-        params.database,
-        params.tenant_id,
-        params.collection,
-        params.sub_tenant_id,
-    )?;
+    let (database, collection) = deprecations.scope_params(params.scope)?;
     let ids = split_ids(&params.ids);
     let (db, statuses) = app
         .item_statuses(&who, &database, collection.as_deref(), &ids)
@@ -144,7 +139,7 @@ async fn status(
 
 /// The indexed chunks of one source in order, or chosen chunks by id (the ids query results
 /// and relations cite).
-#[utoipa::path(get, path = "/context/chunks", tag = "context", params(ChunksParams),
+#[utoipa::path(get, path = "/context/chunks", tag = "context", params(ChunksParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<ChunkReadDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: neither id nor chunk_ids, limit out of range"),
@@ -156,12 +151,7 @@ async fn chunks(
     Query(params): Query<ChunksParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let (database, collection) = deprecations.scope(
-        params.database,
-        params.tenant_id,
-        params.collection,
-        params.sub_tenant_id,
-    )?;
+    let (database, collection) = deprecations.scope_params(params.scope)?;
     let kind = match params.kind {
         None | Some(ChunkCorpusDto::Knowledge) => Some(ItemKind::Knowledge),
         Some(ChunkCorpusDto::Memory) => Some(ItemKind::Memory),

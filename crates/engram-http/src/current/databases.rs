@@ -11,7 +11,7 @@ use super::wire::*;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
-use crate::wire::Deprecations;
+use crate::wire::{Deprecations, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -125,7 +125,7 @@ async fn list_collections(
 
 /// Permanently remove one collection and everything in it; the database stays (its default
 /// collection stays listed, emptied). A collection that does not exist deletes nothing.
-#[utoipa::path(delete, path = "/databases/collections", tag = "databases", params(CollectionParams),
+#[utoipa::path(delete, path = "/databases/collections", tag = "databases", params(ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<CollectionDeleted>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: collection missing or malformed"),
@@ -134,24 +134,11 @@ async fn list_collections(
 async fn delete_collection(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
-    Query(params): Query<CollectionParams>,
+    Query(params): Query<ScopeParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let name = database_param(
-        DatabaseParams {
-            database: params.database,
-            tenant_id: params.tenant_id,
-        },
-        &mut deprecations,
-    )?;
-    let collection = deprecations
-        .pick(
-            params.collection,
-            params.sub_tenant_id,
-            "collection",
-            "sub_tenant_id",
-        )?
-        .unwrap_or_default();
+    let (name, collection) = deprecations.scope_params(params)?;
+    let collection = collection.unwrap_or_default();
     let (db, collection, deleted) = app.delete_collection(&who, &name, &collection).await?;
     let collection = collection.to_string();
     let data = CollectionDeleted {

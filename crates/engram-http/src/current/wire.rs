@@ -56,24 +56,6 @@ pub(super) struct DatabaseParams {
     pub tenant_id: Option<String>,
 }
 
-/// `DELETE /databases/collections` query.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(super) struct CollectionParams {
-    /// Database name.
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub database: Option<String>,
-    /// Deprecated alias of `database`.
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub tenant_id: Option<String>,
-    /// The collection to delete (required).
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub collection: Option<String>,
-    /// Deprecated alias of `collection`.
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub sub_tenant_id: Option<String>,
-}
-
 /// `DELETE /databases/collections` answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct CollectionDeleted {

@@ -159,14 +159,10 @@ pub(crate) struct StatusParams {
     /// Item ids: repeated (`ids=a&ids=b`) or comma-separated.
     #[serde(default)]
     pub ids: Vec<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub database: Option<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub tenant_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub collection: Option<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub sub_tenant_id: Option<String>,
+    /// Documented by `ScopeParams` beside this in the route's `params`.
+    #[serde(flatten)]
+    #[param(ignore)]
+    pub scope: crate::wire::ScopeParams,
 }
 
 /// Which corpus a chunk read addresses.
@@ -182,14 +178,10 @@ pub(crate) enum ChunkCorpusDto {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ChunksParams {
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub database: Option<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub tenant_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub collection: Option<String>,
-    #[serde(default, deserialize_with = "crate::wire::present")]
-    pub sub_tenant_id: Option<String>,
+    /// Documented by `ScopeParams` beside this in the route's `params`.
+    #[serde(flatten)]
+    #[param(ignore)]
+    pub scope: crate::wire::ScopeParams,
     /// The source whose chunks to read, in order. Required unless `chunk_ids` is given.
     #[serde(default, deserialize_with = "crate::wire::present")]
     pub id: Option<String>,

@@ -127,6 +127,19 @@ impl Deprecations {
         Ok((database, collection))
     }
 
+    /// [`Deprecations::scope`] of a query string's scope.
+    pub(crate) fn scope_params(
+        &mut self,
+        params: ScopeParams,
+    ) -> Result<(engram_types::DatabaseName, Option<String>), ApiError> {
+        self.scope(
+            params.database,
+            params.tenant_id,
+            params.collection,
+            params.sub_tenant_id,
+        )
+    }
+
     pub(crate) fn into_vec(self) -> Vec<Deprecation> {
         self.0
     }
@@ -151,6 +164,25 @@ pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
         return Ok(None);
     }
     T::deserialize(serde::de::value::StrDeserializer::new(&value)).map(Some)
+}
+
+/// The scope of a current-generation call made with a query string: the database (required) and
+/// its collection, each also accepted under its deprecated alias. Flattened into the query types.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ScopeParams {
+    /// Database name.
+    #[serde(default, deserialize_with = "present")]
+    pub database: Option<String>,
+    /// Deprecated alias of `database`.
+    #[serde(default, deserialize_with = "present")]
+    pub tenant_id: Option<String>,
+    /// Collection (the default collection when omitted).
+    #[serde(default, deserialize_with = "present")]
+    pub collection: Option<String>,
+    /// Deprecated alias of `collection`.
+    #[serde(default, deserialize_with = "present")]
+    pub sub_tenant_id: Option<String>,
 }
 
 /// The scope of a current-generation call: the database (required) and its collection, each
