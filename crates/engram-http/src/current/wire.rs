@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use engram_app::{
-    format_ms, Collections, CreateDatabase, DatabaseRecord, DatabaseStats as AppDatabaseStats,
-    Method, QueryKind, QueryRequest, RankedChunk, RequestedMode,
+    Collections, CreateDatabase, DatabaseRecord, DatabaseStats as AppDatabaseStats, Method,
+    QueryKind, QueryRequest, RankedChunk, RequestedMode,
 };
 use serde_json::{Map, Value};
 
@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::wire::query::OperatorDto;
 use crate::wire::query::{alpha, required_query};
 use crate::wire::query::{
-    distinct_sources, layout, object, score, source_type, AlphaDto, GraphContextDto,
+    distinct_sources, object, score, source_type, AlphaDto, ChunkFieldsDto, GraphContextDto,
 };
 use crate::wire::{lenient, Deprecations, FieldDto, ScopeDto};
 
@@ -206,23 +206,11 @@ pub(super) struct QueryBody {
 /// One ranked chunk (current).
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct ChunkDto {
-    pub chunk_uuid: String,
+    #[serde(flatten)]
+    pub chunk: ChunkFieldsDto,
     /// The source (or memory) id.
     pub id: String,
-    pub chunk_content: String,
-    pub source_type: String,
-    pub source_title: String,
-    pub source_upload_time: String,
-    pub source_last_updated_time: String,
-    /// Where the chunk sits in its source (`page`, `sheet`, `row_range`, `slide`, `headings`),
-    /// as a JSON-encoded string.
-    pub layout: String,
     pub relevancy_score: f64,
-    pub extra_context_ids: Vec<String>,
-    pub metadata: Map<String, Value>,
-    pub additional_metadata: Map<String, Value>,
-    pub collection: String,
-    pub sub_tenant_id: String,
 }
 
 /// One source of the ranked chunks (current), each once, in order of first appearance.
@@ -260,20 +248,9 @@ impl QueryResultDto {
                 .map(|c| {
                     let hit = &c.hit;
                     ChunkDto {
-                        chunk_uuid: hit.chunk_id.clone(),
+                        chunk: hit.into(),
                         id: hit.item.id.clone(),
-                        chunk_content: hit.content.clone(),
-                        source_type: source_type(hit),
-                        source_title: hit.item.fields.title.clone(),
-                        source_upload_time: format_ms(hit.item.created_at),
-                        source_last_updated_time: format_ms(hit.item.updated_at),
-                        layout: layout(hit),
                         relevancy_score: score(c.score),
-                        extra_context_ids: Vec::new(),
-                        metadata: object(&hit.item.fields.metadata),
-                        additional_metadata: object(&hit.item.fields.additional_metadata),
-                        collection: hit.item.collection.to_string(),
-                        sub_tenant_id: hit.item.collection.to_string(),
                     }
                 })
                 .collect(),

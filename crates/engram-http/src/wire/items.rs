@@ -201,22 +201,11 @@ pub(crate) struct ChunksParams {
 /// One chunk as read directly.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ReadChunkDto {
-    pub chunk_uuid: String,
+    #[serde(flatten)]
+    pub chunk: crate::wire::query::ChunkFieldsDto,
     pub source_id: String,
-    pub chunk_content: String,
-    pub source_type: String,
-    pub source_title: String,
-    pub source_upload_time: String,
-    pub source_last_updated_time: String,
-    /// A JSON-encoded string, as in query results.
-    pub layout: String,
     /// The chunk's position in its source (0 first).
     pub position: u32,
-    pub extra_context_ids: Vec<String>,
-    pub metadata: Map<String, Value>,
-    pub additional_metadata: Map<String, Value>,
-    pub collection: String,
-    pub sub_tenant_id: String,
 }
 
 /// `GET /context/chunks` answer.
@@ -236,20 +225,9 @@ impl From<&engram_app::ChunkRead> for ChunkReadDto {
             .chunks
             .iter()
             .map(|hit| ReadChunkDto {
-                chunk_uuid: hit.chunk_id.clone(),
+                chunk: hit.into(),
                 source_id: hit.item.id.clone(),
-                chunk_content: hit.content.clone(),
-                source_type: crate::wire::query::source_type(hit),
-                source_title: hit.item.fields.title.clone(),
-                source_upload_time: engram_app::format_ms(hit.item.created_at),
-                source_last_updated_time: engram_app::format_ms(hit.item.updated_at),
-                layout: crate::wire::query::layout(hit),
                 position: hit.position,
-                extra_context_ids: Vec::new(),
-                metadata: object(&hit.item.fields.metadata),
-                additional_metadata: object(&hit.item.fields.additional_metadata),
-                collection: hit.item.collection.to_string(),
-                sub_tenant_id: hit.item.collection.to_string(),
             })
             .collect();
         Self {

@@ -46,6 +46,45 @@ pub(crate) fn layout(hit: &ChunkHit) -> String {
     }
 }
 
+/// What the current generation says of every chunk it returns (ranked or read directly): the
+/// chunk and its source. Flattened into each answer's own chunk type.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ChunkFieldsDto {
+    pub chunk_uuid: String,
+    pub chunk_content: String,
+    pub source_type: String,
+    pub source_title: String,
+    pub source_upload_time: String,
+    pub source_last_updated_time: String,
+    /// Where the chunk sits in its source (`page`, `sheet`, `row_range`, `slide`, `headings`),
+    /// as a JSON-encoded string.
+    pub layout: String,
+    pub extra_context_ids: Vec<String>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub collection: String,
+    pub sub_tenant_id: String,
+}
+
+impl From<&ChunkHit> for ChunkFieldsDto {
+    fn from(hit: &ChunkHit) -> Self {
+        Self {
+            chunk_uuid: hit.chunk_id.clone(),
+            chunk_content: hit.content.clone(),
+            source_type: source_type(hit),
+            source_title: hit.item.fields.title.clone(),
+            source_upload_time: engram_app::format_ms(hit.item.created_at),
+            source_last_updated_time: engram_app::format_ms(hit.item.updated_at),
+            layout: layout(hit),
+            extra_context_ids: Vec::new(),
+            metadata: object(&hit.item.fields.metadata),
+            additional_metadata: object(&hit.item.fields.additional_metadata),
+            collection: hit.item.collection.to_string(),
+            sub_tenant_id: hit.item.collection.to_string(),
+        }
+    }
+}
+
 pub(crate) fn source_type(hit: &ChunkHit) -> String {
     if hit.item.fields.source_type.is_empty() {
         hit.item.origin.as_str().to_owned()
