@@ -64,29 +64,36 @@ if [ "${#packages[@]}" -gt 0 ]; then
   fi
 fi
 
-# numbers-parser (PyPI) only makes test fixtures: real Numbers spreadsheets for the iWork tests.
-# It goes into the cache directory, never into the system's Python; a stamp naming the pin keeps
-# a second run quiet.
-if $for_tests; then
-  numbers_pin="numbers-parser==4.22.0"
-  numbers_dir="$cache/python/numbers-parser"
-  if [ "$(cat "$numbers_dir/.stamp" 2>/dev/null)" != "$numbers_pin" ]; then
-    python="$(command -v python3 || true)"
-    if [ -n "$python" ] && "$python" -m pip --version >/dev/null 2>&1; then
-      echo "setup: installing $numbers_pin" >&2
-      staged="$(mktemp -d "$cache/.numbers-parser.XXXXXX")"
-      if ! "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-        --root-user-action=ignore --no-warn-conflicts --target "$staged" "$numbers_pin" >&2; then
-        rm -rf "$staged"
-        echo "setup: pip could not install $numbers_pin" >&2
-        exit 1
-      fi
-      echo "$numbers_pin" >"$staged/.stamp"
-      rm -rf "$numbers_dir"
-      mkdir -p "$cache/python"
-      mv "$staged" "$numbers_dir"
-    else
-      echo "setup: python3 with pip is missing; the Numbers fixture test will be skipped" >&2
-    fi
+# Python packages only the tests use, each into its own directory of the cache, never into the
+# system's Python; a stamp naming the pin keeps a second run quiet. numbers-parser makes real
+# Numbers spreadsheets for the iWork tests; hydradb-sdk (the hosted service's current client) and
+# usecortex-ai (its legacy client) are driven unchanged against the real binary by the client suite.
+pip_into_cache() {
+  local name="$1" pin="$2"
+  local dir="$cache/python/$name"
+  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$pin" ] && return 0
+  local python
+  python="$(command -v python3 || true)"
+  if [ -z "$python" ] || ! "$python" -m pip --version >/dev/null 2>&1; then
+    echo "setup: python3 with pip is missing; it is needed for $pin" >&2
+    exit 1
   fi
+  echo "setup: installing $pin" >&2
+  local staged
+  staged="$(mktemp -d "$cache/.$name.XXXXXX")"
+  if ! "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    --root-user-action=ignore --no-warn-conflicts --target "$staged" "$pin" >&2; then
+    rm -rf "$staged"
+    echo "setup: pip could not install $pin" >&2
+    exit 1
+  fi
+  echo "$pin" >"$staged/.stamp"
+  rm -rf "$dir"
+  mkdir -p "$cache/python"
+  mv "$staged" "$dir"
+}
+if $for_tests; then
+  pip_into_cache numbers-parser "numbers-parser==4.22.0"
+  pip_into_cache hydradb-sdk "hydradb-sdk==2.1.7"
+  pip_into_cache usecortex-ai "usecortex-ai==0.5.14"
 fi

@@ -1,9 +1,10 @@
 //! Databases (tenants): create, read, list, collections, stats, schema additions and delete.
 //! Provisioning and deletion are finished in the background by the lifecycle worker.
 
-use engram_store::{DatabaseCounts, DatabaseRecord, NewDatabase};
+use engram_store::{DatabaseCounts, DatabaseRecord, InstructionsUpdate, NewDatabase};
+use engram_types::limits::{self, INSTRUCTIONS_MAX_CHARS, INSTRUCTION_COLLECTIONS_MAX};
 use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
-use engram_types::{limits, CollectionName, DatabaseId, DatabaseName};
+use engram_types::{CollectionName, DatabaseId, DatabaseName};
 
 use crate::{App, AppError, AppResult, Principal};
 
@@ -164,7 +165,7 @@ impl App {
                 reason,
             })?;
         let db = self.authorize_database(who, name).await?;
-        let forget = collection != default_collection(&db.name);
+        let forget = collection != db.default_collection;
         let deleted = self
             .store()
             .delete_collection(&db.scope(), &collection, forget)
@@ -216,6 +217,102 @@ impl App {
             })?
             .map_err(|e| AppError::Validation(e.to_string()))?;
         Ok((added, db))
+    }
+
+    /// Renames a database in place: its data, collections (the default one keeps its name) and
+    /// keys restricted to it stay with it; the old name stops resolving at once. Returns the old
+    /// name and the database as it is now.
+    pub async fn rename_database(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+        new_name: &str,
+    ) -> AppResult<(DatabaseName, DatabaseRecord)> {
+        if new_name.trim().is_empty() {
+            return Err(AppError::InvalidParameters(
+                "missing required field `new_name`".into(),
+            ));
+        }
+        let new_name = parse_database_name("new_name", new_name)?;
+        let db = self.authorize_database(who, name).await?;
+        if new_name == db.name {
+            return Ok((db.name.clone(), db));
+        }
+        let renamed = self
+            .store()
+            .rename_database(&db.scope(), &new_name, self.now_ms())
+            .await
+            .map_err(|e| match e {
+                engram_store::StoreError::Conflict(_) => {
+                    AppError::DatabaseExists(new_name.to_string())
+                }
+                engram_store::StoreError::NotFound(_) => {
+                    AppError::DatabaseNotFound(name.to_string())
+                }
+                other => other.into(),
+            })?;
+        tracing::info!(org = %who.org, from = %db.name, to = %renamed.name, id = %db.id, "database renamed");
+        Ok((db.name, renamed))
+    }
+
+    /// Sets or clears the database's custom ingestion instructions and its collections' (a
+    /// collection absent from the update keeps its own). They apply to items accepted from now
+    /// on. Returns the database with the instructions now in force.
+    pub async fn update_instructions(
+        &self,
+        who: &Principal,
+        name: &DatabaseName,
+        update: InstructionsUpdate,
+    ) -> AppResult<DatabaseRecord> {
+        if update.custom_instructions.is_none() && update.collections.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "send `custom_instructions`, `collections` or both".into(),
+            ));
+        }
+        let too_long = |field: &str, text: &str| {
+            (text.chars().count() > INSTRUCTIONS_MAX_CHARS).then(|| {
+                AppError::InvalidParameters(format!(
+                    "{field} is longer than {INSTRUCTIONS_MAX_CHARS} characters"
+                ))
+            })
+        };
+        if let Some(err) = update
+            .custom_instructions
+            .as_deref()
+            .and_then(|text| too_long("`custom_instructions`", text))
+        {
+            return Err(err);
+        }
+        if update.collections.len() > INSTRUCTION_COLLECTIONS_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "`collections` names {} collections; at most {INSTRUCTION_COLLECTIONS_MAX} at once",
+                update.collections.len()
+            )));
+        }
+        for (collection, text) in &update.collections {
+            CollectionName::parse(collection).map_err(|reason| AppError::InvalidName {
+                field: "collections",
+                reason,
+            })?;
+            if let Some(err) = text
+                .as_deref()
+                .and_then(|text| too_long(&format!("the instructions of `{collection}`"), text))
+            {
+                return Err(err);
+            }
+        }
+        let mut db = self.authorize_database(who, name).await?;
+        db.instructions = self
+            .store()
+            .update_instructions(&db.scope(), &update, self.now_ms())
+            .await
+            .map_err(|e| match e {
+                engram_store::StoreError::NotFound(_) => {
+                    AppError::DatabaseNotFound(name.to_string())
+                }
+                other => other.into(),
+            })?;
+        Ok(db)
     }
 
     /// Schedules deletion: the database disappears at once (its name is free again) and the

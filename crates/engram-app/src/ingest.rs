@@ -5,13 +5,13 @@
 
 use engram_store::{DatabaseRecord, EnqueueOutcome, ItemFields, ItemOrigin, NewItem};
 use engram_types::limits::{
-    ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS, ITEM_METADATA_KEYS_MAX, ITEM_METADATA_MAX_BYTES,
-    TITLE_MAX_CHARS,
+    INSTRUCTIONS_MAX_CHARS, ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS, ITEM_METADATA_KEYS_MAX,
+    ITEM_METADATA_MAX_BYTES, TITLE_MAX_CHARS,
 };
 use engram_types::{CollectionName, IndexingStatus, ItemErrorCode, ItemKind};
 use serde_json::{Map, Value};
 
-use crate::{default_collection, App, AppError, AppResult, Principal};
+use crate::{App, AppError, AppResult, Principal};
 
 /// An uploaded file.
 #[derive(Debug, Clone)]
@@ -56,6 +56,8 @@ pub struct MemoryInput {
     pub text: Option<String>,
     pub pairs: Option<Vec<(String, String)>>,
     pub infer: bool,
+    /// How inference should read this memory, on top of the database's and collection's.
+    pub custom_instructions: Option<String>,
     pub user_name: Option<String>,
     /// Time to live in seconds.
     pub expiry_time: Option<i64>,
@@ -169,7 +171,7 @@ fn check_item_count(count: usize) -> AppResult<()> {
 }
 
 /// An item's title and metadata are within their limits, checked before anything is stored.
-fn check_item_limits(
+pub(crate) fn check_item_limits(
     whose: &str,
     title: &str,
     metadata: &Map<String, Value>,
@@ -207,14 +209,18 @@ pub(crate) fn parse_collection(
     field: &'static str,
 ) -> AppResult<CollectionName> {
     match given.filter(|c| !c.is_empty()) {
-        None => Ok(default_collection(&db.name)),
+        None => Ok(db.default_collection.clone()),
         Some(name) => {
             CollectionName::parse(name).map_err(|reason| AppError::InvalidName { field, reason })
         }
     }
 }
 
-fn check_metadata(db: &DatabaseRecord, values: &Map<String, Value>, whose: &str) -> AppResult<()> {
+pub(crate) fn check_metadata(
+    db: &DatabaseRecord,
+    values: &Map<String, Value>,
+    whose: &str,
+) -> AppResult<()> {
     db.schema
         .check_values(values)
         .map_err(|e| AppError::Validation(format!("{whose}: {e}")))
@@ -383,6 +389,7 @@ fn memory_item(
                 .filter(|u| !u.is_empty())
                 .unwrap_or_else(|| "User".into()),
             infer: memory.infer,
+            instructions: memory.custom_instructions.unwrap_or_default(),
             expires_at,
             ..fields(memory.metadata, memory.additional_metadata)
         },
@@ -506,6 +513,15 @@ impl App {
                 &memory.additional_metadata,
             )?;
             check_metadata(&db, &memory.metadata, &format!("{whose}.metadata"))?;
+            if memory
+                .custom_instructions
+                .as_deref()
+                .is_some_and(|text| text.chars().count() > INSTRUCTIONS_MAX_CHARS)
+            {
+                return Err(AppError::InvalidParameters(format!(
+                    "{whose}.custom_instructions is longer than {INSTRUCTIONS_MAX_CHARS} characters"
+                )));
+            }
             let expires_at = match memory.expiry_time {
                 None => None,
                 Some(secs) if secs > 0 => Some(now.saturating_add(secs.saturating_mul(1000))),
@@ -568,7 +584,13 @@ impl App {
         if items.is_empty() {
             return Ok(results);
         }
-        let (positions, items): (Vec<usize>, Vec<NewItem>) = items.into_iter().unzip();
+        let (positions, mut items): (Vec<usize>, Vec<NewItem>) = items.into_iter().unzip();
+        // The instructions in force now go with each item (database, collection, its own).
+        for item in &mut items {
+            item.fields.instructions = db
+                .instructions
+                .for_item(item.collection.as_str(), &item.fields.instructions);
+        }
         let outcomes = self
             .store()
             .enqueue_items(&db.scope(), &items, upsert, self.now_ms())

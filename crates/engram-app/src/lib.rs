@@ -10,6 +10,7 @@ mod auth;
 mod clock;
 mod databases;
 mod error;
+mod feedback;
 mod filters;
 mod ingest;
 mod items;
@@ -18,6 +19,7 @@ mod lifecycle;
 mod models;
 mod query;
 mod ratelimit;
+mod sources;
 #[cfg(test)]
 mod testing;
 mod webhooks;
@@ -44,8 +46,10 @@ pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
 };
+pub use engram_store::{FeedbackRecord, Instructions, InstructionsUpdate, ItemOrigin};
 pub use engram_types::DeliveryStatus;
 pub use error::{AppError, AppResult};
+pub use feedback::{FeedbackInput, GroundTruth};
 pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
     MemoryRequest, UploadedFile,
@@ -61,6 +65,7 @@ pub use query::{
     Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, COLLECTIONS_MAX,
     MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
 };
+pub use sources::{Download, DownloadLink, MetadataEditRequest, MetadataEdited, SourceView};
 pub use webhooks::{
     DeliveryPage, RegisterWebhook, Registered, TestDelivery, WebhookView, DELIVERIES_LIMIT_DEFAULT,
     DELIVERIES_LIMIT_MAX,

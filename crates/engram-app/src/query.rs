@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use engram_index::TermOperator;
 use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
-use engram_store::{ChunkFilter, FilterValue};
+use engram_store::{ChunkFilter, ChunkHit, ChunkSelection, DatabaseScope, FilterValue};
 use engram_types::{CollectionName, DatabaseName, ItemKind};
 use serde_json::{Map, Value};
 
@@ -18,8 +18,15 @@ pub const MAX_RESULTS_DEFAULT: i64 = 10;
 pub const MAX_RESULTS_MAX: i64 = 1_000;
 /// Most collections one query may name.
 pub const COLLECTIONS_MAX: usize = 100;
-/// Longest query text, in characters.
+/// Longest query text (and `additional_context`), in characters.
 pub(crate) const QUERY_MAX_CHARS: usize = 10_000;
+/// Most source ids and titles one query may scope itself to.
+pub(crate) const QUERY_IDS_MAX: usize = 1_000;
+pub(crate) const QUERY_TITLES_MAX: usize = 100;
+/// Most neighbouring chunks on each side of a hit (`num_related_chunks`), and how many of the
+/// first hits get them.
+pub(crate) const RELATED_CHUNKS_MAX: i64 = 10;
+pub(crate) const RELATED_HITS_MAX: usize = 100;
 
 /// Which content a query reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,6 +88,14 @@ pub struct QueryRequest {
     pub metadata_filters: Map<String, Value>,
     pub graph_context: Option<bool>,
     pub query_apps: bool,
+    /// Only these sources (by id); empty: all.
+    pub ids: Vec<String>,
+    /// Only sources with one of these titles (case-insensitive; ANDed with `ids`).
+    pub titles: Vec<String>,
+    /// Neighbouring chunks on each side of each hit to return beside it.
+    pub num_related_chunks: Option<i64>,
+    /// Text put before the query for retrieval (`additional_context`).
+    pub context: Option<String>,
 }
 
 /// What a query found, with what it resolved.
@@ -97,6 +112,9 @@ pub struct QueryOutcome {
     pub ignored_filters: Vec<String>,
     /// Whether graph context is returned (after `auto` mode's override).
     pub graph_context: bool,
+    /// For each ranked chunk (same order), its neighbours in its source, in position order:
+    /// `num_related_chunks` on each side, for the first [`RELATED_HITS_MAX`] hits.
+    pub related: Vec<Vec<ChunkHit>>,
 }
 
 fn bad(message: impl Into<String>) -> AppError {
@@ -223,7 +241,9 @@ fn resolve_collections(
 /// What a query asks for, checked and resolved before any database is read: the text, the
 /// limits, `alpha` and the mode (`auto` resolved by the query's shape).
 struct Plan {
-    text: String,
+    /// What retrieval reads: `additional_context` then the query.
+    search_text: String,
+    related: u32,
     limit: usize,
     recency_bias: f32,
     alpha: f32,
@@ -254,6 +274,37 @@ impl Plan {
         if !(0.0..=1.0).contains(&recency_bias) {
             return Err(bad("`recency_bias` must be between 0 and 1"));
         }
+        if request.ids.len() > QUERY_IDS_MAX {
+            return Err(bad(format!(
+                "`ids` may name at most {QUERY_IDS_MAX} sources"
+            )));
+        }
+        if request.titles.len() > QUERY_TITLES_MAX {
+            return Err(bad(format!(
+                "`titles` may name at most {QUERY_TITLES_MAX} titles"
+            )));
+        }
+        let related = request.num_related_chunks.unwrap_or(0);
+        if !(0..=RELATED_CHUNKS_MAX).contains(&related) {
+            return Err(bad(format!(
+                "`num_related_chunks` must be between 0 and {RELATED_CHUNKS_MAX}"
+            )));
+        }
+        let context = request
+            .context
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or_default();
+        if context.chars().count() > QUERY_MAX_CHARS {
+            return Err(bad(format!(
+                "`additional_context` must be at most {QUERY_MAX_CHARS} characters"
+            )));
+        }
+        let search_text = if context.is_empty() {
+            text.to_owned()
+        } else {
+            format!("{context}\n{text}")
+        };
         let shape = profile(text);
         // Without `alpha` a query gets the per-query choice `auto` makes (reported in
         // `meta.alpha`): on SciFact it beats the hosted service's documented 0.8.
@@ -275,7 +326,8 @@ impl Plan {
             RequestedMode::Fast | RequestedMode::Thinking => request.graph_context.unwrap_or(true),
         };
         Ok(Self {
-            text: text.to_owned(),
+            search_text,
+            related: related as u32,
             limit: limit as usize,
             recency_bias: recency_bias as f32,
             alpha,
@@ -305,9 +357,11 @@ impl Plan {
                 metadata,
                 additional_metadata,
                 origin: None,
+                ids: request.ids,
+                titles: request.titles,
             },
             weights,
-            query: self.text.clone(),
+            query: self.search_text.clone(),
             method: self.method,
             operator: request.operator,
             mode: self.mode,
@@ -334,6 +388,9 @@ impl App {
         let db = self.authorize_database(who, database).await?;
         let (search, ignored_filters) = plan.search(&db, request, self.now_ms())?;
         let chunks = self.retrieve(&search).await?;
+        let related = self
+            .related_chunks(&search.scope, &chunks, plan.related, search.now)
+            .await?;
         Ok(QueryOutcome {
             database: db,
             chunks,
@@ -342,7 +399,48 @@ impl App {
             alpha: plan.alpha,
             ignored_filters,
             graph_context: plan.graph_context,
+            related,
         })
+    }
+
+    /// The chunks at most `span` positions before and after each of the first hits, in their
+    /// source's order, the hit itself left out. Empty lists when `span` is 0.
+    async fn related_chunks(
+        &self,
+        scope: &DatabaseScope,
+        chunks: &[RankedChunk],
+        span: u32,
+        now: i64,
+    ) -> AppResult<Vec<Vec<ChunkHit>>> {
+        let mut related = vec![Vec::new(); chunks.len()];
+        if span == 0 {
+            return Ok(related);
+        }
+        for (ranked, neighbours) in chunks.iter().zip(&mut related).take(RELATED_HITS_MAX) {
+            let hit = &ranked.hit;
+            let filter = ChunkFilter {
+                kinds: vec![hit.item.kind],
+                collections: vec![hit.item.collection.clone()],
+                ..ChunkFilter::default()
+            };
+            let which = ChunkSelection::Span {
+                id: &hit.item.id,
+                from: hit.position.saturating_sub(span),
+                to: hit.position.saturating_add(span),
+            };
+            let keys = self
+                .store()
+                .selected_chunk_keys(scope, &filter, which, span * 2 + 1, now)
+                .await?;
+            let keys: Vec<_> = keys.into_iter().filter(|k| *k != hit.chunk_key).collect();
+            let mut found = self
+                .store()
+                .fetch_chunks(scope, &filter, &keys, now)
+                .await?;
+            found.sort_by_key(|h| h.position);
+            *neighbours = found;
+        }
+        Ok(related)
     }
 
     /// Runs a resolved search with the query model, the store and the indexes.

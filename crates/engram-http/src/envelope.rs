@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
 use crate::error::ErrorParts;
-use crate::wire::Deprecations;
+use crate::wire::{Deprecations, Ignored};
 
 /// The API generation that answered a request, set on each generation's router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,9 @@ pub(crate) struct EnvelopeParts {
     pub more: Map<String, Value>,
     /// `meta.deprecation` entries for deprecated aliases the request used.
     pub deprecations: Vec<Deprecation>,
+    /// The fields of `data` are also written at the top level, for routes whose documented
+    /// answer is a plain object while the hosted service's clients read the envelope.
+    pub plain_too: bool,
 }
 
 /// A success in the envelope `{success, data, error, meta}`.
@@ -67,6 +70,7 @@ impl Envelope {
                 scope: Scope::default(),
                 more: Map::new(),
                 deprecations: Vec::new(),
+                plain_too: false,
             },
         }
     }
@@ -86,6 +90,12 @@ impl Envelope {
         self
     }
 
+    /// Also writes the fields of `data` at the top level (see [`plain`]).
+    pub(crate) fn plain_too(mut self) -> Self {
+        self.parts.plain_too = true;
+        self
+    }
+
     /// Sets `meta.source_type` (`knowledge` or `memory`).
     pub(crate) fn source_type(&mut self, kind: &str) {
         self.parts.more.insert("source_type".into(), json!(kind));
@@ -96,10 +106,26 @@ impl Envelope {
         self.parts.more.insert(key.into(), value);
     }
 
+    /// Sets `meta.ignored_parameters` when the request sent fields engram does not act on.
+    pub(crate) fn ignored(mut self, ignored: &Ignored) -> Self {
+        if let Some(list) = ignored.to_json() {
+            self.meta("ignored_parameters", list);
+        }
+        self
+    }
+
     pub(crate) fn deprecations(mut self, deprecations: Deprecations) -> Self {
         self.parts.deprecations = deprecations.into_vec();
         self
     }
+}
+
+/// A current-generation success whose documented answer is a plain object (webhook management,
+/// instructions, schema additions): its fields at the top level, and the same object again as
+/// the envelope's `data` beside `success`, `error` and `meta`, so that readers of either shape
+/// (the spec's, the hosted service's clients) find what they expect.
+pub(crate) fn plain(status: StatusCode, body: impl Serialize) -> Response {
+    Envelope::new(status, &body).plain_too().into_response()
 }
 
 impl IntoResponse for Envelope {
@@ -255,7 +281,11 @@ fn to_json(body: &impl Serialize) -> Value {
 }
 
 fn success_body(envelope: EnvelopeParts, request_id: &str, started: Instant) -> Value {
-    to_json(&EnvelopeDoc {
+    let top_level = envelope
+        .plain_too
+        .then(|| envelope.data.as_object().cloned())
+        .flatten();
+    let mut body = to_json(&EnvelopeDoc {
         success: true,
         data: envelope.data,
         error: ErrorObject {
@@ -269,7 +299,13 @@ fn success_body(envelope: EnvelopeParts, request_id: &str, started: Instant) -> 
             ..meta(request_id, started)
         },
         detail: None,
-    })
+    });
+    if let (Some(fields), Some(object)) = (top_level, body.as_object_mut()) {
+        for (key, value) in fields {
+            object.entry(key).or_insert(value);
+        }
+    }
+    body
 }
 
 fn error_body(

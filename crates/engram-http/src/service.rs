@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn unknown_paths_answer_in_the_shape_of_the_generation_owning_their_first_segment() {
         let current = first_segments(&crate::current::routes());
-        let expected: HashSet<String> = ["databases", "context", "query", "webhooks"]
+        let expected: HashSet<String> = ["databases", "context", "query", "webhooks", "feedback"]
             .map(str::to_owned)
             .into();
         assert_eq!(

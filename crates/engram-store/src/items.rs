@@ -5,10 +5,10 @@
 
 use async_trait::async_trait;
 use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemErrorCode, ItemKind, OrgId};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::ChunkKey;
-use crate::{DatabaseScope, StoreResult};
+use crate::{DatabaseScope, MetadataEdit, MetadataEditOutcome, StoreResult};
 
 /// How an item arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +62,9 @@ pub struct ItemFields {
     pub user_name: String,
     pub infer: bool,
     pub expires_at: Option<i64>,
+    /// Ingestion instructions in force when the item was accepted: the database's, its
+    /// collection's and the item's own, in that order (for inference and graph extraction).
+    pub instructions: String,
 }
 
 /// An item to enqueue.
@@ -361,6 +364,37 @@ pub trait ItemStore: Send + Sync {
         query: &ItemQuery,
         now: i64,
     ) -> StoreResult<ItemPage>;
+    /// One live item with its full text and, for an uploaded file, the bytes it came as.
+    async fn item_source(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<ItemSource>>;
+    /// Merges `edit` into one live item's metadata in one transaction, written only when
+    /// `check` accepts the merged values. Work in flight on the item is not disturbed: the
+    /// values are read by every query from here on, and indexing never writes them.
+    async fn edit_item_metadata(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        edit: &MetadataEdit,
+        check: &MetadataCheck<'_>,
+        now: i64,
+    ) -> StoreResult<MetadataEditOutcome>;
+}
+
+/// Says whether merged `metadata` and `additional_metadata` may be stored, and if not why.
+pub type MetadataCheck<'a> =
+    dyn Fn(&Map<String, Value>, &Map<String, Value>) -> Result<(), String> + Send + Sync + 'a;
+
+/// An item as stored, with the bytes of an uploaded file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemSource {
+    pub item: ItemRecord,
+    pub payload: Option<Vec<u8>>,
 }
 
 /// The indexing queue, used by pipeline workers across organizations.

@@ -34,6 +34,23 @@ pub trait KeyStore: Send + Sync {
     async fn list_keys(&self, org: Option<&OrgId>) -> StoreResult<Vec<ApiKeyRecord>>;
     /// Marks a key revoked; false when no such key exists or it was revoked already.
     async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool>;
+    /// The service's own secret of that name (the key signing download links): the stored one,
+    /// or `candidate` stored now when there is none. Every instance on the store gets the same.
+    async fn service_secret(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        at_ms: i64,
+    ) -> StoreResult<Vec<u8>>;
+}
+
+/// Feedback on earlier answers, per organization.
+#[async_trait]
+pub trait FeedbackStore: Send + Sync {
+    async fn insert_feedback(&self, feedback: &FeedbackRecord) -> StoreResult<()>;
+    /// The organization's feedback on one request id, oldest first.
+    async fn feedback_for(&self, org: &OrgId, request_id: &str)
+        -> StoreResult<Vec<FeedbackRecord>>;
 }
 
 /// Databases (tenants), their collections and their lifecycle.
@@ -59,6 +76,24 @@ pub trait DatabaseStore: Send + Sync {
         fields: &[engram_types::schema::SchemaField],
         at_ms: i64,
     ) -> StoreResult<Result<engram_types::schema::MetadataSchema, engram_types::schema::SchemaError>>;
+    /// Renames a live database in place (its id, data and default collection stay); keys
+    /// restricted to it follow it to the new name, in the same transaction.
+    /// [`StoreError::Conflict`] when the organization has a live database of that name,
+    /// [`StoreError::NotFound`] when the database is not live.
+    async fn rename_database(
+        &self,
+        scope: &DatabaseScope,
+        new_name: &DatabaseName,
+        at_ms: i64,
+    ) -> StoreResult<DatabaseRecord>;
+    /// Merges an instructions update into the stored ones atomically; returns them as they are
+    /// now. [`StoreError::NotFound`] when the database is not live.
+    async fn update_instructions(
+        &self,
+        scope: &DatabaseScope,
+        update: &InstructionsUpdate,
+        at_ms: i64,
+    ) -> StoreResult<Instructions>;
     /// Marks a live database `deleting`; its name is free at once. False when not live.
     async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool>;
     /// Creates the collection if it does not exist yet (collections appear on first use).
@@ -98,6 +133,7 @@ pub trait Store:
     + ChunkSearch
     + WebhookStore
     + DeliveryQueue
+    + FeedbackStore
     + Send
     + Sync
     + 'static

@@ -24,13 +24,22 @@ pub struct ChunkFilter {
     pub additional_metadata: Vec<(String, FilterValue)>,
     /// Only items that arrived this way.
     pub origin: Option<ItemOrigin>,
+    /// Only these items (by id); empty means any.
+    pub ids: Vec<String>,
+    /// Only items with one of these titles, compared case-insensitively (Unicode lowercase);
+    /// empty means any.
+    pub titles: Vec<String>,
 }
 
 impl ChunkFilter {
     /// Whether the filter looks into item fields (so the vector scan must be restricted to the
     /// keys the store selects).
     pub fn has_item_conditions(&self) -> bool {
-        !self.metadata.is_empty() || !self.additional_metadata.is_empty() || self.origin.is_some()
+        !self.metadata.is_empty()
+            || !self.additional_metadata.is_empty()
+            || self.origin.is_some()
+            || !self.ids.is_empty()
+            || !self.titles.is_empty()
     }
 }
 
@@ -56,6 +65,8 @@ pub enum ChunkSelection<'a> {
     Item(&'a str),
     /// These chunks (by chunk id), in item then position order.
     Ids(&'a [String]),
+    /// The chunks of the item with this id at positions `from..=to`, in position order.
+    Span { id: &'a str, from: u32, to: u32 },
 }
 
 /// Retrieval reads, scoped by organization and database.

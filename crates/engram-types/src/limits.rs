@@ -37,3 +37,15 @@ pub const FILTER_KEYS_MAX: usize = 256;
 pub const FILTER_VALUES_MAX: usize = 1024;
 /// Longest webhook URL.
 pub const WEBHOOK_URL_MAX_CHARS: usize = 2048;
+/// Longest custom ingestion instructions (a database's, a collection's, an item's), as for
+/// connectors in the spec.
+pub const INSTRUCTIONS_MAX_CHARS: usize = 4000;
+/// Most collections one instructions update may name.
+pub const INSTRUCTION_COLLECTIONS_MAX: usize = 256;
+/// Lifetime of a source download link when the caller names none, and the longest allowed.
+pub const DOWNLOAD_LINK_DEFAULT_SECS: u64 = 3600;
+pub const DOWNLOAD_LINK_MAX_SECS: u64 = 7 * 24 * 3600;
+/// Longest feedback comment and ground-truth answer; most ground-truth source ids and
+/// metadata entries of one feedback.
+pub const FEEDBACK_TEXT_MAX_CHARS: usize = 10_000;
+pub const FEEDBACK_LIST_MAX: usize = 100;

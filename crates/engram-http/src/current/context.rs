@@ -126,12 +126,13 @@ async fn status(
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
-    let ids = split_ids(&params.ids);
+    let mut ids = split_ids(&params.ids);
+    ids.extend(params.id.filter(|id| !id.is_empty()));
     let (db, statuses) = app
         .item_statuses(&who, &database, collection.as_deref(), &ids)
         .await?;
     let statuses = statuses.into_iter().map(StatusDto::from).collect();
-    let collection = collection.unwrap_or_else(|| db.name.to_string());
+    let collection = collection.unwrap_or_else(|| db.default_collection.to_string());
     Ok(Envelope::ok(&StatusListDto { statuses })
         .scoped(&db, Some(&collection))
         .deprecations(deprecations))
@@ -165,7 +166,7 @@ async fn chunks(
         limit: params.limit,
     };
     let read = app.read_chunks(&who, &database, request).await?;
-    let collection = collection.unwrap_or_else(|| read.database.name.to_string());
+    let collection = collection.unwrap_or_else(|| read.database.default_collection.to_string());
     Ok(Envelope::ok(&ChunkReadDto::from(&read))
         .scoped(&read.database, Some(&collection))
         .deprecations(deprecations))

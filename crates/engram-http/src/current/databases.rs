@@ -2,6 +2,7 @@
 
 use axum::extract::Path;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use engram_app::{parse_database_name, App};
 use engram_types::DatabaseName;
 use utoipa_axum::router::OpenApiRouter;
@@ -20,6 +21,8 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(list_collections, delete_collection))
         .routes(routes!(database_stats))
         .routes(routes!(metadata_schema, add_schema_fields))
+        .routes(routes!(rename_database))
+        .routes(routes!(instructions, update_instructions))
 }
 
 /// Resolves `database` (or its deprecated alias `tenant_id`) from a query string.
@@ -221,11 +224,12 @@ async fn metadata_schema(
 }
 
 /// Add fields to a database's metadata schema. Existing fields cannot be changed or removed.
+/// Answered as a plain object (as the hosted service's clients read it).
 #[utoipa::path(patch, path = "/databases/{database}/metadata-schema", tag = "databases",
     params(("database" = String, Path, description = "database name")),
     request_body = AddSchemaFieldsRequest,
     responses(
-        (status = 200, body = EnvelopeDoc<AddedSchemaFields>),
+        (status = 200, body = AddedSchemaFields),
         (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
         (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: bad type, or field exists"),
     ))]
@@ -234,7 +238,7 @@ async fn add_schema_fields(
     Auth(who): Auth,
     Path(database): Path<String>,
     Json(body): Json<AddSchemaFieldsRequest>,
-) -> Result<Envelope, ApiError> {
+) -> Result<Response, ApiError> {
     let name = parse_database_name("database", &database)?;
     let fields = body.add_fields.into_iter().map(Into::into).collect();
     let (added_fields, db) = app.add_schema_fields(&who, &name, fields).await?;
@@ -244,5 +248,88 @@ async fn add_schema_fields(
         tenant_id: db.name.to_string(),
         database_metadata_schema: schema_dto(&db),
     };
+    Ok(Envelope::ok(&data)
+        .scoped(&db, None)
+        .plain_too()
+        .into_response())
+}
+
+/// Rename a database in place: its data, collections and key restrictions move with it; the
+/// old name stops resolving at once and is free for a new database.
+#[utoipa::path(patch, path = "/databases/{database}", tag = "databases",
+    params(("database" = String, Path, description = "current database name")),
+    request_body = RenameRequest,
+    responses(
+        (status = 200, body = EnvelopeDoc<RenamedDatabase>),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: new_name missing or malformed"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+        (status = 409, body = ErrorEnvelopeDoc, description = "DATABASE_ALREADY_EXISTS: the new name is taken"),
+    ))]
+async fn rename_database(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Path(database): Path<String>,
+    Json(body): Json<RenameRequest>,
+) -> Result<Envelope, ApiError> {
+    let name = parse_database_name("database", &database)?;
+    let (old, db) = app.rename_database(&who, &name, &body.new_name).await?;
+    let data = RenamedDatabase {
+        database: db.name.to_string(),
+        tenant_id: db.name.to_string(),
+        old_database: old.to_string(),
+        old_tenant_id: old.to_string(),
+        status: "renamed",
+        message: format!("database `{old}` is now `{}`", db.name),
+        connector_reassignment: "complete",
+    };
     Ok(Envelope::ok(&data).scoped(&db, None))
+}
+
+/// A database's custom ingestion instructions and its collections'.
+#[utoipa::path(get, path = "/databases/{database}/instructions", tag = "databases",
+    params(("database" = String, Path, description = "database name")),
+    responses(
+        (status = 200, body = InstructionsDto),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn instructions(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Path(database): Path<String>,
+) -> Result<Response, ApiError> {
+    let name = parse_database_name("database", &database)?;
+    let db = app.database(&who, &name).await?;
+    Ok(Envelope::ok(&InstructionsDto::from(&db))
+        .scoped(&db, None)
+        .plain_too()
+        .into_response())
+}
+
+/// Set or clear the custom ingestion instructions of a database and of its collections (merged:
+/// a collection absent from the request keeps its own). Items accepted from now on carry them,
+/// database first, then collection, then the item's own; indexed items are not reprocessed.
+#[utoipa::path(patch, path = "/databases/{database}/instructions", tag = "databases",
+    params(("database" = String, Path, description = "database name")),
+    request_body = InstructionsRequest,
+    responses(
+        (status = 200, body = InstructionsDto),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: nothing to set, over 4000 characters, bad collection name"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
+    ))]
+async fn update_instructions(
+    axum::extract::State(app): axum::extract::State<App>,
+    Auth(who): Auth,
+    Path(database): Path<String>,
+    Json(body): Json<InstructionsRequest>,
+) -> Result<Response, ApiError> {
+    let name = parse_database_name("database", &database)?;
+    let update = engram_app::InstructionsUpdate {
+        custom_instructions: body.custom_instructions,
+        collections: body.collections,
+    };
+    let db = app.update_instructions(&who, &name, update).await?;
+    Ok(Envelope::ok(&InstructionsDto::from(&db))
+        .scoped(&db, None)
+        .plain_too()
+        .into_response())
 }

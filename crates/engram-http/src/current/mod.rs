@@ -5,7 +5,9 @@
 
 mod context;
 mod databases;
+mod feedback;
 mod query;
+mod sources;
 mod webhooks;
 mod webhooks_wire;
 mod wire;
@@ -29,6 +31,8 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .merge(databases::routes())
         .merge(context::routes())
+        .merge(sources::routes())
+        .merge(feedback::routes())
         .merge(query::routes())
         .merge(webhooks::routes())
         .layer(from_fn(api_version))

@@ -46,11 +46,68 @@ async fn query(
     let scoped = body.into_request(&mut deprecations)?;
     let kind = scoped.request.kind;
     let outcome = app.query(&who, &scoped.database, scoped.request).await?;
-    let data = QueryResultDto::new(&outcome.chunks, outcome.graph_context);
-    let mut envelope = Envelope::ok(&data)
-        .scoped(&outcome.database, scoped.collection.as_deref())
-        .deprecations(deprecations);
+    let mut data = QueryResultDto::new(&outcome);
+    let mut envelope = match scoped.response_format {
+        None => {
+            data.llm_prompt = Some(markdown(&outcome));
+            Envelope::ok(&data)
+        }
+        Some(ResponseFormatDto::Structured) => Envelope::ok(&data),
+        Some(ResponseFormatDto::Markdown) => Envelope::ok(&markdown(&outcome)),
+    }
+    .scoped(&outcome.database, scoped.collection.as_deref())
+    .deprecations(deprecations)
+    .ignored(&scoped.ignored);
     envelope.source_type(kind_name(kind));
     meta(&mut envelope, &outcome);
     Ok(envelope)
+}
+
+/// The ranked chunks as Markdown for a model's prompt: numbered, each with its source, score,
+/// metadata and text, and its neighbours (`num_related_chunks`) after it.
+fn markdown(outcome: &QueryOutcome) -> String {
+    let mut out = String::from("# Context\n");
+    if outcome.chunks.is_empty() {
+        out.push_str("\nNothing relevant was found.\n");
+    }
+    for (i, ranked) in outcome.chunks.iter().enumerate() {
+        let hit = &ranked.hit;
+        let title = if hit.item.fields.title.is_empty() {
+            hit.item.id.as_str()
+        } else {
+            hit.item.fields.title.as_str()
+        };
+        out.push_str(&format!(
+            "\n## {}. {title} (id: {}, score: {:.2})\n",
+            i + 1,
+            hit.item.id,
+            score(ranked.score)
+        ));
+        let metadata: Vec<String> = [
+            &hit.item.fields.metadata,
+            &hit.item.fields.additional_metadata,
+        ]
+        .into_iter()
+        .filter_map(|v| v.as_object())
+        .flatten()
+        .map(|(k, v)| match v.as_str() {
+            Some(text) => format!("{k}: {text}"),
+            None => format!("{k}: {v}"),
+        })
+        .collect();
+        if !metadata.is_empty() {
+            out.push_str(&format!("Metadata: {}\n", metadata.join(" | ")));
+        }
+        out.push('\n');
+        out.push_str(hit.content.trim());
+        out.push('\n');
+        for neighbour in outcome.related.get(i).into_iter().flatten() {
+            out.push_str(&format!(
+                "\n> (nearby, part {}) {}\n",
+                neighbour.position + 1,
+                neighbour.content.trim().replace('\n', "\n> ")
+            ));
+        }
+    }
+    out
 }

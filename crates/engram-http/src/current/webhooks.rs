@@ -3,13 +3,13 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use engram_app::App;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::webhooks_wire::*;
-use crate::envelope::ErrorEnvelopeDoc;
+use crate::envelope::{plain, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 
@@ -21,10 +21,6 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(list_deliveries))
         .routes(routes!(get_delivery))
         .routes(routes!(retry_delivery))
-}
-
-fn plain(status: StatusCode, body: impl serde::Serialize) -> Response {
-    (status, axum::Json(body)).into_response()
 }
 
 /// Register the organization's webhook, replacing any earlier one. Omitting `signing_secret`

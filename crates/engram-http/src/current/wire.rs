@@ -6,7 +6,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use engram_app::{
     Collections, CreateDatabase, DatabaseRecord, DatabaseStats as AppDatabaseStats, Method,
-    QueryKind, QueryRequest, RankedChunk, RequestedMode,
+    QueryKind, QueryOutcome, QueryRequest, RequestedMode,
 };
 use serde_json::{Map, Value};
 
@@ -16,7 +16,7 @@ use crate::wire::query::{alpha, required_query};
 use crate::wire::query::{
     distinct_sources, object, score, source_type, AlphaDto, ChunkFieldsDto, GraphContextDto,
 };
-use crate::wire::{lenient, Deprecations, FieldDto, ScopeDto};
+use crate::wire::{lenient, Deprecations, FieldDto, Ignored, ScopeDto};
 
 /// `POST /databases`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -158,6 +158,61 @@ pub(super) struct AddedSchemaFields {
     pub database_metadata_schema: Vec<FieldDto>,
 }
 
+/// `PATCH /databases/{database}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(super) struct RenameRequest {
+    /// The new name; the same rules as at creation, unique in the organization.
+    #[serde(default)]
+    pub new_name: String,
+}
+
+/// A renamed database.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RenamedDatabase {
+    pub database: String,
+    pub tenant_id: String,
+    pub old_database: String,
+    pub old_tenant_id: String,
+    /// `renamed`.
+    pub status: &'static str,
+    pub message: String,
+    /// How connectors syncing into the database were repointed: always `complete` (they
+    /// follow the database, not its name).
+    pub connector_reassignment: &'static str,
+}
+
+/// `PATCH /databases/{database}/instructions`: what to set; what is absent stays.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(super) struct InstructionsRequest {
+    /// The database's own instructions; `""` clears them.
+    pub custom_instructions: Option<String>,
+    /// Per collection: a text sets, `""` or null clears, an absent collection stays.
+    #[serde(default)]
+    pub collections: std::collections::BTreeMap<String, Option<String>>,
+}
+
+/// A database's custom ingestion instructions (a plain object, as the hosted service answers).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct InstructionsDto {
+    pub database: String,
+    pub tenant_id: String,
+    /// Applies to every item ingested into the database.
+    pub custom_instructions: String,
+    /// Each collection's own, applied on top of the database's.
+    pub collections: std::collections::BTreeMap<String, String>,
+}
+
+impl From<&DatabaseRecord> for InstructionsDto {
+    fn from(db: &DatabaseRecord) -> Self {
+        Self {
+            database: db.name.to_string(),
+            tenant_id: db.name.to_string(),
+            custom_instructions: db.instructions.custom_instructions.clone(),
+            collections: db.instructions.collections.clone(),
+        }
+    }
+}
+
 /// `collections`: a list (equal weights) or `{name: weight}` (one decimal place at most).
 #[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
 #[serde(untagged)]
@@ -198,9 +253,41 @@ pub(super) struct QueryBody {
     /// Default true.
     pub graph_context: Option<bool>,
     pub query_apps: Option<bool>,
-    /// A hint for answer generation; accepted for compatibility, not used for ranking.
-    #[allow(dead_code)]
+    /// Text put before the query for retrieval (keyword and semantic), to steer relevance.
     pub additional_context: Option<String>,
+    /// Only these sources (by id), ANDed with `titles`.
+    pub ids: Option<Vec<String>>,
+    /// Only sources with one of these titles (exact, case-insensitive).
+    pub titles: Option<Vec<String>>,
+    /// Neighbouring chunks (0-10) on each side of each hit, returned in `additional_context`
+    /// and named in the hit's `extra_context_ids`.
+    pub num_related_chunks: Option<i64>,
+    /// Omitted: the result with `llm_prompt` (the chunks rendered as Markdown) beside it;
+    /// `structured`: the result alone; `markdown`: `data` is the Markdown string alone.
+    #[serde(default, deserialize_with = "lenient")]
+    pub response_format: Option<ResponseFormatDto>,
+    /// Not supported yet: reported in `meta.ignored_parameters`.
+    pub temporal_reasoning: Option<Value>,
+    pub temporal_now: Option<Value>,
+    pub temporal_intent: Option<Value>,
+    pub code_search: Option<Value>,
+    pub attributes: Option<Value>,
+    pub acl: Option<Value>,
+    pub graph_vector_prune: Option<Value>,
+    pub graph_vector_prune_spacy_entities: Option<Value>,
+    pub query_forceful_relations: Option<Value>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}
+
+/// `response_format` of a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ResponseFormatDto {
+    Structured,
+    Markdown,
 }
 
 /// One ranked chunk (current).
@@ -236,19 +323,43 @@ pub(super) struct QueryResultDto {
     pub sources: Vec<QuerySourceDto>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph_context: Option<GraphContextDto>,
+    /// Chunks named by the hits' `extra_context_ids` (neighbours asked for with
+    /// `num_related_chunks`), by chunk id.
     #[schema(value_type = Object)]
     pub additional_context: Map<String, Value>,
+    /// The chunks rendered as Markdown for a prompt (unless `response_format` says otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm_prompt: Option<String>,
 }
 
 impl QueryResultDto {
-    pub(super) fn new(chunks: &[RankedChunk], graph_context: bool) -> Self {
+    pub(super) fn new(outcome: &QueryOutcome) -> Self {
+        let (chunks, related) = (&outcome.chunks, &outcome.related);
+        let mut additional_context = Map::new();
+        for hit in related.iter().flatten() {
+            let related = RelatedChunkDto {
+                chunk: hit.into(),
+                id: hit.item.id.clone(),
+                position: hit.position,
+            };
+            additional_context.insert(
+                hit.chunk_id.clone(),
+                serde_json::to_value(related).unwrap_or_default(),
+            );
+        }
         Self {
             chunks: chunks
                 .iter()
-                .map(|c| {
+                .enumerate()
+                .map(|(i, c)| {
                     let hit = &c.hit;
+                    let mut chunk = ChunkFieldsDto::from(hit);
+                    chunk.extra_context_ids = related
+                        .get(i)
+                        .map(|r| r.iter().map(|h| h.chunk_id.clone()).collect())
+                        .unwrap_or_default();
                     ChunkDto {
-                        chunk: hit.into(),
+                        chunk,
                         id: hit.item.id.clone(),
                         relevancy_score: score(c.score),
                     }
@@ -269,10 +380,22 @@ impl QueryResultDto {
                     sub_tenant_id: hit.item.collection.to_string(),
                 })
                 .collect(),
-            graph_context: graph_context.then(GraphContextDto::default),
-            additional_context: Map::new(),
+            graph_context: outcome.graph_context.then(GraphContextDto::default),
+            additional_context,
+            llm_prompt: None,
         }
     }
+}
+
+/// A neighbouring chunk returned in `additional_context`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RelatedChunkDto {
+    #[serde(flatten)]
+    pub chunk: ChunkFieldsDto,
+    /// The source (or memory) id.
+    pub id: String,
+    /// Its place in the source.
+    pub position: u32,
 }
 
 /// `type` of a query: `knowledge` (default), `memory` (also `memories`) or `all`.
@@ -337,7 +460,23 @@ pub(super) struct ScopedQuery {
     pub database: engram_types::DatabaseName,
     pub collection: Option<String>,
     pub request: QueryRequest,
+    pub response_format: Option<ResponseFormatDto>,
+    /// Fields sent that engram does not act on, with why.
+    pub ignored: Ignored,
 }
+
+/// Why each query field engram accepts but does not act on is not acted on.
+const NOT_YET: &[(&str, &str)] = &[
+    ("temporal_reasoning", "temporal reasoning is not built yet; ranking is the same without it"),
+    ("temporal_now", "temporal reasoning is not built yet"),
+    ("temporal_intent", "temporal reasoning is not built yet"),
+    ("code_search", "engram has no code-search branch"),
+    ("attributes", "operator filters are not supported; use metadata_filters (exact matches and lists)"),
+    ("acl", "document access lists come with connectors; every key of the organization sees every source"),
+    ("graph_vector_prune", "the knowledge graph lane is not built yet"),
+    ("graph_vector_prune_spacy_entities", "the knowledge graph lane is not built yet"),
+    ("query_forceful_relations", "relations between sources come with the knowledge graph"),
+];
 
 impl QueryBody {
     /// The app's request, aliases resolved (and reported in `deprecations`).
@@ -352,6 +491,24 @@ impl QueryBody {
             "collections",
             "sub_tenant_ids",
         )?;
+        let mut ignored = Ignored::default();
+        let sent = [
+            self.temporal_reasoning.is_some(),
+            self.temporal_now.is_some(),
+            self.temporal_intent.is_some(),
+            self.code_search.is_some(),
+            self.attributes.is_some(),
+            self.acl.is_some(),
+            self.graph_vector_prune.is_some(),
+            self.graph_vector_prune_spacy_entities.is_some(),
+            self.query_forceful_relations.is_some(),
+        ];
+        for ((field, reason), sent) in NOT_YET.iter().zip(sent) {
+            ignored.note_if(sent, field, reason);
+        }
+        for field in self.unknown.keys() {
+            ignored.note(field.clone(), "not a field of this route");
+        }
         let request = QueryRequest {
             collection: collection.clone(),
             collections: named.map(Collections::try_from).transpose()?,
@@ -366,11 +523,17 @@ impl QueryBody {
             metadata_filters: current_filters(deprecations, self.metadata_filters)?,
             graph_context: self.graph_context,
             query_apps: self.query_apps.unwrap_or(false),
+            ids: self.ids.unwrap_or_default(),
+            titles: self.titles.unwrap_or_default(),
+            num_related_chunks: self.num_related_chunks,
+            context: self.additional_context,
         };
         Ok(ScopedQuery {
             database,
             collection,
             request,
+            response_format: self.response_format,
+            ignored,
         })
     }
 }

@@ -120,6 +120,7 @@ impl From<MemoryDto> for engram_app::MemoryInput {
                 .user_assistant_pairs
                 .map(|pairs| pairs.into_iter().map(|p| (p.user, p.assistant)).collect()),
             infer: d.infer,
+            custom_instructions: d.custom_instructions,
             user_name: d.user_name,
             expiry_time: d.expiry_time,
             metadata: d.metadata,
@@ -159,6 +160,8 @@ pub(crate) struct StatusParams {
     /// Item ids: repeated (`ids=a&ids=b`) or comma-separated.
     #[serde(default)]
     pub ids: Vec<String>,
+    /// One item id (added to `ids`).
+    pub id: Option<String>,
     /// Documented by `ScopeParams` beside this in the route's `params`.
     #[serde(flatten)]
     #[param(ignore)]

@@ -166,6 +166,34 @@ pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
     T::deserialize(serde::de::value::StrDeserializer::new(&value)).map(Some)
 }
 
+/// Request fields accepted and not acted on, each with the reason: reported in
+/// `meta.ignored_parameters`, so that no parameter is dropped silently.
+#[derive(Debug, Default)]
+pub(crate) struct Ignored(Vec<(String, String)>);
+
+impl Ignored {
+    pub(crate) fn note(&mut self, parameter: impl Into<String>, reason: impl Into<String>) {
+        self.0.push((parameter.into(), reason.into()));
+    }
+
+    /// Notes `parameter` when it was sent.
+    pub(crate) fn note_if(&mut self, sent: bool, parameter: &str, reason: &str) {
+        if sent {
+            self.note(parameter, reason);
+        }
+    }
+
+    /// `[{parameter, reason}]`; `None` when nothing was ignored.
+    pub(crate) fn to_json(&self) -> Option<serde_json::Value> {
+        (!self.0.is_empty()).then(|| {
+            self.0
+                .iter()
+                .map(|(parameter, reason)| serde_json::json!({"parameter": parameter, "reason": reason}))
+                .collect()
+        })
+    }
+}
+
 /// The scope of a current-generation call made with a query string: the database (required) and
 /// its collection, each also accepted under its deprecated alias. Flattened into the query types.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]

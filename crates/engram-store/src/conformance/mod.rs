@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
+mod edits;
 mod items;
 mod webhooks;
 
@@ -25,6 +26,7 @@ pub async fn run_all<S: Store>(store: &S) {
     schema_additions_are_atomic(store).await;
     provisioning_turns_ready_when_every_flag_is_set(store).await;
     items::run_all(store).await;
+    edits::run_all(store).await;
     webhooks::run_all(store).await;
 }
 

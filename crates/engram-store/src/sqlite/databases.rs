@@ -4,22 +4,26 @@ use async_trait::async_trait;
 use engram_types::schema::{MetadataSchema, SchemaError, SchemaField};
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
 use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
+use sqlx::{Row, SqliteConnection};
 
 use super::sql::{corrupt, is_unique_violation};
 use super::SqliteStore;
 use crate::{
     DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore, InfraFlags,
-    LifecycleStore, NewDatabase, StoreError, StoreResult,
+    Instructions, InstructionsUpdate, LifecycleStore, NewDatabase, StoreError, StoreResult,
 };
 
 const DATABASE_COLUMNS: &str = "id, org_id, name, state, metadata_schema, embeddings_dimension, is_embeddings_tenant, \
-     scheduler_ready, graph_ready, knowledge_vectors_ready, memory_vectors_ready, created_at, updated_at";
+     scheduler_ready, graph_ready, knowledge_vectors_ready, memory_vectors_ready, default_collection, instructions, \
+     created_at, updated_at";
 
 fn database_from_row(row: &SqliteRow) -> StoreResult<DatabaseRecord> {
     let state: String = row.try_get("state")?;
     let schema: String = row.try_get("metadata_schema")?;
     let dimension: i64 = row.try_get("embeddings_dimension")?;
+    let instructions: String = row.try_get("instructions")?;
+    let instructions: serde_json::Value =
+        serde_json::from_str(&instructions).map_err(|e| corrupt("databases.instructions", e))?;
     Ok(DatabaseRecord {
         id: DatabaseId::from_trusted(row.try_get::<String, _>("id")?),
         org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
@@ -36,6 +40,10 @@ fn database_from_row(row: &SqliteRow) -> StoreResult<DatabaseRecord> {
             knowledge_vectors: row.try_get("knowledge_vectors_ready")?,
             memory_vectors: row.try_get("memory_vectors_ready")?,
         },
+        default_collection: CollectionName::from_trusted(
+            row.try_get::<String, _>("default_collection")?,
+        ),
+        instructions: Instructions::from_json(&instructions),
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -45,14 +53,31 @@ fn schema_json(schema: &MetadataSchema) -> StoreResult<String> {
     serde_json::to_string(schema).map_err(|e| corrupt("metadata schema", e))
 }
 
+/// One text column of a live database, read inside a write transaction;
+/// [`StoreError::NotFound`] when the database is not live in that organization.
+async fn live_column(
+    conn: &mut SqliteConnection,
+    scope: &DatabaseScope,
+    column: &'static str,
+) -> StoreResult<String> {
+    let value: Option<String> = sqlx::query_scalar(&format!(
+        "SELECT {column} FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting'"
+    ))
+    .bind(scope.id.as_str())
+    .bind(scope.org.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
+    value.ok_or_else(|| StoreError::NotFound(format!("database {}", scope.id)))
+}
+
 #[async_trait]
 impl DatabaseStore for SqliteStore {
     async fn create_database(&self, new: &NewDatabase) -> StoreResult<DatabaseRecord> {
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO databases (id, org_id, name, state, metadata_schema, embeddings_dimension,
-                 is_embeddings_tenant, created_at, updated_at)
-             VALUES (?, ?, ?, 'provisioning', ?, ?, ?, ?, ?)",
+                 is_embeddings_tenant, default_collection, created_at, updated_at)
+             VALUES (?, ?, ?, 'provisioning', ?, ?, ?, ?, ?, ?)",
         )
         .bind(new.id.as_str())
         .bind(new.org.as_str())
@@ -60,6 +85,7 @@ impl DatabaseStore for SqliteStore {
         .bind(schema_json(&new.schema)?)
         .bind(i64::from(new.embeddings_dimension))
         .bind(new.is_embeddings_tenant)
+        .bind(new.default_collection.as_str())
         .bind(new.created_at)
         .bind(new.created_at)
         .execute(&mut *tx)
@@ -123,13 +149,7 @@ impl DatabaseStore for SqliteStore {
         at_ms: i64,
     ) -> StoreResult<Result<MetadataSchema, SchemaError>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT metadata_schema FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting'")
-            .bind(scope.id.as_str())
-            .bind(scope.org.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("database {}", scope.id)))?;
-        let current: String = row.try_get(0)?;
+        let current = live_column(&mut tx, scope, "metadata_schema").await?;
         let mut schema: MetadataSchema =
             serde_json::from_str(&current).map_err(|e| corrupt("databases.metadata_schema", e))?;
         if let Err(refused) = schema.add(fields.to_vec()) {
@@ -144,6 +164,70 @@ impl DatabaseStore for SqliteStore {
             .await?;
         tx.commit().await?;
         Ok(Ok(schema))
+    }
+
+    async fn rename_database(
+        &self,
+        scope: &DatabaseScope,
+        new_name: &DatabaseName,
+        at_ms: i64,
+    ) -> StoreResult<DatabaseRecord> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let old = live_column(&mut tx, scope, "name").await?;
+        let renamed = sqlx::query("UPDATE databases SET name = ?, updated_at = ? WHERE id = ?")
+            .bind(new_name.as_str())
+            .bind(at_ms)
+            .bind(scope.id.as_str())
+            .execute(&mut *tx)
+            .await;
+        match renamed {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!("database {new_name} exists")));
+            }
+            other => other?,
+        };
+        // Keys restricted to the database follow it to its new name.
+        sqlx::query(
+            "UPDATE api_keys SET databases = (
+                 SELECT json_group_array(CASE WHEN value = ?1 THEN ?2 ELSE value END)
+                 FROM json_each(api_keys.databases))
+             WHERE org_id = ?3 AND EXISTS (SELECT 1 FROM json_each(api_keys.databases) WHERE value = ?1)",
+        )
+        .bind(&old)
+        .bind(new_name.as_str())
+        .bind(scope.org.as_str())
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {DATABASE_COLUMNS} FROM databases WHERE id = ?"
+        ))
+        .bind(scope.id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        database_from_row(&row)
+    }
+
+    async fn update_instructions(
+        &self,
+        scope: &DatabaseScope,
+        update: &InstructionsUpdate,
+        at_ms: i64,
+    ) -> StoreResult<Instructions> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let current = live_column(&mut tx, scope, "instructions").await?;
+        let current: serde_json::Value =
+            serde_json::from_str(&current).map_err(|e| corrupt("databases.instructions", e))?;
+        let mut instructions = Instructions::from_json(&current);
+        instructions.apply(update);
+        sqlx::query("UPDATE databases SET instructions = ?, updated_at = ? WHERE id = ?")
+            .bind(instructions.to_json().to_string())
+            .bind(at_ms)
+            .bind(scope.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(instructions)
     }
 
     async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool> {

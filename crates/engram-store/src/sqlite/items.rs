@@ -11,9 +11,28 @@ use super::SqliteStore;
 use crate::ChunkKey;
 use crate::{
     ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome,
-    IndexedChunk, ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemStatus,
-    ItemStore, NewChunk, NewItem, StoreResult, WorkQueue,
+    IndexedChunk, ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemSource,
+    ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem,
+    StoreResult, WorkQueue,
 };
+
+/// `SELECT i.* FROM items i …` of one live item, by collection and id.
+fn select_live_item<'a>(
+    scope: &DatabaseScope,
+    collection: &CollectionName,
+    id: &str,
+    now: i64,
+) -> QueryBuilder<'a, Sqlite> {
+    let mut select = QueryBuilder::<Sqlite>::new(
+        "SELECT i.* FROM items i JOIN databases d ON d.id = i.database_id WHERE i.collection = ",
+    );
+    select
+        .push_bind(collection.as_str().to_owned())
+        .push(" AND i.id = ")
+        .push_bind(id.to_owned());
+    push_live_scope(&mut select, scope, "i.database_id", now);
+    select
+}
 
 fn kind_of(row: &SqliteRow) -> StoreResult<ItemKind> {
     let kind: String = row.try_get("kind")?;
@@ -53,8 +72,8 @@ async fn write_item(
     let item_key: i64 = sqlx::query(
         "INSERT INTO items (database_id, collection, id, kind, origin, filename, media_type, title, source_type,
              description, note, url, timestamp, text, metadata, additional_metadata, attachments, relations,
-             user_name, infer, expires_at, status, run_after, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+             user_name, infer, expires_at, instructions, title_key, status, run_after, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
          ON CONFLICT (database_id, collection, id) DO UPDATE SET
              kind = excluded.kind, origin = excluded.origin, filename = excluded.filename,
              media_type = excluded.media_type, title = excluded.title, source_type = excluded.source_type,
@@ -62,7 +81,8 @@ async fn write_item(
              timestamp = excluded.timestamp, text = excluded.text, metadata = excluded.metadata,
              additional_metadata = excluded.additional_metadata, attachments = excluded.attachments,
              relations = excluded.relations, user_name = excluded.user_name, infer = excluded.infer,
-             expires_at = excluded.expires_at, version = items.version + 1, status = 'queued',
+             expires_at = excluded.expires_at, instructions = excluded.instructions,
+             title_key = excluded.title_key, version = items.version + 1, status = 'queued',
              error_code = '', error_message = '', attempts = 0, run_after = excluded.run_after,
              lease_owner = NULL, lease_until = NULL, updated_at = excluded.updated_at
          RETURNING item_key",
@@ -88,6 +108,8 @@ async fn write_item(
     .bind(&f.user_name)
     .bind(f.infer)
     .bind(f.expires_at)
+    .bind(&f.instructions)
+    .bind(f.title.to_lowercase())
     .bind(now)
     .bind(now)
     .bind(now)
@@ -159,6 +181,7 @@ pub(super) fn item_from_row(row: &SqliteRow) -> StoreResult<ItemRecord> {
             user_name: row.try_get("user_name")?,
             infer: row.try_get("infer")?,
             expires_at: row.try_get("expires_at")?,
+            instructions: row.try_get("instructions")?,
         },
         status: status_of(row)?,
         created_at: row.try_get("created_at")?,
@@ -360,6 +383,84 @@ impl ItemStore for SqliteStore {
         Ok(ItemPage {
             items,
             total: u64::try_from(total).map_err(|e| corrupt("count", e))?,
+        })
+    }
+
+    async fn item_source(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<ItemSource>> {
+        let mut tx = self.pool.begin().await?;
+        let Some(row) = select_live_item(scope, collection, id, now)
+            .build()
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let item_key: i64 = row.try_get("item_key")?;
+        let payload = sqlx::query_scalar("SELECT bytes FROM item_payloads WHERE item_key = ?")
+            .bind(item_key)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(ItemSource {
+            item: item_from_row(&row)?,
+            payload,
+        }))
+    }
+
+    async fn edit_item_metadata(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        edit: &MetadataEdit,
+        check: &MetadataCheck<'_>,
+        now: i64,
+    ) -> StoreResult<MetadataEditOutcome> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let Some(row) = select_live_item(scope, collection, id, now)
+            .build()
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(MetadataEditOutcome::NotFound);
+        };
+        let item_key: i64 = row.try_get("item_key")?;
+        let object = |column: &str| -> StoreResult<serde_json::Map<String, serde_json::Value>> {
+            Ok(json_value(&row, column)?
+                .as_object()
+                .cloned()
+                .unwrap_or_default())
+        };
+        let mut metadata = object("metadata")?;
+        let mut additional_metadata = object("additional_metadata")?;
+        edit.apply(&mut metadata, &mut additional_metadata);
+        if let Err(reason) = check(&metadata, &additional_metadata) {
+            return Ok(MetadataEditOutcome::Refused(reason));
+        }
+        sqlx::query(
+            "UPDATE items SET metadata = ?, additional_metadata = ?, updated_at = ? WHERE item_key = ?",
+        )
+        .bind(serde_json::Value::Object(metadata.clone()).to_string())
+        .bind(serde_json::Value::Object(additional_metadata.clone()).to_string())
+        .bind(now)
+        .bind(item_key)
+        .execute(&mut *tx)
+        .await?;
+        let chunks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM chunks WHERE item_key = ?")
+            .bind(item_key)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(MetadataEditOutcome::Edited {
+            metadata,
+            additional_metadata,
+            chunks: u64::try_from(chunks).map_err(|e| corrupt("count", e))?,
         })
     }
 }

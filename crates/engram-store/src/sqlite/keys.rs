@@ -88,4 +88,27 @@ impl KeyStore for SqliteStore {
         .await?;
         Ok(done.rows_affected() == 1)
     }
+
+    async fn service_secret(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        at_ms: i64,
+    ) -> StoreResult<Vec<u8>> {
+        sqlx::query(
+            "INSERT INTO service_secrets (name, value, created_at) VALUES (?, ?, ?)
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .bind(at_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM service_secrets WHERE name = ?")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
 }

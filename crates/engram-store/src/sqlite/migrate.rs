@@ -54,6 +54,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "fair_queue",
         sql: include_str!("../../migrations/sqlite/0008_fair_queue.sql"),
     },
+    Migration {
+        version: 9,
+        name: "database_edits",
+        sql: include_str!("../../migrations/sqlite/0009_database_edits.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

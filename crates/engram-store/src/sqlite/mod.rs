@@ -2,6 +2,7 @@
 //! processes (the server and `engram keys`) may open it at once.
 
 mod databases;
+mod feedback;
 mod items;
 mod keys;
 mod migrate;

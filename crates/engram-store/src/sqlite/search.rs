@@ -26,6 +26,12 @@ fn push_chunk_where(
     if let Some(origin) = filter.origin {
         builder.push(" AND i.origin = ").push_bind(origin.as_str());
     }
+    push_in(builder, "i.id", filter.ids.iter().cloned());
+    push_in(
+        builder,
+        "i.title_key",
+        filter.titles.iter().map(|t| t.to_lowercase()),
+    );
     for (key, value) in &filter.metadata {
         push_filter(builder, "metadata", key, value)?;
     }
@@ -91,6 +97,15 @@ impl ChunkSearch for SqliteStore {
             ChunkSelection::Item(id) => {
                 select.push(" AND i.id = ").push_bind(id.to_owned());
             }
+            ChunkSelection::Span { id, from, to } => {
+                select
+                    .push(" AND i.id = ")
+                    .push_bind(id.to_owned())
+                    .push(" AND c.position BETWEEN ")
+                    .push_bind(i64::from(from))
+                    .push(" AND ")
+                    .push_bind(i64::from(to));
+            }
             ChunkSelection::Ids(ids) => {
                 if ids.is_empty() {
                     return Ok(Vec::new());
@@ -140,7 +155,7 @@ impl ChunkSearch for SqliteStore {
                      c.created_at AS chunk_created_at,
                      i.id, i.collection, i.kind, i.origin, i.filename, i.media_type, i.title, i.source_type,
                      i.description, i.note, i.url, i.timestamp, NULL AS text, i.metadata, i.additional_metadata,
-                     i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.status, i.created_at,
+                     i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.instructions, i.status, i.created_at,
                      i.updated_at",
                 scope,
                 filter,

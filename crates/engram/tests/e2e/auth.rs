@@ -61,7 +61,7 @@ fn assert_legacy(reply: &Reply, status: u16, code: &str) {
 /// Which generation a path belongs to (the spec's route lists), for the error shape to assert.
 fn is_current(path: &str) -> bool {
     let first = path.trim_start_matches('/').split(['/', '?']).next();
-    first.is_some_and(|f| ["databases", "context", "query", "webhooks"].contains(&f))
+    first.is_some_and(|f| ["databases", "context", "query", "webhooks", "feedback"].contains(&f))
 }
 
 fn assert_error(reply: &Reply, path: &str, status: u16, code: &str) {
@@ -883,7 +883,7 @@ async fn every_response_carries_a_request_id() {
         .assert_current_error(400, "INVALID_PARAMETERS");
 
     // Errors axum itself produces: unknown route, wrong method.
-    let unknown = server.get("/databases/no-such-route", &key).await;
+    let unknown = server.get("/databases/no-such/route", &key).await;
     assert_eq!(unknown.status, 404, "{unknown:#?}");
     request_id(&unknown);
     let wrong_method = server

@@ -973,7 +973,11 @@ async fn api_version_unknown_routes_and_wrong_methods_answer_in_the_generations_
     assert!(current_names(&server, &key).await.is_empty());
 
     // Unknown routes.
-    for path in ["/databases/nope", "/databases/status/extra", "/databasesx"] {
+    for path in [
+        "/databases/nope/extra",
+        "/databases/status/extra",
+        "/databasesx",
+    ] {
         let reply = server.get(path, &key).await;
         assert_eq!(reply.status.as_u16(), 404, "{reply:#?}");
         if path == "/databasesx" {

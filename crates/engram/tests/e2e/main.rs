@@ -5,6 +5,7 @@
 mod common;
 
 mod auth;
+mod clients;
 mod databases;
 mod ingest;
 mod limits;

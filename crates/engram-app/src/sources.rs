@@ -1,0 +1,407 @@
+//! One source after ingestion: read it back (its text, its bytes, a download link that expires)
+//! and edit its metadata in place.
+//!
+//! A download link carries what it opens and until when, signed with the service's own secret
+//! (made once, kept in the store, so every instance on the store honours every link). It needs
+//! no API key: whoever holds the link may download that one source until it expires, like a
+//! presigned object-store URL.
+
+use std::time::Duration;
+
+use engram_store::{
+    ChunkFilter, ChunkSelection, DatabaseRecord, DatabaseScope, ItemOrigin, ItemRecord,
+    MetadataEdit, MetadataEditOutcome,
+};
+use engram_types::limits::{DOWNLOAD_LINK_DEFAULT_SECS, DOWNLOAD_LINK_MAX_SECS};
+use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
+use serde_json::{Map, Value};
+use subtle::ConstantTimeEq;
+
+use crate::ingest::{check_item_limits, check_metadata, parse_collection};
+use crate::{App, AppError, AppResult, Principal};
+
+/// The name of the service secret that signs download links.
+const LINK_SECRET: &str = "download-links";
+/// At most this many bytes of one chunk's start are looked for in the end of the one before
+/// (the chunker's overlap is a few dozen tokens).
+const OVERLAP_SEARCH_BYTES: usize = 2048;
+/// The shortest repeat taken for an overlap, and how many places it is looked for at.
+const OVERLAP_MIN_BYTES: usize = 8;
+const OVERLAP_CANDIDATES: usize = 256;
+
+/// A source as stored, with its text and what to download it as.
+#[derive(Debug, Clone)]
+pub struct SourceView {
+    pub database: DatabaseRecord,
+    pub item: ItemRecord,
+    /// The text engram indexed: given (app content, memories) or extracted (files, from their
+    /// chunks in order); empty while a file is not indexed yet.
+    pub content: String,
+    /// The bytes a file was uploaded as; `None` for app content and memories.
+    pub payload: Option<Vec<u8>>,
+    /// A signed token opening the download of this source, and when it stops working.
+    pub link: DownloadLink,
+}
+
+#[derive(Debug, Clone)]
+pub struct DownloadLink {
+    pub token: String,
+    pub expires_at: i64,
+}
+
+/// What a download link opens.
+#[derive(Debug, Clone)]
+pub struct Download {
+    pub filename: String,
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// One metadata edit as a client sends it.
+#[derive(Debug, Clone, Default)]
+pub struct MetadataEditRequest {
+    pub collection: Option<String>,
+    /// Schema values to merge into `metadata` (null removes a key).
+    pub metadata: Map<String, Value>,
+    /// Free-form values to merge into `additional_metadata` (null removes a key).
+    pub additional_metadata: Map<String, Value>,
+}
+
+/// The outcome of a metadata edit.
+#[derive(Debug, Clone)]
+pub struct MetadataEdited {
+    pub database: DatabaseRecord,
+    pub collection: CollectionName,
+    pub id: String,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    pub chunks: u64,
+}
+
+impl App {
+    /// One source with its text, its bytes and a download link valid for `expiry_secs`
+    /// (default one hour, at most seven days). `SOURCE_NOT_FOUND` when there is no such live
+    /// source in the collection.
+    pub async fn inspect_source(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        collection: Option<&str>,
+        id: &str,
+        expiry_secs: Option<i64>,
+    ) -> AppResult<SourceView> {
+        if id.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "missing required parameter `id`".into(),
+            ));
+        }
+        let expiry = match expiry_secs {
+            None => DOWNLOAD_LINK_DEFAULT_SECS,
+            Some(secs) => u64::try_from(secs)
+                .ok()
+                .filter(|s| (1..=DOWNLOAD_LINK_MAX_SECS).contains(s))
+                .ok_or_else(|| {
+                    AppError::InvalidParameters(format!(
+                        "`expiry_seconds` must be between 1 and {DOWNLOAD_LINK_MAX_SECS}"
+                    ))
+                })?,
+        };
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, collection, "collection")?;
+        let (scope, now) = (db.scope(), self.now_ms());
+        let source = self
+            .store()
+            .item_source(&scope, &collection, id, now)
+            .await?
+            .ok_or_else(|| AppError::SourceNotFound(id.to_owned()))?;
+        let content = match &source.item.fields.text {
+            Some(text) if source.item.origin != ItemOrigin::File => text.clone(),
+            _ => self.indexed_text(&scope, &collection, id, now).await?,
+        };
+        let expires_at = now.saturating_add(millis(Duration::from_secs(expiry)));
+        let token = self
+            .sign_link(&LinkClaims {
+                org: scope.org.clone(),
+                database: scope.id.clone(),
+                collection: collection.clone(),
+                id: id.to_owned(),
+                expires_at,
+            })
+            .await?;
+        Ok(SourceView {
+            database: db,
+            item: source.item,
+            content,
+            payload: source.payload,
+            link: DownloadLink { token, expires_at },
+        })
+    }
+
+    /// What a download link opens, while it has not expired and the source still exists.
+    /// A link that is malformed, forged or expired is `FORBIDDEN`.
+    pub async fn download(&self, token: &str) -> AppResult<Download> {
+        let claims = self.verify_link(token).await?;
+        if claims.expires_at <= self.now_ms() {
+            return Err(AppError::Forbidden("this download link has expired".into()));
+        }
+        let scope = DatabaseScope {
+            org: claims.org,
+            id: claims.database,
+        };
+        let source = self
+            .store()
+            .item_source(&scope, &claims.collection, &claims.id, self.now_ms())
+            .await?
+            .ok_or_else(|| AppError::SourceNotFound(claims.id.clone()))?;
+        let item = source.item;
+        Ok(match source.payload {
+            Some(bytes) => Download {
+                filename: item.fields.filename,
+                media_type: item.fields.media_type,
+                bytes,
+            },
+            None => Download {
+                filename: format!("{}.txt", claims.id),
+                media_type: "text/plain; charset=utf-8".into(),
+                bytes: item.fields.text.unwrap_or_default().into_bytes(),
+            },
+        })
+    }
+
+    /// Merges new metadata into one source: schema values into `metadata`, free-form values
+    /// into `additional_metadata` (a key sent as null is removed). The merged values are
+    /// checked as at ingestion; filters see them from the next query on.
+    pub async fn edit_source_metadata(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        id: &str,
+        request: MetadataEditRequest,
+    ) -> AppResult<MetadataEdited> {
+        if request.metadata.is_empty() && request.additional_metadata.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "send `database_metadata`, `additional_metadata` or both".into(),
+            ));
+        }
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
+        let edit = MetadataEdit {
+            metadata: request.metadata,
+            additional_metadata: request.additional_metadata,
+        };
+        let whose = format!("source `{id}`");
+        let check = |metadata: &Map<String, Value>, additional: &Map<String, Value>| {
+            check_item_limits(&whose, "", metadata, additional)
+                .and_then(|()| check_metadata(&db, metadata, &format!("{whose}: metadata")))
+                .map_err(|e| e.to_string())
+        };
+        let outcome = self
+            .store()
+            .edit_item_metadata(&db.scope(), &collection, id, &edit, &check, self.now_ms())
+            .await?;
+        match outcome {
+            MetadataEditOutcome::Edited {
+                metadata,
+                additional_metadata,
+                chunks,
+            } => Ok(MetadataEdited {
+                database: db.clone(),
+                collection,
+                id: id.to_owned(),
+                metadata,
+                additional_metadata,
+                chunks,
+            }),
+            MetadataEditOutcome::Refused(reason) => Err(AppError::Validation(reason)),
+            MetadataEditOutcome::NotFound => Err(AppError::SourceNotFound(id.to_owned())),
+        }
+    }
+
+    /// The text of an item's chunks in order, each chunk's overlap with the one before removed.
+    async fn indexed_text(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        now: i64,
+    ) -> AppResult<String> {
+        let filter = ChunkFilter {
+            collections: vec![collection.clone()],
+            ..ChunkFilter::default()
+        };
+        let budget = u32::try_from(self.inner.config.budgets.chunks).unwrap_or(u32::MAX);
+        let keys = self
+            .store()
+            .selected_chunk_keys(scope, &filter, ChunkSelection::Item(id), budget, now)
+            .await?;
+        let mut hits = self
+            .store()
+            .fetch_chunks(scope, &filter, &keys, now)
+            .await?;
+        hits.sort_by_key(|h| h.position);
+        Ok(join_chunks(hits.iter().map(|h| h.content.as_str())))
+    }
+
+    async fn link_secret(&self) -> AppResult<Vec<u8>> {
+        let candidate: [u8; 32] = rand::random();
+        Ok(self
+            .store()
+            .service_secret(LINK_SECRET, &candidate, self.now_ms())
+            .await?)
+    }
+
+    async fn sign_link(&self, claims: &LinkClaims) -> AppResult<String> {
+        let body = hex::encode(claims.encode());
+        let signature = engram_outbound::sign_sha256(&self.link_secret().await?, body.as_bytes());
+        Ok(format!(
+            "{body}.{}",
+            signature.trim_start_matches("sha256=")
+        ))
+    }
+
+    async fn verify_link(&self, token: &str) -> AppResult<LinkClaims> {
+        let forged = || AppError::Forbidden("this download link is not valid".into());
+        let (body, signature) = token.split_once('.').ok_or_else(forged)?;
+        let expected = engram_outbound::sign_sha256(&self.link_secret().await?, body.as_bytes());
+        let expected = expected.trim_start_matches("sha256=");
+        if !bool::from(expected.as_bytes().ct_eq(signature.as_bytes())) {
+            return Err(forged());
+        }
+        hex::decode(body)
+            .ok()
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .and_then(|text| LinkClaims::decode(&text))
+            .ok_or_else(forged)
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// What a download link names: one source of one database, until a time.
+#[derive(Debug, Clone, PartialEq)]
+struct LinkClaims {
+    org: OrgId,
+    database: DatabaseId,
+    collection: CollectionName,
+    id: String,
+    expires_at: i64,
+}
+
+impl LinkClaims {
+    /// Lines: organization, database id, collection, item id, expiry (none of them can hold a
+    /// line break: names and ids refuse control characters).
+    fn encode(&self) -> String {
+        format!(
+            "{}\n{}\n{}\n{}\n{}",
+            self.org.as_str(),
+            self.database.as_str(),
+            self.collection.as_str(),
+            self.id,
+            self.expires_at
+        )
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let mut parts = text.split('\n');
+        let claims = Self {
+            org: OrgId::from_trusted(parts.next()?),
+            database: DatabaseId::from_trusted(parts.next()?),
+            collection: CollectionName::from_trusted(parts.next()?),
+            id: parts.next()?.to_owned(),
+            expires_at: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(claims)
+    }
+}
+
+/// Joins chunks in order into one text: where a chunk starts with the end of the one before
+/// (the chunker's overlap), that part is kept once; other chunks are separated by a blank line.
+fn join_chunks<'a>(chunks: impl IntoIterator<Item = &'a str>) -> String {
+    let mut text = String::new();
+    for chunk in chunks {
+        if text.is_empty() {
+            text.push_str(chunk);
+            continue;
+        }
+        let overlap = overlap(&text, chunk);
+        if overlap == 0 {
+            text.push_str("\n\n");
+        }
+        text.push_str(&chunk[overlap..]);
+    }
+    text
+}
+
+/// How many bytes of `next`'s start repeat the end of `text` (the chunker's overlap): the
+/// longest such run that starts a word, is at least [`OVERLAP_MIN_BYTES`] long and lies in the
+/// last [`OVERLAP_SEARCH_BYTES`] of `text`; 0 when there is none. At most
+/// [`OVERLAP_CANDIDATES`] starting points are tried, so the work per chunk is bounded.
+fn overlap(text: &str, next: &str) -> usize {
+    let mut start = text.len().saturating_sub(OVERLAP_SEARCH_BYTES);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &text[start..];
+    let Some(first) = next.chars().next() else {
+        return 0;
+    };
+    // Earliest start first: the longest overlap.
+    tail.match_indices(first)
+        .take(OVERLAP_CANDIDATES)
+        .map(|(at, _)| at)
+        .filter(|&at| {
+            let starts_word = tail[..at].chars().next_back().map_or(
+                start == 0 || text[..start].ends_with(char::is_whitespace),
+                char::is_whitespace,
+            );
+            starts_word && tail.len() - at >= OVERLAP_MIN_BYTES
+        })
+        .map(|at| &tail[at..])
+        .find(|end| next.starts_with(end))
+        .map_or(0, str::len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_join_without_their_overlap() {
+        let joined = join_chunks([
+            "The reactor runs on thorium and",
+            "thorium and needs no enrichment.",
+            "A new section.",
+        ]);
+        assert_eq!(
+            joined,
+            "The reactor runs on thorium and needs no enrichment.\n\nA new section."
+        );
+        assert_eq!(join_chunks(["only one"]), "only one");
+        assert_eq!(join_chunks(Vec::<&str>::new()), "");
+        assert_eq!(overlap("a café au lait", "café au lait chaud"), 13);
+        assert_eq!(
+            join_chunks(["It ends in data.", ". Next part"]),
+            "It ends in data.\n\n. Next part",
+            "a short repeat is no overlap"
+        );
+    }
+
+    #[test]
+    fn link_claims_round_trip_and_refuse_extra_lines() {
+        let claims = LinkClaims {
+            org: OrgId::from_trusted("org"),
+            database: DatabaseId::from_trusted("db_1"),
+            collection: CollectionName::from_trusted("c"),
+            id: "doc 1".into(),
+            expires_at: 42,
+        };
+        assert_eq!(LinkClaims::decode(&claims.encode()), Some(claims.clone()));
+        assert_eq!(
+            LinkClaims::decode(&format!("{}\nmore", claims.encode())),
+            None
+        );
+        assert_eq!(LinkClaims::decode("org\ndb"), None);
+    }
+}

@@ -1,0 +1,70 @@
+//! The hosted service's official clients, unchanged, against the real binary: each suite is a
+//! Python script in `tests/clients` driving the client's every method and checking what comes
+//! back. `make setup-test` installs the clients under `.cache/python`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::{cache_dir, Server};
+
+/// Webhook deliveries fail fast and retry quickly, so that a failed delivery can be retried by
+/// hand within the suite; loopback receivers are allowed.
+const ENV: &[(&str, &str)] = &[
+    ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+    ("ENGRAM_WEBHOOKS__RETRY_BASE_MS", "100"),
+    ("ENGRAM_WEBHOOKS__RETRY_MAX_MS", "200"),
+    ("ENGRAM_WEBHOOKS__RETRY_JITTER", "0"),
+    ("ENGRAM_WEBHOOKS__MAX_ATTEMPTS", "2"),
+    ("ENGRAM_WEBHOOKS__TIMEOUT_MS", "2000"),
+    ("ENGRAM_WEBHOOKS__SWEEP_MS", "50"),
+];
+
+/// Runs `tests/clients/<script>` with the client installed under `.cache/python/<package>` on
+/// its path, against `server`; panics with the script's output when it fails.
+fn run_suite(server: &Server, package: &str, script: &str, envs: &[(&str, String)]) {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let pylib = cache_dir().join("python").join(package);
+    assert!(
+        pylib.is_dir(),
+        "{} is missing: run `make setup-test`",
+        pylib.display()
+    );
+    let mut cmd = Command::new("python3");
+    cmd.arg(manifest.join("tests/clients").join(script))
+        .env("PYTHONPATH", &pylib)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("ENGRAM_URL", &server.base);
+    for (name, value) in envs {
+        cmd.env(name, value);
+    }
+    let output = cmd.output().expect("run python3");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    eprintln!("{stdout}");
+}
+
+#[tokio::test]
+async fn official_python_client_works_unchanged() {
+    let server = Server::start_with(ENV);
+    let key = server.key("org-clients", &[]);
+    let other = server.key("org-clients-other", &[]);
+    let docx =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/markitdown/test.docx");
+    let suite = tokio::task::spawn_blocking(move || {
+        run_suite(
+            &server,
+            "hydradb-sdk",
+            "hydra_suite.py",
+            &[
+                ("ENGRAM_KEY", key),
+                ("ENGRAM_OTHER_KEY", other),
+                ("ENGRAM_DOCX", docx.display().to_string()),
+            ],
+        );
+    });
+    suite.await.expect("the suite");
+}
