@@ -19,6 +19,7 @@ mod lifecycle;
 mod models;
 mod query;
 mod ratelimit;
+mod raw;
 mod sources;
 #[cfg(test)]
 mod testing;
@@ -46,7 +47,7 @@ pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
 };
-pub use engram_store::{FeedbackRecord, Instructions, InstructionsUpdate, ItemOrigin};
+pub use engram_store::{FeedbackRecord, Instructions, InstructionsUpdate, ItemOrigin, RawVector};
 pub use engram_types::DeliveryStatus;
 pub use error::{AppError, AppResult};
 pub use feedback::{FeedbackInput, GroundTruth};
@@ -65,6 +66,7 @@ pub use query::{
     Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, COLLECTIONS_MAX,
     MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
 };
+pub use raw::{RawDocument, RawFilter, RawHit};
 pub use sources::{Download, DownloadLink, MetadataEditRequest, MetadataEdited, SourceView};
 pub use webhooks::{
     DeliveryPage, RegisterWebhook, Registered, TestDelivery, WebhookView, DELIVERIES_LIMIT_DEFAULT,

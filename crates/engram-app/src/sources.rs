@@ -8,10 +8,7 @@
 
 use std::time::Duration;
 
-use engram_store::{
-    ChunkFilter, ChunkSelection, DatabaseRecord, DatabaseScope, ItemOrigin, ItemRecord,
-    MetadataEdit, MetadataEditOutcome,
-};
+use engram_store::{DatabaseRecord, DatabaseScope, ItemRecord, MetadataEdit, MetadataEditOutcome};
 use engram_types::limits::{DOWNLOAD_LINK_DEFAULT_SECS, DOWNLOAD_LINK_MAX_SECS};
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
 use serde_json::{Map, Value};
@@ -22,20 +19,14 @@ use crate::{App, AppError, AppResult, Principal};
 
 /// The name of the service secret that signs download links.
 const LINK_SECRET: &str = "download-links";
-/// At most this many bytes of one chunk's start are looked for in the end of the one before
-/// (the chunker's overlap is a few dozen tokens).
-const OVERLAP_SEARCH_BYTES: usize = 2048;
-/// The shortest repeat taken for an overlap, and how many places it is looked for at.
-const OVERLAP_MIN_BYTES: usize = 8;
-const OVERLAP_CANDIDATES: usize = 256;
 
 /// A source as stored, with its text and what to download it as.
 #[derive(Debug, Clone)]
 pub struct SourceView {
     pub database: DatabaseRecord,
     pub item: ItemRecord,
-    /// The text engram indexed: given (app content, memories) or extracted (files, from their
-    /// chunks in order); empty while a file is not indexed yet.
+    /// The text engram indexed: given (app content, memories) or extracted (files); empty
+    /// while a file is not indexed yet.
     pub content: String,
     /// The bytes a file was uploaded as; `None` for app content and memories.
     pub payload: Option<Vec<u8>>,
@@ -114,10 +105,8 @@ impl App {
             .item_source(&scope, &collection, id, now)
             .await?
             .ok_or_else(|| AppError::SourceNotFound(id.to_owned()))?;
-        let content = match &source.item.fields.text {
-            Some(text) if source.item.origin != ItemOrigin::File => text.clone(),
-            _ => self.indexed_text(&scope, &collection, id, now).await?,
-        };
+        // Files get their extracted text when indexed; before that there is none.
+        let content = source.item.fields.text.clone().unwrap_or_default();
         let expires_at = now.saturating_add(millis(Duration::from_secs(expiry)));
         let token = self
             .sign_link(&LinkClaims {
@@ -217,31 +206,6 @@ impl App {
         }
     }
 
-    /// The text of an item's chunks in order, each chunk's overlap with the one before removed.
-    async fn indexed_text(
-        &self,
-        scope: &DatabaseScope,
-        collection: &CollectionName,
-        id: &str,
-        now: i64,
-    ) -> AppResult<String> {
-        let filter = ChunkFilter {
-            collections: vec![collection.clone()],
-            ..ChunkFilter::default()
-        };
-        let budget = u32::try_from(self.inner.config.budgets.chunks).unwrap_or(u32::MAX);
-        let keys = self
-            .store()
-            .selected_chunk_keys(scope, &filter, ChunkSelection::Item(id), budget, now)
-            .await?;
-        let mut hits = self
-            .store()
-            .fetch_chunks(scope, &filter, &keys, now)
-            .await?;
-        hits.sort_by_key(|h| h.position);
-        Ok(join_chunks(hits.iter().map(|h| h.content.as_str())))
-    }
-
     async fn link_secret(&self) -> AppResult<Vec<u8>> {
         let candidate: [u8; 32] = rand::random();
         Ok(self
@@ -316,77 +280,9 @@ impl LinkClaims {
     }
 }
 
-/// Joins chunks in order into one text: where a chunk starts with the end of the one before
-/// (the chunker's overlap), that part is kept once; other chunks are separated by a blank line.
-fn join_chunks<'a>(chunks: impl IntoIterator<Item = &'a str>) -> String {
-    let mut text = String::new();
-    for chunk in chunks {
-        if text.is_empty() {
-            text.push_str(chunk);
-            continue;
-        }
-        let overlap = overlap(&text, chunk);
-        if overlap == 0 {
-            text.push_str("\n\n");
-        }
-        text.push_str(&chunk[overlap..]);
-    }
-    text
-}
-
-/// How many bytes of `next`'s start repeat the end of `text` (the chunker's overlap): the
-/// longest such run that starts a word, is at least [`OVERLAP_MIN_BYTES`] long and lies in the
-/// last [`OVERLAP_SEARCH_BYTES`] of `text`; 0 when there is none. At most
-/// [`OVERLAP_CANDIDATES`] starting points are tried, so the work per chunk is bounded.
-fn overlap(text: &str, next: &str) -> usize {
-    let mut start = text.len().saturating_sub(OVERLAP_SEARCH_BYTES);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    let tail = &text[start..];
-    let Some(first) = next.chars().next() else {
-        return 0;
-    };
-    // Earliest start first: the longest overlap.
-    tail.match_indices(first)
-        .take(OVERLAP_CANDIDATES)
-        .map(|(at, _)| at)
-        .filter(|&at| {
-            let starts_word = tail[..at].chars().next_back().map_or(
-                start == 0 || text[..start].ends_with(char::is_whitespace),
-                char::is_whitespace,
-            );
-            starts_word && tail.len() - at >= OVERLAP_MIN_BYTES
-        })
-        .map(|at| &tail[at..])
-        .find(|end| next.starts_with(end))
-        .map_or(0, str::len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunks_join_without_their_overlap() {
-        let joined = join_chunks([
-            "The reactor runs on thorium and",
-            "thorium and needs no enrichment.",
-            "A new section.",
-        ]);
-        assert_eq!(
-            joined,
-            "The reactor runs on thorium and needs no enrichment.\n\nA new section."
-        );
-        assert_eq!(join_chunks(["only one"]), "only one");
-        assert_eq!(join_chunks(Vec::<&str>::new()), "");
-        assert_eq!(overlap("a café au lait", "café au lait chaud"), 13);
-        assert_eq!(
-            join_chunks(["It ends in data.", ". Next part"]),
-            "It ends in data.\n\n. Next part",
-            "a short repeat is no overlap"
-        );
-    }
 
     #[test]
     fn link_claims_round_trip_and_refuse_extra_lines() {

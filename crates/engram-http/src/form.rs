@@ -167,9 +167,26 @@ impl Form {
         &self,
         name: &str,
     ) -> Result<Option<Vec<T>>, ApiError> {
+        self.json_items(name, false)
+    }
+
+    /// Like [`Self::json_array`], also taking one JSON-encoded object as an array of one (as
+    /// legacy clients send `app_sources`).
+    pub(crate) fn json_array_or_object<T: DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<Vec<T>>, ApiError> {
+        self.json_items(name, true)
+    }
+
+    fn json_items<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        single_ok: bool,
+    ) -> Result<Option<Vec<T>>, ApiError> {
         let mut all: Option<Vec<T>> = None;
         for part in self.fields.get(name).into_iter().flatten() {
-            if let Some(items) = Self::json_array_part(name, part)? {
+            if let Some(items) = Self::json_array_part(name, part, single_ok)? {
                 all.get_or_insert_with(Vec::new).extend(items);
             }
         }
@@ -179,6 +196,7 @@ impl Form {
     fn json_array_part<T: DeserializeOwned>(
         name: &str,
         part: &FieldValue,
+        single_ok: bool,
     ) -> Result<Option<Vec<T>>, ApiError> {
         let text = match part {
             FieldValue::Json(Value::Null) => return Ok(None),
@@ -195,12 +213,15 @@ impl Form {
         if text.trim().is_empty() {
             return Ok(None);
         }
-        let value: Value = serde_json::from_str(text).map_err(|e| {
+        let mut value: Value = serde_json::from_str(text).map_err(|e| {
             ApiError::new(
                 ErrorCode::ValidationError,
                 format!("`{name}` is not valid JSON: {e}"),
             )
         })?;
+        if single_ok && value.is_object() {
+            value = Value::Array(vec![value]);
+        }
         if !value.is_array() {
             return Err(ApiError::new(
                 ErrorCode::ValidationError,

@@ -8,6 +8,7 @@
 
 mod error;
 mod items;
+mod raw;
 mod records;
 mod search;
 pub mod sqlite;
@@ -21,6 +22,7 @@ use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId
 
 pub use error::{StoreError, StoreResult};
 pub use items::*;
+pub use raw::*;
 pub use records::*;
 pub use search::*;
 pub use webhooks::*;
@@ -134,6 +136,7 @@ pub trait Store:
     + WebhookStore
     + DeliveryQueue
     + FeedbackStore
+    + RawEmbeddingStore
     + Send
     + Sync
     + 'static

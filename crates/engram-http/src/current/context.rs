@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::form::Form;
 use crate::wire::items::*;
-use crate::wire::{lenient, parse_enum, Deprecations, ScopeDto, ScopeParams};
+use crate::wire::{lenient, parse_enum, Deprecations, Ignored, ScopeDto, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -37,8 +37,8 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR"),
     ))]
 async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<Envelope, ApiError> {
-    let mut deprecations = Deprecations::default();
-    let (database, request) = ingest_request(&form, &mut deprecations)?;
+    let (mut deprecations, mut ignored) = (Deprecations::default(), Ignored::default());
+    let (database, request) = ingest_request(&form, &mut deprecations, &mut ignored)?;
     let (outcome, kind) = match request {
         Ingest::Knowledge(request) => (
             app.ingest_knowledge(&who, &database, request).await?,
@@ -51,7 +51,8 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
     };
     let mut envelope = Envelope::new(StatusCode::ACCEPTED, &ingest_result(&outcome))
         .scoped(&outcome.database, Some(outcome.collection.as_str()))
-        .deprecations(deprecations);
+        .deprecations(deprecations)
+        .ignored(&ignored);
     envelope.source_type(kind.as_str());
     Ok(envelope)
 }
@@ -67,6 +68,7 @@ enum Ingest {
 fn ingest_request(
     form: &Form,
     deprecations: &mut Deprecations,
+    ignored: &mut Ignored,
 ) -> Result<(engram_types::DatabaseName, Ingest), ApiError> {
     let (database, collection) = deprecations.scope(
         form.text("database")?,
@@ -83,19 +85,26 @@ fn ingest_request(
     };
     let request = match kind {
         ItemKind::Knowledge => {
-            let file_metadata = deprecations.pick(
-                form.json_array::<FileMetadataDto>("document_metadata")?,
-                form.json_array::<FileMetadataDto>("file_metadata")?,
-                "document_metadata",
-                "file_metadata",
-            )?;
+            let file_metadata = deprecations
+                .pick(
+                    form.json_array::<FileMetadataDto>("document_metadata")?,
+                    form.json_array::<FileMetadataDto>("file_metadata")?,
+                    "document_metadata",
+                    "file_metadata",
+                )?
+                .map(|list| {
+                    list.into_iter()
+                        .map(|m| m.resolve(deprecations))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()?;
             Ingest::Knowledge(KnowledgeRequest {
                 collection,
                 upsert,
                 files: form.files_named(&["documents", "files"]),
-                file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
+                file_metadata,
                 file_metadata_field: "document_metadata",
-                app_knowledge: app_sources(form)?,
+                app_knowledge: app_sources(form, deprecations)?,
             })
         }
         ItemKind::Memory => {
@@ -105,7 +114,10 @@ fn ingest_request(
             Ingest::Memory(MemoryRequest {
                 collection,
                 upsert,
-                memories: memories.into_iter().map(Into::into).collect(),
+                memories: memories
+                    .into_iter()
+                    .map(|m| m.resolve(deprecations, ignored))
+                    .collect::<Result<_, _>>()?,
             })
         }
     };

@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
+use crate::wire::items::{download_url, FetchMode};
 use crate::wire::{Deprecations, Ignored, ScopeDto, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
@@ -35,7 +36,7 @@ pub(super) struct InspectParams {
     pub id: String,
     /// Lifetime of `presigned_url` in seconds: 1 to 604800, default 3600.
     pub expiry_seconds: Option<i64>,
-    /// Accepted and reported in `meta.ignored_parameters`: engram has one fetch mode.
+    /// `content` (the text), `url` (the download link) or `both` (default).
     pub mode: Option<String>,
     /// Accepted and reported in `meta.ignored_parameters`: document access lists come with
     /// connectors.
@@ -50,8 +51,9 @@ pub(super) struct InspectParams {
 pub(super) struct InspectDto {
     pub id: String,
     /// The text engram indexed: as given (app content, memories) or extracted (files; empty
-    /// until the file is indexed).
-    pub content: String,
+    /// until the file is indexed). Absent with `mode=url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
     /// The uploaded bytes, base64-encoded, for files that are not plain text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_base64: Option<String>,
@@ -59,10 +61,13 @@ pub(super) struct InspectDto {
     pub content_type: String,
     /// What inference made of a memory (`infer: true`); empty when none was made.
     pub inferred_content: String,
-    /// Downloads the source as uploaded, without an API key, until it expires.
-    pub presigned_url: String,
+    /// Downloads the source as uploaded, without an API key, until it expires. Absent with
+    /// `mode=content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presigned_url: Option<String>,
     /// When `presigned_url` stops working (RFC 3339).
-    pub presigned_url_expires_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presigned_url_expires_at: Option<String>,
     pub size_bytes: u64,
     pub success: bool,
     pub message: String,
@@ -70,32 +75,12 @@ pub(super) struct InspectDto {
     pub error: String,
 }
 
-/// The base URL this request reached the service at: `X-Forwarded-Proto` and
-/// `X-Forwarded-Host` when a proxy sets them, else `http` and `Host`.
-fn public_base(headers: &HeaderMap) -> String {
-    let get = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-    };
-    let scheme = get("x-forwarded-proto")
-        .filter(|p| matches!(*p, "http" | "https"))
-        .unwrap_or("http");
-    let host = get("x-forwarded-host")
-        .or_else(|| get("host"))
-        .unwrap_or("localhost");
-    format!("{scheme}://{host}")
-}
-
 /// A source's text, its uploaded bytes and a signed link that downloads it until
 /// `expiry_seconds` have passed.
 #[utoipa::path(get, path = "/context/inspect", tag = "context", params(InspectParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<InspectDto>),
-        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: id missing, expiry_seconds out of range"),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: id missing, expiry_seconds out of range, unknown mode"),
         (status = 404, body = ErrorEnvelopeDoc, description = "SOURCE_NOT_FOUND or DATABASE_NOT_FOUND"),
     ))]
 async fn inspect(
@@ -106,12 +91,8 @@ async fn inspect(
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
+    let mode = FetchMode::parse(params.mode.as_deref())?;
     let mut ignored = Ignored::default();
-    ignored.note_if(
-        params.mode.is_some(),
-        "mode",
-        "engram has one fetch mode: the stored text, the bytes and a download link",
-    );
     ignored.note_if(
         params.acl.is_some(),
         "acl",
@@ -138,20 +119,18 @@ async fn inspect(
     let content_base64 = view
         .payload
         .as_ref()
-        .filter(|_| !content_type.starts_with("text/"))
+        .filter(|_| mode.content() && !content_type.starts_with("text/"))
         .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes));
     let data = InspectDto {
         id: view.item.id.clone(),
-        content: view.content.clone(),
+        content: mode.content().then(|| view.content.clone()),
         content_base64,
         content_type,
         inferred_content: String::new(),
-        presigned_url: format!(
-            "{}/context/download?token={}",
-            public_base(&headers),
-            view.link.token
-        ),
-        presigned_url_expires_at: engram_app::format_ms(view.link.expires_at),
+        presigned_url: mode.url().then(|| download_url(&headers, &view.link.token)),
+        presigned_url_expires_at: mode
+            .url()
+            .then(|| engram_app::format_ms(view.link.expires_at)),
         size_bytes: size_bytes as u64,
         success: true,
         message: "source fetched".into(),

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::form::Form;
 use crate::wire::items::*;
-use crate::wire::Deprecations;
+use crate::wire::{Deprecations, Ignored};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -81,22 +81,31 @@ async fn upload_knowledge(
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
     let form = form.map_err(recode)?;
+    let mut deprecations = Deprecations::default();
     let database = tenant(form.text("tenant_id")?)?;
     let files = form.files_named(&["files", "documents"]);
-    let file_metadata = form.json_array::<FileMetadataDto>("file_metadata")?;
+    let file_metadata = form
+        .json_array::<FileMetadataDto>("file_metadata")?
+        .map(|list| {
+            list.into_iter()
+                .map(|m| m.resolve(&mut deprecations))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     let request = KnowledgeRequest {
         collection: form.text("sub_tenant_id")?,
         upsert: form.flag("upsert", true)?,
         files,
-        file_metadata: file_metadata.map(|list| list.into_iter().map(Into::into).collect()),
+        file_metadata,
         file_metadata_field: "file_metadata",
-        app_knowledge: app_sources(&form)?,
+        app_knowledge: app_sources(&form, &mut deprecations)?,
     };
     let outcome = app
         .ingest_knowledge(&who, &database, request)
         .await
         .map_err(content)?;
-    Ok((StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response())
+    let response = (StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response();
+    Ok(super::deprecated(response, &deprecations))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -117,16 +126,22 @@ async fn add_memory(
     Json(body): Json<AddMemoryBody>,
 ) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
+    let (mut deprecations, mut ignored) = (Deprecations::default(), Ignored::default());
     let request = MemoryRequest {
         collection: body.sub_tenant_id,
         upsert: body.upsert.unwrap_or(true),
-        memories: body.memories.into_iter().map(Into::into).collect(),
+        memories: body
+            .memories
+            .into_iter()
+            .map(|m| m.resolve(&mut deprecations, &mut ignored))
+            .collect::<Result<_, _>>()?,
     };
     let outcome = app
         .ingest_memories(&who, &database, request)
         .await
         .map_err(content)?;
-    Ok((StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response())
+    let response = (StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response();
+    Ok(super::deprecated(response, &deprecations))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -135,6 +150,8 @@ pub(super) struct VerifyParams {
     /// Comma-separated or repeated item ids.
     #[serde(default)]
     pub file_ids: Vec<String>,
+    /// One item id (added to `file_ids`).
+    pub file_id: Option<String>,
     #[serde(default, deserialize_with = "crate::wire::present")]
     pub tenant_id: Option<String>,
     #[serde(default, deserialize_with = "crate::wire::present")]
@@ -164,7 +181,8 @@ async fn verify_processing(
     Query(params): Query<VerifyParams>,
 ) -> Result<axum::Json<LegacyStatuses>, ApiError> {
     let database = tenant(params.tenant_id)?;
-    let ids = split_ids(&params.file_ids);
+    let mut ids = split_ids(&params.file_ids);
+    ids.extend(params.file_id.filter(|id| !id.is_empty()));
     let (_, statuses) = app
         .item_statuses(&who, &database, params.sub_tenant_id.as_deref(), &ids)
         .await

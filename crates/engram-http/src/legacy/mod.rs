@@ -1,13 +1,16 @@
 //! The legacy generation: `/tenants/*`, `/ingestion/*`, `/memories/*`, `/list/data`,
-//! `/knowledge/*`, `/recall/*`. Plain objects, `{detail:{…}}` errors, `tenant_id` and
+//! `/knowledge/*`, `/recall/*`, `/fetch/content`, `/embeddings/*`. Plain objects, `{detail:{…}}` errors, `tenant_id` and
 //! `sub_tenant_id` names. Frozen: it changes only to fix a mismatch with the legacy contract.
 //! Retiring it means deleting this folder and its line in the crate's router.
 
 mod content;
+mod embeddings;
+mod fetch;
 mod recall;
 mod tenants;
 mod wire;
 
+use axum::http::HeaderValue;
 use axum::middleware::map_response;
 use axum::response::Response;
 use engram_app::{parse_database_name, App, AppError};
@@ -17,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::envelope::Generation;
 use crate::error::{panic_response, ApiError};
+use crate::wire::Deprecations;
 
 /// Every route of the generation, marked as legacy.
 pub(crate) fn routes() -> OpenApiRouter<App> {
@@ -24,6 +28,8 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
         .merge(tenants::routes())
         .merge(content::routes())
         .merge(recall::routes())
+        .merge(fetch::routes())
+        .merge(embeddings::routes())
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(map_response(mark))
 }
@@ -53,6 +59,24 @@ fn recode(err: ApiError) -> ApiError {
 /// An app error in the content routes' codes.
 fn content(err: AppError) -> ApiError {
     recode(legacy(err))
+}
+
+/// A legacy answer that used deprecated field names: `Deprecation: true` and a `Warning`
+/// naming them (the body stays the legacy contract's plain object).
+fn deprecated(mut response: Response, deprecations: &Deprecations) -> Response {
+    if deprecations.is_empty() {
+        return response;
+    }
+    let warning = format!(
+        "299 engram \"deprecated fields: {}\"",
+        deprecations.fields().join(", ")
+    );
+    let headers = response.headers_mut();
+    headers.insert("deprecation", HeaderValue::from_static("true"));
+    if let Ok(value) = HeaderValue::from_str(&warning) {
+        headers.insert(axum::http::header::WARNING, value);
+    }
+    response
 }
 
 /// The required `tenant_id` of a request, checked.

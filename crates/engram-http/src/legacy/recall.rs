@@ -110,6 +110,7 @@ impl RecallBody {
             metadata_filters: self.metadata_filters.unwrap_or_default(),
             graph_context: Some(self.graph_context.unwrap_or(false)),
             query_apps: false,
+            context: self.additional_context,
             ..QueryRequest::default()
         })
     }

@@ -104,8 +104,7 @@ pub(super) struct RecallBody {
     /// Accepted; forceful relations come with the knowledge graph.
     #[allow(dead_code)]
     pub search_forceful_relations: Option<bool>,
-    /// A hint for answer generation; accepted for compatibility, not used for ranking.
-    #[allow(dead_code)]
+    /// Text put before the query for retrieval, to steer relevance.
     pub additional_context: Option<String>,
     pub metadata_filters: Option<Map<String, Value>>,
 }

@@ -8,30 +8,34 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
-use crate::wire::Deprecations;
+use crate::wire::{Deprecations, Ignored};
 
 /// One entry of `document_metadata` / `file_metadata`.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
-pub struct FileMetadataDto {
+pub(crate) struct FileMetadataDto {
     pub id: Option<String>,
+    /// Deprecated alias of `id`.
+    pub file_id: Option<String>,
     /// Values of the database's schema fields.
-    #[serde(alias = "tenant_metadata")]
-    pub metadata: Map<String, Value>,
-    #[serde(alias = "document_metadata")]
-    pub additional_metadata: Map<String, Value>,
+    pub metadata: Option<Map<String, Value>>,
+    /// Deprecated alias of `metadata`.
+    pub tenant_metadata: Option<Map<String, Value>>,
+    pub additional_metadata: Option<Map<String, Value>>,
+    /// Deprecated alias of `additional_metadata`.
+    pub document_metadata: Option<Map<String, Value>>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
-pub struct ContentDto {
+pub(crate) struct ContentDto {
     pub text: String,
 }
 
 /// One entry of `app_knowledge`.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
-pub struct AppSourceDto {
+pub(crate) struct AppSourceDto {
     pub id: Option<String>,
     #[serde(alias = "tenant_id")]
     pub database: Option<String>,
@@ -45,10 +49,12 @@ pub struct AppSourceDto {
     pub url: String,
     pub timestamp: String,
     pub content: ContentDto,
-    #[serde(alias = "tenant_metadata")]
-    pub metadata: Map<String, Value>,
-    #[serde(alias = "document_metadata")]
-    pub additional_metadata: Map<String, Value>,
+    pub metadata: Option<Map<String, Value>>,
+    /// Deprecated alias of `metadata`.
+    pub tenant_metadata: Option<Map<String, Value>>,
+    pub additional_metadata: Option<Map<String, Value>>,
+    /// Deprecated alias of `additional_metadata`.
+    pub document_metadata: Option<Map<String, Value>>,
     #[schema(value_type = Vec<Object>)]
     pub attachments: Value,
     #[schema(value_type = Object)]
@@ -56,7 +62,7 @@ pub struct AppSourceDto {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct PairDto {
+pub(crate) struct PairDto {
     pub user: String,
     pub assistant: String,
 }
@@ -64,8 +70,10 @@ pub struct PairDto {
 /// One memory.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
-pub struct MemoryDto {
+pub(crate) struct MemoryDto {
     pub id: Option<String>,
+    /// Deprecated alias of `id`.
+    pub source_id: Option<String>,
     pub title: String,
     pub text: Option<String>,
     pub user_assistant_pairs: Option<Vec<PairDto>>,
@@ -75,57 +83,152 @@ pub struct MemoryDto {
     pub user_name: Option<String>,
     /// Time to live in seconds.
     pub expiry_time: Option<i64>,
-    pub metadata: Map<String, Value>,
-    pub additional_metadata: Map<String, Value>,
+    /// An object, or (as the legacy clients send it) a JSON-encoded object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    /// Deprecated alias of `metadata`.
+    #[schema(value_type = Option<Object>)]
+    pub tenant_metadata: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub additional_metadata: Option<Value>,
+    /// Deprecated alias of `additional_metadata`.
+    #[schema(value_type = Option<Object>)]
+    pub document_metadata: Option<Value>,
 }
 
-impl From<FileMetadataDto> for engram_app::FileMetadata {
-    fn from(d: FileMetadataDto) -> Self {
-        Self {
-            id: d.id,
-            metadata: d.metadata,
-            additional_metadata: d.additional_metadata,
-        }
+/// A metadata object given as an object or as a JSON-encoded object (legacy clients).
+fn metadata_object(value: Option<Value>, field: &str) -> Result<Map<String, Value>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(Value::String(text)) if text.trim().is_empty() => Ok(Map::new()),
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err(ApiError::invalid(format!(
+                "`{field}` must be an object or a JSON-encoded object"
+            ))),
+        },
+        Some(_) => Err(ApiError::invalid(format!("`{field}` must be an object"))),
     }
 }
 
-impl From<AppSourceDto> for engram_app::AppSource {
-    fn from(d: AppSourceDto) -> Self {
-        Self {
-            id: d.id,
-            database: d.database,
-            collection: d.collection,
-            title: d.title,
-            source_type: d.source_type,
-            description: d.description,
-            note: d.note,
-            url: d.url,
-            timestamp: d.timestamp,
-            text: d.content.text,
-            metadata: d.metadata,
-            additional_metadata: d.additional_metadata,
-            attachments: d.attachments,
-            relations: d.relations,
-        }
+impl FileMetadataDto {
+    /// The app's file metadata, deprecated names resolved and reported.
+    pub(crate) fn resolve(
+        self,
+        deprecations: &mut Deprecations,
+    ) -> Result<engram_app::FileMetadata, ApiError> {
+        Ok(engram_app::FileMetadata {
+            id: deprecations.pick(
+                self.id,
+                self.file_id,
+                "document_metadata[].id",
+                "document_metadata[].file_id",
+            )?,
+            metadata: deprecations
+                .pick(
+                    self.metadata,
+                    self.tenant_metadata,
+                    "document_metadata[].metadata",
+                    "document_metadata[].tenant_metadata",
+                )?
+                .unwrap_or_default(),
+            additional_metadata: deprecations
+                .pick(
+                    self.additional_metadata,
+                    self.document_metadata,
+                    "document_metadata[].additional_metadata",
+                    "document_metadata[].document_metadata",
+                )?
+                .unwrap_or_default(),
+        })
     }
 }
 
-impl From<MemoryDto> for engram_app::MemoryInput {
-    fn from(d: MemoryDto) -> Self {
-        Self {
-            id: d.id,
-            title: d.title,
-            text: d.text,
-            pairs: d
+impl AppSourceDto {
+    /// The app's app source, deprecated names resolved and reported.
+    pub(crate) fn resolve(
+        self,
+        deprecations: &mut Deprecations,
+    ) -> Result<engram_app::AppSource, ApiError> {
+        let metadata = deprecations.pick(
+            self.metadata,
+            self.tenant_metadata,
+            "app_knowledge[].metadata",
+            "app_knowledge[].tenant_metadata",
+        )?;
+        let additional_metadata = deprecations.pick(
+            self.additional_metadata,
+            self.document_metadata,
+            "app_knowledge[].additional_metadata",
+            "app_knowledge[].document_metadata",
+        )?;
+        Ok(engram_app::AppSource {
+            id: self.id,
+            database: self.database,
+            collection: self.collection,
+            title: self.title,
+            source_type: self.source_type,
+            description: self.description,
+            note: self.note,
+            url: self.url,
+            timestamp: self.timestamp,
+            text: self.content.text,
+            metadata: metadata.unwrap_or_default(),
+            additional_metadata: additional_metadata.unwrap_or_default(),
+            attachments: self.attachments,
+            relations: self.relations,
+        })
+    }
+}
+
+impl MemoryDto {
+    /// The app's memory, deprecated names resolved and reported; `is_markdown` noted in
+    /// `ignored` when set (memories are chunked as plain text).
+    pub(crate) fn resolve(
+        self,
+        deprecations: &mut Deprecations,
+        ignored: &mut Ignored,
+    ) -> Result<engram_app::MemoryInput, ApiError> {
+        ignored.note_if(
+            self.is_markdown,
+            "memories[].is_markdown",
+            "memories are chunked as plain text; Markdown marks stay in the text",
+        );
+        let metadata = deprecations.pick(
+            self.metadata,
+            self.tenant_metadata,
+            "memories[].metadata",
+            "memories[].tenant_metadata",
+        )?;
+        let additional_metadata = deprecations.pick(
+            self.additional_metadata,
+            self.document_metadata,
+            "memories[].additional_metadata",
+            "memories[].document_metadata",
+        )?;
+        Ok(engram_app::MemoryInput {
+            id: deprecations.pick(
+                self.id,
+                self.source_id,
+                "memories[].id",
+                "memories[].source_id",
+            )?,
+            title: self.title,
+            text: self.text,
+            pairs: self
                 .user_assistant_pairs
                 .map(|pairs| pairs.into_iter().map(|p| (p.user, p.assistant)).collect()),
-            infer: d.infer,
-            custom_instructions: d.custom_instructions,
-            user_name: d.user_name,
-            expiry_time: d.expiry_time,
-            metadata: d.metadata,
-            additional_metadata: d.additional_metadata,
-        }
+            infer: self.infer,
+            custom_instructions: self.custom_instructions,
+            user_name: self.user_name,
+            expiry_time: self.expiry_time,
+            metadata: metadata_object(metadata, "memories[].metadata")?,
+            additional_metadata: metadata_object(
+                additional_metadata,
+                "memories[].additional_metadata",
+            )?,
+        })
     }
 }
 
@@ -318,6 +421,8 @@ pub(crate) struct SourceDto {
     pub tenant_metadata: Map<String, Value>,
     pub metadata: Map<String, Value>,
     pub additional_metadata: Map<String, Value>,
+    /// The same as `additional_metadata`, under the name legacy clients read.
+    pub document_metadata: Map<String, Value>,
     #[schema(value_type = Vec<Object>)]
     pub attachments: Value,
     #[schema(value_type = Object)]
@@ -375,6 +480,11 @@ impl SourceDto {
             Map::new()
         };
         let f = &record.fields;
+        let additional = if wants("additional_metadata") || wants("document_metadata") {
+            object(&f.additional_metadata)
+        } else {
+            Map::new()
+        };
         let text = |on: bool, v: &String| if on { v.clone() } else { String::new() };
         Self {
             id: record.id.clone(),
@@ -393,11 +503,8 @@ impl SourceDto {
             }),
             tenant_metadata: metadata.clone(),
             metadata,
-            additional_metadata: if wants("additional_metadata") || wants("document_metadata") {
-                object(&f.additional_metadata)
-            } else {
-                Map::new()
-            },
+            document_metadata: additional.clone(),
+            additional_metadata: additional,
             attachments: if wants("attachments") {
                 f.attachments.clone()
             } else {
@@ -477,16 +584,23 @@ pub(crate) fn check_include_fields(fields: &[String]) -> Result<(), crate::error
     }
 }
 
-/// The `app_knowledge` form field as app sources.
+/// The `app_knowledge` form field (or its deprecated name `app_sources`, which legacy clients
+/// send, as one source or an array) as app sources.
 pub(crate) fn app_sources(
     form: &crate::form::Form,
+    deprecations: &mut Deprecations,
 ) -> Result<Vec<engram_app::AppSource>, crate::error::ApiError> {
-    Ok(form
-        .json_array::<AppSourceDto>("app_knowledge")?
+    let sources = deprecations.pick(
+        form.json_array::<AppSourceDto>("app_knowledge")?,
+        form.json_array_or_object::<AppSourceDto>("app_sources")?,
+        "app_knowledge",
+        "app_sources",
+    )?;
+    sources
         .unwrap_or_default()
         .into_iter()
-        .map(Into::into)
-        .collect())
+        .map(|source| source.resolve(deprecations))
+        .collect()
 }
 
 /// The answer to an ingest call (both generations start from it).
@@ -631,4 +745,58 @@ pub(crate) fn listed_items(
             ),
         ),
     }
+}
+
+/// What a source read returns (`mode`): its text, a download link, or both (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FetchMode {
+    Content,
+    Url,
+    Both,
+}
+
+impl FetchMode {
+    pub(crate) fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        match raw.map(str::trim) {
+            None | Some("" | "both") => Ok(Self::Both),
+            Some("content") => Ok(Self::Content),
+            Some("url") => Ok(Self::Url),
+            Some(other) => Err(ApiError::invalid(format!(
+                "unknown `mode` `{other}`; expected content, url or both"
+            ))),
+        }
+    }
+
+    pub(crate) fn content(self) -> bool {
+        self != Self::Url
+    }
+
+    pub(crate) fn url(self) -> bool {
+        self != Self::Content
+    }
+}
+
+/// The base URL this request reached the service at: `X-Forwarded-Proto` and
+/// `X-Forwarded-Host` when a proxy sets them, else `http` and `Host`.
+fn public_base(headers: &axum::http::HeaderMap) -> String {
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let scheme = get("x-forwarded-proto")
+        .filter(|p| matches!(*p, "http" | "https"))
+        .unwrap_or("http");
+    let host = get("x-forwarded-host")
+        .or_else(|| get("host"))
+        .unwrap_or("localhost");
+    format!("{scheme}://{host}")
+}
+
+/// The URL a download token opens, on the base this request reached the service at.
+pub(crate) fn download_url(headers: &axum::http::HeaderMap, token: &str) -> String {
+    format!("{}/context/download?token={token}", public_base(headers))
 }

@@ -87,6 +87,9 @@ impl Deprecations {
             ))),
             (Some(c), _) => Ok(Some(c)),
             (None, Some(a)) => {
+                if self.0.iter().any(|d| d.deprecated_field == alias_name) {
+                    return Ok(Some(a));
+                }
                 self.0.push(Deprecation {
                     deprecated: true,
                     deprecated_field: alias_name.into(),
@@ -138,6 +141,15 @@ impl Deprecations {
             params.collection,
             params.sub_tenant_id,
         )
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The deprecated names used, for the legacy generation's `Deprecation` header.
+    pub(crate) fn fields(&self) -> Vec<&str> {
+        self.0.iter().map(|d| d.deprecated_field.as_str()).collect()
     }
 
     pub(crate) fn into_vec(self) -> Vec<Deprecation> {

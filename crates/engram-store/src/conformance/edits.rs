@@ -8,7 +8,8 @@ use serde_json::{json, Map, Value};
 use super::items::{chunk, claim_ours, collection, item, setup};
 use super::{name, sample_key};
 use crate::{
-    FeedbackRecord, InstructionsUpdate, MetadataEdit, MetadataEditOutcome, Store, StoreError,
+    FeedbackRecord, InstructionsUpdate, MetadataEdit, MetadataEditOutcome, RawSelection, RawVector,
+    Store, StoreError,
 };
 
 pub(super) async fn run_all<S: Store>(store: &S) {
@@ -18,6 +19,7 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     an_item_source_comes_back_with_its_bytes(store).await;
     feedback_is_kept_per_organization(store).await;
     a_service_secret_is_made_once(store).await;
+    raw_vectors_are_stored_scanned_selected_and_deleted(store).await;
 }
 
 async fn a_rename_moves_the_name_and_the_keys_restricted_to_it<S: Store>(store: &S) {
@@ -297,4 +299,107 @@ async fn a_service_secret_is_made_once<S: Store>(store: &S) {
         .unwrap();
     assert_eq!(first, b"one");
     assert_eq!(second, b"one", "the stored secret wins");
+}
+
+fn raw(source: &str, chunk: &str, x: f32) -> RawVector {
+    RawVector {
+        source_id: source.into(),
+        chunk_id: chunk.into(),
+        embedding: vec![x, 1.0 - x, 0.5],
+        metadata: json!({"n": x}),
+    }
+}
+
+async fn raw_vectors_are_stored_scanned_selected_and_deleted<S: Store>(store: &S) {
+    let scope = setup(store, "db_raw_1", "conf-raw-1").await;
+    let c = collection("vectors");
+    let written = store
+        .put_raw(
+            &scope,
+            &c,
+            &[
+                raw("s1", "a", 0.1),
+                raw("s1", "b", 0.2),
+                raw("s2", "c", 0.3),
+            ],
+            false,
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(written, ["a", "b", "c"]);
+    let kept = store
+        .put_raw(&scope, &c, &[raw("s1", "a", 0.9)], false, 2)
+        .await
+        .unwrap();
+    assert!(kept.is_empty(), "without upsert an existing chunk id stays");
+    let replaced = store
+        .put_raw(&scope, &c, &[raw("s3", "a", 0.9)], true, 3)
+        .await
+        .unwrap();
+    assert_eq!(replaced, ["a"]);
+    assert!(store.list_collections(&scope).await.unwrap().contains(&c));
+
+    // A scan in pages sees every vector once.
+    let (mut after, mut seen) = (0, Vec::new());
+    loop {
+        let page = store.raw_page(&scope, &c, after, 2).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.0;
+        seen.extend(page.into_iter().map(|(_, v)| v));
+    }
+    seen.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
+    assert_eq!(
+        seen,
+        vec![
+            raw("s3", "a", 0.9),
+            raw("s1", "b", 0.2),
+            raw("s2", "c", 0.3)
+        ]
+    );
+
+    let by_source = RawSelection {
+        source_id: Some("s1"),
+        chunk_ids: &[],
+    };
+    assert_eq!(
+        store.select_raw(&scope, &c, by_source, 10).await.unwrap(),
+        vec![raw("s1", "b", 0.2)]
+    );
+    let ids = ["c".to_owned(), "zz".to_owned()];
+    let by_ids = RawSelection {
+        source_id: None,
+        chunk_ids: &ids,
+    };
+    assert_eq!(
+        store.select_raw(&scope, &c, by_ids, 10).await.unwrap(),
+        vec![raw("s2", "c", 0.3)]
+    );
+
+    // Another organization reads and deletes nothing.
+    let mut foreign = scope.clone();
+    foreign.org = OrgId::from_trusted("conf-raw-2");
+    assert!(store
+        .raw_page(&foreign, &c, 0, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.delete_raw(&foreign, &c, by_ids).await.unwrap(), 0);
+    let refused = store
+        .put_raw(&foreign, &c, &[raw("x", "x", 0.0)], true, 4)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::NotFound(_))),
+        "{refused:?}"
+    );
+
+    assert_eq!(store.delete_raw(&scope, &c, by_ids).await.unwrap(), 1);
+    assert_eq!(
+        store.delete_collection(&scope, &c, true).await.unwrap(),
+        Some(0)
+    );
+    assert!(
+        store.raw_page(&scope, &c, 0, 10).await.unwrap().is_empty(),
+        "the collection took its vectors"
+    );
 }

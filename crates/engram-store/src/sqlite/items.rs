@@ -347,6 +347,11 @@ impl ItemStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("DELETE FROM raw_embeddings WHERE database_id = ? AND collection = ?")
+            .bind(scope.id.as_str())
+            .bind(collection.as_str())
+            .execute(&mut *tx)
+            .await?;
         if forget {
             sqlx::query("DELETE FROM collections WHERE database_id = ? AND name = ?")
                 .bind(scope.id.as_str())

@@ -59,6 +59,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "database_edits",
         sql: include_str!("../../migrations/sqlite/0009_database_edits.sql"),
     },
+    Migration {
+        version: 10,
+        name: "raw_embeddings",
+        sql: include_str!("../../migrations/sqlite/0010_raw_embeddings.sql"),
+    },
 ];
 
 fn checksum(sql: &str) -> Vec<u8> {

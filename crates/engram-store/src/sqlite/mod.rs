@@ -6,6 +6,7 @@ mod feedback;
 mod items;
 mod keys;
 mod migrate;
+mod raw;
 mod search;
 mod sql;
 mod webhooks;

@@ -9,54 +9,21 @@ ENGRAM_DOCX (a Word file). Every step asserts what came back, not only that noth
 """
 
 import base64
-import hashlib
 import json
 import os
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+from suite import eventually, raises, step
 from hydra_db import HydraDB
-from hydra_db.errors import (
-    BadRequestError,
-    ConflictError,
-    ForbiddenError,
-    NotFoundError,
-)
-from hydra_db.core.api_error import ApiError
 from hydra_db.helpers import build_string, verify_webhook_signature
 
 URL = os.environ["ENGRAM_URL"]
 client = HydraDB(base_url=URL, token=os.environ["ENGRAM_KEY"], timeout=30)
 other = HydraDB(base_url=URL, token=os.environ["ENGRAM_OTHER_KEY"], timeout=30)
 DOCX = open(os.environ["ENGRAM_DOCX"], "rb").read()
-
-
-def step(name):
-    print(f"step: {name}", flush=True)
-
-
-def eventually(what, check, limit=60.0):
-    deadline = time.monotonic() + limit
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def raises(status, call):
-    """Runs `call`, which must fail with an HTTP `status`; returns the error body."""
-    try:
-        call()
-    except ApiError as err:
-        assert err.status_code == status, (status, err.status_code, err.body)
-        return err.body
-    raise AssertionError(f"expected HTTP {status}")
 
 
 def code_of(body):

@@ -68,3 +68,19 @@ async fn official_python_client_works_unchanged() {
     });
     suite.await.expect("the suite");
 }
+
+#[tokio::test]
+async fn legacy_python_client_works_unchanged() {
+    let server = Server::start_with(ENV);
+    let key = server.key("org-legacy-clients", &[]);
+    let other = server.key("org-legacy-other", &[]);
+    let suite = tokio::task::spawn_blocking(move || {
+        run_suite(
+            &server,
+            "usecortex-ai",
+            "cortex_suite.py",
+            &[("ENGRAM_KEY", key), ("ENGRAM_OTHER_KEY", other)],
+        );
+    });
+    suite.await.expect("the suite");
+}
