@@ -61,6 +61,9 @@ pub struct MemoryInput {
     pub user_name: Option<String>,
     /// Time to live in seconds.
     pub expiry_time: Option<i64>,
+    /// When the memory happened (RFC 3339 or a date); what its relative dates ("yesterday")
+    /// resolve against in temporal reasoning.
+    pub timestamp: Option<String>,
     pub metadata: Map<String, Value>,
     pub additional_metadata: Map<String, Value>,
 }
@@ -389,6 +392,7 @@ fn memory_item(
                 .filter(|u| !u.is_empty())
                 .unwrap_or_else(|| "User".into()),
             infer: memory.infer,
+            timestamp: memory.timestamp.unwrap_or_default(),
             instructions: memory.custom_instructions.unwrap_or_default(),
             expires_at,
             ..fields(memory.metadata, memory.additional_metadata)

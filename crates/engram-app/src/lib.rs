@@ -63,8 +63,8 @@ pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
 pub use models::Models;
 pub use query::{
-    Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, COLLECTIONS_MAX,
-    MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
+    Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalOutcome,
+    TemporalRequest, COLLECTIONS_MAX, MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
 };
 pub use raw::{RawDocument, RawFilter, RawHit};
 pub use sources::{Download, DownloadLink, MetadataEditRequest, MetadataEdited, SourceView};

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use engram_index::TermOperator;
+use engram_search::temporal::{self, Mention, TemporalIntent};
 use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
 use engram_store::{ChunkFilter, ChunkHit, ChunkSelection, DatabaseScope, FilterValue};
 use engram_types::{CollectionName, DatabaseName, ItemKind};
@@ -96,6 +97,31 @@ pub struct QueryRequest {
     pub num_related_chunks: Option<i64>,
     /// Text put before the query for retrieval (`additional_context`).
     pub context: Option<String>,
+    /// Temporal reasoning (`temporal_reasoning`), with the time relative phrases of the query
+    /// resolve against (`temporal_now`, RFC 3339 or a date; default: now).
+    pub temporal: Option<TemporalRequest>,
+}
+
+/// How a query asks for temporal reasoning.
+#[derive(Debug, Clone, Default)]
+pub struct TemporalRequest {
+    pub now: Option<String>,
+}
+
+/// What temporal reasoning found for a query.
+#[derive(Debug, Clone)]
+pub struct TemporalOutcome {
+    /// `range`, `when`, `duration` or `none`.
+    pub mode: &'static str,
+    /// The time the query names (`range`).
+    pub window: Option<Mention>,
+    /// The date every relative phrase of the query resolved against.
+    pub now: time::Date,
+    /// Date phrases of the returned chunks, resolved against their item's time: for each
+    /// ranked chunk (same order), its mentions and that time.
+    pub facts: Vec<(Vec<Mention>, time::Date)>,
+    /// How many returned chunks were promoted for matching the query's time.
+    pub promoted: usize,
 }
 
 /// What a query found, with what it resolved.
@@ -115,6 +141,89 @@ pub struct QueryOutcome {
     /// For each ranked chunk (same order), its neighbours in its source, in position order:
     /// `num_related_chunks` on each side, for the first [`RELATED_HITS_MAX`] hits.
     pub related: Vec<Vec<ChunkHit>>,
+    /// Temporal reasoning's findings, when it was asked for.
+    pub temporal: Option<TemporalOutcome>,
+}
+
+/// The promotion of a chunk whose date matches the time a query names (scores are in 0..=1),
+/// and of a chunk that carries a date, for a question asking when. Tuned on LoCoMo's temporal
+/// questions (`engram eval locomo --category 2 --temporal`): 0.1 to 0.4 all gain 4 to 8
+/// points of R@5 over no promotion; these are the middle of the plateau.
+const RANGE_BONUS: f32 = 0.3;
+const WHEN_BONUS: f32 = 0.2;
+/// Candidates temporal reasoning reorders: this many times the results asked for, at least
+/// [`TEMPORAL_POOL_MIN`].
+const TEMPORAL_POOL_FACTOR: usize = 3;
+const TEMPORAL_POOL_MIN: usize = 30;
+
+fn date_of_ms(ms: i64) -> time::Date {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_or(time::Date::MIN, time::OffsetDateTime::date)
+}
+
+/// The time a chunk speaks from: its item's `timestamp` when that names a date, else when the
+/// item was stored.
+fn anchor(hit: &ChunkHit) -> time::Date {
+    let stored = date_of_ms(hit.item.created_at);
+    temporal::anchor_of(&hit.item.fields.timestamp, stored).unwrap_or(stored)
+}
+
+/// Reorders `chunks` for the query's temporal intent (a bounded promotion, never a filter),
+/// keeps the first `limit` and says what it found.
+fn temporal_rerank(
+    chunks: &mut Vec<RankedChunk>,
+    intent: TemporalIntent,
+    now: time::Date,
+    limit: usize,
+) -> TemporalOutcome {
+    let facts: Vec<(Vec<Mention>, time::Date)> = chunks
+        .iter()
+        .map(|c| {
+            let anchor = anchor(&c.hit);
+            (temporal::mentions(&c.hit.content, anchor), anchor)
+        })
+        .collect();
+    let mut promoted = vec![false; chunks.len()];
+    for ((chunk, (mentions, anchor)), promoted) in chunks.iter_mut().zip(&facts).zip(&mut promoted)
+    {
+        let bonus = match &intent {
+            TemporalIntent::Range(window) => {
+                let inside = (window.start..=window.end).contains(anchor)
+                    || mentions
+                        .iter()
+                        .any(|m| m.overlaps(window.start, window.end));
+                if inside {
+                    RANGE_BONUS
+                } else {
+                    0.0
+                }
+            }
+            TemporalIntent::When | TemporalIntent::Duration if !mentions.is_empty() => WHEN_BONUS,
+            TemporalIntent::When | TemporalIntent::Duration | TemporalIntent::None => 0.0,
+        };
+        if bonus > 0.0 {
+            chunk.score = (chunk.score + bonus).min(1.0 + RANGE_BONUS);
+            *promoted = true;
+        }
+    }
+    let mut order: Vec<usize> = (0..chunks.len()).collect();
+    // Stable: equal scores keep retrieval's order.
+    order.sort_by(|a, b| chunks[*b].score.total_cmp(&chunks[*a].score));
+    order.truncate(limit);
+    let reordered: Vec<RankedChunk> = order.iter().map(|&i| chunks[i].clone()).collect();
+    let facts = order.iter().map(|&i| facts[i].clone()).collect();
+    let promoted = order.iter().filter(|&&i| promoted[i]).count();
+    *chunks = reordered;
+    TemporalOutcome {
+        mode: intent.mode(),
+        window: match intent {
+            TemporalIntent::Range(window) => Some(window),
+            TemporalIntent::When | TemporalIntent::Duration | TemporalIntent::None => None,
+        },
+        now,
+        facts,
+        promoted,
+    }
 }
 
 fn bad(message: impl Into<String>) -> AppError {
@@ -385,9 +494,32 @@ impl App {
         request: QueryRequest,
     ) -> AppResult<QueryOutcome> {
         let plan = Plan::resolve(&request)?;
+        let temporal = match &request.temporal {
+            None => None,
+            Some(asked) => {
+                let now = match asked
+                    .now
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                {
+                    None => date_of_ms(self.now_ms()),
+                    Some(text) => temporal::anchor_of(text, date_of_ms(self.now_ms()))
+                        .ok_or_else(|| bad(format!("`temporal_now` `{text}` names no date")))?,
+                };
+                Some((temporal::intent(&request.query, now), now))
+            }
+        };
         let db = self.authorize_database(who, database).await?;
-        let (search, ignored_filters) = plan.search(&db, request, self.now_ms())?;
-        let chunks = self.retrieve(&search).await?;
+        let (mut search, ignored_filters) = plan.search(&db, request, self.now_ms())?;
+        if temporal.is_some() {
+            search.limit = (plan.limit * TEMPORAL_POOL_FACTOR)
+                .max(TEMPORAL_POOL_MIN)
+                .min(MAX_RESULTS_MAX as usize);
+        }
+        let mut chunks = self.retrieve(&search).await?;
+        let temporal =
+            temporal.map(|(intent, now)| temporal_rerank(&mut chunks, intent, now, plan.limit));
         let related = self
             .related_chunks(&search.scope, &chunks, plan.related, search.now)
             .await?;
@@ -400,6 +532,7 @@ impl App {
             ignored_filters,
             graph_context: plan.graph_context,
             related,
+            temporal,
         })
     }
 

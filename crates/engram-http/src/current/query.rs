@@ -98,6 +98,21 @@ fn markdown(outcome: &QueryOutcome) -> String {
         if !metadata.is_empty() {
             out.push_str(&format!("Metadata: {}\n", metadata.join(" | ")));
         }
+        if let Some((mentions, _)) = outcome.temporal.as_ref().and_then(|t| t.facts.get(i)) {
+            let dates: Vec<String> = mentions
+                .iter()
+                .map(|m| {
+                    if m.start == m.end {
+                        format!("\"{}\" = {}", m.phrase, m.start)
+                    } else {
+                        format!("\"{}\" = {} to {}", m.phrase, m.start, m.end)
+                    }
+                })
+                .collect();
+            if !dates.is_empty() {
+                out.push_str(&format!("Dates: {}\n", dates.join("; ")));
+            }
+        }
         out.push('\n');
         out.push_str(hit.content.trim());
         out.push('\n');

@@ -6,7 +6,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use engram_app::{
     Collections, CreateDatabase, DatabaseRecord, DatabaseStats as AppDatabaseStats, Method,
-    QueryKind, QueryOutcome, QueryRequest, RequestedMode,
+    QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalOutcome, TemporalRequest,
 };
 use serde_json::{Map, Value};
 
@@ -266,10 +266,16 @@ pub(super) struct QueryBody {
     /// `structured`: the result alone; `markdown`: `data` is the Markdown string alone.
     #[serde(default, deserialize_with = "lenient")]
     pub response_format: Option<ResponseFormatDto>,
-    /// Not supported yet: reported in `meta.ignored_parameters`.
-    pub temporal_reasoning: Option<Value>,
-    pub temporal_now: Option<Value>,
+    /// Temporal reasoning: dates in the query and in the results (relative phrases resolved
+    /// against each item's `timestamp`), a bounded promotion of results in the time the query
+    /// names (or that carry a date, for a question asking when), and the resolved dates in
+    /// `temporal_facts` and `temporal_filter`.
+    pub temporal_reasoning: Option<bool>,
+    /// What "now" is for the query's relative phrases (RFC 3339 or a date); default: now.
+    pub temporal_now: Option<String>,
+    /// Not supported: reported in `meta.ignored_parameters`.
     pub temporal_intent: Option<Value>,
+    /// Not supported: reported in `meta.ignored_parameters`.
     pub code_search: Option<Value>,
     pub attributes: Option<Value>,
     pub acl: Option<Value>,
@@ -330,6 +336,78 @@ pub(super) struct QueryResultDto {
     /// The chunks rendered as Markdown for a prompt (unless `response_format` says otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_prompt: Option<String>,
+    /// With `temporal_reasoning`: every date phrase of the returned chunks, resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporal_facts: Option<Vec<TemporalFactDto>>,
+    /// With `temporal_reasoning`: what the temporal layer did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporal_filter: Option<TemporalFilterDto>,
+}
+
+/// A date phrase of a returned chunk, resolved against its item's time.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct TemporalFactDto {
+    pub chunk_id: String,
+    pub source_id: String,
+    /// The phrase as written ("yesterday", "8 May 2023").
+    pub evidence_phrase: String,
+    /// `day`, `week`, `month` or `year`.
+    pub date_precision: &'static str,
+    /// First and last day the phrase covers, as Unix seconds (midnight UTC) and as dates.
+    pub event_start: i64,
+    pub event_end: i64,
+    pub start_date: String,
+    pub end_date: String,
+    /// The day relative phrases resolved against: the item's `timestamp`, else when it was
+    /// stored.
+    pub anchor_date: String,
+    /// `mention`.
+    pub fact_type: &'static str,
+}
+
+/// What temporal reasoning did for a query.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct TemporalFilterDto {
+    /// Always true when temporal reasoning was asked for.
+    pub applied: bool,
+    /// `range` (the query names a time), `when` (it asks for one), `duration` or `none`.
+    pub mode: &'static str,
+    /// `soft`: results are promoted within a bounded margin, never filtered out.
+    pub scope: &'static str,
+    /// Date phrases found in the returned chunks.
+    pub matched_facts: usize,
+    /// Returned chunks promoted for matching the query's time.
+    pub promoted: usize,
+    /// The time the query names (`range`), as dates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_end: Option<String>,
+    /// What the query's relative phrases resolved against.
+    pub now: String,
+    pub degraded: bool,
+    pub truncated: bool,
+}
+
+fn day_seconds(day: time::Date) -> i64 {
+    day.midnight().assume_utc().unix_timestamp()
+}
+
+impl TemporalFilterDto {
+    fn new(outcome: &TemporalOutcome) -> Self {
+        Self {
+            applied: true,
+            mode: outcome.mode,
+            scope: "soft",
+            matched_facts: outcome.facts.iter().map(|(m, _)| m.len()).sum(),
+            promoted: outcome.promoted,
+            window_start: outcome.window.as_ref().map(|w| w.start.to_string()),
+            window_end: outcome.window.as_ref().map(|w| w.end.to_string()),
+            now: outcome.now.to_string(),
+            degraded: false,
+            truncated: false,
+        }
+    }
 }
 
 impl QueryResultDto {
@@ -383,6 +461,27 @@ impl QueryResultDto {
             graph_context: outcome.graph_context.then(GraphContextDto::default),
             additional_context,
             llm_prompt: None,
+            temporal_facts: outcome.temporal.as_ref().map(|t| {
+                chunks
+                    .iter()
+                    .zip(&t.facts)
+                    .flat_map(|(c, (mentions, anchor))| {
+                        mentions.iter().map(move |m| TemporalFactDto {
+                            chunk_id: c.hit.chunk_id.clone(),
+                            source_id: c.hit.item.id.clone(),
+                            evidence_phrase: m.phrase.clone(),
+                            date_precision: m.precision.as_str(),
+                            event_start: day_seconds(m.start),
+                            event_end: day_seconds(m.end),
+                            start_date: m.start.to_string(),
+                            end_date: m.end.to_string(),
+                            anchor_date: anchor.to_string(),
+                            fact_type: "mention",
+                        })
+                    })
+                    .collect()
+            }),
+            temporal_filter: outcome.temporal.as_ref().map(TemporalFilterDto::new),
         }
     }
 }
@@ -467,9 +566,7 @@ pub(super) struct ScopedQuery {
 
 /// Why each query field engram accepts but does not act on is not acted on.
 const NOT_YET: &[(&str, &str)] = &[
-    ("temporal_reasoning", "temporal reasoning is not built yet; ranking is the same without it"),
-    ("temporal_now", "temporal reasoning is not built yet"),
-    ("temporal_intent", "temporal reasoning is not built yet"),
+    ("temporal_intent", "engram classifies the query itself; a caller's classification is not taken"),
     ("code_search", "engram has no code-search branch"),
     ("attributes", "operator filters are not supported; use metadata_filters (exact matches and lists)"),
     ("acl", "document access lists come with connectors; every key of the organization sees every source"),
@@ -492,9 +589,12 @@ impl QueryBody {
             "sub_tenant_ids",
         )?;
         let mut ignored = Ignored::default();
+        ignored.note_if(
+            self.temporal_now.is_some() && self.temporal_reasoning != Some(true),
+            "temporal_now",
+            "it is read only with temporal_reasoning: true",
+        );
         let sent = [
-            self.temporal_reasoning.is_some(),
-            self.temporal_now.is_some(),
             self.temporal_intent.is_some(),
             self.code_search.is_some(),
             self.attributes.is_some(),
@@ -527,6 +627,9 @@ impl QueryBody {
             titles: self.titles.unwrap_or_default(),
             num_related_chunks: self.num_related_chunks,
             context: self.additional_context,
+            temporal: (self.temporal_reasoning == Some(true)).then_some(TemporalRequest {
+                now: self.temporal_now,
+            }),
         };
         Ok(ScopedQuery {
             database,

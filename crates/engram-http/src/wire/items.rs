@@ -83,6 +83,8 @@ pub(crate) struct MemoryDto {
     pub user_name: Option<String>,
     /// Time to live in seconds.
     pub expiry_time: Option<i64>,
+    /// When the memory happened (RFC 3339 or a date), for temporal reasoning.
+    pub timestamp: Option<String>,
     /// An object, or (as the legacy clients send it) a JSON-encoded object.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
@@ -223,6 +225,7 @@ impl MemoryDto {
             custom_instructions: self.custom_instructions,
             user_name: self.user_name,
             expiry_time: self.expiry_time,
+            timestamp: self.timestamp,
             metadata: metadata_object(metadata, "memories[].metadata")?,
             additional_metadata: metadata_object(
                 additional_metadata,

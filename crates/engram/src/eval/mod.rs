@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use engram_app::{
     Alpha, App, AppSource, CreateDatabase, KeySpec, KnowledgeRequest, MemoryInput, MemoryRequest,
-    Method, Principal, QueryKind, QueryRequest, RequestedMode,
+    Method, Principal, QueryKind, QueryRequest, RequestedMode, TemporalRequest,
 };
 use engram_config::Config;
 use engram_types::DatabaseName;
@@ -45,6 +45,12 @@ pub(crate) struct EvalArgs {
     /// Evaluate only the first N queries (0: all).
     #[arg(long, default_value_t = 0)]
     queries: usize,
+    /// LoCoMo: also run every mode with temporal reasoning on, beside the same mode without.
+    #[arg(long)]
+    temporal: bool,
+    /// LoCoMo: only questions of this category (2: temporal).
+    #[arg(long)]
+    category: Option<u64>,
 }
 
 #[derive(clap::Subcommand)]
@@ -452,6 +458,10 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     let mut questions: Vec<Value> = read_jsonl(&args.dir.join("locomo10_qa.jsonl"))?
         .into_iter()
         .filter(|q| q["evidence"].as_array().is_some_and(|e| !e.is_empty()))
+        .filter(|q| {
+            args.category
+                .is_none_or(|c| q["category"].as_u64() == Some(c))
+        })
         .collect();
     if args.queries > 0 {
         questions.truncate(args.queries);
@@ -496,6 +506,7 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                                 text(turn, "text")
                             )),
                             user_name: Some(sample.clone()),
+                            timestamp: Some(text(turn, "session_date_time")),
                             additional_metadata: additional,
                             ..MemoryInput::default()
                         }
@@ -540,7 +551,14 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "mode", "R@5", "R@10", "R@25", "p50 ms", "p99 ms"
     );
-    for spec in modes(&args.modes)? {
+    let runs: Vec<(ModeSpec, bool)> = modes(&args.modes)?
+        .into_iter()
+        .flat_map(|spec| {
+            let with = args.temporal.then_some((spec, true));
+            std::iter::once((spec, false)).chain(with)
+        })
+        .collect();
+    for (spec, temporal) in runs {
         let mut recall = [0.0f64; 3];
         let mut latencies = Vec::new();
         for question in &questions {
@@ -564,6 +582,7 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                         mode: spec.mode,
                         max_results: Some(25),
                         alpha: alpha(&args.alpha)?,
+                        temporal: temporal.then(TemporalRequest::default),
                         ..QueryRequest::default()
                     },
                 )
@@ -576,9 +595,14 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         }
         latencies.sort_by(f64::total_cmp);
         let n = questions.len().max(1) as f64;
+        let name = if temporal {
+            format!("{}+temporal", spec.name)
+        } else {
+            spec.name.to_owned()
+        };
         println!(
             "{:<14} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-            spec.name,
+            name,
             100.0 * recall[0] / n,
             100.0 * recall[1] / n,
             100.0 * recall[2] / n,

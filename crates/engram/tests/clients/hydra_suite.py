@@ -279,10 +279,47 @@ raw = httpx.post(
 ).json()
 assert raw["data"].startswith("# Context") and "Thorium reactors" in raw["data"], raw
 assert {"parameter": "not_a_field", "reason": "not a field of this route"} in raw["meta"]["ignored_parameters"]
-temporal = client.query(database="clients", query="thorium", temporal_reasoning=True, code_search=True)
-ignored = {p["parameter"] for p in temporal.meta.ignored_parameters}
-assert ignored == {"temporal_reasoning", "code_search"}, temporal.meta
+odd = client.query(database="clients", query="thorium", temporal_now="2023-01-01", code_search=True)
+ignored = {p["parameter"] for p in odd.meta.ignored_parameters}
+assert ignored == {"temporal_now", "code_search"}, odd.meta
 raises(400, lambda: client.query(database="clients", query="x", num_related_chunks=11))
+
+step("query: temporal reasoning")
+dated = [
+    {"id": "t1", "text": "I went to the pottery workshop yesterday with my cousin.", "user_name": "ana",
+     "timestamp": "2023-07-15T10:00:00Z"},
+    {"id": "t2", "text": "Pottery is a calm hobby and the workshop is near the station.", "user_name": "ana",
+     "timestamp": "2023-06-01"},
+    {"id": "t3", "text": "In August 2023 I started learning the cello.", "user_name": "ana",
+     "timestamp": "2023-09-02"},
+]
+client.context.ingest(database="clients", collection="diary", type="memory", memories=json.dumps(dated))
+eventually("dated memories", lambda: all(
+    s.indexing_status == "completed"
+    for s in client.context.status(database="clients", collection="diary", ids=["t1", "t2", "t3"]).data.statuses))
+when = client.query(database="clients", collection="diary", type="memory", temporal_reasoning=True,
+                    query="When did ana go to the pottery workshop?")
+assert when.data.temporal_filter.mode == "when" and when.data.temporal_filter.applied, when.data.temporal_filter
+assert when.data.chunks[0].id == "t1", when.data.chunks
+facts = [f for f in when.data.temporal_facts if f.source_id == "t1"]
+assert [f.evidence_phrase for f in facts] == ["yesterday"], when.data.temporal_facts
+raw_when = httpx.post(
+    f"{URL}/query",
+    json={"database": "clients", "collection": "diary", "type": "memory", "temporal_reasoning": True,
+          "query": "When did ana go to the pottery workshop?"},
+    headers={"Authorization": f"Bearer {os.environ['ENGRAM_KEY']}"},
+).json()["data"]
+fact = next(f for f in raw_when["temporal_facts"] if f["source_id"] == "t1")
+assert fact["evidence_phrase"] == "yesterday" and fact["start_date"] == "2023-07-14", fact
+assert fact["anchor_date"] == "2023-07-15" and fact["date_precision"] == "day", fact
+assert '"yesterday" = 2023-07-14' in raw_when["llm_prompt"], raw_when["llm_prompt"]
+ranged = client.query(database="clients", collection="diary", type="memory", temporal_reasoning=True,
+                      temporal_now="2023-09-10", query="what did ana start last month?")
+assert ranged.data.temporal_filter.mode == "range", ranged.data.temporal_filter
+assert ranged.data.chunks[0].id == "t3", ranged.data.chunks
+plain = client.query(database="clients", collection="diary", type="memory", query="When did ana go to the pottery workshop?")
+assert plain.data.temporal_facts is None and plain.data.temporal_filter is None
+raises(400, lambda: client.query(database="clients", query="x", temporal_reasoning=True, temporal_now="whenever"))
 
 step("context: inspect, download links, expiry")
 seen = client.context.inspect(database="clients", id="report").data
@@ -353,7 +390,7 @@ gone = client.databases.delete_collection(database="clients2", collection="peopl
 assert gone.collection == "people" and gone.status == "deleted", gone
 assert client.context.list(database="clients2", collection="people", type="memory").data.total == 0
 stats = client.databases.stats(database="clients2").data
-assert stats.memory_collection.row_count == 0 and stats.knowledge_collection.row_count >= 4, stats
+assert stats.memory_collection.row_count == 3 and stats.knowledge_collection.row_count >= 4, stats  # the diary stays
 assert client.webhooks.delete().data.deleted is True
 assert client.webhooks.get().data.registered is False
 assert client.databases.delete(database="clients2").data.status == "deletion_scheduled"
