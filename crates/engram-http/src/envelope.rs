@@ -125,7 +125,19 @@ impl Envelope {
 /// the envelope's `data` beside `success`, `error` and `meta`, so that readers of either shape
 /// (the spec's, the hosted service's clients) find what they expect.
 pub(crate) fn plain(status: StatusCode, body: impl Serialize) -> Response {
-    Envelope::new(status, &body).plain_too().into_response()
+    plain_noting(status, body, &Ignored::default())
+}
+
+/// [`plain`], with the request's ignored fields in `meta.ignored_parameters`.
+pub(crate) fn plain_noting(
+    status: StatusCode,
+    body: impl Serialize,
+    ignored: &Ignored,
+) -> Response {
+    Envelope::new(status, &body)
+        .plain_too()
+        .ignored(ignored)
+        .into_response()
 }
 
 impl IntoResponse for Envelope {

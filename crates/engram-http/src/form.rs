@@ -116,6 +116,15 @@ fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
 
 impl Form {
     /// The uploaded files of the given field names, in order.
+    /// The names of every field and file part sent, each once, in name order.
+    pub(crate) fn names(&self) -> std::collections::BTreeSet<&str> {
+        self.fields
+            .keys()
+            .map(String::as_str)
+            .chain(self.files.iter().map(|(name, _)| name.as_str()))
+            .collect()
+    }
+
     pub(crate) fn files_named(&self, names: &[&str]) -> Vec<UploadedFile> {
         self.files
             .iter()

@@ -39,6 +39,13 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<Envelope, ApiError> {
     let (mut deprecations, mut ignored) = (Deprecations::default(), Ignored::default());
     let (database, request) = ingest_request(&form, &mut deprecations, &mut ignored)?;
+    for name in form.names() {
+        if name == "graph_payload" {
+            ignored.note(name, "bring-your-own graph comes with the knowledge graph");
+        } else if !INGEST_FIELDS.contains(&name) {
+            ignored.note(name, "not a field of this route");
+        }
+    }
     let (outcome, kind) = match request {
         Ingest::Knowledge(request) => (
             app.ingest_knowledge(&who, &database, request).await?,
@@ -56,6 +63,23 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
     envelope.source_type(kind.as_str());
     Ok(envelope)
 }
+
+/// The fields of an ingest form engram reads (current names and deprecated aliases).
+const INGEST_FIELDS: &[&str] = &[
+    "type",
+    "database",
+    "tenant_id",
+    "collection",
+    "sub_tenant_id",
+    "upsert",
+    "documents",
+    "files",
+    "document_metadata",
+    "file_metadata",
+    "app_knowledge",
+    "app_sources",
+    "memories",
+];
 
 /// What an ingest form asks the app for.
 enum Ingest {
@@ -200,6 +224,10 @@ pub(super) struct ListBody {
     pub filters: ListFiltersDto,
     #[serde(default)]
     pub include_fields: Vec<String>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, serde::Serialize, ToSchema)]
@@ -274,6 +302,7 @@ async fn list(
     Json(body): Json<ListBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
+    let ignored = Ignored::of_unknown(&body.unknown);
     let scoped = body.into_request(&mut deprecations)?;
     let listing = app
         .list_items(&who, &scoped.database, scoped.request)
@@ -282,7 +311,8 @@ async fn list(
     let data = ListDataDto::new(&listing, kind, scoped.include_fields.as_deref());
     let mut envelope = Envelope::ok(&data)
         .scoped(&listing.database, collection.as_deref())
-        .deprecations(deprecations);
+        .deprecations(deprecations)
+        .ignored(&ignored);
     envelope.source_type(kind.as_str());
     Ok(envelope)
 }
@@ -297,6 +327,10 @@ pub(super) struct DeleteBody {
     /// `knowledge` or `memory`; omitted: either.
     #[serde(rename = "type", default, deserialize_with = "lenient")]
     pub kind: Option<ItemKindDto>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Delete ingested items. `deleted: true` means gone from every index, listing and query.
@@ -311,6 +345,7 @@ async fn delete_items(
     Json(body): Json<DeleteBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
+    let ignored = Ignored::of_unknown(&body.unknown);
     let (database, collection) = body.scope.resolve(&mut deprecations)?;
     let kind = body.kind.map(ItemKind::from);
     let (db, deleted) = app
@@ -318,5 +353,6 @@ async fn delete_items(
         .await?;
     Ok(Envelope::ok(&DeleteResultDto::new(&deleted))
         .scoped(&db, collection.as_deref())
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }

@@ -12,7 +12,7 @@ use super::wire::*;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
-use crate::wire::{Deprecations, ScopeParams};
+use crate::wire::{Deprecations, Ignored, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -49,12 +49,14 @@ async fn create_database(
     Json(body): Json<CreateDatabaseRequest>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
+    let ignored = Ignored::of_unknown(&body.unknown);
     let request = body.into_request(&mut deprecations)?;
     let db = app.create_database(&who, request).await?;
     Ok(
         Envelope::new(StatusCode::ACCEPTED, &CreatedDatabase::from(&db))
             .scoped(&db, None)
-            .deprecations(deprecations),
+            .deprecations(deprecations)
+            .ignored(&ignored),
     )
 }
 
@@ -240,6 +242,7 @@ async fn add_schema_fields(
     Json(body): Json<AddSchemaFieldsRequest>,
 ) -> Result<Response, ApiError> {
     let name = parse_database_name("database", &database)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let fields = body.add_fields.into_iter().map(Into::into).collect();
     let (added_fields, db) = app.add_schema_fields(&who, &name, fields).await?;
     let data = AddedSchemaFields {
@@ -251,6 +254,7 @@ async fn add_schema_fields(
     Ok(Envelope::ok(&data)
         .scoped(&db, None)
         .plain_too()
+        .ignored(&ignored)
         .into_response())
 }
 
@@ -273,6 +277,7 @@ async fn rename_database(
 ) -> Result<Envelope, ApiError> {
     let name = parse_database_name("database", &database)?;
     let (old, db) = app.rename_database(&who, &name, &body.new_name).await?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let data = RenamedDatabase {
         database: db.name.to_string(),
         tenant_id: db.name.to_string(),
@@ -282,7 +287,7 @@ async fn rename_database(
         message: format!("database `{old}` is now `{}`", db.name),
         connector_reassignment: "complete",
     };
-    Ok(Envelope::ok(&data).scoped(&db, None))
+    Ok(Envelope::ok(&data).scoped(&db, None).ignored(&ignored))
 }
 
 /// A database's custom ingestion instructions and its collections'.
@@ -323,6 +328,7 @@ async fn update_instructions(
     Json(body): Json<InstructionsRequest>,
 ) -> Result<Response, ApiError> {
     let name = parse_database_name("database", &database)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let update = engram_app::InstructionsUpdate {
         custom_instructions: body.custom_instructions,
         collections: body.collections,
@@ -331,5 +337,6 @@ async fn update_instructions(
     Ok(Envelope::ok(&InstructionsDto::from(&db))
         .scoped(&db, None)
         .plain_too()
+        .ignored(&ignored)
         .into_response())
 }

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
-use crate::wire::{Deprecations, ScopeDto};
+use crate::wire::{Deprecations, Ignored, ScopeDto};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new().routes(routes!(submit, read))
@@ -46,6 +46,10 @@ pub(super) struct FeedbackBody {
     /// Free-form string values kept with the feedback.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Feedback as kept.
@@ -94,6 +98,7 @@ async fn submit(
     Json(body): Json<FeedbackBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
+    let ignored = Ignored::of_unknown(&body.unknown);
     let database = deprecations.pick(
         body.scope.database,
         body.scope.tenant_id,
@@ -120,7 +125,11 @@ async fn submit(
         metadata: body.metadata,
     };
     let record = app.submit_feedback(&who, input).await?;
-    Ok(Envelope::new(StatusCode::CREATED, &FeedbackDto::from(record)).deprecations(deprecations))
+    Ok(
+        Envelope::new(StatusCode::CREATED, &FeedbackDto::from(record))
+            .deprecations(deprecations)
+            .ignored(&ignored),
+    )
 }
 
 /// `GET /feedback`.

@@ -208,6 +208,10 @@ pub(super) struct MetadataEditBody {
     pub document_metadata: Option<Value>,
     /// Accepted and reported in `meta.ignored_parameters`: access lists come with connectors.
     pub acl: Option<Value>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// What a metadata edit did.
@@ -261,7 +265,7 @@ async fn edit_metadata(
             "`document_metadata` is not accepted here; send `additional_metadata`",
         ));
     }
-    let mut ignored = Ignored::default();
+    let mut ignored = Ignored::of_unknown(&body.unknown);
     ignored.note_if(
         body.acl.is_some(),
         "acl",

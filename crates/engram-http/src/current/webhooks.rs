@@ -9,9 +9,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::webhooks_wire::*;
-use crate::envelope::{plain, ErrorEnvelopeDoc};
+use crate::envelope::{plain, plain_noting, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
+use crate::wire::Ignored;
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -37,10 +38,12 @@ async fn register_webhook(
     Auth(who): Auth,
     Json(body): Json<RegisterWebhookRequest>,
 ) -> Result<Response, ApiError> {
+    let ignored = Ignored::of_unknown(&body.unknown);
     let registered = app.register_webhook(&who, body.into()).await?;
-    Ok(plain(
+    Ok(plain_noting(
         StatusCode::CREATED,
         RegisteredWebhook::from(registered),
+        &ignored,
     ))
 }
 
@@ -84,18 +87,20 @@ async fn set_signing_secret(
     Auth(who): Auth,
     Json(body): Json<SigningSecretRequest>,
 ) -> Result<Response, ApiError> {
+    let ignored = Ignored::of_unknown(&body.unknown);
     let generated = app.set_signing_secret(&who, body.signing_secret).await?;
     let message = match &generated {
         Some(_) => "signing secret generated; store it now, it is not shown again",
         None => "signing secret set",
     };
-    Ok(plain(
+    Ok(plain_noting(
         StatusCode::OK,
         SigningSecretSet {
             generated: generated.is_some(),
             signing_secret: generated,
             message: message.into(),
         },
+        &ignored,
     ))
 }
 

@@ -19,6 +19,10 @@ pub(super) struct RegisterWebhookRequest {
     /// Generate a secret in this call; it is returned once.
     #[serde(default)]
     pub generate_signing_secret: bool,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The registration response.
@@ -73,6 +77,10 @@ pub(super) struct WebhookDeleted {
 pub(super) struct SigningSecretRequest {
     /// At least 16 characters; omitted: a secret is generated.
     pub signing_secret: Option<String>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -33,6 +33,10 @@ pub(super) struct CreateDatabaseRequest {
     pub embeddings_dimension: Option<u32>,
     #[serde(default)]
     pub is_embeddings_tenant: bool,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -137,6 +141,10 @@ pub(super) struct DeletedDatabase {
 #[derive(Debug, Deserialize, ToSchema)]
 pub(super) struct AddSchemaFieldsRequest {
     pub add_fields: Vec<FieldDto>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `GET /databases/{database}/metadata-schema`.
@@ -164,6 +172,10 @@ pub(super) struct RenameRequest {
     /// The new name; the same rules as at creation, unique in the organization.
     #[serde(default)]
     pub new_name: String,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A renamed database.
@@ -189,6 +201,10 @@ pub(super) struct InstructionsRequest {
     /// Per collection: a text sets, `""` or null clears, an absent collection stays.
     #[serde(default)]
     pub collections: std::collections::BTreeMap<String, Option<String>>,
+    /// Fields this route does not know: reported in `meta.ignored_parameters`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A database's custom ingestion instructions (a plain object, as the hosted service answers).
@@ -606,9 +622,7 @@ impl QueryBody {
         for ((field, reason), sent) in NOT_YET.iter().zip(sent) {
             ignored.note_if(sent, field, reason);
         }
-        for field in self.unknown.keys() {
-            ignored.note(field.clone(), "not a field of this route");
-        }
+        ignored.unknown_fields(&self.unknown);
         let request = QueryRequest {
             collection: collection.clone(),
             collections: named.map(Collections::try_from).transpose()?,

@@ -195,6 +195,20 @@ impl Ignored {
         }
     }
 
+    /// Notes every field of a body that its route does not know.
+    pub(crate) fn unknown_fields(&mut self, unknown: &serde_json::Map<String, serde_json::Value>) {
+        for field in unknown.keys() {
+            self.note(field.clone(), "not a field of this route");
+        }
+    }
+
+    /// The unknown fields of a body, noted.
+    pub(crate) fn of_unknown(unknown: &serde_json::Map<String, serde_json::Value>) -> Self {
+        let mut ignored = Self::default();
+        ignored.unknown_fields(unknown);
+        ignored
+    }
+
     /// `[{parameter, reason}]`; `None` when nothing was ignored.
     pub(crate) fn to_json(&self) -> Option<serde_json::Value> {
         (!self.0.is_empty()).then(|| {

@@ -154,6 +154,18 @@ mem = client.context.ingest(
 )
 assert mem.data.success_count == 2 and mem.meta.collection == "people", mem
 
+graphed = client.context.ingest(
+    database="clients", type="knowledge", graph_payload=json.dumps({}),
+    app_knowledge=json.dumps([{"id": "k9", "content": {"text": "A short note."}}]),
+)
+assert [p["parameter"] for p in graphed.meta.ignored_parameters] == ["graph_payload"], graphed.meta
+listed_raw = httpx.post(
+    f"{URL}/context/list", json={"database": "clients", "colection": "typo"},
+    headers={"Authorization": f"Bearer {os.environ['ENGRAM_KEY']}"},
+).json()
+assert listed_raw["meta"]["ignored_parameters"] == [{"parameter": "colection", "reason": "not a field of this route"}], listed_raw["meta"]
+client.context.delete(database="clients", ids=["k9"])
+
 step("context: status until completed")
 ids = ["k1", "k2", "report"]
 eventually(
