@@ -7,8 +7,10 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use engram_app::{App, AppError, Principal};
 use serde::de::DeserializeOwned;
+use utoipa::IntoParams;
 
 use crate::error::ApiError;
+use crate::wire::Ignored;
 
 /// The authenticated caller. Exactly one `Authorization: Bearer <prefix.secret>` header.
 pub(crate) struct Auth(pub Principal);
@@ -97,6 +99,35 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
             }
         })?;
         Ok(Self(value))
+    }
+}
+
+/// A current route's query string with the parameters it does not know noted for
+/// `meta.ignored_parameters`: known are the parameters `T` documents (its `IntoParams`) and the
+/// scope's (`database`, `collection` and their aliases), so the list never drifts from the
+/// OpenAPI document.
+pub(crate) struct NotedQuery<T>(pub T, pub Ignored);
+
+impl<T: DeserializeOwned + IntoParams, S: Send + Sync> FromRequestParts<S> for NotedQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Query(value) = Query::<T>::from_request_parts(parts, state).await?;
+        let known: Vec<String> = T::into_params(|| None)
+            .into_iter()
+            .map(|p| p.name)
+            .chain(["database", "tenant_id", "collection", "sub_tenant_id"].map(str::to_owned))
+            .collect();
+        let query = parts.uri.query().unwrap_or_default();
+        let mut ignored = Ignored::default();
+        let mut seen = std::collections::BTreeSet::new();
+        let pairs: Vec<(String, String)> = serde_html_form::from_str(query).unwrap_or_default();
+        for (name, _) in pairs {
+            if !known.contains(&name) && seen.insert(name.clone()) {
+                ignored.note(name, "not a parameter of this route");
+            }
+        }
+        Ok(Self(value, ignored))
     }
 }
 

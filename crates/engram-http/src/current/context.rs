@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
-use crate::extract::{Auth, Json, Query};
+use crate::extract::{Auth, Json, NotedQuery};
 use crate::form::Form;
 use crate::wire::items::*;
 use crate::wire::{lenient, parse_enum, Deprecations, Ignored, ScopeDto, ScopeParams};
@@ -158,7 +158,7 @@ fn ingest_request(
 async fn status(
     State(app): State<App>,
     Auth(who): Auth,
-    Query(params): Query<StatusParams>,
+    NotedQuery(params, ignored): NotedQuery<StatusParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
@@ -171,7 +171,8 @@ async fn status(
     let collection = collection.unwrap_or_else(|| db.default_collection.to_string());
     Ok(Envelope::ok(&StatusListDto { statuses })
         .scoped(&db, Some(&collection))
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }
 
 /// The indexed chunks of one source in order, or chosen chunks by id (the ids query results
@@ -185,7 +186,7 @@ async fn status(
 async fn chunks(
     State(app): State<App>,
     Auth(who): Auth,
-    Query(params): Query<ChunksParams>,
+    NotedQuery(params, ignored): NotedQuery<ChunksParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
@@ -205,7 +206,8 @@ async fn chunks(
     let collection = collection.unwrap_or_else(|| read.database.default_collection.to_string());
     Ok(Envelope::ok(&ChunkReadDto::from(&read))
         .scoped(&read.database, Some(&collection))
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }
 
 /// `POST /context/list`.

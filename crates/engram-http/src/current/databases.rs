@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 use super::wire::*;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
-use crate::extract::{Auth, Json, Query};
+use crate::extract::{Auth, Json, NotedQuery};
 use crate::wire::{Deprecations, Ignored, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
@@ -90,14 +90,15 @@ async fn list_databases(
 async fn database_status(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
-    Query(params): Query<DatabaseParams>,
+    NotedQuery(params, ignored): NotedQuery<DatabaseParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
     let db = app.database(&who, &name).await?;
     Ok(Envelope::ok(&DatabaseStatus::from(&db))
         .scoped(&db, None)
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }
 
 /// Collections of a database (created on first use; the default one always exists).
@@ -109,7 +110,7 @@ async fn database_status(
 async fn list_collections(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
-    Query(params): Query<DatabaseParams>,
+    NotedQuery(params, ignored): NotedQuery<DatabaseParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
@@ -125,7 +126,8 @@ async fn list_collections(
         collections: names,
         message,
     })
-    .deprecations(deprecations))
+    .deprecations(deprecations)
+    .ignored(&ignored))
 }
 
 /// Permanently remove one collection and everything in it; the database stays (its default
@@ -139,7 +141,7 @@ async fn list_collections(
 async fn delete_collection(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
-    Query(params): Query<ScopeParams>,
+    NotedQuery(params, ignored): NotedQuery<ScopeParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (name, collection) = deprecations.scope_params(params)?;
@@ -156,7 +158,8 @@ async fn delete_collection(
     };
     Ok(Envelope::ok(&data)
         .scoped(&db, Some(&collection))
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }
 
 /// Object counts of a database.
@@ -168,14 +171,15 @@ async fn delete_collection(
 async fn database_stats(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
-    Query(params): Query<DatabaseParams>,
+    NotedQuery(params, ignored): NotedQuery<DatabaseParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
     let stats = app.database_stats(&who, &name).await?;
     Ok(Envelope::ok(&DatabaseStats::from(&stats))
         .scoped(&stats.database, None)
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }
 
 /// Delete a database: scheduled at once, purged in the background. Its name is free again.
@@ -187,7 +191,7 @@ async fn database_stats(
 async fn delete_database(
     axum::extract::State(app): axum::extract::State<App>,
     Auth(who): Auth,
-    Query(params): Query<DatabaseParams>,
+    NotedQuery(params, ignored): NotedQuery<DatabaseParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let name = database_param(params, &mut deprecations)?;
@@ -200,7 +204,8 @@ async fn delete_database(
     };
     Ok(Envelope::ok(&data)
         .scoped(&db, None)
-        .deprecations(deprecations))
+        .deprecations(deprecations)
+        .ignored(&ignored))
 }
 
 /// A database's metadata schema: its fields, in the order they were declared.

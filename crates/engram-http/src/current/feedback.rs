@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
-use crate::extract::{Auth, Json, Query};
+use crate::extract::{Auth, Json, NotedQuery};
 use crate::wire::{Deprecations, Ignored, ScopeDto};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
@@ -157,11 +157,12 @@ pub(super) struct FeedbackListDto {
 async fn read(
     State(app): State<App>,
     Auth(who): Auth,
-    Query(params): Query<FeedbackParams>,
+    NotedQuery(params, ignored): NotedQuery<FeedbackParams>,
 ) -> Result<Envelope, ApiError> {
     let feedback = app.feedback_for(&who, &params.request_id).await?;
     Ok(Envelope::ok(&FeedbackListDto {
         request_id: params.request_id.trim().to_owned(),
         feedback: feedback.into_iter().map(FeedbackDto::from).collect(),
-    }))
+    })
+    .ignored(&ignored))
 }

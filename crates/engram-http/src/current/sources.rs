@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
-use crate::extract::{Auth, Json, Query};
+use crate::extract::{Auth, Json, NotedQuery, Query};
 use crate::wire::items::{download_url, FetchMode};
 use crate::wire::{Deprecations, Ignored, ScopeDto, ScopeParams};
 
@@ -87,12 +87,11 @@ async fn inspect(
     State(app): State<App>,
     Auth(who): Auth,
     headers: HeaderMap,
-    Query(params): Query<InspectParams>,
+    NotedQuery(params, mut ignored): NotedQuery<InspectParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
     let mode = FetchMode::parse(params.mode.as_deref())?;
-    let mut ignored = Ignored::default();
     ignored.note_if(
         params.acl.is_some(),
         "acl",

@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 use super::webhooks_wire::*;
 use crate::envelope::{plain, plain_noting, ErrorEnvelopeDoc};
 use crate::error::ApiError;
-use crate::extract::{Auth, Json, Query};
+use crate::extract::{Auth, Json, NotedQuery};
 use crate::wire::Ignored;
 
 pub(super) fn routes() -> OpenApiRouter<App> {
@@ -151,13 +151,17 @@ async fn test_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Respons
 async fn list_deliveries(
     State(app): State<App>,
     Auth(who): Auth,
-    Query(params): Query<DeliveriesParams>,
+    NotedQuery(params, ignored): NotedQuery<DeliveriesParams>,
 ) -> Result<Response, ApiError> {
     let (status, cursor) = (params.status.as_deref(), params.cursor.as_deref());
     let page = app
         .list_deliveries(&who, params.limit, status, cursor)
         .await?;
-    Ok(plain(StatusCode::OK, DeliveryList::from(&page)))
+    Ok(plain_noting(
+        StatusCode::OK,
+        DeliveryList::from(&page),
+        &ignored,
+    ))
 }
 
 /// One delivery by id.

@@ -243,6 +243,11 @@ chunk_id = chunks.chunks[0].chunk_uuid
 by_id = client.context.chunks(database="clients", chunk_ids=[chunk_id, "nope"]).data
 assert [c.source_id for c in by_id.chunks] == ["k1"] and by_id.missing_chunk_ids == ["nope"], by_id
 assert code_of(raises(404, lambda: client.context.chunks(database="clients", id="missing"))) == "SOURCE_NOT_FOUND"
+noted = httpx.get(
+    f"{URL}/context/status", params={"database": "clients", "ids": "k1", "idz": "k2"},
+    headers={"Authorization": f"Bearer {os.environ['ENGRAM_KEY']}"},
+).json()["meta"]
+assert noted["ignored_parameters"] == [{"parameter": "idz", "reason": "not a parameter of this route"}], noted
 
 step("query: hybrid, filters, memories, the helper")
 answer = client.query(database="clients", query="which reactor runs on thorium?")
