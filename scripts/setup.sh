@@ -67,7 +67,8 @@ fi
 # Python packages only the tests use, each into its own directory of the cache, never into the
 # system's Python; a stamp naming the pin keeps a second run quiet. numbers-parser makes real
 # Numbers spreadsheets for the iWork tests; hydradb-sdk (the hosted service's current client) and
-# usecortex-ai (its legacy client) are driven unchanged against the real binary by the client suite.
+# usecortex-ai (its legacy client) are driven unchanged against the real binary by the client suite;
+# mcp (the official MCP Python SDK) drives engram's MCP server over HTTP and stdio.
 pip_into_cache() {
   local name="$1" pin="$2"
   local dir="$cache/python/$name"
@@ -96,4 +97,5 @@ if $for_tests; then
   pip_into_cache numbers-parser "numbers-parser==4.22.0"
   pip_into_cache hydradb-sdk "hydradb-sdk==2.1.7"
   pip_into_cache usecortex-ai "usecortex-ai==0.5.14"
+  pip_into_cache mcp "mcp==2.3.0"
 fi

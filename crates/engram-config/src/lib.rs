@@ -433,7 +433,8 @@ impl Config {
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
         }
-        figment.merge(Env::prefixed("ENGRAM_").split("__"))
+        // `ENGRAM_API_KEY` is the key `engram mcp` acts as, not a setting.
+        figment.merge(Env::prefixed("ENGRAM_").ignore(&["API_KEY"]).split("__"))
     }
 
     fn from_figment(figment: Figment) -> Result<Self, ConfigError> {

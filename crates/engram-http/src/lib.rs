@@ -15,6 +15,7 @@ mod error;
 mod extract;
 mod form;
 mod legacy;
+mod mcp;
 mod openapi;
 mod server;
 mod service;
@@ -45,6 +46,11 @@ fn api() -> (OpenApiRouter<App>, Arc<std::collections::HashSet<String>>) {
 
 /// The whole HTTP application and its OpenAPI document.
 pub fn router(app: App) -> Router {
+    router_until(app, tokio_util::sync::CancellationToken::new())
+}
+
+/// [`router`], whose long-lived streams (MCP sessions) end when `cancel` fires.
+fn router_until(app: App, cancel: tokio_util::sync::CancellationToken) -> Router {
     // Uploads are the largest bodies; JSON bodies are bounded by the same limit.
     let body_limit = app
         .config()
@@ -56,6 +62,7 @@ pub fn router(app: App) -> Router {
     let (api, openapi) = api.split_for_parts();
     let openapi = openapi::finish(openapi);
     api.merge(service::openapi_route(openapi))
+        .nest_service("/mcp", mcp::service(app.clone(), cancel))
         .fallback(move |uri: axum::http::Uri| {
             let segments = current_segments.clone();
             async move { service::not_found(&segments, &uri) }
@@ -82,5 +89,17 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let header_timeout = app.config().http.header_timeout;
-    server::serve(listener, router(app), header_timeout, shutdown).await
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let streams = cancel.clone();
+    let shutdown = async move {
+        shutdown.await;
+        streams.cancel();
+    };
+    server::serve(
+        listener,
+        router_until(app, cancel),
+        header_timeout,
+        shutdown,
+    )
+    .await
 }

@@ -8,6 +8,7 @@
 mod bench;
 mod eval;
 mod keys;
+mod mcp;
 mod serve;
 
 use std::path::PathBuf;
@@ -51,6 +52,14 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// The MCP server over stdio, for agent hosts: relays to a running engram (`--url`) or
+    /// opens the data directory itself.
+    Mcp {
+        #[command(flatten)]
+        args: mcp::McpArgs,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -106,6 +115,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
+            Command::Mcp { args, config } => mcp::run(args, config.load(None)?).await,
             Command::Bench {
                 command: BenchCommand::Ingest(args),
                 config,

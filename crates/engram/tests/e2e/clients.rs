@@ -84,3 +84,40 @@ async fn legacy_python_client_works_unchanged() {
     });
     suite.await.expect("the suite");
 }
+
+#[tokio::test]
+async fn mcp_clients_use_every_tool() {
+    // A data directory of its own for `engram mcp` to open (no server may run on it).
+    let mut local = Server::start();
+    let local_key = local.key("org-mcp-local", &[]);
+    local.ready_database(&local_key, "local").await;
+    local.terminate();
+    let local_dir = local.data_dir.clone();
+
+    let server = Server::start();
+    let key = server.key("org-mcp", &[]);
+    let restricted = server.key("org-mcp", &["agents"]);
+    for name in ["agents", "agents-relay"] {
+        server.ready_database(&key, name).await;
+    }
+    let suite = tokio::task::spawn_blocking(move || {
+        run_suite(
+            &server,
+            "mcp",
+            "mcp_suite.py",
+            &[
+                ("ENGRAM_KEY", key),
+                ("ENGRAM_RESTRICTED_KEY", restricted),
+                ("ENGRAM_BIN", crate::common::BIN.to_owned()),
+                ("ENGRAM_LOCAL_DIR", local_dir.display().to_string()),
+                ("ENGRAM_LOCAL_KEY", local_key),
+                (
+                    "ENGRAM_EMBEDDING__CACHE_DIR",
+                    cache_dir().display().to_string(),
+                ),
+            ],
+        );
+        drop(local);
+    });
+    suite.await.expect("the suite");
+}
