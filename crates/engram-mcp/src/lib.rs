@@ -223,11 +223,7 @@ fn format_results(outcome: &engram_app::QueryOutcome, what: &str) -> String {
     let mut out = String::new();
     for (i, ranked) in outcome.chunks.iter().enumerate() {
         let hit = &ranked.hit;
-        let title = if hit.item.fields.title.is_empty() {
-            hit.item.id.as_str()
-        } else {
-            hit.item.fields.title.as_str()
-        };
+        let title = hit.item.label();
         out.push_str(&format!(
             "[{}] {title} (id: {}, collection: {}, score: {:.2})\n{}\n\n",
             i + 1,

@@ -195,6 +195,17 @@ pub struct ItemRecord {
     pub updated_at: i64,
 }
 
+impl ItemRecord {
+    /// What to call the item for a reader: its title, else its id.
+    pub fn label(&self) -> &str {
+        if self.fields.title.is_empty() {
+            &self.id
+        } else {
+            &self.fields.title
+        }
+    }
+}
+
 /// A metadata filter value: one exact value, or any of several.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FilterValue {

@@ -72,11 +72,7 @@ fn markdown(outcome: &QueryOutcome) -> String {
     }
     for (i, ranked) in outcome.chunks.iter().enumerate() {
         let hit = &ranked.hit;
-        let title = if hit.item.fields.title.is_empty() {
-            hit.item.id.as_str()
-        } else {
-            hit.item.fields.title.as_str()
-        };
+        let title = hit.item.label();
         out.push_str(&format!(
             "\n## {}. {title} (id: {}, score: {:.2})\n",
             i + 1,
