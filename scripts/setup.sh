@@ -68,7 +68,8 @@ fi
 # system's Python; a stamp naming the pin keeps a second run quiet. numbers-parser makes real
 # Numbers spreadsheets for the iWork tests; hydradb-sdk (the hosted service's current client) and
 # usecortex-ai (its legacy client) are driven unchanged against the real binary by the client suite;
-# mcp (the official MCP Python SDK) drives engram's MCP server over HTTP and stdio.
+# mcp (the official MCP Python SDK) drives engram's MCP server over HTTP and stdio; the
+# Prometheus client's text parser reads what GET /metrics serves.
 pip_into_cache() {
   local name="$1" pin="$2"
   local dir="$cache/python/$name"
@@ -98,4 +99,5 @@ if $for_tests; then
   pip_into_cache hydradb-sdk "hydradb-sdk==2.1.7"
   pip_into_cache usecortex-ai "usecortex-ai==0.5.14"
   pip_into_cache mcp "mcp==2.3.0"
+  pip_into_cache prometheus-client "prometheus-client==0.23.1"
 fi

@@ -199,6 +199,12 @@ impl App {
         &self.inner.config
     }
 
+    /// Counts across the service for metrics: items by state, chunks by database, webhook
+    /// deliveries by state.
+    pub async fn service_counts(&self) -> AppResult<engram_store::ServiceCounts> {
+        Ok(self.store().service_counts().await?)
+    }
+
     fn store(&self) -> &dyn Store {
         self.inner.store.as_ref()
     }

@@ -39,6 +39,7 @@ pub struct Config {
     pub ingest: IngestConfig,
     pub webhooks: WebhooksConfig,
     pub log: LogConfig,
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -57,6 +58,7 @@ impl Default for Config {
             ingest: IngestConfig::default(),
             webhooks: WebhooksConfig::default(),
             log: LogConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -396,6 +398,18 @@ impl Default for LogConfig {
             format: LogFormat::Text,
         }
     }
+}
+
+/// Prometheus metrics (`GET /metrics`, text format).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// A separate listener serving `/metrics` without authentication (for example
+    /// `127.0.0.1:9090`, reachable by the scraper only); empty: none.
+    pub listen: Option<SocketAddr>,
+    /// A bearer token that opens `/metrics` on the main listener; empty: `/metrics` is not
+    /// served there. Never an API key.
+    pub token: String,
 }
 
 /// Values given on the command line; `None` leaves the lower layers' value.

@@ -26,6 +26,16 @@ fn request_id_from(req: &Request) -> String {
         )
 }
 
+/// The metrics label of a request no API route matched: `/mcp` for the MCP service, else
+/// `unmatched` (never the raw path, which would make labels unbounded).
+fn path_family(path: &str) -> String {
+    if path == "/mcp" || path.starts_with("/mcp/") {
+        "/mcp".to_owned()
+    } else {
+        "unmatched".to_owned()
+    }
+}
+
 /// The request's id and span, and its final shape.
 pub(crate) async fn request_context(req: Request, next: Next) -> Response {
     let request_id = request_id_from(&req);
@@ -43,6 +53,11 @@ async fn serve(req: Request, next: Next, request_id: String) -> Response {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     let status = response.status().as_u16();
+    let route = response
+        .extensions()
+        .get::<crate::metrics::RouteTemplate>()
+        .map_or_else(|| path_family(&path), |r| r.0.clone());
+    crate::metrics::record_request(&route, method.as_str(), status, started.elapsed());
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     if status >= 500 {
         tracing::error!(%method, %path, status, latency_ms, "request failed");

@@ -16,6 +16,7 @@ mod extract;
 mod form;
 mod legacy;
 mod mcp;
+mod metrics;
 mod openapi;
 mod server;
 mod service;
@@ -32,6 +33,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::ApiError;
+pub use metrics::{install as install_metrics, listener_router as metrics_router};
 
 /// Every documented route of both generations and the service.
 fn api() -> (OpenApiRouter<App>, Arc<std::collections::HashSet<String>>) {
@@ -62,6 +64,8 @@ fn router_until(app: App, cancel: tokio_util::sync::CancellationToken) -> Router
     let (api, openapi) = api.split_for_parts();
     let openapi = openapi::finish(openapi);
     api.merge(service::openapi_route(openapi))
+        .route("/metrics", axum::routing::get(metrics::main_listener))
+        .route_layer(axum::middleware::from_fn(metrics::remember_route))
         .nest_service("/mcp", mcp::service(app.clone(), cancel))
         .fallback(move |uri: axum::http::Uri| {
             let segments = current_segments.clone();

@@ -304,7 +304,12 @@ impl Pipeline {
                 .complete_item(&item, &chunks, self.clock.now_ms())
                 .await
             {
-                Ok(true) => written += chunks.len(),
+                Ok(true) => {
+                    written += chunks.len();
+                    metrics::counter!("engram_items_indexed_total", "outcome" => "completed")
+                        .increment(1);
+                    metrics::counter!("engram_chunks_indexed_total").increment(chunks.len() as u64);
+                }
                 Ok(false) => {
                     self.dropped(std::slice::from_ref(&item));
                 }
@@ -427,6 +432,7 @@ impl Pipeline {
             }
             let batch: Vec<String> = texts.by_ref().take(self.options.embed_batch).collect();
             let embedder = self.embedder.clone();
+            let started = Instant::now();
             let embedded = tokio::task::spawn_blocking(move || {
                 let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
                 embedder.embed(&refs)
@@ -434,6 +440,8 @@ impl Pipeline {
             .await
             .map_err(|e| Stopped::Embedding(format!("embedding failed: {e}")))?
             .map_err(|e| Stopped::Embedding(format!("embedding failed: {e}")))?;
+            metrics::histogram!("engram_embed_batch_seconds").record(started.elapsed());
+            metrics::counter!("engram_embedded_texts_total").increment(embedded.len() as u64);
             vectors.extend(embedded);
         }
         Ok(vectors)
@@ -451,6 +459,7 @@ impl Pipeline {
             retry_at: None,
         };
         tracing::info!(id = %item.id, code = code.as_str(), message, "item errored");
+        metrics::counter!("engram_items_indexed_total", "outcome" => "errored").increment(1);
         self.store
             .fail_item(item, &failure, self.clock.now_ms())
             .await

@@ -121,6 +121,8 @@ pub trait LifecycleStore: Send + Sync {
     async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()>;
     /// Removes a `deleting` database and every row that belongs to it.
     async fn purge_database(&self, id: &DatabaseId) -> StoreResult<()>;
+    /// Counts across the service for metrics (live databases only).
+    async fn service_counts(&self) -> StoreResult<ServiceCounts>;
 }
 
 /// Everything engram stores, behind one handle.

@@ -253,3 +253,14 @@ pub struct FeedbackRecord {
     pub body: Value,
     pub created_at: i64,
 }
+
+/// Service-wide counts for metrics: across organizations, with no item ids.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceCounts {
+    /// Items by indexing state (`queued`, `processing`, ...).
+    pub items_by_state: Vec<(String, u64)>,
+    /// Stored chunks by database id.
+    pub chunks_by_database: Vec<(DatabaseId, u64)>,
+    /// Webhook deliveries by state (`pending`, `delivered`, ...).
+    pub deliveries_by_state: Vec<(String, u64)>,
+}

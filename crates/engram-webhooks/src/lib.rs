@@ -196,9 +196,12 @@ fn log_attempt(claimed: &ClaimedDelivery, outcome: &DeliveryOutcome) {
     let delivery_id = &claimed.record.delivery_id;
     match outcome {
         DeliveryOutcome::Delivered { status_code, .. } => {
+            metrics::counter!("engram_webhook_attempts_total", "outcome" => "delivered")
+                .increment(1);
             tracing::info!(%delivery_id, status_code, attempt, "webhook delivered")
         }
         DeliveryOutcome::Failed { code, retry_at, .. } => {
+            metrics::counter!("engram_webhook_attempts_total", "outcome" => "failed").increment(1);
             tracing::warn!(%delivery_id, code, attempt, retry_at, "webhook delivery failed")
         }
     }

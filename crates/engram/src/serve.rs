@@ -1,7 +1,7 @@
 //! `engram serve`: open the store, start the workers, serve HTTP; on SIGTERM or Ctrl-C stop
 //! accepting, drain in-flight requests, stop the workers and close the store.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use engram_app::App;
 use engram_config::{Config, LogFormat};
@@ -11,8 +11,10 @@ use tracing_subscriber::EnvFilter;
 fn init_logging(config: &Config) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    // Colour only for a person at a terminal: files and log shippers get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match config.log.format {
         LogFormat::Json => builder.json().init(),
@@ -46,6 +48,7 @@ async fn shutdown_signal() {
 pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     init_logging(&config);
     let grace = config.workers.shutdown_grace;
+    engram_http::install_metrics();
     let app = App::open(config.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
@@ -55,6 +58,19 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     std::io::stdout().flush()?;
 
     let token = CancellationToken::new();
+    if let Some(addr) = config.metrics.listen {
+        let metrics = tokio::net::TcpListener::bind(addr).await?;
+        tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
+        let (router, stop) = (engram_http::metrics_router(app.clone()), token.clone());
+        tokio::spawn(async move {
+            let served = axum::serve(metrics, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(err) = served {
+                tracing::error!(error = %err, "the metrics listener stopped");
+            }
+        });
+    }
     let workers = app.start_workers(token.child_token());
     let stop = token.clone();
     tokio::spawn(async move {

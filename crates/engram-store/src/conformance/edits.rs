@@ -210,6 +210,23 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
         .unwrap()
         .unwrap();
     assert_eq!(source.item.fields.metadata, json!({"team": "sales"}));
+
+    // Service-wide counts see the item and its chunk (and never a deleting database's).
+    let counts = store.service_counts().await.unwrap();
+    assert!(
+        counts.chunks_by_database.contains(&(scope.id.clone(), 1)),
+        "{counts:?}"
+    );
+    assert!(counts
+        .items_by_state
+        .iter()
+        .any(|(state, n)| state == "completed" && *n >= 1));
+    assert!(store.schedule_deletion(&scope, 10).await.unwrap());
+    let counts = store.service_counts().await.unwrap();
+    assert!(!counts
+        .chunks_by_database
+        .iter()
+        .any(|(id, _)| *id == scope.id));
 }
 
 async fn an_item_source_comes_back_with_its_bytes<S: Store>(store: &S) {

@@ -10,7 +10,8 @@ use super::sql::{corrupt, is_unique_violation};
 use super::SqliteStore;
 use crate::{
     DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore, InfraFlags,
-    Instructions, InstructionsUpdate, LifecycleStore, NewDatabase, StoreError, StoreResult,
+    Instructions, InstructionsUpdate, LifecycleStore, NewDatabase, ServiceCounts, StoreError,
+    StoreResult,
 };
 
 const DATABASE_COLUMNS: &str = "id, org_id, name, state, metadata_schema, embeddings_dimension, is_embeddings_tenant, \
@@ -336,6 +337,45 @@ impl LifecycleStore for SqliteStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn service_counts(&self) -> StoreResult<ServiceCounts> {
+        let pairs = |rows: Vec<SqliteRow>| -> StoreResult<Vec<(String, u64)>> {
+            rows.iter()
+                .map(|row| {
+                    let n: i64 = row.try_get(1)?;
+                    Ok((
+                        row.try_get(0)?,
+                        u64::try_from(n).map_err(|e| corrupt("count", e))?,
+                    ))
+                })
+                .collect()
+        };
+        let items = sqlx::query(
+            "SELECT i.status, COUNT(*) FROM items i JOIN databases d ON d.id = i.database_id
+             WHERE d.state <> 'deleting' GROUP BY i.status ORDER BY i.status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let chunks = sqlx::query(
+            "SELECT c.database_id, COUNT(*) FROM chunks c JOIN databases d ON d.id = c.database_id
+             WHERE d.state <> 'deleting' GROUP BY c.database_id ORDER BY c.database_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let deliveries = sqlx::query(
+            "SELECT status, COUNT(*) FROM webhook_deliveries GROUP BY status ORDER BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ServiceCounts {
+            items_by_state: pairs(items)?,
+            chunks_by_database: pairs(chunks)?
+                .into_iter()
+                .map(|(id, n)| (DatabaseId::from_trusted(id), n))
+                .collect(),
+            deliveries_by_state: pairs(deliveries)?,
+        })
     }
 
     async fn purge_database(&self, id: &DatabaseId) -> StoreResult<()> {

@@ -121,3 +121,54 @@ async fn mcp_clients_use_every_tool() {
     });
     suite.await.expect("the suite");
 }
+
+#[tokio::test]
+async fn metrics_parse_with_the_prometheus_parser() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_with(&[
+        ("ENGRAM_METRICS__TOKEN", "metrics-token-0123456789"),
+        ("ENGRAM_METRICS__LISTEN", &listen),
+    ]);
+    let key = server.key("org-metrics", &[]);
+    server.ready_database(&key, "metered").await;
+    let items = [
+        crate::common::app("metrics-a", "A", "The pump is replaced every spring."),
+        crate::common::app("metrics-b", "B", "The valve is checked every winter."),
+    ];
+    let form = reqwest::multipart::Form::new()
+        .text("type", "knowledge")
+        .text("database", "metered")
+        .text(
+            "app_knowledge",
+            serde_json::Value::from(items.to_vec()).to_string(),
+        );
+    let sent = crate::common::send_form(&server, "/context/ingest", &key, form).await;
+    assert_eq!(sent.status.as_u16(), 202, "{sent:#?}");
+    crate::common::wait_completed(&server, &key, "metered", None, &["metrics-a", "metrics-b"])
+        .await;
+    let reply = server
+        .post(
+            "/query",
+            &key,
+            serde_json::json!({"database": "metered", "query": "pump"}),
+        )
+        .await;
+    assert_eq!(reply.status.as_u16(), 200, "{reply:#?}");
+    let suite = tokio::task::spawn_blocking(move || {
+        run_suite(
+            &server,
+            "prometheus-client",
+            "metrics_check.py",
+            &[
+                ("METRICS_TOKEN", "metrics-token-0123456789".to_owned()),
+                ("ENGRAM_KEY", key),
+                ("METRICS_URL", format!("http://{listen}")),
+            ],
+        );
+    });
+    suite.await.expect("the check");
+}

@@ -9,6 +9,7 @@ mod clients;
 mod databases;
 mod ingest;
 mod limits;
+mod logs;
 mod parsing;
 mod query;
 mod smoke;

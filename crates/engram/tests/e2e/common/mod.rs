@@ -21,6 +21,8 @@ pub(crate) struct Server {
     pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     envs: Vec<(String, String)>,
+    /// Where the server's stderr (its log) goes; inherited when `None`.
+    log: Option<PathBuf>,
     pub client: reqwest::Client,
 }
 
@@ -120,25 +122,38 @@ impl Server {
 
     /// Starts a server with extra environment variables (for example a low rate limit).
     pub(crate) fn start_with(envs: &[(&str, &str)]) -> Self {
+        let mut server = Self::unstarted(envs);
+        server.spawn();
+        server
+    }
+
+    /// Starts a server whose log (stderr) is written to `log`.
+    pub(crate) fn start_logged(envs: &[(&str, &str)], log: &Path) -> Self {
+        let mut server = Self::unstarted(envs);
+        server.log = Some(log.to_owned());
+        server.spawn();
+        server
+    }
+
+    fn unstarted(envs: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
         let envs = envs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let mut server = Self {
+        Self {
             child: None,
             base: String::new(),
             data_dir,
             _tmp: Some(tmp),
             envs,
+            log: None,
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()
                 .expect("client"),
-        };
-        server.spawn();
-        server
+        }
     }
 
     fn spawn(&mut self) {
@@ -150,7 +165,16 @@ impl Server {
             .env("RUST_LOG", "warn")
             .env("ENGRAM_EMBEDDING__CACHE_DIR", cache_dir())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(match &self.log {
+                Some(path) => Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .expect("the log file"),
+                ),
+                None => Stdio::inherit(),
+            });
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }

@@ -1,0 +1,92 @@
+//! What the service writes to its log: one JSON object a line with `log.format = "json"`, the
+//! request id on the lines of a request, no colour codes when not on a terminal, and never a
+//! secret: not an API key (good or bad), a webhook signing secret, nor the metrics token, even
+//! at `debug`.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use crate::common::Server;
+
+#[tokio::test]
+async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log: PathBuf = dir.path().join("engram.log");
+    let metrics_token = "metrics-token-never-logged-0001";
+    let mut server = Server::start_logged(
+        &[
+            ("RUST_LOG", "debug"),
+            ("ENGRAM_LOG__FORMAT", "json"),
+            ("ENGRAM_METRICS__TOKEN", metrics_token),
+            ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+        ],
+        &log,
+    );
+    let key = server.key("org-logs", &[]);
+    let (prefix, secret) = key.split_once('.').expect("prefix.secret");
+    server.ready_database(&key, "logged").await;
+    let own_secret = "webhook-secret-never-logged-0002";
+    let registered = server
+        .post(
+            "/webhooks/indexing",
+            &key,
+            json!({"url": "http://127.0.0.1:9/hook", "signing_secret": own_secret}),
+        )
+        .await;
+    assert_eq!(registered.status.as_u16(), 201, "{registered:#?}");
+    let generated = server
+        .post("/webhooks/indexing/signing-secret", &key, json!({}))
+        .await;
+    let generated = generated.body["signing_secret"]
+        .as_str()
+        .expect("a generated secret")
+        .to_owned();
+    let wrong = format!("{prefix}.wrong-secret-never-logged-0003");
+    let refused = server.get("/databases", &wrong).await;
+    assert_eq!(refused.status.as_u16(), 401);
+    let query = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "logged", "query": "anything"}),
+        )
+        .await;
+    assert_eq!(query.status.as_u16(), 200);
+    let scraped = server
+        .client
+        .get(server.url("/metrics"))
+        .bearer_auth(metrics_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scraped.status().as_u16(), 200);
+    server.terminate();
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.lines().count() > 10, "{text}");
+    for secret in [
+        secret,
+        key.as_str(),
+        own_secret,
+        generated.as_str(),
+        "wrong-secret-never-logged-0003",
+        metrics_token,
+    ] {
+        assert!(!text.contains(secret), "a secret reached the log: {secret}");
+    }
+    assert!(!text.contains('\u{1b}'), "colour codes in a log file");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let request_id = query.header("x-request-id").unwrap();
+    let of_query: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.to_string().contains(request_id))
+        .collect();
+    assert!(
+        of_query.iter().any(|l| l["fields"]["message"] == "request"),
+        "the query's own line carries its request id: {of_query:#?}"
+    );
+}
