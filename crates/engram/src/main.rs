@@ -9,6 +9,7 @@ mod bench;
 mod eval;
 mod keys;
 mod mcp;
+mod progress;
 mod serve;
 
 use std::path::PathBuf;

@@ -182,7 +182,6 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     let workers = app.start_workers(token.child_token());
     let (db, _) = crate::eval::ready_database(&app, &who, "bench").await?;
 
-    let started = Instant::now();
     for (n, batch) in texts.chunks(500).enumerate() {
         let sources = batch
             .iter()
@@ -217,14 +216,11 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         )
         .await?;
     }
+    let mut progress = crate::progress::Progress::new("indexed chunks", texts.len() as u64);
     loop {
         let stats = app.database_stats(&who, &db).await?;
         let indexed = stats.counts.knowledge_chunks as usize;
-        eprint!(
-            "\rindexed {indexed}/{} chunks ({:.0} s)   ",
-            texts.len(),
-            started.elapsed().as_secs_f64()
-        );
+        progress.set(indexed as u64);
         if indexed >= texts.len()
             && app.indexes().vector_count(&stats.database.id).await? >= texts.len()
         {
@@ -232,7 +228,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    eprintln!();
+    progress.finish();
 
     let run = |method: Method, filtered: bool| {
         let (app, who, db) = (app.clone(), who.clone(), db.clone());

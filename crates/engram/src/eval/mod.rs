@@ -128,9 +128,9 @@ impl Harness {
         db: &DatabaseName,
         ids: &[(Option<String>, String)],
     ) -> anyhow::Result<()> {
-        let started = Instant::now();
         let mut pending: Vec<(Option<String>, String)> = ids.to_vec();
         let total = pending.len();
+        let mut progress = crate::progress::Progress::new("indexed", total as u64);
         while !pending.is_empty() {
             let mut still = Vec::new();
             let mut by_collection: HashMap<Option<String>, Vec<String>> = HashMap::new();
@@ -156,17 +156,12 @@ impl Harness {
                 }
             }
             pending = still;
-            eprint!(
-                "\rindexed {}/{} ({:.0} s)   ",
-                total - pending.len(),
-                total,
-                started.elapsed().as_secs_f64()
-            );
+            progress.set((total - pending.len()) as u64);
             if !pending.is_empty() {
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
-        eprintln!();
+        progress.finish();
         Ok(())
     }
 
@@ -392,6 +387,8 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         "mode", "nDCG@10", "Recall@100", "p50 ms", "p99 ms"
     );
     for spec in modes(&args.modes)? {
+        let mut progress =
+            crate::progress::Progress::new(&format!("{} queries", spec.name), qrels.len() as u64);
         let (mut ndcg, mut recall, mut latencies) = (0.0, 0.0, Vec::new());
         for (qid, relevant) in &qrels {
             let Some(query) = queries.get(qid) else {
@@ -415,6 +412,7 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                 )
                 .await?;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            progress.inc(1);
             let ranked = ranked_sources(&outcome);
             let relevant_set: HashSet<String> = relevant
                 .iter()
@@ -424,6 +422,7 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
             ndcg += ndcg_at(&ranked, relevant, 10);
             recall += recall_at(&ranked, &relevant_set, 100);
         }
+        progress.finish();
         latencies.sort_by(f64::total_cmp);
         let n = qrels.len().max(1) as f64;
         println!(
@@ -559,6 +558,10 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         })
         .collect();
     for (spec, temporal) in runs {
+        let mut progress = crate::progress::Progress::new(
+            &format!("{} queries", spec.name),
+            questions.len() as u64,
+        );
         let mut recall = [0.0f64; 3];
         let mut latencies = Vec::new();
         for question in &questions {
@@ -588,11 +591,13 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                 )
                 .await?;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            progress.inc(1);
             let ranked = ranked_sources(&outcome);
             for (slot, k) in [5, 10, 25].into_iter().enumerate() {
                 recall[slot] += recall_at(&ranked, &evidence, k);
             }
         }
+        progress.finish();
         latencies.sort_by(f64::total_cmp);
         let n = questions.len().max(1) as f64;
         let name = if temporal {
