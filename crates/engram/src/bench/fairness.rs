@@ -103,12 +103,16 @@ async fn small_items(
     every: Duration,
 ) -> anyhow::Result<Vec<f64>> {
     let mut latencies = Vec::with_capacity(texts.len());
+    let mut progress =
+        crate::progress::Progress::new(&format!("{database} items"), texts.len() as u64);
     for (i, text) in texts.iter().enumerate() {
         let sent = Instant::now();
         let took = small_item(service, auth, database, &format!("{database}-{i}"), text).await?;
         latencies.push(took.as_secs_f64() * 1000.0);
+        progress.inc(1);
         tokio::time::sleep(every.saturating_sub(sent.elapsed())).await;
     }
+    progress.finish();
     latencies.sort_by(f64::total_cmp);
     Ok(latencies)
 }
@@ -198,13 +202,20 @@ pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Res
         .collect();
     let loaded = small_items(&service, &small, "small", &small_texts, every).await?;
     let flood_done_then = completed(&service, &flooder, "flood", &flood_ids).await;
-    while completed(&service, &flooder, "flood", &flood_ids).await < flood_ids.len() {
+    let mut progress = crate::progress::Progress::new("flood files", flood_ids.len() as u64);
+    loop {
+        let done = completed(&service, &flooder, "flood", &flood_ids).await;
+        progress.set(done as u64);
+        if done >= flood_ids.len() {
+            break;
+        }
         anyhow::ensure!(
             flood_started.elapsed() < Duration::from_secs(3600),
             "the flood never finished"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    progress.finish();
     let flood_took = flood_started.elapsed();
     service.stop().await?;
 

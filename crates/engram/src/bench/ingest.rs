@@ -143,6 +143,7 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
     let accepted = started.elapsed();
     // Done when every item is terminal; the batches of ids are checked in order.
     let ids: Vec<String> = sent_ids.lock().map(|v| v.clone()).unwrap_or_default();
+    let mut progress = crate::progress::Progress::new("indexed items", ids.len() as u64);
     for batch in ids.chunks(100) {
         loop {
             let url = format!(
@@ -169,6 +170,7 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
                     statuses.iter().all(|s| s["indexing_status"] == "completed"),
                     "some items errored: {statuses:?}"
                 );
+                progress.inc(batch.len() as u64);
                 break;
             }
             anyhow::ensure!(
@@ -178,6 +180,7 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    progress.finish();
     let elapsed = started.elapsed();
     polling.cancel();
     let stats: Value = client
