@@ -70,14 +70,22 @@ fn arrived(arrivals: &Arrivals) -> usize {
     arrivals.lock().map(|a| a.len()).unwrap_or(0)
 }
 
-async fn wait_for(arrivals: &Arrivals, count: usize) -> anyhow::Result<()> {
+async fn wait_for(arrivals: &Arrivals, count: usize, label: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
-    while arrived(arrivals) < count {
+    let first = arrived(arrivals);
+    let mut progress = crate::progress::Progress::new(label, count.saturating_sub(first) as u64);
+    loop {
+        let now = arrived(arrivals);
+        progress.set(now.saturating_sub(first) as u64);
+        if now >= count {
+            break;
+        }
         if Instant::now() > deadline {
-            bail!("only {} of {count} events arrived", arrived(arrivals));
+            bail!("only {now} of {count} events arrived");
         }
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
+    progress.finish();
     Ok(())
 }
 
@@ -226,7 +234,7 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
     let worker = Arc::new(dispatcher(store.clone(), args.concurrency)?);
     let started = Instant::now();
     let running = tokio::spawn(worker.run(wake.clone(), token.clone()));
-    wait_for(&arrivals, before + n).await?;
+    wait_for(&arrivals, before + n, "backlog delivered").await?;
     let drained = n as f64 / started.elapsed().as_secs_f64();
 
     // 3. Delay: terminal states one by one, the dispatcher woken as the pipeline wakes it.
@@ -247,7 +255,7 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
         committed.insert(item.id.clone(), Instant::now());
         wake.notify_one();
     }
-    wait_for(&arrivals, before + n).await?;
+    wait_for(&arrivals, before + n, "live events delivered").await?;
     token.cancel();
     let _ = running.await;
     let arrivals = arrivals.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
