@@ -8,14 +8,20 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use engram_app::App;
 use tokio_util::sync::CancellationToken;
+use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::envelope::Generation;
 use crate::extract::Auth;
 
-/// The `/mcp` service; its sessions and streams end when `cancel` fires (at shutdown).
+/// The `/mcp` service; its sessions and streams end when `cancel` fires (at shutdown). A
+/// message may carry a document (base64, a third larger than its bytes): bodies are held to the
+/// upload limit plus that, read before any work (413 past it).
 pub(crate) fn service(app: App, cancel: CancellationToken) -> Router {
+    let upload = app.config().ingest.max_upload_bytes;
+    let limit = (upload / 3 * 4 + 1024 * 1024).max(engram_types::limits::JSON_BODY_MAX_BYTES);
     Router::new()
         .fallback_service(engram_mcp::http_service(app.clone(), cancel))
+        .layer(RequestBodyLimitLayer::new(limit))
         .layer(from_fn_with_state(app, authenticate))
 }
 

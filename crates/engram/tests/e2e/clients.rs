@@ -94,12 +94,25 @@ async fn mcp_clients_use_every_tool() {
     local.terminate();
     let local_dir = local.data_dir.clone();
 
-    let server = Server::start();
+    // Uploads of 1 MiB: an MCP body may then take the JSON limit (16 MiB), no more.
+    let server = Server::start_with(&[("ENGRAM_INGEST__MAX_UPLOAD_BYTES", "1048576")]);
     let key = server.key("org-mcp", &[]);
     let restricted = server.key("org-mcp", &["agents"]);
     for name in ["agents", "agents-relay"] {
         server.ready_database(&key, name).await;
     }
+    // A body past the limit is refused before it is read whole.
+    let oversized = server
+        .client
+        .post(server.url("/mcp"))
+        .bearer_auth(&key)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(vec![b' '; 17 * 1024 * 1024])
+        .send()
+        .await
+        .expect("a response");
+    assert_eq!(oversized.status().as_u16(), 413);
     let suite = tokio::task::spawn_blocking(move || {
         run_suite(
             &server,
