@@ -47,6 +47,10 @@ need pdftotext || packages+=(poppler-utils)
 if $for_tests; then
   need soffice || packages+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
   need qpdf || packages+=(qpdf)
+  # PostgreSQL for the PostgreSQL backend's tests (a throwaway cluster per test run), with its
+  # server headers to build pgvector.
+  [ -x /usr/lib/postgresql/15/bin/initdb ] || packages+=(postgresql-15)
+  [ -f /usr/include/postgresql/15/server/postgres.h ] || packages+=(postgresql-server-dev-15)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
   if ! $for_tests && ! need apt-get; then
@@ -61,6 +65,28 @@ if [ "${#packages[@]}" -gt 0 ]; then
   else
     echo "setup: please install ${packages[*]} (tesseract, poppler, libreoffice, qpdf)" >&2
     exit 1
+  fi
+fi
+
+# pgvector 0.8 for PostgreSQL 15: Debian 12 packages none, so it is built from the Debian
+# archive's source tarball (checksum pinned) and installed into PostgreSQL's extension directory.
+if $for_tests && [ -x /usr/lib/postgresql/15/bin/pg_config ]; then
+  pgvector_version="0.8.0"
+  pgvector_sha256="867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b0"
+  extension_dir="$(/usr/lib/postgresql/15/bin/pg_config --sharedir)/extension"
+  if [ ! -f "$extension_dir/vector--$pgvector_version.sql" ]; then
+    echo "setup: building pgvector $pgvector_version for PostgreSQL 15" >&2
+    build="$(mktemp -d "$cache/.pgvector.XXXXXX")"
+    curl -fsSL -o "$build/pgvector.tar.gz" \
+      "http://deb.debian.org/debian/pool/main/p/pgvector/pgvector_${pgvector_version}.orig.tar.gz"
+    echo "$pgvector_sha256  $build/pgvector.tar.gz" | sha256sum -c --quiet -
+    tar -xzf "$build/pgvector.tar.gz" -C "$build"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    (cd "$build/pgvector-$pgvector_version" \
+      && make -s -j2 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config OPTFLAGS="" >/dev/null \
+      && $sudo make -s install PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config >/dev/null)
+    rm -rf "$build"
   fi
 fi
 

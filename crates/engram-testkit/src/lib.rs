@@ -1,9 +1,14 @@
 //! Test doubles for engram's own tests, so the pipeline, retrieval and delivery logic can be
 //! tested without the model and without waiting on the wall clock: a deterministic embedder
-//! behind the real [`Embedder`] trait, a clock the test moves, and a store in a temporary
-//! directory (the real SQLite backend). Dev-dependency only; never linked into the binary.
+//! behind the real [`Embedder`] trait, a clock the test moves, a store in a temporary
+//! directory (the real SQLite backend), and a throwaway PostgreSQL cluster with pgvector
+//! ([`TempPostgres`]) for the PostgreSQL backend. Dev-dependency only; never linked into the
+//! binary.
 
 #![allow(clippy::unwrap_used)] // test support
+
+mod postgres;
+pub use postgres::TempPostgres;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
