@@ -238,6 +238,17 @@ impl App {
         if new_name == db.name {
             return Ok((db.name.clone(), db));
         }
+        // A key restricted to the new name (a database not created yet, or deleted) would gain
+        // this one: refused.
+        let keys = self.store().list_keys(Some(&who.org)).await?;
+        if keys
+            .iter()
+            .any(|k| k.revoked_at.is_none() && k.databases.contains(&new_name))
+        {
+            return Err(AppError::Validation(format!(
+                "API keys of this organization are restricted to a database named `{new_name}`; renaming to it would open this database to them"
+            )));
+        }
         let renamed = self
             .store()
             .rename_database(&db.scope(), &new_name, self.now_ms())
@@ -304,12 +315,18 @@ impl App {
         let mut db = self.authorize_database(who, name).await?;
         db.instructions = self
             .store()
-            .update_instructions(&db.scope(), &update, self.now_ms())
+            .update_instructions(
+                &db.scope(),
+                &update,
+                INSTRUCTION_COLLECTIONS_MAX,
+                self.now_ms(),
+            )
             .await
             .map_err(|e| match e {
                 engram_store::StoreError::NotFound(_) => {
                     AppError::DatabaseNotFound(name.to_string())
                 }
+                engram_store::StoreError::Conflict(why) => AppError::InvalidParameters(why),
                 other => other.into(),
             })?;
         Ok(db)

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use engram_store::{DatabaseRecord, RawSelection, RawVector};
-use engram_types::limits::{ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS};
+use engram_types::limits::{FILTER_VALUES_MAX, ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS};
 use engram_types::{CollectionName, DatabaseName};
 use serde_json::{Map, Value};
 
@@ -19,6 +19,9 @@ pub(crate) const RAW_RESULTS_MAX: u32 = 1_000;
 const RAW_RESULTS_DEFAULT: u32 = 10;
 /// Rows read per page of a scan.
 const SCAN_PAGE: u32 = 2_000;
+/// Most metadata one insert may store, counted once per vector that carries it (a document's
+/// metadata is kept with each of its vectors).
+const RAW_METADATA_STORED_MAX: usize = 16 * 1024 * 1024;
 
 /// One source's vectors as a client sends them.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +62,7 @@ impl RawFilter {
                 "`filter_expr` {why}; supported: `source_id == \"x\"`, `chunk_id in [\"a\", \"b\"]`, joined by `and`"
             ))
         };
+        let mut named = 0usize;
         for clause in split_and(expr) {
             let clause = clause.trim();
             if clause.is_empty() {
@@ -91,6 +95,12 @@ impl RawFilter {
             } else {
                 return Err(unsupported(&format!("cannot read `{clause}`")));
             };
+            named += values.len();
+            if named > FILTER_VALUES_MAX {
+                return Err(unsupported(&format!(
+                    "names more than {FILTER_VALUES_MAX} values"
+                )));
+            }
             if !target.is_empty() {
                 // Two clauses on one field are ANDed: keep what both allow.
                 target.retain(|v| values.contains(v));
@@ -136,17 +146,21 @@ fn string_literal(text: &str) -> Option<String> {
     text[1..].strip_suffix(quote).map(str::to_owned)
 }
 
+/// Cosine similarity, summed in f64 (large finite components would overflow f32); 0 when it
+/// is not a finite number (a zero vector).
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(x), f64::from(y));
         dot += x * y;
         na += x * x;
         nb += y * y;
     }
-    if na == 0.0 || nb == 0.0 {
-        0.0
+    let cosine = dot / (na.sqrt() * nb.sqrt());
+    if cosine.is_finite() {
+        cosine as f32
     } else {
-        dot / (na.sqrt() * nb.sqrt())
+        0.0
     }
 }
 
@@ -250,6 +264,19 @@ impl App {
         if count > RAW_VECTORS_PER_REQUEST_MAX {
             return Err(AppError::InvalidParameters(format!(
                 "{count} vectors in one request; at most {RAW_VECTORS_PER_REQUEST_MAX}"
+            )));
+        }
+        let stored: usize = documents
+            .iter()
+            .map(|d| {
+                serde_json::to_vec(&d.metadata)
+                    .map_or(usize::MAX, |b| b.len())
+                    .saturating_mul(d.embeddings.len())
+            })
+            .fold(0, usize::saturating_add);
+        if stored > RAW_METADATA_STORED_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "the documents' metadata, kept with each of their vectors, would take {stored} bytes; at most {RAW_METADATA_STORED_MAX} per request"
             )));
         }
         let (db, collection) = self.raw_scope(who, database, collection).await?;
@@ -440,5 +467,14 @@ mod tests {
     fn cosine_is_one_for_the_same_direction_and_zero_for_a_zero_vector() {
         assert!((cosine(&[1.0, 2.0], &[2.0, 4.0]) - 1.0).abs() < 1e-6);
         assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert!(
+            (cosine(&[1e20, 1e20], &[1e20, 1e20]) - 1.0).abs() < 1e-6,
+            "no f32 overflow"
+        );
+        let many = (0..FILTER_VALUES_MAX + 1)
+            .map(|i| format!("\"v{i}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(RawFilter::parse(&format!("source_id in [{many}]")).is_err());
     }
 }

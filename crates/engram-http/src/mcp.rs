@@ -20,7 +20,7 @@ pub(crate) fn service(app: App, cancel: CancellationToken) -> Router {
     let upload = app.config().ingest.max_upload_bytes;
     let limit = (upload / 3 * 4 + 1024 * 1024).max(engram_types::limits::JSON_BODY_MAX_BYTES);
     Router::new()
-        .fallback_service(engram_mcp::http_service(app.clone(), cancel))
+        .fallback_service(engram_mcp::http_service(app.clone(), cancel, limit))
         .layer(RequestBodyLimitLayer::new(limit))
         .layer(from_fn_with_state(app, authenticate))
 }

@@ -15,9 +15,25 @@ use axum::routing::get;
 use axum::Router;
 use engram_app::App;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use subtle::ConstantTimeEq;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+const ITEM_STATES: [&str; 5] = [
+    "queued",
+    "processing",
+    "graph_creation",
+    "completed",
+    "errored",
+];
+const DELIVERY_STATES: [&str; 5] = [
+    "pending",
+    "sweeping",
+    "delivered",
+    "failed",
+    "permanently_failed",
+];
 
 /// Latency buckets (seconds) of every `*_seconds` histogram.
 const BUCKETS: &[f64] = &[
@@ -29,7 +45,10 @@ pub fn install() -> bool {
     if HANDLE.get().is_some() {
         return true;
     }
+    // Stored-state gauges are set at each scrape; one no scrape has set for 15 minutes (a
+    // deleted database's) is dropped, so labels do not pile up.
     let built = PrometheusBuilder::new()
+        .idle_timeout(MetricKindMask::GAUGE, Some(Duration::from_secs(15 * 60)))
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
         .and_then(PrometheusBuilder::install_recorder);
     match built {
@@ -81,6 +100,13 @@ async fn render(app: &App) -> Response {
     };
     match app.service_counts().await {
         Ok(counts) => {
+            // Every state is reported, 0 when nothing is in it (a drained queue reads 0).
+            for state in ITEM_STATES {
+                metrics::gauge!("engram_items", "state" => state).set(0.0);
+            }
+            for state in DELIVERY_STATES {
+                metrics::gauge!("engram_webhook_deliveries", "state" => state).set(0.0);
+            }
             for (state, n) in &counts.items_by_state {
                 metrics::gauge!("engram_items", "state" => state.clone()).set(*n as f64);
             }

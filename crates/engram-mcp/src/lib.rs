@@ -635,15 +635,21 @@ impl ServerHandler for EngramMcp {
 }
 
 /// The Streamable HTTP service for `/mcp`: each request must carry its caller's [`Principal`]
-/// in its extensions (the HTTP layer authenticates before handing the request over).
+/// in its extensions (the HTTP layer authenticates before handing the request over), and its
+/// body may take up to `max_body` bytes. Any `Host` is served: every request carries an API key,
+/// so DNS rebinding gains nothing, and the service runs behind whatever name it is given.
 pub fn http_service(
     app: App,
     cancel: CancellationToken,
+    max_body: usize,
 ) -> StreamableHttpService<EngramMcp, LocalSessionManager> {
     StreamableHttpService::new(
         move || Ok(EngramMcp::new(app.clone(), None)),
         LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default().with_cancellation_token(cancel),
+        StreamableHttpServerConfig::default()
+            .with_cancellation_token(cancel)
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(max_body),
     )
 }
 

@@ -172,10 +172,28 @@ fn year_range(year: i32) -> Option<(Date, Date)> {
     ))
 }
 
+/// `day` moved by `days` (either way); `None` past the calendar's ends (years +-9999), which a
+/// stored timestamp can reach.
+fn shifted(day: Date, days: i64) -> Option<Date> {
+    day.checked_add(Duration::days(days))
+}
+
+/// Days from weekday `from` forward to the next `to` (1 to 7: never the same day).
+fn days_to(from: Weekday, to: Weekday) -> i64 {
+    let ahead = (i64::from(to.number_days_from_monday())
+        - i64::from(from.number_days_from_monday()))
+    .rem_euclid(7);
+    if ahead == 0 {
+        7
+    } else {
+        ahead
+    }
+}
+
 /// Monday to Sunday of the week holding `day`.
-fn week_of(day: Date) -> (Date, Date) {
-    let monday = day - Duration::days(i64::from(day.weekday().number_days_from_monday()));
-    (monday, monday + Duration::days(6))
+fn week_of(day: Date) -> Option<(Date, Date)> {
+    let monday = shifted(day, -i64::from(day.weekday().number_days_from_monday()))?;
+    Some((monday, shifted(monday, 6)?))
 }
 
 fn shift_months(day: Date, months: i64) -> Option<Date> {
@@ -269,7 +287,7 @@ fn resolve(caps: &Captures<'_>, anchor: Date) -> Option<(Date, Date, Precision)>
             "tomorrow" => 1,
             _ => 0,
         };
-        let d = anchor + Duration::days(offset);
+        let d = shifted(anchor, offset)?;
         return Some((d, d, Day));
     }
     if get("ago").is_some() || get("ahead").is_some() {
@@ -280,11 +298,11 @@ fn resolve(caps: &Captures<'_>, anchor: Date) -> Option<(Date, Date, Precision)>
         };
         return match unit.to_ascii_lowercase().as_str() {
             "day" => {
-                let d = anchor + Duration::days(sign * n);
+                let d = shifted(anchor, sign * n)?;
                 Some((d, d, Day))
             }
             "week" => {
-                let (s, e) = week_of(anchor + Duration::weeks(sign * n));
+                let (s, e) = week_of(shifted(anchor, 7 * sign * n)?)?;
                 Some((s, e, Week))
             }
             "month" => {
@@ -301,11 +319,12 @@ fn resolve(caps: &Captures<'_>, anchor: Date) -> Option<(Date, Date, Precision)>
     if get("rel_weekday").is_some() {
         let weekday = weekday_of(get("wd")?)?;
         let d = match get("wd_dir")?.to_ascii_lowercase().as_str() {
-            "next" => anchor.next_occurrence(weekday),
-            "this" => {
-                week_of(anchor).0 + Duration::days(i64::from(weekday.number_days_from_monday()))
-            }
-            _ => anchor.prev_occurrence(weekday),
+            "next" => shifted(anchor, days_to(anchor.weekday(), weekday))?,
+            "this" => shifted(
+                week_of(anchor)?.0,
+                i64::from(weekday.number_days_from_monday()),
+            )?,
+            _ => shifted(anchor, -days_to(weekday, anchor.weekday()))?,
         };
         return Some((d, d, Day));
     }
@@ -318,12 +337,12 @@ fn resolve(caps: &Captures<'_>, anchor: Date) -> Option<(Date, Date, Precision)>
         let unit = get("ru")?.to_ascii_lowercase();
         return match unit.as_str() {
             "week" => {
-                let (s, e) = week_of(anchor + Duration::weeks(step));
+                let (s, e) = week_of(shifted(anchor, 7 * step)?)?;
                 Some((s, e, Week))
             }
             "weekend" => {
-                let (monday, _) = week_of(anchor + Duration::weeks(step));
-                Some((monday + Duration::days(5), monday + Duration::days(6), Week))
+                let (monday, _) = week_of(shifted(anchor, 7 * step)?)?;
+                Some((shifted(monday, 5)?, shifted(monday, 6)?, Week))
             }
             "month" => {
                 let first = shift_months(anchor, step)?;
@@ -495,6 +514,32 @@ mod tests {
         assert_eq!(first("next month", monday).0, date!(2023 - 06 - 01));
         assert_eq!(first("last May", monday).0, date!(2022 - 05 - 01));
         assert_eq!(first("last summer", monday).1, date!(2022 - 08 - 31));
+    }
+
+    #[test]
+    fn phrases_near_the_ends_of_the_calendar_resolve_to_nothing_instead_of_panicking() {
+        for anchor in [date!(9999 - 12 - 31), date!(-9999 - 01 - 01)] {
+            for text in [
+                "see you tomorrow",
+                "yesterday",
+                "in 500 weeks",
+                "500 weeks ago",
+                "this week",
+                "next friday",
+                "last friday",
+                "next weekend",
+                "last weekend",
+                "next year",
+                "in 500 years",
+                "500 months ago",
+                "next month",
+                "last month",
+                "this monday",
+            ] {
+                let _ = mentions(text, anchor);
+            }
+        }
+        assert!(mentions("see you tomorrow", date!(9999 - 12 - 31)).is_empty());
     }
 
     #[test]

@@ -89,11 +89,13 @@ pub trait DatabaseStore: Send + Sync {
         at_ms: i64,
     ) -> StoreResult<DatabaseRecord>;
     /// Merges an instructions update into the stored ones atomically; returns them as they are
-    /// now. [`StoreError::NotFound`] when the database is not live.
+    /// now. [`StoreError::NotFound`] when the database is not live, [`StoreError::Conflict`]
+    /// (nothing written) when the result would hold more than `max_collections` collections.
     async fn update_instructions(
         &self,
         scope: &DatabaseScope,
         update: &InstructionsUpdate,
+        max_collections: usize,
         at_ms: i64,
     ) -> StoreResult<Instructions>;
     /// Marks a live database `deleting`; its name is free at once. False when not live.

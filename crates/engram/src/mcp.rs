@@ -88,63 +88,124 @@ fn messages(content_type: &str, body: &str) -> Vec<String> {
     out.into_iter().filter(|m| m.starts_with('{')).collect()
 }
 
+/// What one relayed message got back.
+enum Relayed {
+    /// The messages to write to stdout.
+    Answers(Vec<String>),
+    /// The server no longer knows the session (it expired or the server restarted).
+    SessionLost,
+}
+
+/// The relay's connection to `<url>/mcp`: the session the server gave, and the handshake
+/// (the `initialize` request and the `initialized` notification) to replay when it is lost.
+struct Relay {
+    client: reqwest::Client,
+    endpoint: String,
+    key: String,
+    session: Option<String>,
+    handshake: Vec<String>,
+}
+
+impl Relay {
+    async fn send(&mut self, line: &str) -> anyhow::Result<Relayed> {
+        let id = serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v.get("id").cloned())
+            .unwrap_or(serde_json::Value::Null);
+        let mut request = self
+            .client
+            .post(&self.endpoint)
+            .bearer_auth(&self.key)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(line.to_owned());
+        if let Some(session) = &self.session {
+            request = request.header("Mcp-Session-Id", session);
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => {
+                let message = format!("engram at {} is unreachable: {err}", self.endpoint);
+                return Ok(Relayed::Answers(
+                    rpc_error(&id, &message).into_iter().collect(),
+                ));
+            }
+        };
+        if let Some(given) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            self.session = Some(given.to_owned());
+        }
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND && self.session.is_some() {
+            return Ok(Relayed::SessionLost);
+        }
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.text().await.context("reading engram's answer")?;
+        Ok(Relayed::Answers(if status.is_success() {
+            messages(&content_type, &body)
+        } else {
+            rpc_error(&id, &format!("engram answered {status}: {}", body.trim()))
+                .into_iter()
+                .collect()
+        }))
+    }
+
+    /// Relays one line; a lost session is opened again by replaying the handshake, once.
+    async fn relay(&mut self, line: String) -> anyhow::Result<Vec<String>> {
+        let method = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_owned));
+        if matches!(
+            method.as_deref(),
+            Some("initialize" | "notifications/initialized")
+        ) {
+            if method.as_deref() == Some("initialize") {
+                self.handshake.clear();
+            }
+            self.handshake.push(line.clone());
+        }
+        if let Relayed::Answers(answers) = self.send(&line).await? {
+            return Ok(answers);
+        }
+        self.session = None;
+        for step in self.handshake.clone() {
+            // The replayed handshake's answers were given to the host long ago.
+            let _ = self.send(&step).await?;
+        }
+        match self.send(&line).await? {
+            Relayed::Answers(answers) => Ok(answers),
+            Relayed::SessionLost => anyhow::bail!("engram refused a new MCP session"),
+        }
+    }
+}
+
 /// Relays stdin's JSON-RPC lines to `<url>/mcp` and writes every answer to stdout, one line
 /// each; the session id the server gives is sent back with every later message.
 async fn relay(url: &str, key: &str) -> anyhow::Result<()> {
-    let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()?;
-    let mut session: Option<String> = None;
+    let mut relay = Relay {
+        client: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()?,
+        endpoint: format!("{}/mcp", url.trim_end_matches('/')),
+        key: key.to_owned(),
+        session: None,
+        handshake: Vec::new(),
+    };
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
             continue;
         }
-        let id = serde_json::from_str::<serde_json::Value>(&line)
-            .ok()
-            .and_then(|v| v.get("id").cloned())
-            .unwrap_or(serde_json::Value::Null);
-        let mut request = client
-            .post(&endpoint)
-            .bearer_auth(key)
-            .header("Accept", "application/json, text/event-stream")
-            .header("Content-Type", "application/json")
-            .body(line);
-        if let Some(session) = &session {
-            request = request.header("Mcp-Session-Id", session);
-        }
-        let answers = match request.send().await {
-            Err(err) => rpc_error(&id, &format!("engram at {endpoint} is unreachable: {err}"))
-                .into_iter()
-                .collect(),
-            Ok(response) => {
-                if let Some(given) = response
-                    .headers()
-                    .get("mcp-session-id")
-                    .and_then(|v| v.to_str().ok())
-                {
-                    session = Some(given.to_owned());
-                }
-                let status = response.status();
-                let content_type = response
-                    .headers()
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_owned();
-                let body = response.text().await.context("reading engram's answer")?;
-                if status.is_success() {
-                    messages(&content_type, &body)
-                } else {
-                    rpc_error(&id, &format!("engram answered {status}: {}", body.trim()))
-                        .into_iter()
-                        .collect()
-                }
-            }
-        };
-        for answer in answers {
+        for answer in relay.relay(line).await? {
             stdout.write_all(answer.as_bytes()).await?;
             stdout.write_all(b"\n").await?;
         }

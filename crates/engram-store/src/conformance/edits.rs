@@ -89,7 +89,10 @@ async fn instructions_merge_per_collection<S: Store>(store: &S) {
         ]
         .into(),
     };
-    store.update_instructions(&scope, &first, 1).await.unwrap();
+    store
+        .update_instructions(&scope, &first, 10, 1)
+        .await
+        .unwrap();
     let second = InstructionsUpdate {
         custom_instructions: None,
         collections: [
@@ -98,7 +101,15 @@ async fn instructions_merge_per_collection<S: Store>(store: &S) {
         ]
         .into(),
     };
-    let now = store.update_instructions(&scope, &second, 2).await.unwrap();
+    let now = store
+        .update_instructions(&scope, &second, 10, 2)
+        .await
+        .unwrap();
+    let crowded = store.update_instructions(&scope, &second, 1, 2).await;
+    assert!(
+        matches!(crowded, Err(StoreError::Conflict(_))),
+        "{crowded:?}"
+    );
     assert_eq!(now.custom_instructions, "Be terse.");
     assert_eq!(
         now.collections
@@ -120,7 +131,7 @@ async fn instructions_merge_per_collection<S: Store>(store: &S) {
     );
     let mut foreign = scope.clone();
     foreign.org = OrgId::from_trusted("conf-instr-2");
-    let refused = store.update_instructions(&foreign, &first, 3).await;
+    let refused = store.update_instructions(&foreign, &first, 10, 3).await;
     assert!(
         matches!(refused, Err(StoreError::NotFound(_))),
         "{refused:?}"

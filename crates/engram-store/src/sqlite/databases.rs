@@ -213,6 +213,7 @@ impl DatabaseStore for SqliteStore {
         &self,
         scope: &DatabaseScope,
         update: &InstructionsUpdate,
+        max_collections: usize,
         at_ms: i64,
     ) -> StoreResult<Instructions> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -221,6 +222,12 @@ impl DatabaseStore for SqliteStore {
             serde_json::from_str(&current).map_err(|e| corrupt("databases.instructions", e))?;
         let mut instructions = Instructions::from_json(&current);
         instructions.apply(update);
+        if instructions.collections.len() > max_collections {
+            return Err(StoreError::Conflict(format!(
+                "{} collections would have instructions; at most {max_collections}",
+                instructions.collections.len()
+            )));
+        }
         sqlx::query("UPDATE databases SET instructions = ?, updated_at = ? WHERE id = ?")
             .bind(instructions.to_json().to_string())
             .bind(at_ms)

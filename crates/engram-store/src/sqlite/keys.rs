@@ -95,6 +95,15 @@ impl KeyStore for SqliteStore {
         candidate: &[u8],
         at_ms: i64,
     ) -> StoreResult<Vec<u8>> {
+        // Read first: only the first use ever writes (a write would take the database's lock).
+        let stored: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT value FROM service_secrets WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?;
+        if let Some(stored) = stored {
+            return Ok(stored);
+        }
         sqlx::query(
             "INSERT INTO service_secrets (name, value, created_at) VALUES (?, ?, ?)
              ON CONFLICT (name) DO NOTHING",

@@ -1658,3 +1658,32 @@ async fn the_openapi_document_is_3_1_and_lists_every_database_route() {
     assert_eq!(again.status.as_u16(), 200);
     assert_eq!(&again.body, doc);
 }
+
+/// A rename never opens a database to keys restricted to its new name (a database not created
+/// yet): refused with 422; the same rename without such keys works, and the restricted key of
+/// the old name follows it.
+#[tokio::test]
+async fn a_rename_never_widens_a_restricted_key() {
+    let server = Server::start();
+    let key = server.key("org-rename", &[]);
+    let _future = server.key("org-rename", &["future"]);
+    let follows = server.key("org-rename", &["current"]);
+    server.ready_database(&key, "current").await;
+    let rename = |to: &str| {
+        server.call(
+            Method::PATCH,
+            "/databases/current",
+            Some(&key),
+            Some(json!({ "new_name": to })),
+        )
+    };
+    rename("future")
+        .await
+        .assert_current_error(422, "VALIDATION_ERROR");
+    let renamed = rename("renamed").await;
+    assert_eq!(renamed.status.as_u16(), 200, "{renamed:#?}");
+    let seen = server
+        .get("/databases/status?database=renamed", &follows)
+        .await;
+    assert_eq!(seen.status.as_u16(), 200, "{seen:#?}");
+}
