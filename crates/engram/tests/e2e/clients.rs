@@ -121,6 +121,27 @@ async fn mcp_clients_use_every_tool() {
         let status_line = String::from_utf8_lossy(&answer[..read]).to_string();
         assert!(status_line.starts_with("HTTP/1.1 413"), "{status_line}");
     }
+    // Served under any name it is reached by (a proxy's, a DNS name), not only localhost.
+    let initialize = server
+        .client
+        .post(server.url("/mcp"))
+        .bearer_auth(&key)
+        .header("Host", "engram.example.com")
+        .header("Accept", "application/json, text/event-stream")
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(
+        initialize.status().as_u16(),
+        200,
+        "{:?}",
+        initialize.text().await
+    );
     let suite = tokio::task::spawn_blocking(move || {
         run_suite(
             &server,
