@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use engram_store::{DatabaseRecord, DatabaseScope, ItemRecord, MetadataEdit, MetadataEditOutcome};
+use engram_store::{
+    DatabaseRecord, DatabaseScope, ItemOrigin, ItemRecord, MetadataEdit, MetadataEditOutcome,
+};
 use engram_types::limits::{DOWNLOAD_LINK_DEFAULT_SECS, DOWNLOAD_LINK_MAX_SECS};
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
 use serde_json::{Map, Value};
@@ -32,6 +34,27 @@ pub struct SourceView {
     pub payload: Option<Vec<u8>>,
     /// A signed token opening the download of this source, and when it stops working.
     pub link: DownloadLink,
+}
+
+impl SourceView {
+    /// The source's MIME type: a file's own, else `text/plain` (app content, memories).
+    pub fn content_type(&self) -> &str {
+        match self.item.origin {
+            ItemOrigin::File if !self.item.fields.media_type.is_empty() => {
+                &self.item.fields.media_type
+            }
+            ItemOrigin::File | ItemOrigin::App | ItemOrigin::Memory => "text/plain",
+        }
+    }
+
+    /// Bytes of the source as given: the uploaded file, else its text.
+    pub fn size_bytes(&self) -> u64 {
+        let size = self.payload.as_ref().map_or(
+            self.item.fields.text.as_ref().map_or(0, String::len),
+            Vec::len,
+        );
+        size as u64
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -6,7 +6,6 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use engram_app::ItemOrigin;
 use engram_app::{App, MetadataEditRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -106,15 +105,7 @@ async fn inspect(
             params.expiry_seconds,
         )
         .await?;
-    let fields = &view.item.fields;
-    let content_type = match view.item.origin {
-        ItemOrigin::File => fields.media_type.clone(),
-        ItemOrigin::App | ItemOrigin::Memory => "text/plain".to_owned(),
-    };
-    let size_bytes = view
-        .payload
-        .as_ref()
-        .map_or(fields.text.as_ref().map_or(0, String::len), Vec::len);
+    let content_type = view.content_type().to_owned();
     let content_base64 = view
         .payload
         .as_ref()
@@ -130,7 +121,7 @@ async fn inspect(
         presigned_url_expires_at: mode
             .url()
             .then(|| engram_app::format_ms(view.link.expires_at)),
-        size_bytes: size_bytes as u64,
+        size_bytes: view.size_bytes(),
         success: true,
         message: "source fetched".into(),
         error: String::new(),

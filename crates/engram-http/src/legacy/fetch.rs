@@ -70,23 +70,13 @@ async fn fetch_content(
         )
         .await
         .map_err(content)?;
-    let fields = &view.item.fields;
-    let size_bytes = view
-        .payload
-        .as_ref()
-        .map_or(fields.text.as_ref().map_or(0, String::len), Vec::len);
-    let content_type = if fields.media_type.is_empty() {
-        "text/plain".to_owned()
-    } else {
-        fields.media_type.clone()
-    };
     Ok(axum::Json(FetchResponse {
         success: true,
         source_id: view.item.id.clone(),
         content: mode.content().then(|| view.content.clone()),
         presigned_url: mode.url().then(|| download_url(&headers, &view.link.token)),
-        content_type,
-        size_bytes: size_bytes as u64,
+        content_type: view.content_type().to_owned(),
+        size_bytes: view.size_bytes(),
         message: "source fetched".into(),
         error: None,
     }))
