@@ -591,4 +591,14 @@ mod tests {
             .unwrap();
         super::run_all(std::sync::Arc::new(store)).await;
     }
+
+    #[tokio::test]
+    async fn postgres_with_the_embedded_indexes_passes() {
+        let pg = engram_testkit::TempPostgres::start();
+        let options = engram_store::postgres::PgOptions::new(pg.url());
+        let store = engram_store::postgres::PgStore::open(&options)
+            .await
+            .unwrap();
+        super::run_all(std::sync::Arc::new(store)).await;
+    }
 }

@@ -97,6 +97,24 @@ pub struct Indexes {
     /// The last change applied; `None` until the indexes are built. One catch-up at a time:
     /// searches that arrive meanwhile wait for it, then see everything written before.
     cursor: Mutex<Option<i64>>,
+    /// This owner's name among the feed's readers (several instances share one PostgreSQL).
+    reader: String,
+    /// When this owner last told the store how far it has applied the feed.
+    noted: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// An owner that has not noted its position for this long notes it before following the feed
+/// (the store takes a reader silent for much longer for gone), and learns so if it was.
+const NOTE_EVERY: Duration = Duration::from_secs(60);
+
+/// A name no other reader of the feed has: process, start time and a counter.
+fn reader_name() -> String {
+    static OWNERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = OWNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{started:x}-{n}", std::process::id())
 }
 
 impl Indexes {
@@ -110,6 +128,8 @@ impl Indexes {
             keyword,
             vectors,
             cursor: Mutex::new(None),
+            reader: reader_name(),
+            noted: std::sync::Mutex::new(None),
         }
     }
 
@@ -128,7 +148,15 @@ impl Indexes {
     pub async fn catch_up(&self) -> IndexResult<usize> {
         let mut cursor = self.cursor.lock().await;
         let (mut at, mut applied) = match *cursor {
-            Some(at) => (at, 0),
+            Some(at) if self.noted_lately() => (at, 0),
+            Some(at) => match self.note(at).await {
+                Ok(_) => (at, 0),
+                Err(IndexError::Store(StoreError::FeedBehind(why))) => {
+                    tracing::warn!(%why, "the indexes fell behind the chunk feed; rebuilding");
+                    self.rebuild().await?
+                }
+                Err(err) => return Err(err),
+            },
             None => self.rebuild().await?,
         };
         *cursor = Some(at);
@@ -142,10 +170,29 @@ impl Indexes {
             self.apply(changes).await?;
             at = through;
             *cursor = Some(at);
-            // The SQLite store has one reader of its feed (this process). With several
-            // readers (PostgreSQL, several instances) trimming is the store's by age.
-            self.store.trim_chunk_changes(at).await?;
+            // Trimmed through what every reader of the feed has applied: this process alone
+            // on SQLite, the slowest live instance on PostgreSQL.
+            let every_reader = self.note(at).await?;
+            self.store.trim_chunk_changes(every_reader).await?;
         }
+    }
+
+    fn noted_lately(&self) -> bool {
+        self.noted
+            .lock()
+            .ok()
+            .and_then(|noted| *noted)
+            .is_some_and(|at| at.elapsed() < NOTE_EVERY)
+    }
+
+    /// Tells the store this owner has applied the feed through `at`; returns how far every
+    /// reader has.
+    async fn note(&self, at: i64) -> IndexResult<i64> {
+        let every_reader = self.store.feed_reader_at(&self.reader, at).await?;
+        if let Ok(mut noted) = self.noted.lock() {
+            *noted = Some(std::time::Instant::now());
+        }
+        Ok(every_reader)
     }
 
     async fn apply(&self, changes: ChunkChanges) -> IndexResult<()> {
@@ -177,7 +224,8 @@ impl Indexes {
             })
             .await?;
         }
-        self.store.trim_chunk_changes(head).await?;
+        let every_reader = self.note(head).await?;
+        self.store.trim_chunk_changes(every_reader).await?;
         tracing::info!(
             chunks = total,
             ms = started.elapsed().as_millis() as u64,

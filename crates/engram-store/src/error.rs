@@ -13,6 +13,10 @@ pub enum StoreError {
     /// The data directory was migrated by a newer engram, or a migration was edited.
     #[error("migration: {0}")]
     Migration(String),
+    /// A reader of the chunk feed fell behind its retention (it was away too long): it must
+    /// rebuild from the chunks instead of following the feed.
+    #[error("chunk feed: {0}")]
+    FeedBehind(String),
     #[error("storage backend: {0}")]
     Backend(#[from] sqlx::Error),
     #[error("i/o: {0}")]
@@ -20,3 +24,11 @@ pub enum StoreError {
 }
 
 pub type StoreResult<T, E = StoreError> = Result<T, E>;
+
+pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {err}"))
+}
+
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}

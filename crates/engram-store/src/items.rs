@@ -321,6 +321,13 @@ pub trait ChunkFeed: Send + Sync {
     async fn chunk_feed_head(&self) -> StoreResult<i64>;
     /// The changes after `after`, at most `limit`, in order, with the current rows.
     async fn chunk_changes(&self, after: i64, limit: u32) -> StoreResult<ChunkChanges>;
+    /// Records that `reader` has applied every change through `at`, and returns the position
+    /// every live reader has reached: how far the feed may be trimmed. A reader not heard from
+    /// for a while (an instance that is gone) holds nothing back; should it come back behind
+    /// the trimmed part, this fails with [`crate::StoreError::FeedBehind`] and it rebuilds. A
+    /// reader calls this before following the feed when it has not for a while, and after
+    /// applying changes. A store with one reader returns `at`.
+    async fn feed_reader_at(&self, reader: &str, at: i64) -> StoreResult<i64>;
     /// Forgets the changes up to and including `through` (every reader has applied them).
     async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()>;
     /// Chunks of live databases with keys above `after`, in key order, at most `limit`: what

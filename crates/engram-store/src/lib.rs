@@ -1,6 +1,6 @@
 //! engram's storage: the traits every backend implements, the embedded SQLite backend (WAL,
-//! numbered migrations) and the conformance suite each backend must pass. A PostgreSQL backend
-//! implements the same traits and runs the same suite.
+//! numbered migrations), the PostgreSQL backend (several engram instances on one server) and the
+//! conformance suite each backend must pass.
 //!
 //! Tenancy is structural: every read or write of a database's data takes the organization
 //! ([`DatabaseScope`]) and the backend checks it in the query itself, so a handler bug cannot
@@ -8,6 +8,8 @@
 
 mod error;
 mod items;
+mod migration;
+pub mod postgres;
 mod raw;
 mod records;
 mod search;

@@ -1,7 +1,8 @@
 -- engram's schema on PostgreSQL (15+, with pgvector 0.8+): the same tables, keys and rules as
 -- the embedded SQLite store after its migrations 1-10, in PostgreSQL's types. Times are Unix
--- milliseconds (BIGINT); free-form objects are JSONB (filters match them with operators GIN
--- indexes serve); vectors are pgvector's `vector`.
+-- milliseconds and every integer is BIGINT (the backend reads them as i64, as on SQLite);
+-- free-form objects are JSONB (filters match them with operators GIN indexes serve); vectors are
+-- pgvector's `vector`, undimensioned (each database declares its dimension).
 CREATE EXTENSION IF NOT EXISTS vector;
 
 -- API keys: the secret only as a SHA-256 hash.
@@ -24,7 +25,7 @@ CREATE TABLE databases (
     name                    TEXT NOT NULL,
     state                   TEXT NOT NULL CHECK (state IN ('provisioning', 'ready', 'deleting')),
     metadata_schema         JSONB NOT NULL DEFAULT '[]',
-    embeddings_dimension    INTEGER NOT NULL,
+    embeddings_dimension    BIGINT NOT NULL,
     is_embeddings_tenant    BOOLEAN NOT NULL DEFAULT FALSE,
     scheduler_ready         BOOLEAN NOT NULL DEFAULT FALSE,
     graph_ready             BOOLEAN NOT NULL DEFAULT FALSE,
@@ -81,7 +82,7 @@ CREATE TABLE items (
     status              TEXT NOT NULL CHECK (status IN ('queued', 'processing', 'graph_creation', 'completed', 'errored')),
     error_code          TEXT NOT NULL DEFAULT '',
     error_message       TEXT NOT NULL DEFAULT '',
-    attempts            INTEGER NOT NULL DEFAULT 0,
+    attempts            BIGINT NOT NULL DEFAULT 0,
     run_after           BIGINT NOT NULL,
     lease_owner         TEXT,
     lease_until         BIGINT,
@@ -105,7 +106,7 @@ CREATE TABLE item_payloads (
 );
 
 -- Indexed chunks; every row carries its database, collection and kind for scoped reads. The
--- embedding is the model's (all-MiniLM-L6-v2, 384 dimensions).
+-- embedding is the model's (all-MiniLM-L6-v2, 384 dimensions); NULL when none was stored.
 CREATE TABLE chunks (
     chunk_key   BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     chunk_id    TEXT NOT NULL UNIQUE,
@@ -113,25 +114,42 @@ CREATE TABLE chunks (
     database_id TEXT NOT NULL,
     collection  TEXT NOT NULL,
     kind        TEXT NOT NULL,
-    position    INTEGER NOT NULL,
+    position    BIGINT NOT NULL,
     content     TEXT NOT NULL,
     context     TEXT NOT NULL DEFAULT '',
     layout      JSONB NOT NULL DEFAULT '{}',
-    embedding   vector(384),
+    embedding   vector,
     created_at  BIGINT NOT NULL
 );
 CREATE INDEX chunks_item ON chunks (item_key, position);
 CREATE INDEX chunks_scope ON chunks (database_id, kind, collection);
 
 -- The chunk change feed the derived indexes follow: every insert, delete and indexed-column
--- update of a chunk, in commit order of its sequence.
+-- update of a chunk. Sequence numbers are handed out in commit order: every transaction that
+-- writes chunks takes the feed's transaction lock first (the backend does so before its first
+-- statement; the trigger takes it too, for any other path), so a reader following `seq` never
+-- sees a later number commit before an earlier one and skips it. Several instances read the
+-- feed, each at its own pace: each records how far it has applied it (`chunk_feed_readers`),
+-- and the feed is trimmed through the slowest reader heard from lately. `chunk_log_trimmed`
+-- holds the highest sequence number ever trimmed; a reader that comes back behind it rebuilds.
 CREATE TABLE chunk_log (
     seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     chunk_key   BIGINT NOT NULL,
     database_id TEXT NOT NULL
 );
+CREATE TABLE chunk_log_trimmed (
+    one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    through BIGINT NOT NULL
+);
+INSERT INTO chunk_log_trimmed (through) VALUES (0);
+CREATE TABLE chunk_feed_readers (
+    reader  TEXT PRIMARY KEY,
+    through BIGINT NOT NULL,
+    seen_at BIGINT NOT NULL
+);
 CREATE FUNCTION chunks_log() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock(7405, 1);
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
         INSERT INTO chunk_log (chunk_key, database_id) VALUES (OLD.chunk_key, OLD.database_id);
     END IF;
@@ -189,11 +207,11 @@ CREATE TABLE webhook_deliveries (
     item_error_code    TEXT NOT NULL DEFAULT '',
     item_error_message TEXT NOT NULL DEFAULT '',
     status             TEXT NOT NULL CHECK (status IN ('pending', 'sweeping', 'delivered', 'failed', 'permanently_failed')),
-    attempts           INTEGER NOT NULL DEFAULT 0,
+    attempts           BIGINT NOT NULL DEFAULT 0,
     next_attempt_at    BIGINT NOT NULL,
     lease_owner        TEXT,
     lease_until        BIGINT,
-    last_status_code   INTEGER,
+    last_status_code   BIGINT,
     error_code         TEXT,
     error_message      TEXT,
     webhook_url        TEXT NOT NULL DEFAULT '',

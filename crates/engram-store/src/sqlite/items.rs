@@ -567,6 +567,11 @@ impl ChunkFeed for SqliteStore {
         })
     }
 
+    /// The embedded store is served by one process: its reader is the only one.
+    async fn feed_reader_at(&self, _reader: &str, at: i64) -> StoreResult<i64> {
+        Ok(at)
+    }
+
     async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()> {
         sqlx::query("DELETE FROM chunk_log WHERE seq <= ?")
             .bind(through)

@@ -1,16 +1,10 @@
 //! Numbered migrations, embedded in the binary and applied in order, each in its own
 //! `BEGIN IMMEDIATE` transaction so two processes opening one data directory cannot race.
 
-use sha2::{Digest, Sha256};
 use sqlx::{Connection, Row, SqliteConnection};
 
-use crate::{StoreError, StoreResult};
-
-pub(crate) struct Migration {
-    pub version: i64,
-    pub name: &'static str,
-    pub sql: &'static str,
-}
+use crate::migration::{check_not_newer, Migration};
+use crate::StoreResult;
 
 /// Every migration, in order. Never edit one that has shipped: add a new one.
 pub(crate) const MIGRATIONS: &[Migration] = &[
@@ -66,10 +60,6 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-fn checksum(sql: &str) -> Vec<u8> {
-    Sha256::digest(sql.as_bytes()).to_vec()
-}
-
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {
     sqlx::raw_sql(
         "CREATE TABLE IF NOT EXISTS _engram_migrations (
@@ -93,13 +83,7 @@ pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {
         .fetch_one(&mut *conn)
         .await?
         .try_get(0)?;
-    let known = MIGRATIONS.last().map_or(0, |m| m.version);
-    if newest.unwrap_or(0) > known {
-        return Err(StoreError::Migration(format!(
-            "the data directory is at schema version {}, newer than this engram knows ({known}); use a newer engram",
-            newest.unwrap_or(0)
-        )));
-    }
+    check_not_newer(MIGRATIONS, newest, "data directory")?;
     conn.ping().await?;
     Ok(())
 }
@@ -111,19 +95,13 @@ async fn apply(conn: &mut SqliteConnection, migration: &Migration) -> StoreResul
         .await?;
     if let Some(row) = applied {
         let stored: Vec<u8> = row.try_get(0)?;
-        if stored != checksum(migration.sql) {
-            return Err(StoreError::Migration(format!(
-                "migration {} ({}) differs from the one applied to this data directory",
-                migration.version, migration.name
-            )));
-        }
-        return Ok(());
+        return migration.check_applied(&stored, "data directory");
     }
     sqlx::raw_sql(migration.sql).execute(&mut *conn).await?;
     sqlx::query("INSERT INTO _engram_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, strftime('%s','now') * 1000)")
         .bind(migration.version)
         .bind(migration.name)
-        .bind(checksum(migration.sql))
+        .bind(migration.checksum())
         .execute(&mut *conn)
         .await?;
     tracing::info!(
@@ -136,17 +114,8 @@ async fn apply(conn: &mut SqliteConnection, migration: &Migration) -> StoreResul
 
 #[cfg(test)]
 mod tests {
-    use super::MIGRATIONS;
-
     #[test]
     fn versions_are_numbered_in_order_from_one() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(
-                m.version,
-                i as i64 + 1,
-                "migration {} is out of order",
-                m.name
-            );
-        }
+        crate::migration::assert_numbered_in_order(super::MIGRATIONS);
     }
 }

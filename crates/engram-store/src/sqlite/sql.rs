@@ -5,15 +5,8 @@ use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
+pub(crate) use crate::error::{corrupt, is_unique_violation};
 use crate::{DatabaseScope, FilterValue, StoreError, StoreResult};
-
-pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {err}"))
-}
-
-pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
-}
 
 pub(crate) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 

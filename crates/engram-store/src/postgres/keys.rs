@@ -1,0 +1,121 @@
+//! API keys on PostgreSQL: the prefix and a hash of the secret, never the secret.
+
+use async_trait::async_trait;
+use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+
+use super::sql::{corrupt, is_unique_violation, json};
+use super::PgStore;
+use crate::{ApiKeyRecord, KeyStore, StoreError, StoreResult};
+
+fn key_from_row(row: &PgRow) -> StoreResult<ApiKeyRecord> {
+    let databases: Vec<String> = serde_json::from_value(json(row, "databases")?)
+        .map_err(|e| corrupt("api_keys.databases", e))?;
+    Ok(ApiKeyRecord {
+        prefix: ApiKeyPrefix::from_trusted(row.try_get::<String, _>("prefix")?),
+        secret_hash: row.try_get("secret_hash")?,
+        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
+        name: row.try_get("name")?,
+        databases: databases
+            .into_iter()
+            .map(DatabaseName::from_trusted)
+            .collect(),
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+#[async_trait]
+impl KeyStore for PgStore {
+    async fn insert_key(&self, key: &ApiKeyRecord) -> StoreResult<()> {
+        let databases: Vec<&str> = key.databases.iter().map(DatabaseName::as_str).collect();
+        let databases = serde_json::json!(databases);
+        sqlx::query(
+            "INSERT INTO api_keys (prefix, secret_hash, org_id, name, databases, created_at, expires_at, revoked_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(key.prefix.as_str())
+        .bind(&key.secret_hash)
+        .bind(key.org.as_str())
+        .bind(&key.name)
+        .bind(databases)
+        .bind(key.created_at)
+        .bind(key.expires_at)
+        .bind(key.revoked_at)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                StoreError::Conflict(format!("api key prefix {} exists", key.prefix))
+            } else {
+                e.into()
+            }
+        })?;
+        Ok(())
+    }
+
+    async fn find_key(&self, prefix: &ApiKeyPrefix) -> StoreResult<Option<ApiKeyRecord>> {
+        sqlx::query("SELECT * FROM api_keys WHERE prefix = $1")
+            .bind(prefix.as_str())
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(key_from_row)
+            .transpose()
+    }
+
+    async fn list_keys(&self, org: Option<&OrgId>) -> StoreResult<Vec<ApiKeyRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM api_keys WHERE $1::text IS NULL OR org_id = $1 ORDER BY created_at, prefix",
+        )
+        .bind(org.map(OrgId::as_str))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE api_keys SET revoked_at = $1 WHERE prefix = $2 AND revoked_at IS NULL",
+        )
+        .bind(at_ms)
+        .bind(prefix.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn service_secret(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        at_ms: i64,
+    ) -> StoreResult<Vec<u8>> {
+        // Read first: only the first use ever writes.
+        let stored: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT value FROM service_secrets WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?;
+        if let Some(stored) = stored {
+            return Ok(stored);
+        }
+        sqlx::query(
+            "INSERT INTO service_secrets (name, value, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .bind(at_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM service_secrets WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}

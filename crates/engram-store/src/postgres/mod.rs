@@ -1,0 +1,182 @@
+//! The PostgreSQL backend: every engram instance of a deployment opens the same database (15 or
+//! newer, with pgvector 0.8 or newer) and shares its state: items and their queue, chunks and
+//! their change feed, webhooks and their outbox. Nothing is kept per instance but the derived
+//! indexes, which follow the shared feed.
+//!
+//! Concurrency: PostgreSQL runs `READ COMMITTED`, so every read-check-write locks what it reads
+//! (`FOR UPDATE`, or `FOR SHARE` on a database row that must stay live), claims of indexing work
+//! are serialized by one transaction lock (the turn order and the organizations' shares are then
+//! exact across instances), and every transaction that writes chunks takes the feed's lock
+//! first, so the feed's sequence numbers commit in order (see `migrations/postgres`).
+
+mod databases;
+mod feedback;
+mod items;
+mod keys;
+mod migrate;
+mod raw;
+mod search;
+mod sql;
+mod webhooks;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+use crate::{StoreError, StoreResult};
+
+/// The PostgreSQL store.
+#[derive(Clone)]
+pub struct PgStore {
+    pub(crate) pool: PgPool,
+}
+
+/// How to reach the server.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/database?sslmode=...`
+    pub url: String,
+    /// Connections this instance keeps open at most.
+    pub max_connections: u32,
+    /// How long a request waits for a free connection.
+    pub acquire_timeout: Duration,
+}
+
+impl PgOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects, checks the server (PostgreSQL 15+, pgvector 0.8+ available) and applies pending
+    /// migrations (one instance at a time: the others wait for it, then find nothing to do).
+    pub async fn open(options: &PgOptions) -> StoreResult<Self> {
+        let connect: PgConnectOptions = options.url.parse().map_err(|e| {
+            StoreError::Migration(format!("storage.url is not a PostgreSQL URL: {e}"))
+        })?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(2))
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await?;
+        migrate::run(&pool).await?;
+        Ok(Self { pool })
+    }
+}
+
+#[async_trait]
+impl crate::Store for PgStore {
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engram_testkit::TempPostgres;
+
+    use super::*;
+    use crate::{ChunkFeed, ClaimRequest, ItemStore, WorkQueue};
+
+    async fn open(pg: &TempPostgres) -> PgStore {
+        PgStore::open(&PgOptions::new(pg.url())).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn postgres_passes_the_conformance_suite() {
+        let pg = TempPostgres::start();
+        let store = open(&pg).await;
+        crate::conformance::run_all(&store).await;
+    }
+
+    /// Instances share the store: one starting never takes another's claims; they are taken up
+    /// when their lease runs out.
+    #[tokio::test]
+    async fn a_starting_instance_leaves_live_claims_alone() {
+        let pg = TempPostgres::start();
+        let a = open(&pg).await;
+        let b = open(&pg).await;
+        let scope = crate::conformance::setup(&a, "db_pg_claims", "org_pg_claims").await;
+        let items = [crate::conformance::item("c", "x", "text")];
+        a.enqueue_items(&scope, &items, true, 1).await.unwrap();
+        let held = a
+            .claim_items(&ClaimRequest::new("a", 10, 1_000, 10))
+            .await
+            .unwrap();
+        assert_eq!(held.len(), 1);
+        assert_eq!(b.release_dead_claims().await.unwrap(), 0);
+        let early = ClaimRequest::new("b", 500, 1_000, 10);
+        assert!(b.claim_items(&early).await.unwrap().is_empty());
+        let late = ClaimRequest::new("b", 2_000, 1_000, 10);
+        assert_eq!(b.claim_items(&late).await.unwrap().len(), 1);
+        assert!(!a.complete_item(&held[0], &[], 2_001).await.unwrap());
+    }
+
+    /// Migrations are applied once, however many instances start; a database migrated by a
+    /// newer engram is refused.
+    #[tokio::test]
+    async fn migrations_apply_once_and_a_newer_schema_is_refused() {
+        let pg = TempPostgres::start();
+        let options = PgOptions::new(pg.url());
+        let (a, b) = tokio::join!(PgStore::open(&options), PgStore::open(&options));
+        a.unwrap();
+        b.unwrap();
+        assert_eq!(pg.psql("SELECT count(*) FROM _engram_migrations"), "1");
+        pg.psql("INSERT INTO _engram_migrations VALUES (999, 'future', '\\x00', 0)");
+        let err = PgStore::open(&PgOptions::new(pg.url()))
+            .await
+            .err()
+            .expect("refused");
+        assert!(matches!(err, StoreError::Migration(_)), "{err}");
+    }
+
+    /// The feed is read by several instances: it is trimmed through the slowest reader heard
+    /// from lately, and a reader that comes back behind the trimmed part is told to rebuild.
+    #[tokio::test]
+    async fn the_feed_waits_for_live_readers_and_a_reader_behind_it_rebuilds() {
+        let pg = TempPostgres::start();
+        let store = open(&pg).await;
+        let scope = crate::conformance::setup(&store, "db_pg_feed", "org_pg_feed").await;
+        let items = [crate::conformance::item("c", "x", "text")];
+        store.enqueue_items(&scope, &items, true, 1).await.unwrap();
+        let claimed = store
+            .claim_items(&ClaimRequest::new("w", 10, 1_000, 10))
+            .await
+            .unwrap();
+        let chunk = crate::conformance::chunk("x", 0, "text");
+        assert!(store
+            .complete_item(&claimed[0], &[chunk], 11)
+            .await
+            .unwrap());
+        let head = store.chunk_feed_head().await.unwrap();
+        assert!(head > 0);
+        assert_eq!(store.feed_reader_at("slow", 0).await.unwrap(), 0);
+        assert_eq!(
+            store.feed_reader_at("fast", head).await.unwrap(),
+            0,
+            "the slow reader holds trimming back"
+        );
+        pg.psql("UPDATE chunk_feed_readers SET seen_at = 0 WHERE reader = 'slow'");
+        let safe = store.feed_reader_at("fast", head).await.unwrap();
+        assert_eq!(safe, head, "a reader not heard from holds nothing back");
+        store.trim_chunk_changes(safe).await.unwrap();
+        let behind = store.feed_reader_at("slow", 0).await;
+        assert!(
+            matches!(behind, Err(StoreError::FeedBehind(_))),
+            "{behind:?}"
+        );
+        assert_eq!(
+            store.feed_reader_at("slow", head).await.unwrap(),
+            head,
+            "rebuilt"
+        );
+        assert!(store.chunk_changes(head, 100).await.unwrap().is_empty());
+    }
+}
