@@ -25,9 +25,11 @@ build: setup
 run: build
 	./target/release/engram serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-## test: style checks, then every test (unit, conformance, end-to-end against the real binary).
+## test: style checks, then every test (unit, conformance, end-to-end against the real binary),
+## then the end-to-end suite again with every server on a throwaway PostgreSQL.
 test: setup-test check-fmt clippy
 	$(CARGO) test --workspace --locked --all-targets
+	scripts/with-postgres.sh $(CARGO) test --locked -p engram --test e2e
 
 lint: check-fmt clippy
 

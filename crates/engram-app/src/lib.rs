@@ -30,8 +30,9 @@ use std::sync::Arc;
 
 use engram_config::Config;
 use engram_index::Indexes;
+use engram_store::postgres::{PgOptions, PgStore};
 use engram_store::sqlite::SqliteStore;
-use engram_store::{Store, WorkQueue};
+use engram_store::Store;
 use tokio::sync::Notify;
 
 pub use auth::Principal;
@@ -73,6 +74,25 @@ pub use webhooks::{
     DELIVERIES_LIMIT_MAX,
 };
 
+/// The store the configuration names.
+pub async fn open_store(config: &Config) -> AppResult<Arc<dyn Store>> {
+    if config.storage.is_postgres() {
+        let options = PgOptions {
+            max_connections: config.storage.max_connections,
+            ..PgOptions::new(config.storage.url.clone())
+        };
+        let store = PgStore::open(&options).await.map_err(|e| {
+            AppError::Startup(format!(
+                "PostgreSQL at {}: {e}",
+                config.storage.redacted_url()
+            ))
+        })?;
+        Ok(Arc::new(store))
+    } else {
+        Ok(Arc::new(SqliteStore::open(&config.data_dir).await?))
+    }
+}
+
 /// The application: every use case, over one store.
 #[derive(Clone)]
 pub struct App {
@@ -108,9 +128,10 @@ struct Inner {
 }
 
 impl App {
-    /// Opens the embedded store in the configured data directory.
+    /// Opens the configured store: PostgreSQL when `storage.url` is set, else the embedded
+    /// store in the data directory.
     pub async fn open(config: Config) -> AppResult<Self> {
-        let store = SqliteStore::open(&config.data_dir).await?;
+        let store = open_store(&config).await?;
         let models = Models::load(&config.embedding).await?;
         let released = store.release_dead_claims().await?;
         if released > 0 {
@@ -119,7 +140,7 @@ impl App {
                 "resuming work interrupted when engram last stopped"
             );
         }
-        let app = Self::with_store(config, Arc::new(store), Arc::new(SystemClock), Some(models))?;
+        let app = Self::with_store(config, store, Arc::new(SystemClock), Some(models))?;
         app.inner
             .indexes
             .catch_up()
@@ -131,8 +152,8 @@ impl App {
     /// The store alone, without the models: for administrative commands (`engram keys`) that
     /// index nothing.
     pub async fn open_admin(config: Config) -> AppResult<Self> {
-        let store = SqliteStore::open(&config.data_dir).await?;
-        Self::with_store(config, Arc::new(store), Arc::new(SystemClock), None)
+        let store = open_store(&config).await?;
+        Self::with_store(config, store, Arc::new(SystemClock), None)
     }
 
     /// An application over a given store. Without `models` nothing is indexed (for tests of the

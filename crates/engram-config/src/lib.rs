@@ -40,6 +40,7 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub log: LogConfig,
     pub metrics: MetricsConfig,
+    pub storage: StorageConfig,
 }
 
 impl Default for Config {
@@ -59,6 +60,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
+            storage: StorageConfig::default(),
         }
     }
 }
@@ -412,6 +414,60 @@ pub struct MetricsConfig {
     pub token: String,
 }
 
+/// Where engram keeps its state: the embedded SQLite store under `data_dir` (the default), or a
+/// PostgreSQL server shared by several engram instances.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `postgres://user:password@host:5432/database` selects PostgreSQL (15 or newer, with
+    /// pgvector 0.8 or newer); empty: SQLite under `data_dir`.
+    pub url: String,
+    /// Connections one instance keeps open at most (PostgreSQL).
+    pub max_connections: u32,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            max_connections: 16,
+        }
+    }
+}
+
+impl StorageConfig {
+    pub fn is_postgres(&self) -> bool {
+        !self.url.is_empty()
+    }
+
+    /// The URL without its password, for logs and errors.
+    pub fn redacted_url(&self) -> String {
+        redact_url(&self.url)
+    }
+}
+
+/// A connection URL with any password replaced by `***` (unparseable: the scheme alone).
+pub fn redact_url(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => format!("{}://…", text.split("://").next().unwrap_or_default()),
+    }
+}
+
+impl std::fmt::Debug for StorageConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageConfig")
+            .field("url", &self.redacted_url())
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
 /// Values given on the command line; `None` leaves the lower layers' value.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Overrides {
@@ -419,6 +475,22 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageOverrides>,
+}
+
+/// `--storage-url`.
+#[derive(Clone, Serialize)]
+pub struct StorageOverrides {
+    pub url: String,
+}
+
+impl std::fmt::Debug for StorageOverrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageOverrides")
+            .field("url", &redact_url(&self.url))
+            .finish()
+    }
 }
 
 /// Durations written as whole milliseconds (the `*_ms` keys).
@@ -548,6 +620,18 @@ impl Config {
                 "workers.lifecycle_poll must be positive".into(),
             ));
         }
+        let url = &self.storage.url;
+        if !url.is_empty() && !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+            return Err(ConfigError::Invalid(format!(
+                "storage.url must be empty (SQLite under data_dir) or a postgres:// URL, not {}",
+                redact_url(url)
+            )));
+        }
+        if self.storage.max_connections < 2 {
+            return Err(ConfigError::Invalid(
+                "storage.max_connections must be at least 2".into(),
+            ));
+        }
         if self.data_dir.as_os_str().is_empty() {
             return Err(ConfigError::Invalid("data_dir must not be empty".into()));
         }
@@ -572,7 +656,7 @@ mod tests {
             jail.set_env("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true");
             let overrides = Overrides {
                 listen: Some("127.0.0.1:1234".parse().unwrap()),
-                data_dir: None,
+                ..Overrides::default()
             };
             let config = Config::load(Some(Path::new("engram.toml")), &overrides).unwrap();
             assert_eq!(config.listen, "127.0.0.1:1234".parse().unwrap());
@@ -591,6 +675,36 @@ mod tests {
             assert!(Config::load(Some(Path::new("bad.toml")), &Overrides::default()).is_err());
             jail.create_file("zero.toml", "[rate_limit]\nburst = 0\n")?;
             assert!(Config::load(Some(Path::new("zero.toml")), &Overrides::default()).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_storage_url_comes_from_the_environment_and_its_password_is_never_shown() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env(
+                "ENGRAM_STORAGE__URL",
+                "postgres://engram:s3cret@db:5432/engram",
+            );
+            let config = Config::load(None, &Overrides::default()).unwrap();
+            assert!(config.storage.is_postgres());
+            let shown = format!("{config:?}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(
+                shown.contains("postgres://engram:***@db:5432/engram"),
+                "{shown}"
+            );
+            let flag = Overrides {
+                storage: Some(StorageOverrides {
+                    url: "postgresql://other@db2/e".into(),
+                }),
+                ..Overrides::default()
+            };
+            let config = Config::load(None, &flag).unwrap();
+            assert_eq!(config.storage.url, "postgresql://other@db2/e");
+            jail.set_env("ENGRAM_STORAGE__URL", "mysql://x:pw@h/d");
+            let err = Config::load(None, &Overrides::default()).unwrap_err();
+            assert!(!err.to_string().contains("pw@"), "{err}");
             Ok(())
         });
     }

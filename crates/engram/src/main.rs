@@ -37,6 +37,10 @@ struct ConfigArgs {
     /// Data directory [env: ENGRAM_DATA_DIR] [default: ./data].
     #[arg(long, value_name = "DIR", global = true)]
     data_dir: Option<PathBuf>,
+    /// A PostgreSQL URL to keep the state in instead of SQLite under the data directory
+    /// [env: ENGRAM_STORAGE__URL].
+    #[arg(long, value_name = "URL", global = true)]
+    storage_url: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -102,6 +106,10 @@ impl ConfigArgs {
         let overrides = Overrides {
             listen,
             data_dir: self.data_dir.clone(),
+            storage: self
+                .storage_url
+                .clone()
+                .map(|url| engram_config::StorageOverrides { url }),
         };
         Ok(Config::load(self.config.as_deref(), &overrides)?)
     }

@@ -52,7 +52,12 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     let app = App::open(config.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, data_dir = %config.data_dir.display(), "engram listening");
+    let storage = if config.storage.is_postgres() {
+        config.storage.redacted_url()
+    } else {
+        config.data_dir.display().to_string()
+    };
+    tracing::info!(%addr, %storage, "engram listening");
     // Tests and scripts read the bound address (port 0 picks one) from this line.
     println!("engram listening on http://{addr}");
     std::io::stdout().flush()?;

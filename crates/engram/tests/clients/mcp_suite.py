@@ -158,7 +158,7 @@ async def over_stdio(db, args, env, label):
 async def main():
     await over_http("agents")
     await restricted()
-    base_env = {k: v for k, v in os.environ.items() if k.startswith(("ENGRAM_EMBEDDING", "PATH", "HOME"))}
+    base_env = {k: v for k, v in os.environ.items() if k.startswith(("ENGRAM_EMBEDDING", "ENGRAM_STORAGE", "PATH", "HOME"))}
     await over_stdio("agents-relay", ["mcp", "--url", URL], {**base_env, "ENGRAM_API_KEY": KEY}, "stdio relay")
     await over_stdio(
         "local",

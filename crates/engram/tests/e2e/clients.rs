@@ -33,7 +33,8 @@ fn run_suite(server: &Server, package: &str, script: &str, envs: &[(&str, String
     cmd.arg(manifest.join("tests/clients").join(script))
         .env("PYTHONPATH", &pylib)
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("ENGRAM_URL", &server.base);
+        .env("ENGRAM_URL", &server.base)
+        .envs(server.storage_env());
     for (name, value) in envs {
         cmd.env(name, value);
     }
@@ -93,6 +94,7 @@ async fn mcp_clients_use_every_tool() {
     local.ready_database(&local_key, "local").await;
     local.terminate();
     let local_dir = local.data_dir.clone();
+    let local_storage = local.storage_url.clone().unwrap_or_default();
 
     // Uploads of 1 MiB: an MCP body may then take the JSON limit (16 MiB), no more.
     let server = Server::start_with(&[("ENGRAM_INGEST__MAX_UPLOAD_BYTES", "1048576")]);
@@ -153,6 +155,8 @@ async fn mcp_clients_use_every_tool() {
                 ("ENGRAM_BIN", crate::common::BIN.to_owned()),
                 ("ENGRAM_LOCAL_DIR", local_dir.display().to_string()),
                 ("ENGRAM_LOCAL_KEY", local_key),
+                // `engram mcp` on its own opens the local server's store.
+                ("ENGRAM_STORAGE__URL", local_storage),
                 (
                     "ENGRAM_EMBEDDING__CACHE_DIR",
                     cache_dir().display().to_string(),

@@ -12,5 +12,6 @@ mod limits;
 mod logs;
 mod parsing;
 mod query;
+mod scale_out;
 mod smoke;
 mod webhooks;

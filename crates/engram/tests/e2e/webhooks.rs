@@ -15,11 +15,11 @@ use common::{app, eventually, send_form, Server};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// A fast schedule so retries happen within a test: 100 ms doubling to 400 ms, 4 attempts,
 /// half a second for the receiver, leases of 2 s.
-const FAST: &[(&str, &str)] = &[
+pub(crate) const FAST: &[(&str, &str)] = &[
     ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
     ("ENGRAM_WEBHOOKS__RETRY_BASE_MS", "100"),
     ("ENGRAM_WEBHOOKS__RETRY_MAX_MS", "400"),
@@ -30,7 +30,7 @@ const FAST: &[(&str, &str)] = &[
     ("ENGRAM_WEBHOOKS__SWEEP_MS", "50"),
 ];
 
-async fn ingest(server: &Server, key: &str, database: &str, items: &[Value]) {
+pub(crate) async fn ingest(server: &Server, key: &str, database: &str, items: &[Value]) {
     let form = reqwest::multipart::Form::new()
         .text("type", "knowledge")
         .text("database", database.to_owned())
@@ -51,13 +51,13 @@ fn plain(reply: &common::Reply) -> Value {
     data
 }
 
-async fn register(server: &Server, key: &str, body: Value) -> Value {
+pub(crate) async fn register(server: &Server, key: &str, body: Value) -> Value {
     let reply = server.post("/webhooks/indexing", key, body).await;
     assert_eq!(reply.status.as_u16(), 201, "{reply:#?}");
     plain(&reply)
 }
 
-async fn deliveries(server: &Server, key: &str, query: &str) -> Value {
+pub(crate) async fn deliveries(server: &Server, key: &str, query: &str) -> Value {
     let reply = server
         .get(&format!("/webhooks/indexing/deliveries{query}"), key)
         .await;
@@ -66,7 +66,7 @@ async fn deliveries(server: &Server, key: &str, query: &str) -> Value {
 }
 
 /// Waits until the receiver has a request for each of `count` distinct delivery ids.
-async fn received_events(receiver: &Receiver, count: usize) -> Vec<Received> {
+pub(crate) async fn received_events(receiver: &Receiver, count: usize) -> Vec<Received> {
     eventually(WAIT, "webhook events", || async {
         let got = receiver.received();
         let ids: HashSet<String> = got

@@ -1,5 +1,8 @@
 //! End-to-end harness: starts the real `engram` binary on an ephemeral port with a temporary
 //! data directory, creates keys with the real `engram keys` command, and talks HTTP to it.
+//! When `E2E_POSTGRES_URL` names a PostgreSQL server (`make test` runs the suite a second
+//! time beside one, `scripts/with-postgres.sh`), every server keeps its state in a new database
+//! there instead of SQLite: the same tests, on both backends.
 #![allow(dead_code)]
 
 pub(crate) mod receiver;
@@ -19,6 +22,8 @@ pub(crate) struct Server {
     child: Option<Child>,
     pub base: String,
     pub data_dir: PathBuf,
+    /// The PostgreSQL database this server keeps its state in; `None`: SQLite in `data_dir`.
+    pub storage_url: Option<String>,
     _tmp: Option<tempfile::TempDir>,
     envs: Vec<(String, String)>,
     /// Where the server's stderr (its log) goes; inherited when `None`.
@@ -135,6 +140,15 @@ impl Server {
         server
     }
 
+    /// Starts another instance on `other`'s PostgreSQL database, with a data directory of its
+    /// own: several instances, one store.
+    pub(crate) fn start_beside(other: &Server, envs: &[(&str, &str)]) -> Self {
+        let mut server = Self::unstarted(envs);
+        server.storage_url.clone_from(&other.storage_url);
+        server.spawn();
+        server
+    }
+
     fn unstarted(envs: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
@@ -146,6 +160,7 @@ impl Server {
             child: None,
             base: String::new(),
             data_dir,
+            storage_url: new_postgres_database(),
             _tmp: Some(tmp),
             envs,
             log: None,
@@ -162,6 +177,7 @@ impl Server {
             .arg(&self.data_dir)
             .env_remove("ENGRAM_LISTEN")
             .env_remove("ENGRAM_DATA_DIR")
+            .envs(self.storage_env())
             .env("RUST_LOG", "warn")
             .env("ENGRAM_EMBEDDING__CACHE_DIR", cache_dir())
             .stdout(Stdio::piped())
@@ -236,9 +252,35 @@ impl Server {
         self.spawn();
     }
 
-    /// Runs `engram <args> --data-dir <dir>` and returns (success, stdout).
+    /// Runs `engram <args> --data-dir <dir>` on this server's store and returns (success,
+    /// stdout, stderr).
     pub(crate) fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        cli(&self.data_dir, args)
+        cli_with(&self.data_dir, &self.storage_env(), args)
+    }
+
+    /// The environment that points an `engram` command at this server's store.
+    pub(crate) fn storage_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![("ENGRAM_STORAGE__URL".to_owned(), String::new())];
+        if let Some(url) = &self.storage_url {
+            env[0].1.clone_from(url);
+        }
+        env
+    }
+
+    /// Everything the server's store holds as bytes: the files under its data directory, and
+    /// on PostgreSQL a dump of its database.
+    pub(crate) fn stored_bytes(&self) -> Vec<(String, Vec<u8>)> {
+        let mut files = Vec::new();
+        every_file(&self.data_dir, &mut files);
+        if let Some(url) = &self.storage_url {
+            let dump = Command::new("pg_dump")
+                .args(["--data-only", "--no-owner", url])
+                .output()
+                .expect("pg_dump");
+            assert!(dump.status.success(), "pg_dump: {dump:?}");
+            files.push(("pg_dump".to_owned(), dump.stdout));
+        }
+        files
     }
 
     /// Creates a key with `engram keys create` and returns its `prefix.secret`.
@@ -388,12 +430,18 @@ pub(crate) fn cache_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache"))
 }
 
-/// Runs the binary with `--data-dir`.
+/// Runs the binary with `--data-dir` (on SQLite there).
 pub(crate) fn cli(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
+    cli_with(data_dir, &[], args)
+}
+
+/// Runs the binary with `--data-dir` and extra environment variables.
+fn cli_with(data_dir: &Path, envs: &[(String, String)], args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN)
         .args(args)
         .arg("--data-dir")
         .arg(data_dir)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "warn")
         .env("ENGRAM_EMBEDDING__CACHE_DIR", cache_dir())
         .output()
@@ -507,4 +555,41 @@ pub(crate) async fn wait_completed(
         },
     )
     .await;
+}
+
+/// A new, empty database on the PostgreSQL server of this run (`E2E_POSTGRES_URL`), or
+/// `None` when the run is on SQLite.
+pub(crate) fn new_postgres_database() -> Option<String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DATABASES: AtomicU64 = AtomicU64::new(0);
+    let server = std::env::var("E2E_POSTGRES_URL").ok()?;
+    let server = server.trim_end_matches('/');
+    let name = format!(
+        "e2e_{}_{}",
+        std::process::id(),
+        DATABASES.fetch_add(1, Ordering::Relaxed)
+    );
+    let made = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c"])
+        .arg(format!("CREATE DATABASE {name}"))
+        .arg(format!("{server}/postgres"))
+        .output()
+        .expect("psql");
+    assert!(made.status.success(), "CREATE DATABASE {name}: {made:?}");
+    Some(format!("{server}/{name}"))
+}
+
+/// Every file under `dir` with its bytes.
+pub(crate) fn every_file(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            every_file(&path, out);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path.display().to_string(), bytes));
+        }
+    }
 }
