@@ -164,10 +164,11 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         query_embedder: real.query_embedder.clone(),
         tokens: real.tokens.clone(),
     };
-    let store = engram_store::sqlite::SqliteStore::open(&config.data_dir).await?;
+    // SQLite in a new directory, or the (empty) PostgreSQL database `--storage-url` names.
+    let store = engram_app::open_store(&config).await?;
     let app = App::with_store(
         config.clone(),
-        Arc::new(store),
+        store,
         Arc::new(engram_app::SystemClock),
         Some(models),
     )?;
