@@ -12,6 +12,7 @@ mod migration;
 pub mod postgres;
 mod raw;
 mod records;
+mod rows;
 mod search;
 pub mod sqlite;
 mod webhooks;

@@ -6,46 +6,13 @@ use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
-use super::sql::{corrupt, is_unique_violation, json, lock_feed};
+use super::sql::{corrupt, is_unique_violation, lock_feed};
 use super::PgStore;
+use crate::rows::DATABASE_COLUMNS;
 use crate::{
-    DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore, InfraFlags,
-    Instructions, InstructionsUpdate, LifecycleStore, NewDatabase, ServiceCounts, StoreError,
-    StoreResult,
+    DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseStore, InfraFlags, Instructions,
+    InstructionsUpdate, LifecycleStore, NewDatabase, ServiceCounts, StoreError, StoreResult,
 };
-
-const DATABASE_COLUMNS: &str = "id, org_id, name, state, metadata_schema, embeddings_dimension, is_embeddings_tenant, \
-     scheduler_ready, graph_ready, knowledge_vectors_ready, memory_vectors_ready, default_collection, instructions, \
-     created_at, updated_at";
-
-fn database_from_row(row: &PgRow) -> StoreResult<DatabaseRecord> {
-    let state: String = row.try_get("state")?;
-    let dimension: i64 = row.try_get("embeddings_dimension")?;
-    let instructions = json(row, "instructions")?;
-    Ok(DatabaseRecord {
-        id: DatabaseId::from_trusted(row.try_get::<String, _>("id")?),
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        name: DatabaseName::from_trusted(row.try_get::<String, _>("name")?),
-        state: DatabaseState::parse(&state).ok_or_else(|| corrupt("databases.state", &state))?,
-        schema: serde_json::from_value::<MetadataSchema>(json(row, "metadata_schema")?)
-            .map_err(|e| corrupt("databases.metadata_schema", e))?,
-        embeddings_dimension: u32::try_from(dimension)
-            .map_err(|e| corrupt("databases.embeddings_dimension", e))?,
-        is_embeddings_tenant: row.try_get("is_embeddings_tenant")?,
-        infra: InfraFlags {
-            scheduler: row.try_get("scheduler_ready")?,
-            graph: row.try_get("graph_ready")?,
-            knowledge_vectors: row.try_get("knowledge_vectors_ready")?,
-            memory_vectors: row.try_get("memory_vectors_ready")?,
-        },
-        default_collection: CollectionName::from_trusted(
-            row.try_get::<String, _>("default_collection")?,
-        ),
-        instructions: Instructions::from_json(&instructions),
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
 
 fn schema_json(schema: &MetadataSchema) -> StoreResult<serde_json::Value> {
     serde_json::to_value(schema).map_err(|e| corrupt("metadata schema", e))
@@ -113,7 +80,7 @@ impl DatabaseStore for PgStore {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        database_from_row(&row)
+        crate::rows::database(&row)
     }
 
     async fn find_database(
@@ -129,7 +96,7 @@ impl DatabaseStore for PgStore {
         .fetch_optional(&self.pool)
         .await?
         .as_ref()
-        .map(database_from_row)
+        .map(crate::rows::database)
         .transpose()
     }
 
@@ -140,7 +107,7 @@ impl DatabaseStore for PgStore {
         .bind(org.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(database_from_row).collect()
+        rows.iter().map(crate::rows::database).collect()
     }
 
     async fn add_schema_fields(
@@ -207,7 +174,7 @@ impl DatabaseStore for PgStore {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        database_from_row(&row)
+        crate::rows::database(&row)
     }
 
     async fn update_instructions(
@@ -323,7 +290,7 @@ impl LifecycleStore for PgStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(database_from_row).collect()
+        rows.iter().map(crate::rows::database).collect()
     }
 
     async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()> {

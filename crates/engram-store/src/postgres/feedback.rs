@@ -2,9 +2,7 @@
 
 use async_trait::async_trait;
 use engram_types::OrgId;
-use sqlx::Row;
 
-use super::sql::json;
 use super::PgStore;
 use crate::{FeedbackRecord, FeedbackStore, StoreResult};
 
@@ -39,18 +37,6 @@ impl FeedbackStore for PgStore {
         .bind(request_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(FeedbackRecord {
-                    feedback_id: row.try_get("feedback_id")?,
-                    org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-                    request_id: row.try_get("request_id")?,
-                    database: row.try_get("database")?,
-                    collection: row.try_get("collection")?,
-                    body: json(row, "body")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::rows::feedback).collect()
     }
 }

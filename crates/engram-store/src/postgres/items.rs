@@ -3,18 +3,19 @@
 //! lock, so instances hand out work in one turn order.
 
 use async_trait::async_trait;
-use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind, OrgId};
+use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
 
 use super::sql::*;
 use super::PgStore;
+use crate::rows::{Columns as _, CLAIMED_COLUMNS, INDEXED_COLUMNS};
 use crate::ChunkKey;
 use crate::{
     ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome,
-    IndexedChunk, ItemFailure, ItemFields, ItemOrigin, ItemPage, ItemQuery, ItemRecord, ItemSource,
-    ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem,
-    StoreError, StoreResult, WorkQueue,
+    IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery, ItemSource, ItemStatus, ItemStore,
+    MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem, StoreError, StoreResult,
+    WorkQueue,
 };
 
 /// `SELECT i.* FROM items i …` of one live item, by collection and id.
@@ -33,21 +34,6 @@ fn select_live_item<'a>(
         .push_bind(id.to_owned());
     push_live_scope(&mut select, scope, "i.database_id", now);
     select
-}
-
-fn kind_of(row: &PgRow) -> StoreResult<ItemKind> {
-    let kind: String = row.try_get("kind")?;
-    ItemKind::parse(&kind).ok_or_else(|| corrupt("items.kind", kind))
-}
-
-fn origin_of(row: &PgRow) -> StoreResult<ItemOrigin> {
-    let origin: String = row.try_get("origin")?;
-    ItemOrigin::parse(&origin).ok_or_else(|| corrupt("items.origin", origin))
-}
-
-fn status_of(row: &PgRow) -> StoreResult<IndexingStatus> {
-    let status: String = row.try_get("status")?;
-    IndexingStatus::parse(&status).ok_or_else(|| corrupt("items.status", status))
 }
 
 async fn write_item(
@@ -163,37 +149,6 @@ fn push_list_where(
     Ok(())
 }
 
-pub(super) fn item_from_row(row: &PgRow) -> StoreResult<ItemRecord> {
-    Ok(ItemRecord {
-        id: row.try_get("id")?,
-        collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
-        kind: kind_of(row)?,
-        origin: origin_of(row)?,
-        fields: ItemFields {
-            filename: row.try_get("filename")?,
-            media_type: row.try_get("media_type")?,
-            title: row.try_get("title")?,
-            source_type: row.try_get("source_type")?,
-            description: row.try_get("description")?,
-            note: row.try_get("note")?,
-            url: row.try_get("url")?,
-            timestamp: row.try_get("timestamp")?,
-            text: row.try_get("text")?,
-            metadata: json(row, "metadata")?,
-            additional_metadata: json(row, "additional_metadata")?,
-            attachments: json(row, "attachments")?,
-            relations: json(row, "relations")?,
-            user_name: row.try_get("user_name")?,
-            infer: row.try_get("infer")?,
-            expires_at: row.try_get("expires_at")?,
-            instructions: row.try_get("instructions")?,
-        },
-        status: status_of(row)?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
 #[async_trait]
 impl ItemStore for PgStore {
     async fn enqueue_items(
@@ -268,17 +223,7 @@ impl ItemStore for PgStore {
             .push(")");
         push_any(&mut builder, "i.id", ids.to_vec());
         let rows = builder.build().fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ItemStatus {
-                    id: row.try_get("id")?,
-                    kind: kind_of(row)?,
-                    status: status_of(row)?,
-                    error_code: row.try_get("error_code")?,
-                    error_message: row.try_get("error_message")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::rows::item_status).collect()
     }
 
     async fn delete_items(
@@ -388,7 +333,7 @@ impl ItemStore for PgStore {
         let rows = select.build().fetch_all(&self.pool).await?;
         let items = rows
             .iter()
-            .map(item_from_row)
+            .map(crate::rows::item)
             .collect::<StoreResult<Vec<_>>>()?;
         Ok(ItemPage {
             items,
@@ -418,7 +363,7 @@ impl ItemStore for PgStore {
             .await?;
         tx.commit().await?;
         Ok(Some(ItemSource {
-            item: item_from_row(&row)?,
+            item: crate::rows::item(&row)?,
             payload,
         }))
     }
@@ -440,7 +385,7 @@ impl ItemStore for PgStore {
         };
         let item_key: i64 = row.try_get("item_key")?;
         let object = |column: &str| -> StoreResult<serde_json::Map<String, serde_json::Value>> {
-            Ok(json(&row, column)?.as_object().cloned().unwrap_or_default())
+            Ok(row.json(column)?.as_object().cloned().unwrap_or_default())
         };
         let mut metadata = object("metadata")?;
         let mut additional_metadata = object("additional_metadata")?;
@@ -468,22 +413,6 @@ impl ItemStore for PgStore {
             chunks: u64::try_from(chunks).map_err(|e| corrupt("count", e))?,
         })
     }
-}
-
-/// Rows of `chunks` as the indexes hold them.
-const INDEXED_COLUMNS: &str =
-    "c.chunk_key, c.database_id, c.collection, c.kind, c.content, c.context, c.embedding";
-
-fn indexed_from_row(row: &PgRow) -> StoreResult<IndexedChunk> {
-    Ok(IndexedChunk {
-        chunk_key: ChunkKey(row.try_get("chunk_key")?),
-        database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
-        collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
-        kind: kind_of(row)?,
-        content: row.try_get("content")?,
-        context: row.try_get("context")?,
-        embedding: from_vector(row.try_get("embedding")?),
-    })
 }
 
 /// A reader of the feed not heard from for this long is taken for gone: trimming no longer
@@ -566,7 +495,7 @@ impl ChunkFeed for PgStore {
         .await?;
         let current = rows
             .iter()
-            .map(indexed_from_row)
+            .map(crate::rows::indexed_chunk)
             .collect::<StoreResult<Vec<_>>>()?;
         let mut databases: Vec<String> = removed.iter().map(|r| r.0.as_str().to_owned()).collect();
         databases.sort_unstable();
@@ -648,7 +577,7 @@ impl ChunkFeed for PgStore {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(indexed_from_row).collect()
+        rows.iter().map(crate::rows::indexed_chunk).collect()
     }
 }
 
@@ -699,9 +628,7 @@ async fn claim_next(
          WHERE item_key = (SELECT i.item_key FROM items i WHERE i.database_id = $4 AND {runnable}
                            ORDER BY i.run_after, i.item_key LIMIT 1
                            FOR UPDATE OF i SKIP LOCKED)
-         RETURNING item_key, version, database_id, collection, id, kind, origin, title, filename,
-             media_type, text, attempts,
-             (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id"
+         RETURNING {CLAIMED_COLUMNS}"
     ))
     .bind(claim.now)
     .bind(claim.owner)
@@ -730,25 +657,18 @@ impl WorkQueue for PgStore {
             let Some(row) = claim_next(&mut tx, claim, light).await? else {
                 break;
             };
-            let heavy = claim.light_bytes.is_some_and(|most| {
-                let text: Option<String> = row.try_get("text").unwrap_or_default();
-                origin_of(&row).map_or(true, |o| o == ItemOrigin::File)
-                    || text.map_or(0, |t| t.len() as u64) > most
-            });
+            let heavy = crate::rows::ends_light_batch(&row, claim.light_bytes);
             rows.push(row);
             if heavy {
                 break;
             }
         }
         tx.commit().await?;
-        let owner = claim.owner;
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
-            let item_key: i64 = row.try_get("item_key")?;
-            let origin = origin_of(row)?;
-            let payload = if origin == ItemOrigin::File {
+            let payload = if crate::rows::origin(row)? == ItemOrigin::File {
                 sqlx::query("SELECT bytes FROM item_payloads WHERE item_key = $1")
-                    .bind(item_key)
+                    .bind(row.int("item_key")?)
                     .fetch_optional(&self.pool)
                     .await?
                     .map(|r| r.try_get::<Vec<u8>, _>(0))
@@ -756,24 +676,7 @@ impl WorkQueue for PgStore {
             } else {
                 None
             };
-            let attempts: i64 = row.try_get("attempts")?;
-            claimed.push(ClaimedItem {
-                item_key,
-                version: row.try_get("version")?,
-                lease_owner: owner.to_owned(),
-                org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-                database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
-                collection: CollectionName::from_trusted(row.try_get::<String, _>("collection")?),
-                id: row.try_get("id")?,
-                kind: kind_of(row)?,
-                origin,
-                title: row.try_get("title")?,
-                filename: row.try_get("filename")?,
-                media_type: row.try_get("media_type")?,
-                text: row.try_get("text")?,
-                payload,
-                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            });
+            claimed.push(crate::rows::claimed_item(row, claim.owner, payload)?);
         }
         Ok(claimed)
     }

@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use sqlx::{Postgres, QueryBuilder, Row};
 
-use super::items::item_from_row;
 use super::sql::*;
 use super::PgStore;
 use crate::ChunkKey;
@@ -151,36 +150,15 @@ impl ChunkSearch for PgStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut hits = Vec::with_capacity(keys.len());
-        {
-            // Every item column but the full text, which a hit does not need.
-            let mut select = among_chunks(
-                "c.chunk_key, c.chunk_id, c.position, c.content, c.layout, c.embedding,
-                     c.created_at AS chunk_created_at,
-                     i.id, i.collection, i.kind, i.origin, i.filename, i.media_type, i.title, i.source_type,
-                     i.description, i.note, i.url, i.timestamp, NULL::text AS text, i.metadata, i.additional_metadata,
-                     i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.instructions, i.status, i.created_at,
-                     i.updated_at",
-                scope,
-                filter,
-                keys,
-                now,
-            );
-            for row in select.build().fetch_all(&self.pool).await? {
-                let position: i64 = row.try_get("position")?;
-                hits.push(ChunkHit {
-                    chunk_key: ChunkKey(row.try_get("chunk_key")?),
-                    chunk_id: row.try_get("chunk_id")?,
-                    position: u32::try_from(position).map_err(|e| corrupt("position", e))?,
-                    content: row.try_get("content")?,
-                    layout: json(&row, "layout")?,
-                    embedding: from_vector(row.try_get("embedding")?),
-                    created_at: row.try_get("chunk_created_at")?,
-                    item: item_from_row(&row)?,
-                });
-            }
-        }
-        Ok(hits)
+        let mut select = among_chunks(
+            &crate::rows::chunk_hit_columns("NULL::text"),
+            scope,
+            filter,
+            keys,
+            now,
+        );
+        let rows = select.build().fetch_all(&self.pool).await?;
+        rows.iter().map(crate::rows::chunk_hit).collect()
     }
 }
 

@@ -127,8 +127,15 @@ pub(crate) fn from_vector(vector: Option<Vector>) -> Vec<f32> {
     vector.map(|v| v.to_vec()).unwrap_or_default()
 }
 
-/// A JSON column read as a value (JSONB decodes directly).
-pub(crate) fn json(row: &sqlx::postgres::PgRow, column: &str) -> StoreResult<Value> {
-    use sqlx::Row;
-    Ok(row.try_get::<Value, _>(column)?)
+impl crate::rows::Columns for sqlx::postgres::PgRow {
+    crate::rows::plain_columns!();
+
+    /// JSONB decodes directly.
+    fn json(&self, column: &str) -> StoreResult<Value> {
+        Ok(sqlx::Row::try_get(self, column)?)
+    }
+
+    fn vector(&self, column: &str) -> StoreResult<Vec<f32>> {
+        Ok(from_vector(sqlx::Row::try_get(self, column)?))
+    }
 }

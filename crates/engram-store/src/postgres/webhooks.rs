@@ -2,9 +2,8 @@
 //! claim from the one outbox: `SKIP LOCKED` hands each due delivery to one of them.
 
 use async_trait::async_trait;
-use engram_types::{DatabaseId, DeliveryStatus, IndexingStatus, OrgId};
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
+use engram_types::{DeliveryStatus, IndexingStatus, OrgId};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
 
 use super::sql::*;
 use super::PgStore;
@@ -48,48 +47,6 @@ pub(super) async fn record_event(
     Ok(())
 }
 
-fn webhook_from_row(row: &PgRow) -> StoreResult<WebhookRecord> {
-    Ok(WebhookRecord {
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        url: row.try_get("url")?,
-        event_types: serde_json::from_value(json(row, "event_types")?)
-            .map_err(|e| corrupt("webhooks.event_types", e))?,
-        signing_secret: row.try_get("signing_secret")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
-fn delivery_from_row(row: &PgRow) -> StoreResult<DeliveryRecord> {
-    let indexing: String = row.try_get("indexing_status")?;
-    let status: String = row.try_get("status")?;
-    let last_status_code: Option<i64> = row.try_get("last_status_code")?;
-    Ok(DeliveryRecord {
-        key: row.try_get("delivery_key")?,
-        delivery_id: row.try_get("delivery_id")?,
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
-        database_name: row.try_get("database_name")?,
-        collection: row.try_get("collection")?,
-        item_id: row.try_get("item_id")?,
-        event_type: row.try_get("event_type")?,
-        indexing_status: IndexingStatus::parse(&indexing)
-            .ok_or_else(|| corrupt("webhook_deliveries.indexing_status", &indexing))?,
-        item_error_code: row.try_get("item_error_code")?,
-        item_error_message: row.try_get("item_error_message")?,
-        status: DeliveryStatus::parse(&status)
-            .ok_or_else(|| corrupt("webhook_deliveries.status", &status))?,
-        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
-        next_attempt_at: row.try_get("next_attempt_at")?,
-        last_status_code: last_status_code.and_then(|c| u16::try_from(c).ok()),
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-        webhook_url: row.try_get("webhook_url")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
 #[async_trait]
 impl WebhookStore for PgStore {
     async fn put_webhook(
@@ -122,7 +79,7 @@ impl WebhookStore for PgStore {
         .bind(set_secret)
         .fetch_one(&self.pool)
         .await?;
-        webhook_from_row(&row)
+        crate::rows::webhook(&row)
     }
 
     async fn webhook(&self, org: &OrgId) -> StoreResult<Option<WebhookRecord>> {
@@ -131,7 +88,7 @@ impl WebhookStore for PgStore {
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
-            .map(webhook_from_row)
+            .map(crate::rows::webhook)
             .transpose()
     }
 
@@ -177,7 +134,7 @@ impl WebhookStore for PgStore {
         sql.push(" ORDER BY delivery_key DESC LIMIT ")
             .push_bind(i64::from(query.limit));
         let rows = sql.build().fetch_all(&self.pool).await?;
-        rows.iter().map(delivery_from_row).collect()
+        rows.iter().map(crate::rows::delivery).collect()
     }
 
     async fn delivery(
@@ -191,7 +148,7 @@ impl WebhookStore for PgStore {
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
-            .map(delivery_from_row)
+            .map(crate::rows::delivery)
             .transpose()
     }
 
@@ -269,7 +226,7 @@ impl DeliveryQueue for PgStore {
             .iter()
             .map(|row| {
                 Ok(ClaimedDelivery {
-                    record: delivery_from_row(row)?,
+                    record: crate::rows::delivery(row)?,
                     lease: lease.clone(),
                 })
             })

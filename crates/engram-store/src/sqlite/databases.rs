@@ -8,47 +8,11 @@ use sqlx::{Row, SqliteConnection};
 
 use super::sql::{corrupt, is_unique_violation};
 use super::SqliteStore;
+use crate::rows::DATABASE_COLUMNS;
 use crate::{
-    DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseState, DatabaseStore, InfraFlags,
-    Instructions, InstructionsUpdate, LifecycleStore, NewDatabase, ServiceCounts, StoreError,
-    StoreResult,
+    DatabaseCounts, DatabaseRecord, DatabaseScope, DatabaseStore, InfraFlags, Instructions,
+    InstructionsUpdate, LifecycleStore, NewDatabase, ServiceCounts, StoreError, StoreResult,
 };
-
-const DATABASE_COLUMNS: &str = "id, org_id, name, state, metadata_schema, embeddings_dimension, is_embeddings_tenant, \
-     scheduler_ready, graph_ready, knowledge_vectors_ready, memory_vectors_ready, default_collection, instructions, \
-     created_at, updated_at";
-
-fn database_from_row(row: &SqliteRow) -> StoreResult<DatabaseRecord> {
-    let state: String = row.try_get("state")?;
-    let schema: String = row.try_get("metadata_schema")?;
-    let dimension: i64 = row.try_get("embeddings_dimension")?;
-    let instructions: String = row.try_get("instructions")?;
-    let instructions: serde_json::Value =
-        serde_json::from_str(&instructions).map_err(|e| corrupt("databases.instructions", e))?;
-    Ok(DatabaseRecord {
-        id: DatabaseId::from_trusted(row.try_get::<String, _>("id")?),
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        name: DatabaseName::from_trusted(row.try_get::<String, _>("name")?),
-        state: DatabaseState::parse(&state).ok_or_else(|| corrupt("databases.state", &state))?,
-        schema: serde_json::from_str::<MetadataSchema>(&schema)
-            .map_err(|e| corrupt("databases.metadata_schema", e))?,
-        embeddings_dimension: u32::try_from(dimension)
-            .map_err(|e| corrupt("databases.embeddings_dimension", e))?,
-        is_embeddings_tenant: row.try_get("is_embeddings_tenant")?,
-        infra: InfraFlags {
-            scheduler: row.try_get("scheduler_ready")?,
-            graph: row.try_get("graph_ready")?,
-            knowledge_vectors: row.try_get("knowledge_vectors_ready")?,
-            memory_vectors: row.try_get("memory_vectors_ready")?,
-        },
-        default_collection: CollectionName::from_trusted(
-            row.try_get::<String, _>("default_collection")?,
-        ),
-        instructions: Instructions::from_json(&instructions),
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
 
 fn schema_json(schema: &MetadataSchema) -> StoreResult<String> {
     serde_json::to_string(schema).map_err(|e| corrupt("metadata schema", e))
@@ -113,7 +77,7 @@ impl DatabaseStore for SqliteStore {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        database_from_row(&row)
+        crate::rows::database(&row)
     }
 
     async fn find_database(
@@ -129,7 +93,7 @@ impl DatabaseStore for SqliteStore {
         .fetch_optional(&self.pool)
         .await?
         .as_ref()
-        .map(database_from_row)
+        .map(crate::rows::database)
         .transpose()
     }
 
@@ -140,7 +104,7 @@ impl DatabaseStore for SqliteStore {
         .bind(org.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(database_from_row).collect()
+        rows.iter().map(crate::rows::database).collect()
     }
 
     async fn add_schema_fields(
@@ -206,7 +170,7 @@ impl DatabaseStore for SqliteStore {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        database_from_row(&row)
+        crate::rows::database(&row)
     }
 
     async fn update_instructions(
@@ -324,7 +288,7 @@ impl LifecycleStore for SqliteStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(database_from_row).collect()
+        rows.iter().map(crate::rows::database).collect()
     }
 
     async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()> {

@@ -2,9 +2,7 @@
 
 use async_trait::async_trait;
 use engram_types::OrgId;
-use sqlx::Row;
 
-use super::sql::corrupt;
 use super::SqliteStore;
 use crate::{FeedbackRecord, FeedbackStore, StoreResult};
 
@@ -39,19 +37,6 @@ impl FeedbackStore for SqliteStore {
         .bind(request_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let body: String = row.try_get("body")?;
-                Ok(FeedbackRecord {
-                    feedback_id: row.try_get("feedback_id")?,
-                    org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-                    request_id: row.try_get("request_id")?,
-                    database: row.try_get("database")?,
-                    collection: row.try_get("collection")?,
-                    body: serde_json::from_str(&body).map_err(|e| corrupt("feedback.body", e))?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(crate::rows::feedback).collect()
     }
 }

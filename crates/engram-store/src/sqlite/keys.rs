@@ -2,31 +2,10 @@
 
 use async_trait::async_trait;
 use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 
 use super::sql::{corrupt, is_unique_violation};
 use super::SqliteStore;
 use crate::{ApiKeyRecord, KeyStore, StoreError, StoreResult};
-
-fn key_from_row(row: &SqliteRow) -> StoreResult<ApiKeyRecord> {
-    let databases: String = row.try_get("databases")?;
-    let databases: Vec<String> =
-        serde_json::from_str(&databases).map_err(|e| corrupt("api_keys.databases", e))?;
-    Ok(ApiKeyRecord {
-        prefix: ApiKeyPrefix::from_trusted(row.try_get::<String, _>("prefix")?),
-        secret_hash: row.try_get("secret_hash")?,
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        name: row.try_get("name")?,
-        databases: databases
-            .into_iter()
-            .map(DatabaseName::from_trusted)
-            .collect(),
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        revoked_at: row.try_get("revoked_at")?,
-    })
-}
 
 #[async_trait]
 impl KeyStore for SqliteStore {
@@ -64,7 +43,7 @@ impl KeyStore for SqliteStore {
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
-            .map(key_from_row)
+            .map(crate::rows::api_key)
             .transpose()
     }
 
@@ -75,7 +54,7 @@ impl KeyStore for SqliteStore {
         .bind(org.map(OrgId::as_str))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(key_from_row).collect()
+        rows.iter().map(crate::rows::api_key).collect()
     }
 
     async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool> {

@@ -2,22 +2,11 @@
 
 use async_trait::async_trait;
 use engram_types::CollectionName;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::sql::*;
 use super::SqliteStore;
 use crate::{DatabaseScope, RawEmbeddingStore, RawSelection, RawVector, StoreResult};
-
-fn raw_from_row(row: &SqliteRow) -> StoreResult<RawVector> {
-    let embedding: Vec<u8> = row.try_get("embedding")?;
-    Ok(RawVector {
-        source_id: row.try_get("source_id")?,
-        chunk_id: row.try_get("chunk_id")?,
-        embedding: vector_from_bytes(&embedding),
-        metadata: json_value(row, "metadata")?,
-    })
-}
 
 /// `… FROM raw_embeddings r JOIN databases d … WHERE` the scope and collection.
 fn scoped<'a>(
@@ -111,7 +100,7 @@ impl RawEmbeddingStore for SqliteStore {
             .push_bind(i64::from(limit));
         let rows = query.build().fetch_all(&self.pool).await?;
         rows.iter()
-            .map(|row| Ok((row.try_get("row_key")?, raw_from_row(row)?)))
+            .map(|row| Ok((row.try_get("row_key")?, crate::rows::raw_vector(row)?)))
             .collect()
     }
 
@@ -128,7 +117,7 @@ impl RawEmbeddingStore for SqliteStore {
             .push(" ORDER BY r.source_id, r.chunk_id LIMIT ")
             .push_bind(i64::from(limit));
         let rows = query.build().fetch_all(&self.pool).await?;
-        rows.iter().map(raw_from_row).collect()
+        rows.iter().map(crate::rows::raw_vector).collect()
     }
 
     async fn delete_raw(

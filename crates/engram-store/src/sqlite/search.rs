@@ -3,7 +3,6 @@
 use async_trait::async_trait;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::items::item_from_row;
 use super::sql::*;
 use super::SqliteStore;
 use crate::ChunkKey;
@@ -149,33 +148,15 @@ impl ChunkSearch for SqliteStore {
     ) -> StoreResult<Vec<ChunkHit>> {
         let mut hits = Vec::with_capacity(keys.len());
         for slice in keys.chunks(KEYS_PER_STATEMENT) {
-            // Every item column but the full text, which a hit does not need.
             let mut select = among_chunks(
-                "c.chunk_key, c.chunk_id, c.position, c.content, c.layout, c.embedding,
-                     c.created_at AS chunk_created_at,
-                     i.id, i.collection, i.kind, i.origin, i.filename, i.media_type, i.title, i.source_type,
-                     i.description, i.note, i.url, i.timestamp, NULL AS text, i.metadata, i.additional_metadata,
-                     i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.instructions, i.status, i.created_at,
-                     i.updated_at",
+                &crate::rows::chunk_hit_columns("NULL"),
                 scope,
                 filter,
                 slice,
                 now,
             )?;
             for row in select.build().fetch_all(&self.pool).await? {
-                let layout: String = row.try_get("layout")?;
-                let embedding: Option<Vec<u8>> = row.try_get("embedding")?;
-                let position: i64 = row.try_get("position")?;
-                hits.push(ChunkHit {
-                    chunk_key: ChunkKey(row.try_get("chunk_key")?),
-                    chunk_id: row.try_get("chunk_id")?,
-                    position: u32::try_from(position).map_err(|e| corrupt("position", e))?,
-                    content: row.try_get("content")?,
-                    layout: serde_json::from_str(&layout).map_err(|e| corrupt("layout", e))?,
-                    embedding: vector_from_bytes(&embedding.unwrap_or_default()),
-                    created_at: row.try_get("chunk_created_at")?,
-                    item: item_from_row(&row)?,
-                });
+                hits.push(crate::rows::chunk_hit(&row)?);
             }
         }
         Ok(hits)

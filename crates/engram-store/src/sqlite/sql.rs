@@ -14,11 +14,6 @@ pub(crate) fn json_text(value: &Value, what: &str) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| corrupt(what, e))
 }
 
-pub(crate) fn json_value(row: &SqliteRow, column: &str) -> StoreResult<Value> {
-    let text: String = row.try_get(column)?;
-    serde_json::from_str(&text).map_err(|e| corrupt(column, e))
-}
-
 /// Fails with `NotFound` unless the scope names a live database of its organization.
 pub(crate) async fn check_scope(
     conn: &mut SqliteConnection,
@@ -120,4 +115,20 @@ pub(crate) fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
 
 pub(crate) fn embedding_bytes(embedding: &[f32]) -> Vec<u8> {
     embedding.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+impl crate::rows::Columns for SqliteRow {
+    crate::rows::plain_columns!();
+
+    /// JSON is stored as text.
+    fn json(&self, column: &str) -> StoreResult<Value> {
+        let text: String = self.try_get(column)?;
+        serde_json::from_str(&text).map_err(|e| corrupt(column, e))
+    }
+
+    /// Vectors are stored as little-endian `f32`s.
+    fn vector(&self, column: &str) -> StoreResult<Vec<f32>> {
+        let bytes: Option<Vec<u8>> = self.try_get(column)?;
+        Ok(vector_from_bytes(&bytes.unwrap_or_default()))
+    }
 }

@@ -1,9 +1,8 @@
 //! Webhook registration and the delivery outbox on SQLite.
 
 use async_trait::async_trait;
-use engram_types::{DatabaseId, DeliveryStatus, IndexingStatus, OrgId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use engram_types::{DeliveryStatus, IndexingStatus, OrgId};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
 use super::sql::*;
 use super::SqliteStore;
@@ -47,49 +46,6 @@ pub(super) async fn record_event(
     Ok(())
 }
 
-fn webhook_from_row(row: &SqliteRow) -> StoreResult<WebhookRecord> {
-    let event_types: String = row.try_get("event_types")?;
-    Ok(WebhookRecord {
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        url: row.try_get("url")?,
-        event_types: serde_json::from_str(&event_types)
-            .map_err(|e| corrupt("webhooks.event_types", e))?,
-        signing_secret: row.try_get("signing_secret")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
-fn delivery_from_row(row: &SqliteRow) -> StoreResult<DeliveryRecord> {
-    let indexing: String = row.try_get("indexing_status")?;
-    let status: String = row.try_get("status")?;
-    let last_status_code: Option<i64> = row.try_get("last_status_code")?;
-    Ok(DeliveryRecord {
-        key: row.try_get("delivery_key")?,
-        delivery_id: row.try_get("delivery_id")?,
-        org: OrgId::from_trusted(row.try_get::<String, _>("org_id")?),
-        database_id: DatabaseId::from_trusted(row.try_get::<String, _>("database_id")?),
-        database_name: row.try_get("database_name")?,
-        collection: row.try_get("collection")?,
-        item_id: row.try_get("item_id")?,
-        event_type: row.try_get("event_type")?,
-        indexing_status: IndexingStatus::parse(&indexing)
-            .ok_or_else(|| corrupt("webhook_deliveries.indexing_status", &indexing))?,
-        item_error_code: row.try_get("item_error_code")?,
-        item_error_message: row.try_get("item_error_message")?,
-        status: DeliveryStatus::parse(&status)
-            .ok_or_else(|| corrupt("webhook_deliveries.status", &status))?,
-        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
-        next_attempt_at: row.try_get("next_attempt_at")?,
-        last_status_code: last_status_code.and_then(|c| u16::try_from(c).ok()),
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-        webhook_url: row.try_get("webhook_url")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
 #[async_trait]
 impl WebhookStore for SqliteStore {
     async fn put_webhook(
@@ -123,7 +79,7 @@ impl WebhookStore for SqliteStore {
         .bind(set_secret)
         .fetch_one(&self.pool)
         .await?;
-        webhook_from_row(&row)
+        crate::rows::webhook(&row)
     }
 
     async fn webhook(&self, org: &OrgId) -> StoreResult<Option<WebhookRecord>> {
@@ -132,7 +88,7 @@ impl WebhookStore for SqliteStore {
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
-            .map(webhook_from_row)
+            .map(crate::rows::webhook)
             .transpose()
     }
 
@@ -177,7 +133,7 @@ impl WebhookStore for SqliteStore {
         sql.push(" ORDER BY delivery_key DESC LIMIT ")
             .push_bind(i64::from(query.limit));
         let rows = sql.build().fetch_all(&self.pool).await?;
-        rows.iter().map(delivery_from_row).collect()
+        rows.iter().map(crate::rows::delivery).collect()
     }
 
     async fn delivery(
@@ -191,7 +147,7 @@ impl WebhookStore for SqliteStore {
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
-            .map(delivery_from_row)
+            .map(crate::rows::delivery)
             .transpose()
     }
 
@@ -268,7 +224,7 @@ impl DeliveryQueue for SqliteStore {
             .iter()
             .map(|row| {
                 Ok(ClaimedDelivery {
-                    record: delivery_from_row(row)?,
+                    record: crate::rows::delivery(row)?,
                     lease: lease.clone(),
                 })
             })
