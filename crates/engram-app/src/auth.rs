@@ -54,7 +54,10 @@ impl App {
         if record.expires_at.is_some_and(|at| at <= self.now_ms()) {
             return Err(AppError::Unauthorized(EXPIRED));
         }
-        self.inner.limiter.check(&record.prefix)?;
+        self.inner
+            .limiter
+            .check(&record.prefix, self.now_ms())
+            .await?;
         Ok(Principal {
             key: record.prefix,
             org: record.org,

@@ -172,6 +172,12 @@ impl App {
             store.clone(),
             engram_embed::MINILM_DIMENSION,
         ));
+        // Instances sharing a PostgreSQL store share each key's budget.
+        let limiter = if config.storage.is_postgres() {
+            ratelimit::RateLimiter::shared(&config.rate_limit, store.clone())
+        } else {
+            ratelimit::RateLimiter::local(&config.rate_limit)
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 store,
@@ -182,7 +188,7 @@ impl App {
                 reranker: Box::new(engram_search::EmbeddingReranker),
                 tuning: engram_search::SearchTuning::from(&config.search),
                 data_dir: config.data_dir.clone(),
-                limiter: ratelimit::RateLimiter::new(&config.rate_limit),
+                limiter,
                 lifecycle_wake: Notify::new(),
                 pipeline_wake: Arc::new(Notify::new()),
                 outbound,

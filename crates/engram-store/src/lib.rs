@@ -47,6 +47,34 @@ pub trait KeyStore: Send + Sync {
         candidate: &[u8],
         at_ms: i64,
     ) -> StoreResult<Vec<u8>>;
+    /// Takes one request from the key's budget at `now_us` (GCRA, one statement, so every
+    /// instance on the store shares the budget): `None` when allowed, else how many
+    /// microseconds until the next request would be.
+    async fn take_request(
+        &self,
+        prefix: &ApiKeyPrefix,
+        rule: RateRule,
+        now_us: i64,
+    ) -> StoreResult<Option<i64>>;
+}
+
+/// A request budget per API key: `per_second` requests a second, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateRule {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+impl RateRule {
+    /// Microseconds between two requests at the sustained rate.
+    pub fn interval_us(self) -> i64 {
+        1_000_000 / i64::from(self.per_second.max(1))
+    }
+
+    /// How far ahead of now a key's next arrival time may be (the burst).
+    pub fn tolerance_us(self) -> i64 {
+        self.interval_us() * i64::from(self.burst.max(1))
+    }
 }
 
 /// Feedback on earlier answers, per organization.

@@ -20,6 +20,7 @@ use crate::{
 /// Runs every case.
 pub async fn run_all<S: Store>(store: &S) {
     keys_round_trip_and_revoke(store).await;
+    request_budgets_are_per_key_and_refill(store).await;
     databases_are_unique_per_organization(store).await;
     reads_and_writes_are_confined_to_their_organization(store).await;
     deletion_frees_the_name_and_purge_removes_everything(store).await;
@@ -88,6 +89,43 @@ async fn keys_round_trip_and_revoke<S: Store>(store: &S) {
         store.find_key(&a.prefix).await.unwrap().unwrap().revoked_at,
         Some(2_000)
     );
+}
+
+async fn request_budgets_are_per_key_and_refill<S: Store>(store: &S) {
+    let rule = crate::RateRule {
+        per_second: 1,
+        burst: 3,
+    };
+    let a = ApiKeyPrefix::from_trusted("k_conf_rate_a");
+    let b = ApiKeyPrefix::from_trusted("k_conf_rate_b");
+    let t0 = 1_000_000_000;
+    for n in 0..3 {
+        assert_eq!(
+            store.take_request(&a, rule, t0 + n).await.unwrap(),
+            None,
+            "request {n} is within the burst"
+        );
+    }
+    let wait = store.take_request(&a, rule, t0 + 3).await.unwrap();
+    assert!(
+        wait.is_some_and(|us| us > 990_000 && us <= 1_000_000),
+        "past the burst, wait about a second: {wait:?}"
+    );
+    assert_eq!(
+        store.take_request(&b, rule, t0 + 4).await.unwrap(),
+        None,
+        "each key has its own budget"
+    );
+    assert_eq!(
+        store.take_request(&a, rule, t0 + 1_000_010).await.unwrap(),
+        None,
+        "a second later one more request is allowed"
+    );
+    assert!(store
+        .take_request(&a, rule, t0 + 1_000_020)
+        .await
+        .unwrap()
+        .is_some());
 }
 
 async fn databases_are_unique_per_organization<S: Store>(store: &S) {

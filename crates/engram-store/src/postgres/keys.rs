@@ -5,7 +5,7 @@ use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
 
 use super::sql::is_unique_violation;
 use super::PgStore;
-use crate::{ApiKeyRecord, KeyStore, StoreError, StoreResult};
+use crate::{ApiKeyRecord, KeyStore, RateRule, StoreError, StoreResult};
 
 #[async_trait]
 impl KeyStore for PgStore {
@@ -97,5 +97,36 @@ impl KeyStore for PgStore {
                 .fetch_one(&self.pool)
                 .await?,
         )
+    }
+
+    async fn take_request(
+        &self,
+        prefix: &ApiKeyPrefix,
+        rule: RateRule,
+        now_us: i64,
+    ) -> StoreResult<Option<i64>> {
+        let (interval, tolerance) = (rule.interval_us(), rule.tolerance_us());
+        let taken: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO rate_limits (prefix, tat_us) VALUES ($1, $2 + $3)
+             ON CONFLICT (prefix) DO UPDATE SET tat_us = GREATEST(rate_limits.tat_us, $2) + $3
+             WHERE GREATEST(rate_limits.tat_us, $2) + $3 - $2 <= $4
+             RETURNING tat_us",
+        )
+        .bind(prefix.as_str())
+        .bind(now_us)
+        .bind(interval)
+        .bind(tolerance)
+        .fetch_optional(&self.pool)
+        .await?;
+        if taken.is_some() {
+            return Ok(None);
+        }
+        let tat: i64 = sqlx::query_scalar("SELECT tat_us FROM rate_limits WHERE prefix = $1")
+            .bind(prefix.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Some(
+            (tat.max(now_us) + interval - now_us - tolerance).max(1),
+        ))
     }
 }

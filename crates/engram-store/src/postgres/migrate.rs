@@ -8,11 +8,18 @@ use crate::migration::{check_not_newer, Migration};
 use crate::{StoreError, StoreResult};
 
 /// Every migration, in order. Never edit one that has shipped: add a new one.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "schema",
-    sql: include_str!("../../migrations/postgres/0001_schema.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "schema",
+        sql: include_str!("../../migrations/postgres/0001_schema.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "rate_limits",
+        sql: include_str!("../../migrations/postgres/0002_rate_limits.sql"),
+    },
+];
 
 /// The lock key pair engram's schema changes are serialized on.
 const MIGRATION_LOCK: (i32, i32) = (7405, 0);

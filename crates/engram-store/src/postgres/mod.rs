@@ -128,7 +128,11 @@ mod tests {
         let (a, b) = tokio::join!(PgStore::open(&options), PgStore::open(&options));
         a.unwrap();
         b.unwrap();
-        assert_eq!(pg.psql("SELECT count(*) FROM _engram_migrations"), "1");
+        assert_eq!(
+            pg.psql("SELECT count(*) FROM _engram_migrations"),
+            migrate::MIGRATIONS.len().to_string(),
+            "each migration applied once"
+        );
         pg.psql("INSERT INTO _engram_migrations VALUES (999, 'future', '\\x00', 0)");
         let err = PgStore::open(&PgOptions::new(pg.url()))
             .await

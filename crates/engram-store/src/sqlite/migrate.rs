@@ -58,6 +58,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "raw_embeddings",
         sql: include_str!("../../migrations/sqlite/0010_raw_embeddings.sql"),
     },
+    Migration {
+        version: 11,
+        name: "rate_limits",
+        sql: include_str!("../../migrations/sqlite/0011_rate_limits.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

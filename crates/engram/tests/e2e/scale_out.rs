@@ -168,3 +168,34 @@ async fn two_instances_share_one_store_and_one_finishes_what_a_killed_one_left()
     let c = Server::start_beside(&a, &envs);
     assert!(found(&c, &key, "zebra5").await.contains("item-5"));
 }
+
+/// A key's request budget holds across instances: requests spread over two instances are
+/// counted together.
+#[tokio::test]
+async fn a_keys_rate_limit_holds_across_instances() {
+    let envs = [
+        ("ENGRAM_RATE_LIMIT__ENABLED", "true"),
+        ("ENGRAM_RATE_LIMIT__REQUESTS_PER_SECOND", "1"),
+        ("ENGRAM_RATE_LIMIT__BURST", "4"),
+    ];
+    let a = Server::start_with(&envs);
+    if a.storage_url.is_none() {
+        eprintln!("scale-out: SQLite run, nothing shared; see the PostgreSQL pass");
+        return;
+    }
+    let b = Server::start_beside(&a, &envs);
+    let key = a.key("org-scale-rate", &[]);
+    let other = a.key("org-scale-rate", &[]);
+    let mut statuses = Vec::new();
+    for server in [&a, &b, &a, &b, &a, &b] {
+        statuses.push(server.get("/databases", &key).await.status.as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 429, 429],
+        "four in all, not four each"
+    );
+    let limited = b.get("/databases", &key).await;
+    assert!(limited.header("retry-after").is_some(), "{limited:#?}");
+    assert_eq!(b.get("/databases", &other).await.status.as_u16(), 200);
+}
