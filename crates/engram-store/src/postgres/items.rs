@@ -42,7 +42,7 @@ async fn write_item(
     item: &NewItem,
     existing: Option<i64>,
     now: i64,
-) -> StoreResult<()> {
+) -> StoreResult<i64> {
     if let Some(key) = existing {
         sqlx::query("DELETE FROM chunks WHERE item_key = $1")
             .bind(key)
@@ -110,7 +110,7 @@ async fn write_item(
             .execute(&mut *conn)
             .await?;
     }
-    Ok(())
+    Ok(item_key)
 }
 
 /// `WHERE …` of a listing: scope, liveness and every filter.
@@ -159,38 +159,59 @@ impl ItemStore for PgStore {
         now: i64,
     ) -> StoreResult<Vec<EnqueueOutcome>> {
         let mut tx = self.pool.begin().await?;
-        // An upsert, or an expired item replaced, takes its old chunks with it.
-        lock_feed(&mut tx).await?;
         check_scope(&mut tx, scope).await?;
         let mut outcomes = Vec::with_capacity(items.len());
+        let mut feed_locked = false;
+        // The request's ids that exist, in one statement by their unique key (per item, the
+        // planner could pick a scan of the collection from plans made while the table was small).
+        let (collections, ids): (Vec<&str>, Vec<&str>) = items
+            .iter()
+            .map(|item| (item.collection.as_str(), item.id.as_str()))
+            .unzip();
+        let rows: Vec<(String, String, i64, bool)> = sqlx::query_as(
+            "SELECT i.collection, i.id, i.item_key, i.expires_at IS NOT NULL AND i.expires_at <= $1
+             FROM items i JOIN unnest($3::text[], $4::text[]) AS n(collection, id)
+               ON i.collection = n.collection AND i.id = n.id
+             WHERE i.database_id = $2",
+        )
+        .bind(now)
+        .bind(scope.id.as_str())
+        .bind(&collections)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut existing: std::collections::HashMap<(String, String), (i64, bool)> = rows
+            .into_iter()
+            .map(|(collection, id, key, expired)| ((collection, id), (key, expired)))
+            .collect();
+        sqlx::query(
+            "INSERT INTO collections (database_id, name, created_at)
+             SELECT $1, name, $3 FROM unnest($2::text[]) AS n(name)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(scope.id.as_str())
+        .bind(&collections)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
         for item in items {
-            sqlx::query("INSERT INTO collections (database_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
-                .bind(scope.id.as_str())
-                .bind(item.collection.as_str())
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            let existing = sqlx::query(
-                "SELECT item_key, expires_at IS NOT NULL AND expires_at <= $1 AS expired
-                 FROM items WHERE database_id = $2 AND collection = $3 AND id = $4",
-            )
-            .bind(now)
-            .bind(scope.id.as_str())
-            .bind(item.collection.as_str())
-            .bind(&item.id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let existing = match existing {
-                Some(row) => Some((row.try_get::<i64, _>(0)?, row.try_get::<bool, _>(1)?)),
-                None => None,
-            };
-            if let Some((_, false)) = existing {
+            let name = (item.collection.as_str().to_owned(), item.id.clone());
+            let found = existing.get(&name).copied();
+            if let Some((_, false)) = found {
                 if !upsert {
                     outcomes.push(EnqueueOutcome::Exists);
                     continue;
                 }
             }
-            write_item(&mut tx, scope, item, existing.map(|(key, _)| key), now).await?;
+            // A replaced item (an upsert, or an expired one) takes its old chunks with it: the
+            // feed's lock comes first, before this transaction touches any existing item row.
+            if found.is_some() && !feed_locked {
+                lock_feed(&mut tx).await?;
+                feed_locked = true;
+            }
+            let key = write_item(&mut tx, scope, item, found.map(|(key, _)| key), now).await?;
+            // The same id again later in the request is an existing item.
+            existing.insert(name, (key, false));
             outcomes.push(EnqueueOutcome::Queued);
         }
         tx.commit().await?;
@@ -488,7 +509,8 @@ impl ChunkFeed for PgStore {
         keys.sort_unstable();
         keys.dedup();
         let rows = sqlx::query(&format!(
-            "SELECT {INDEXED_COLUMNS} FROM chunks c WHERE c.chunk_key = ANY($1)"
+            "SELECT {INDEXED_COLUMNS} FROM unnest($1::bigint[]) AS k(chunk_key)
+             JOIN chunks c ON c.chunk_key = k.chunk_key"
         ))
         .bind(keys)
         .fetch_all(&mut *tx)
@@ -604,9 +626,12 @@ async fn claim_next(
         ),
     };
     let database: Option<String> = sqlx::query_scalar(&format!(
+        // The runnable item is looked up in queue order, so the planner walks the queue index
+        // (an EXISTS let it scan the table, past every completed and dead row).
         "SELECT d.id FROM databases d
+         JOIN LATERAL (SELECT 1 FROM items i WHERE i.database_id = d.id AND {runnable}
+                       ORDER BY i.run_after, i.item_key LIMIT 1) due ON TRUE
          WHERE d.state <> 'deleting'
-           AND EXISTS (SELECT 1 FROM items i WHERE i.database_id = d.id AND {runnable})
            AND (SELECT COUNT(DISTINCT f.lease_owner) FROM databases od JOIN items f ON f.database_id = od.id
                 WHERE od.org_id = d.org_id AND f.status = 'processing' AND f.lease_until >= $1
                   AND f.lease_owner <> $3) < $2

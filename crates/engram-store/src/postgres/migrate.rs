@@ -19,6 +19,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "rate_limits",
         sql: include_str!("../../migrations/postgres/0002_rate_limits.sql"),
     },
+    Migration {
+        version: 3,
+        name: "item_lookups",
+        sql: include_str!("../../migrations/postgres/0003_item_lookups.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.
