@@ -51,13 +51,10 @@ impl App {
         if record.revoked_at.is_some() {
             return Err(AppError::Unauthorized(REVOKED));
         }
-        if record.expires_at.is_some_and(|at| at <= self.now_ms()) {
+        if record.expires_at.is_some_and(|at| at <= self.now()) {
             return Err(AppError::Unauthorized(EXPIRED));
         }
-        self.inner
-            .limiter
-            .check(&record.prefix, self.now_ms())
-            .await?;
+        self.inner.limiter.check(&record.prefix, self.now()).await?;
         Ok(Principal {
             key: record.prefix,
             org: record.org,

@@ -102,7 +102,7 @@ impl App {
             schema,
             embeddings_dimension: dimension,
             is_embeddings_tenant: request.is_embeddings_tenant,
-            created_at: self.now_ms(),
+            created_at: self.now(),
         };
         let created = self
             .store()
@@ -182,10 +182,7 @@ impl App {
         name: &DatabaseName,
     ) -> AppResult<DatabaseStats> {
         let database = self.authorize_database(who, name).await?;
-        let counts = self
-            .store()
-            .counts(&database.scope(), self.now_ms())
-            .await?;
+        let counts = self.store().counts(&database.scope(), self.now()).await?;
         Ok(DatabaseStats { database, counts })
     }
 
@@ -207,7 +204,7 @@ impl App {
         let mut db = self.authorize_database(who, name).await?;
         db.schema = self
             .store()
-            .add_schema_fields(&db.scope(), &fields, self.now_ms())
+            .add_schema_fields(&db.scope(), &fields, self.now())
             .await
             .map_err(|e| match e {
                 engram_store::StoreError::NotFound(_) => {
@@ -251,7 +248,7 @@ impl App {
         }
         let renamed = self
             .store()
-            .rename_database(&db.scope(), &new_name, self.now_ms())
+            .rename_database(&db.scope(), &new_name, self.now())
             .await
             .map_err(|e| match e {
                 engram_store::StoreError::Conflict(_) => {
@@ -319,7 +316,7 @@ impl App {
                 &db.scope(),
                 &update,
                 INSTRUCTION_COLLECTIONS_MAX,
-                self.now_ms(),
+                self.now(),
             )
             .await
             .map_err(|e| match e {
@@ -342,7 +339,7 @@ impl App {
         let db = self.authorize_database(who, name).await?;
         if !self
             .store()
-            .schedule_deletion(&db.scope(), self.now_ms())
+            .schedule_deletion(&db.scope(), self.now())
             .await?
         {
             return Err(AppError::DatabaseNotFound(name.to_string()));

@@ -147,7 +147,7 @@ impl App {
             database,
             collection,
             body,
-            created_at: self.now_ms(),
+            created_at: self.now(),
         };
         self.store().insert_feedback(&record).await?;
         tracing::info!(org = %who.org, request_id = %record.request_id, feedback_id = %record.feedback_id, "feedback recorded");

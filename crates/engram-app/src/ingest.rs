@@ -8,8 +8,9 @@ use engram_types::limits::{
     INSTRUCTIONS_MAX_CHARS, ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS, ITEM_METADATA_KEYS_MAX,
     ITEM_METADATA_MAX_BYTES, TITLE_MAX_CHARS,
 };
-use engram_types::{CollectionName, IndexingStatus, ItemErrorCode, ItemKind};
+use engram_types::{CollectionName, IndexingStatus, ItemErrorCode, ItemKind, UnixMs};
 use serde_json::{Map, Value};
+use std::time::Duration;
 
 use crate::{App, AppError, AppResult, Principal};
 
@@ -377,7 +378,7 @@ fn memory_item(
     id: String,
     memory: MemoryInput,
     text: String,
-    expires_at: Option<i64>,
+    expires_at: Option<UnixMs>,
 ) -> NewItem {
     NewItem {
         collection: collection.clone(),
@@ -505,7 +506,7 @@ impl App {
                 "`memories` must hold at least one memory".into(),
             ));
         }
-        let now = self.now_ms();
+        let now = self.now();
         let mut prepared = Vec::with_capacity(request.memories.len());
         for (i, memory) in request.memories.iter().enumerate() {
             let text = memory_text(memory, i)?;
@@ -528,7 +529,7 @@ impl App {
             }
             let expires_at = match memory.expiry_time {
                 None => None,
-                Some(secs) if secs > 0 => Some(now.saturating_add(secs.saturating_mul(1000))),
+                Some(secs) if secs > 0 => Some(now.after(Duration::from_secs(secs.unsigned_abs()))),
                 Some(_) => {
                     return Err(AppError::Validation(format!(
                         "memories[{i}].expiry_time must be a positive number of seconds"
@@ -597,7 +598,7 @@ impl App {
         }
         let outcomes = self
             .store()
-            .enqueue_items(&db.scope(), &items, upsert, self.now_ms())
+            .enqueue_items(&db.scope(), &items, upsert, self.now())
             .await
             .map_err(|e| match e {
                 engram_store::StoreError::NotFound(_) => {

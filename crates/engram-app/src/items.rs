@@ -114,7 +114,7 @@ impl App {
         }
         let db = self.authorize_database(who, database).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
-        let (scope, now) = (db.scope(), self.now_ms());
+        let (scope, now) = (db.scope(), self.now());
         let filter = ChunkFilter {
             kinds: request.kind.into_iter().collect(),
             collections: vec![collection.clone()],
@@ -182,7 +182,7 @@ impl App {
         let collection = parse_collection(&db, collection, "collection")?;
         let found = self
             .store()
-            .item_statuses(&db.scope(), &collection, ids, self.now_ms())
+            .item_statuses(&db.scope(), &collection, ids, self.now())
             .await?;
         let statuses = ids
             .iter()
@@ -219,7 +219,7 @@ impl App {
         let collection = parse_collection(&db, collection, "collection")?;
         let deleted = self
             .store()
-            .delete_items(&db.scope(), &collection, kind, ids, self.now_ms())
+            .delete_items(&db.scope(), &collection, kind, ids, self.now())
             .await
             .map_err(|e| match e {
                 engram_store::StoreError::NotFound(_) => {
@@ -293,7 +293,7 @@ impl App {
         };
         let found = self
             .store()
-            .list_items(&db.scope(), &query, self.now_ms())
+            .list_items(&db.scope(), &query, self.now())
             .await?;
         Ok(Listing {
             database: db,

@@ -6,6 +6,7 @@ use engram_store::ApiKeyRecord;
 use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 use crate::{App, AppError, AppResult};
@@ -77,10 +78,10 @@ impl App {
                 })
             })
             .collect::<AppResult<Vec<_>>>()?;
-        let now = self.now_ms();
-        let expires_at = spec.expires_in_secs.map(|secs| {
-            i64::try_from(secs.saturating_mul(1000)).map_or(i64::MAX, |ms| now.saturating_add(ms))
-        });
+        let now = self.now();
+        let expires_at = spec
+            .expires_in_secs
+            .map(|secs| now.after(Duration::from_secs(secs)));
         let prefix = format!("{PREFIX_TAG}{}", random_hex(8));
         let secret = random_hex(32);
         let record = ApiKeyRecord {
@@ -110,7 +111,7 @@ impl App {
     pub async fn revoke_key(&self, prefix: &str) -> AppResult<()> {
         let prefix = ApiKeyPrefix::from_trusted(prefix);
         // Revoking an already revoked key is not an error; an unknown prefix is.
-        let revoked_now = self.store().revoke_key(&prefix, self.now_ms()).await?;
+        let revoked_now = self.store().revoke_key(&prefix, self.now()).await?;
         if revoked_now || self.store().find_key(&prefix).await?.is_some() {
             Ok(())
         } else {

@@ -36,7 +36,7 @@ use engram_store::Store;
 use tokio::sync::Notify;
 
 pub use auth::Principal;
-pub use clock::{format_ms, Clock, SystemClock};
+pub use clock::{format_ms, Clock, SystemClock, UnixMs};
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
@@ -236,12 +236,8 @@ impl App {
         self.inner.store.as_ref()
     }
 
-    fn now_ms(&self) -> i64 {
-        self.inner.clock.now_ms()
-    }
-
-    /// The application clock's time, in Unix milliseconds.
-    pub fn now(&self) -> i64 {
-        self.now_ms()
+    /// The application clock's time.
+    pub fn now(&self) -> UnixMs {
+        self.inner.clock.now()
     }
 }

@@ -111,7 +111,7 @@ impl App {
     /// Deletes up to 1,000 expired memories with their chunks (the indexes follow); returns
     /// how many chunks went.
     pub(crate) async fn purge_expired_memories(&self) -> AppResult<u64> {
-        Ok(self.store().purge_expired(self.now_ms(), 1_000).await?)
+        Ok(self.store().purge_expired(self.now(), 1_000).await?)
     }
 
     /// One pass over every database that needs work. Public to the crate's tests.
@@ -148,7 +148,7 @@ impl App {
                 .await
                 .map_err(engram_store::StoreError::from)?;
             mark(&mut infra);
-            self.store().set_infra(&db.id, infra, self.now_ms()).await?;
+            self.store().set_infra(&db.id, infra, self.now()).await?;
         }
         tracing::info!(database = %db.name, id = %db.id, "database provisioned");
         Ok(())
@@ -173,6 +173,7 @@ mod tests {
 
     use engram_config::Config;
     use engram_store::sqlite::SqliteStore;
+    use engram_types::UnixMs;
 
     use super::*;
     use crate::testing::{acme_docs, config_with_model};
@@ -191,8 +192,10 @@ mod tests {
     struct Later(std::sync::atomic::AtomicI64);
 
     impl Clock for Later {
-        fn now_ms(&self) -> i64 {
-            SystemClock.now_ms() + self.0.load(std::sync::atomic::Ordering::Relaxed)
+        fn now(&self) -> UnixMs {
+            UnixMs::from_millis(
+                SystemClock.now().as_millis() + self.0.load(std::sync::atomic::Ordering::Relaxed),
+            )
         }
     }
 

@@ -7,7 +7,7 @@ use engram_index::TermOperator;
 use engram_search::temporal::{self, Mention, TemporalIntent};
 use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
 use engram_store::{ChunkFilter, ChunkHit, ChunkSelection, DatabaseScope, FilterValue};
-use engram_types::{CollectionName, DatabaseName, ItemKind};
+use engram_types::{CollectionName, DatabaseName, ItemKind, UnixMs};
 use serde_json::{Map, Value};
 
 use crate::filters::FilterBudget;
@@ -156,15 +156,15 @@ const WHEN_BONUS: f32 = 0.2;
 const TEMPORAL_POOL_FACTOR: usize = 3;
 const TEMPORAL_POOL_MIN: usize = 30;
 
-fn date_of_ms(ms: i64) -> time::Date {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+fn date_of(at: UnixMs) -> time::Date {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.as_millis()) * 1_000_000)
         .map_or(time::Date::MIN, time::OffsetDateTime::date)
 }
 
 /// The time a chunk speaks from: its item's `timestamp` when that names a date, else when the
 /// item was stored.
 fn anchor(hit: &ChunkHit) -> time::Date {
-    let stored = date_of_ms(hit.item.created_at);
+    let stored = date_of(hit.item.created_at);
     temporal::anchor_of(&hit.item.fields.timestamp, stored).unwrap_or(stored)
 }
 
@@ -453,7 +453,7 @@ impl Plan {
         &self,
         db: &DatabaseRecord,
         request: QueryRequest,
-        now: i64,
+        now: UnixMs,
     ) -> AppResult<(SearchRequest, Vec<String>)> {
         let (collections, weights) =
             resolve_collections(db, request.collection.as_deref(), request.collections)?;
@@ -503,15 +503,15 @@ impl App {
                     .map(str::trim)
                     .filter(|n| !n.is_empty())
                 {
-                    None => date_of_ms(self.now_ms()),
-                    Some(text) => temporal::anchor_of(text, date_of_ms(self.now_ms()))
+                    None => date_of(self.now()),
+                    Some(text) => temporal::anchor_of(text, date_of(self.now()))
                         .ok_or_else(|| bad(format!("`temporal_now` `{text}` names no date")))?,
                 };
                 Some((temporal::intent(&request.query, now), now))
             }
         };
         let db = self.authorize_database(who, database).await?;
-        let (mut search, ignored_filters) = plan.search(&db, request, self.now_ms())?;
+        let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
         if temporal.is_some() {
             search.limit = (plan.limit * TEMPORAL_POOL_FACTOR)
                 .max(TEMPORAL_POOL_MIN)
@@ -543,7 +543,7 @@ impl App {
         scope: &DatabaseScope,
         chunks: &[RankedChunk],
         span: u32,
-        now: i64,
+        now: UnixMs,
     ) -> AppResult<Vec<Vec<ChunkHit>>> {
         let mut related = vec![Vec::new(); chunks.len()];
         if span == 0 {

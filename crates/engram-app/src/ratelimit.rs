@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use engram_config::RateLimitConfig;
 use engram_store::{RateRule, Store};
-use engram_types::ApiKeyPrefix;
+use engram_types::{ApiKeyPrefix, UnixMs};
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
@@ -50,8 +50,8 @@ impl RateLimiter {
         }
     }
 
-    /// Takes one request from the key's bucket at `now_ms`.
-    pub(crate) async fn check(&self, key: &ApiKeyPrefix, now_ms: i64) -> AppResult<()> {
+    /// Takes one request from the key's bucket at `now`.
+    pub(crate) async fn check(&self, key: &ApiKeyPrefix, now: UnixMs) -> AppResult<()> {
         let wait_us = match self {
             Self::Off => None,
             Self::Local(limiter) => {
@@ -66,7 +66,7 @@ impl RateLimiter {
             }
             Self::Shared { store, rule } => {
                 store
-                    .take_request(key, *rule, now_ms.saturating_mul(1_000))
+                    .take_request(key, *rule, now.as_millis().saturating_mul(1_000))
                     .await?
             }
         };
@@ -98,14 +98,14 @@ mod tests {
         let a = ApiKeyPrefix::from_trusted("a");
         let b = ApiKeyPrefix::from_trusted("b");
         for _ in 0..3 {
-            limiter.check(&a, 1_000).await.unwrap();
+            limiter.check(&a, UnixMs::from_millis(1_000)).await.unwrap();
         }
-        match limiter.check(&a, 1_000).await {
+        match limiter.check(&a, UnixMs::from_millis(1_000)).await {
             Err(AppError::RateLimited { retry_after_secs }) => assert_eq!(retry_after_secs, 1),
             other => panic!("expected a rate limit, got {other:?}"),
         }
         limiter
-            .check(&b, 1_000)
+            .check(&b, UnixMs::from_millis(1_000))
             .await
             .expect("each key has its own bucket");
     }
@@ -132,7 +132,7 @@ mod tests {
         ] {
             let a = ApiKeyPrefix::from_trusted("a");
             for _ in 0..100 {
-                limiter.check(&a, 1_000).await.unwrap();
+                limiter.check(&a, UnixMs::from_millis(1_000)).await.unwrap();
             }
         }
     }

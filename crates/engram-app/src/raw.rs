@@ -321,7 +321,7 @@ impl App {
         }
         let written = self
             .store()
-            .put_raw(&db.scope(), &collection, &vectors, upsert, self.now_ms())
+            .put_raw(&db.scope(), &collection, &vectors, upsert, self.now())
             .await?;
         Ok((db, collection, written))
     }

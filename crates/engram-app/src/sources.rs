@@ -12,7 +12,7 @@ use engram_store::{
     DatabaseRecord, DatabaseScope, ItemOrigin, ItemRecord, MetadataEdit, MetadataEditOutcome,
 };
 use engram_types::limits::{DOWNLOAD_LINK_DEFAULT_SECS, DOWNLOAD_LINK_MAX_SECS};
-use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
+use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 
@@ -60,7 +60,7 @@ impl SourceView {
 #[derive(Debug, Clone)]
 pub struct DownloadLink {
     pub token: String,
-    pub expires_at: i64,
+    pub expires_at: UnixMs,
 }
 
 /// What a download link opens.
@@ -122,7 +122,7 @@ impl App {
         };
         let db = self.authorize_database(who, database).await?;
         let collection = parse_collection(&db, collection, "collection")?;
-        let (scope, now) = (db.scope(), self.now_ms());
+        let (scope, now) = (db.scope(), self.now());
         let source = self
             .store()
             .item_source(&scope, &collection, id, now)
@@ -130,7 +130,7 @@ impl App {
             .ok_or_else(|| AppError::SourceNotFound(id.to_owned()))?;
         // Files get their extracted text when indexed; before that there is none.
         let content = source.item.fields.text.clone().unwrap_or_default();
-        let expires_at = now.saturating_add(millis(Duration::from_secs(expiry)));
+        let expires_at = now.after(Duration::from_secs(expiry));
         let token = self
             .sign_link(&LinkClaims {
                 org: scope.org.clone(),
@@ -153,7 +153,7 @@ impl App {
     /// A link that is malformed, forged or expired is `FORBIDDEN`.
     pub async fn download(&self, token: &str) -> AppResult<Download> {
         let claims = self.verify_link(token).await?;
-        if claims.expires_at <= self.now_ms() {
+        if claims.expires_at <= self.now() {
             return Err(AppError::Forbidden("this download link has expired".into()));
         }
         let scope = DatabaseScope {
@@ -162,7 +162,7 @@ impl App {
         };
         let source = self
             .store()
-            .item_source(&scope, &claims.collection, &claims.id, self.now_ms())
+            .item_source(&scope, &claims.collection, &claims.id, self.now())
             .await?
             .ok_or_else(|| AppError::SourceNotFound(claims.id.clone()))?;
         let item = source.item;
@@ -209,7 +209,7 @@ impl App {
         };
         let outcome = self
             .store()
-            .edit_item_metadata(&db.scope(), &collection, id, &edit, &check, self.now_ms())
+            .edit_item_metadata(&db.scope(), &collection, id, &edit, &check, self.now())
             .await?;
         match outcome {
             MetadataEditOutcome::Edited {
@@ -233,7 +233,7 @@ impl App {
         let candidate: [u8; 32] = rand::random();
         Ok(self
             .store()
-            .service_secret(LINK_SECRET, &candidate, self.now_ms())
+            .service_secret(LINK_SECRET, &candidate, self.now())
             .await?)
     }
 
@@ -262,10 +262,6 @@ impl App {
     }
 }
 
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// What a download link names: one source of one database, until a time.
 #[derive(Debug, Clone, PartialEq)]
 struct LinkClaims {
@@ -273,7 +269,7 @@ struct LinkClaims {
     database: DatabaseId,
     collection: CollectionName,
     id: String,
-    expires_at: i64,
+    expires_at: UnixMs,
 }
 
 impl LinkClaims {
@@ -286,7 +282,7 @@ impl LinkClaims {
             self.database.as_str(),
             self.collection.as_str(),
             self.id,
-            self.expires_at
+            self.expires_at.as_millis()
         )
     }
 
@@ -297,7 +293,7 @@ impl LinkClaims {
             database: DatabaseId::from_trusted(parts.next()?),
             collection: CollectionName::from_trusted(parts.next()?),
             id: parts.next()?.to_owned(),
-            expires_at: parts.next()?.parse().ok()?,
+            expires_at: UnixMs::from_millis(parts.next()?.parse().ok()?),
         };
         parts.next().is_none().then_some(claims)
     }
@@ -314,7 +310,7 @@ mod tests {
             database: DatabaseId::from_trusted("db_1"),
             collection: CollectionName::from_trusted("c"),
             id: "doc 1".into(),
-            expires_at: 42,
+            expires_at: UnixMs::from_millis(42),
         };
         assert_eq!(LinkClaims::decode(&claims.encode()), Some(claims.clone()));
         assert_eq!(

@@ -189,7 +189,7 @@ impl App {
         };
         let record = self
             .store()
-            .put_webhook(&who.org, url.as_str(), &event_types, change, self.now_ms())
+            .put_webhook(&who.org, url.as_str(), &event_types, change, self.now())
             .await?;
         tracing::info!(org = %who.org, host = url.host_str().unwrap_or_default(), "webhook registered");
         Ok(Registered {
@@ -229,7 +229,7 @@ impl App {
         let secret = own.or_else(|| generated.clone());
         if !self
             .store()
-            .set_signing_secret(&who.org, secret.as_deref(), self.now_ms())
+            .set_signing_secret(&who.org, secret.as_deref(), self.now())
             .await?
         {
             return Err(AppError::WebhookNotFound);
@@ -242,7 +242,7 @@ impl App {
         self.authorize_webhooks(who)?;
         if !self
             .store()
-            .set_signing_secret(&who.org, None, self.now_ms())
+            .set_signing_secret(&who.org, None, self.now())
             .await?
         {
             return Err(AppError::WebhookNotFound);
@@ -255,10 +255,7 @@ impl App {
         self.authorize_webhooks(who)?;
         let webhook = self.registered_webhook(who).await?;
         let timeout = self.config().webhooks.timeout;
-        Ok(
-            engram_webhooks::send_test(&self.inner.outbound, &webhook, self.now_ms(), timeout)
-                .await,
-        )
+        Ok(engram_webhooks::send_test(&self.inner.outbound, &webhook, self.now(), timeout).await)
     }
 
     /// One page of the delivery history, newest first.
@@ -321,7 +318,7 @@ impl App {
         self.authorize_webhooks(who)?;
         match self
             .store()
-            .requeue_delivery(&who.org, delivery_id, self.now_ms())
+            .requeue_delivery(&who.org, delivery_id, self.now())
             .await?
         {
             Requeue::Queued => {

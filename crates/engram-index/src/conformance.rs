@@ -7,9 +7,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use engram_store::conformance::{chunk, claim_ours, collection, item, setup};
+use engram_store::conformance::{chunk, claim_ours, collection, item, moment, setup};
 use engram_store::{ChunkFilter, ChunkKey, DatabaseScope, FilterValue, ItemOrigin, NewItem, Store};
-use engram_types::{CollectionName, ItemKind};
+use engram_types::{CollectionName, ItemKind, UnixMs};
 use serde_json::json;
 
 use crate::{IndexFilter, IndexResult, Indexes, LexicalQuery, TermOperator};
@@ -40,7 +40,7 @@ async fn keyword(
     filter: &ChunkFilter,
     query: &LexicalQuery,
     limit: usize,
-    now: i64,
+    now: UnixMs,
 ) -> IndexResult<Vec<(ChunkKey, f32)>> {
     indexes.catch_up().await?;
     indexes
@@ -53,7 +53,7 @@ async fn index<S: Store + ?Sized>(
     store: &S,
     scope: &DatabaseScope,
     items: Vec<NewItem>,
-    now: i64,
+    now: UnixMs,
 ) -> Vec<(String, ChunkKey)> {
     store.enqueue_items(scope, &items, true, now).await.unwrap();
     for claimed in claim_ours(store, scope, "search", now).await {
@@ -98,7 +98,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
             item("c", "c", "quantum chromodynamics of quarks"),
             item("d", "e", "brown bears in another collection"),
         ],
-        10,
+        moment(10),
     )
     .await;
     // The same words in another organization's database never show up.
@@ -106,7 +106,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         store,
         &other,
         vec![item("c", "x", "brown fox brown fox")],
-        10,
+        moment(10),
     )
     .await;
     let all = ChunkFilter::default();
@@ -117,7 +117,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &all,
         &terms(&["brown", "fox"], TermOperator::Or),
         10,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -133,7 +133,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &all,
         &terms(&["brown", "dog"], TermOperator::And),
         10,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -147,7 +147,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &all,
         &terms(&["brown", "dog"], TermOperator::Phrase),
         10,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -163,7 +163,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &all,
         &terms(&["sleeping"], TermOperator::Or),
         10,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -175,7 +175,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &all,
         &terms(&["NEAR(", "\"", "*", "AND"], TermOperator::Or),
         10,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -191,7 +191,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &only_c,
         &terms(&["brown"], TermOperator::Or),
         10,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -203,7 +203,7 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
         &all,
         &terms(&["brown"], TermOperator::Or),
         1,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -211,18 +211,18 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
 
     // Another organization's keys are never fetched through this scope.
     let foreign = store
-        .filtered_chunk_keys(&other, &all, 100, 20)
+        .filtered_chunk_keys(&other, &all, 100, moment(20))
         .await
         .unwrap();
     assert_eq!(foreign.len(), 1);
     assert!(store
-        .fetch_chunks(&scope, &all, &foreign, 20)
+        .fetch_chunks(&scope, &all, &foreign, moment(20))
         .await
         .unwrap()
         .is_empty());
     assert!(
         store
-            .passing_chunk_keys(&scope, &all, &foreign, 20)
+            .passing_chunk_keys(&scope, &all, &foreign, moment(20))
             .await
             .unwrap()
             .is_empty(),
@@ -240,22 +240,23 @@ async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexe
     let mut memory = item("c", "mem", "apples remembered");
     memory.kind = ItemKind::Memory;
     memory.origin = ItemOrigin::Memory;
-    memory.fields.expires_at = Some(1_000);
-    let keys = index(store, &scope, vec![red, green, memory], 10).await;
+    memory.fields.expires_at = Some(moment(1_000));
+    let keys = index(store, &scope, vec![red, green, memory], moment(10)).await;
     let every: Vec<ChunkKey> = keys.iter().map(|k| k.1).collect();
     let apples = terms(&["apples"], TermOperator::Or);
 
     let (scope_ref, apples_ref) = (&scope, &apples);
     let by = |filter: ChunkFilter| async move {
-        let mut found: Vec<ChunkKey> = keyword(indexes, scope_ref, &filter, apples_ref, 10, 20)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|f| f.0)
-            .collect();
+        let mut found: Vec<ChunkKey> =
+            keyword(indexes, scope_ref, &filter, apples_ref, 10, moment(20))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| f.0)
+                .collect();
         found.sort_unstable();
         let mut keyed = store
-            .filtered_chunk_keys(scope_ref, &filter, 10, 20)
+            .filtered_chunk_keys(scope_ref, &filter, 10, moment(20))
             .await
             .unwrap();
         keyed.sort_unstable();
@@ -316,7 +317,7 @@ async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexe
         [key_of(&keys, "mem")]
     );
 
-    let passing = |filter: ChunkFilter, now: i64| {
+    let passing = |filter: ChunkFilter, now: UnixMs| {
         let (scope, every) = (scope.clone(), every.clone());
         async move {
             let mut keys = store
@@ -331,16 +332,19 @@ async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexe
         metadata: vec![("colour".into(), FilterValue::Eq(json!("red")))],
         ..ChunkFilter::default()
     };
-    assert_eq!(passing(red_filter, 20).await, [key_of(&keys, "red")]);
-    assert_eq!(passing(ChunkFilter::default(), 20).await.len(), 3);
     assert_eq!(
-        passing(ChunkFilter::default(), 1_000).await.len(),
+        passing(red_filter, moment(20)).await,
+        [key_of(&keys, "red")]
+    );
+    assert_eq!(passing(ChunkFilter::default(), moment(20)).await.len(), 3);
+    assert_eq!(
+        passing(ChunkFilter::default(), moment(1_000)).await.len(),
         2,
         "an expired memory does not pass"
     );
 
     let hits = store
-        .fetch_chunks(&scope, &ChunkFilter::default(), &every, 20)
+        .fetch_chunks(&scope, &ChunkFilter::default(), &every, moment(20))
         .await
         .unwrap();
     assert_eq!(hits.len(), 3);
@@ -356,30 +360,42 @@ async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexe
 
     // The memory expires at 1000: gone from every retrieval read at once.
     let later = store
-        .fetch_chunks(&scope, &ChunkFilter::default(), &every, 1_000)
+        .fetch_chunks(&scope, &ChunkFilter::default(), &every, moment(1_000))
         .await
         .unwrap();
     assert_eq!(later.len(), 2);
     assert_eq!(
-        keyword(indexes, &scope, &ChunkFilter::default(), &apples, 10, 1_000)
-            .await
-            .unwrap()
-            .len(),
+        keyword(
+            indexes,
+            &scope,
+            &ChunkFilter::default(),
+            &apples,
+            10,
+            moment(1_000)
+        )
+        .await
+        .unwrap()
+        .len(),
         2
     );
     // A database scheduled for deletion has nothing to find.
-    store.schedule_deletion(&scope, 30).await.unwrap();
+    store.schedule_deletion(&scope, moment(30)).await.unwrap();
     assert!(store
-        .fetch_chunks(&scope, &ChunkFilter::default(), &every, 40)
+        .fetch_chunks(&scope, &ChunkFilter::default(), &every, moment(40))
         .await
         .unwrap()
         .is_empty());
-    assert!(
-        keyword(indexes, &scope, &ChunkFilter::default(), &apples, 10, 40)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(keyword(
+        indexes,
+        &scope,
+        &ChunkFilter::default(),
+        &apples,
+        10,
+        moment(40)
+    )
+    .await
+    .unwrap()
+    .is_empty());
 }
 
 /// The lexical index may be shared by every database: a database whose matches rank below
@@ -390,7 +406,7 @@ async fn matches_beyond_other_databases_are_found<S: Store + ?Sized>(store: &S, 
     let crowd: Vec<NewItem> = (0..300)
         .map(|i| item("c", &format!("z{i}"), "zebra zebra zebra"))
         .collect();
-    index(store, &theirs, crowd, 10).await;
+    index(store, &theirs, crowd, moment(10)).await;
     let keys = index(
         store,
         &ours,
@@ -399,7 +415,7 @@ async fn matches_beyond_other_databases_are_found<S: Store + ?Sized>(store: &S, 
             "mine",
             "a long text that mentions a zebra only once among many other words here",
         )],
-        10,
+        moment(10),
     )
     .await;
     let found = keyword(
@@ -408,7 +424,7 @@ async fn matches_beyond_other_databases_are_found<S: Store + ?Sized>(store: &S, 
         &ChunkFilter::default(),
         &terms(&["zebra"], TermOperator::Or),
         5,
-        20,
+        moment(20),
     )
     .await
     .unwrap();
@@ -419,7 +435,7 @@ async fn matches_beyond_other_databases_are_found<S: Store + ?Sized>(store: &S, 
 /// context when the one before it is deleted, purged or replaced: its words leave the index.
 async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
     let scope = setup(store, "db_search_4", "conf-search-4").await;
-    let memory = |id: &str, title: &str, text: &str, expires_at: Option<i64>| {
+    let memory = |id: &str, title: &str, text: &str, expires_at: Option<UnixMs>| {
         let mut m = item("c", id, text);
         m.kind = ItemKind::Memory;
         m.origin = ItemOrigin::Memory;
@@ -433,13 +449,16 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
         memory("a1", "s1", "Only once.", None),
         memory("q2", "s2", "Did you visit Lisbon?", None),
         memory("a2", "s2", "Twice, in spring.", None),
-        memory("q3", "s3", "Is the gondola open?", Some(1_000)),
+        memory("q3", "s3", "Is the gondola open?", Some(moment(1_000))),
         memory("a3", "s3", "Until October.", None),
     ];
-    store.enqueue_items(&scope, &items, true, 10).await.unwrap();
-    for claimed in claim_ours(store, &scope, "context", 10).await {
+    store
+        .enqueue_items(&scope, &items, true, moment(10))
+        .await
+        .unwrap();
+    for claimed in claim_ours(store, &scope, "context", moment(10)).await {
         let context = store
-            .preceding_memory(&claimed, 10)
+            .preceding_memory(&claimed, moment(10))
             .await
             .unwrap()
             .unwrap_or_default();
@@ -451,16 +470,26 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
                 claimed.text.as_deref().unwrap(),
             )
         };
-        assert!(store.complete_item(&claimed, &[chunk], 10).await.unwrap());
+        assert!(store
+            .complete_item(&claimed, &[chunk], moment(10))
+            .await
+            .unwrap());
     }
     let found = |word: &'static str| {
         let query = terms(&[word], TermOperator::Or);
         let scope = scope.clone();
         async move {
-            keyword(indexes, &scope, &ChunkFilter::default(), &query, 10, 20)
-                .await
-                .unwrap()
-                .len()
+            keyword(
+                indexes,
+                &scope,
+                &ChunkFilter::default(),
+                &query,
+                10,
+                moment(20),
+            )
+            .await
+            .unwrap()
+            .len()
         }
     };
     assert_eq!(
@@ -472,7 +501,7 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
     assert_eq!(found("gondola").await, 2);
 
     store
-        .delete_items(&scope, &collection("c"), None, &["q1".into()], 20)
+        .delete_items(&scope, &collection("c"), None, &["q1".into()], moment(20))
         .await
         .unwrap();
     assert_eq!(
@@ -482,7 +511,7 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
     );
     let replaced = memory("q2", "s2", "Did you visit Porto?", None);
     store
-        .enqueue_items(&scope, &[replaced], true, 30)
+        .enqueue_items(&scope, &[replaced], true, moment(30))
         .await
         .unwrap();
     assert_eq!(
@@ -490,7 +519,7 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
         0,
         "a replaced memory leaves its successor's context"
     );
-    store.purge_expired(2_000, 100).await.unwrap();
+    store.purge_expired(moment(2_000), 100).await.unwrap();
     assert_eq!(
         found("gondola").await,
         0,
@@ -502,7 +531,9 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
 async fn zebras(indexes: &Indexes, scope: &DatabaseScope) -> (usize, usize) {
     let zebra = terms(&["zebra"], TermOperator::Or);
     let all = ChunkFilter::default();
-    let keyword = keyword(indexes, scope, &all, &zebra, 10, 0).await.unwrap();
+    let keyword = keyword(indexes, scope, &all, &zebra, 10, moment(0))
+        .await
+        .unwrap();
     let vectors = indexes.vector_count(&scope.id).await.unwrap();
     (keyword.len(), vectors)
 }
@@ -519,7 +550,7 @@ async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &
             item("c", "a", "striped zebras graze"),
             item("c", "b", "striped zebras graze"),
         ],
-        1,
+        moment(1),
     )
     .await;
     assert_eq!(
@@ -544,7 +575,7 @@ async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &
             &CollectionName::from_trusted("c"),
             None,
             &["a".into()],
-            0,
+            moment(0),
         )
         .await
         .unwrap();
@@ -554,7 +585,7 @@ async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &
         "a delete leaves both indexes"
     );
     store
-        .enqueue_items(&scope, &[item("c", "b", "new")], true, 3)
+        .enqueue_items(&scope, &[item("c", "b", "new")], true, moment(3))
         .await
         .unwrap();
     assert_eq!(
@@ -563,7 +594,13 @@ async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &
         "an upsert drops the old chunks"
     );
     // `b` is indexed again with its new text, beside `z`.
-    index(store, &scope, vec![item("c", "z", "zebra again")], 4).await;
+    index(
+        store,
+        &scope,
+        vec![item("c", "z", "zebra again")],
+        moment(4),
+    )
+    .await;
     assert_eq!(zebras(indexes, &scope).await, (1, 2));
 
     let rebuilt = Indexes::in_memory(shared.clone(), 2);
@@ -572,7 +609,7 @@ async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &
         (1, 2),
         "a new owner builds from the store"
     );
-    store.schedule_deletion(&scope, 7).await.unwrap();
+    store.schedule_deletion(&scope, moment(7)).await.unwrap();
     store.purge_database(&scope.id).await.unwrap();
     assert_eq!(
         zebras(indexes, &scope).await,

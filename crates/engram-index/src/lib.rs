@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engram_store::{ChunkChanges, ChunkFilter, DatabaseScope, Store, StoreError};
-use engram_types::{DatabaseId, ItemKind};
+use engram_types::{DatabaseId, ItemKind, UnixMs};
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
@@ -266,7 +266,7 @@ impl Indexes {
         filter: &ChunkFilter,
         query: &LexicalQuery,
         limit: usize,
-        now: i64,
+        now: UnixMs,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         if limit == 0 || query.is_empty() {
             return Ok(Vec::new());

@@ -12,7 +12,7 @@ use engram_embed::Embedder;
 use engram_parse::{Interrupt, Limits};
 use engram_search::{Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
-use engram_types::{millis, Backoff, Clock, ItemErrorCode, ItemKind};
+use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -63,8 +63,8 @@ impl PipelineOptions {
             embed_batch: config.embed_batch.max(1),
             max_attempts: config.max_attempts,
             retry: Backoff {
-                base_ms: millis(config.retry_base),
-                max_ms: millis(RETRY_MAX),
+                base: config.retry_base,
+                max: RETRY_MAX,
                 jitter: 0.0,
             },
             max_chunks: budgets.chunks,
@@ -198,8 +198,8 @@ impl Pipeline {
             light_bytes: Some(LIGHT_BYTES),
             ..ClaimRequest::new(
                 &self.owner,
-                self.clock.now_ms(),
-                millis(self.options.lease),
+                self.clock.now(),
+                self.options.lease,
                 self.options.batch_items,
             )
         };
@@ -301,7 +301,7 @@ impl Pipeline {
             }
             match self
                 .store
-                .complete_item(&item, &chunks, self.clock.now_ms())
+                .complete_item(&item, &chunks, self.clock.now())
                 .await
             {
                 Ok(true) => {
@@ -337,7 +337,7 @@ impl Pipeline {
         }
         Ok(self
             .store
-            .preceding_memory(item, self.clock.now_ms())
+            .preceding_memory(item, self.clock.now())
             .await?
             .unwrap_or_default())
     }
@@ -348,13 +348,13 @@ impl Pipeline {
     /// stall, taken over). A lost item of a batch is simply not written (`complete_item`).
     fn heartbeat(&self, items: &[ClaimedItem], stop: Arc<AtomicBool>) -> AbortOnDrop {
         let (store, clock) = (self.store.clone(), self.clock.clone());
-        let lease_ms = millis(self.options.lease);
+        let lease = self.options.lease;
         let mut held = items.to_vec();
         let every = self.options.heartbeat.max(Duration::from_millis(1));
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let until = clock.now_ms().saturating_add(lease_ms);
+                let until = clock.now().after(lease);
                 let mut still = Vec::with_capacity(held.len());
                 for item in held {
                     match store.extend_lease(&item, until).await {
@@ -461,7 +461,7 @@ impl Pipeline {
         tracing::info!(id = %item.id, code = code.as_str(), message, "item errored");
         metrics::counter!("engram_items_indexed_total", "outcome" => "errored").increment(1);
         self.store
-            .fail_item(item, &failure, self.clock.now_ms())
+            .fail_item(item, &failure, self.clock.now())
             .await
             .map(|_| ())
     }
@@ -478,13 +478,13 @@ impl Pipeline {
                 )
                 .await;
         }
-        let delay = self.options.retry.delay_ms(item.attempts, 0.0);
-        let now = self.clock.now_ms();
-        tracing::warn!(id = %item.id, attempt = item.attempts, delay_ms = delay, message, "transient failure; will retry");
+        let delay = self.options.retry.delay(item.attempts, 0.0);
+        let now = self.clock.now();
+        tracing::warn!(id = %item.id, attempt = item.attempts, delay_ms = delay.as_millis(), message, "transient failure; will retry");
         let failure = ItemFailure {
             code,
             message: message.to_owned(),
-            retry_at: Some(now + delay),
+            retry_at: Some(now.after(delay)),
         };
         self.store.fail_item(item, &failure, now).await.map(|_| ())
     }
@@ -498,7 +498,7 @@ mod tests {
     use engram_store::conformance::{collection, item, setup};
     use engram_store::{DatabaseScope, DatabaseStore, ItemStore, WorkQueue};
     use engram_testkit::{HashEmbedder, ManualClock, TempStore};
-    use engram_types::IndexingStatus;
+    use engram_types::{IndexingStatus, UnixMs};
 
     use super::*;
 
@@ -552,7 +552,7 @@ mod tests {
         let scope = setup(kit.store.as_ref(), "db_pipeline", "org-pipeline").await;
         let items: Vec<_> = ids.iter().map(|(id, text)| item("c", id, text)).collect();
         kit.store
-            .enqueue_items(&scope, &items, true, 0)
+            .enqueue_items(&scope, &items, true, UnixMs::from_millis(0))
             .await
             .unwrap();
         scope
@@ -565,7 +565,12 @@ mod tests {
     ) -> (IndexingStatus, String, String) {
         let found = kit
             .store
-            .item_statuses(scope, &collection("c"), &[id.to_owned()], 0)
+            .item_statuses(
+                scope,
+                &collection("c"),
+                &[id.to_owned()],
+                UnixMs::from_millis(0),
+            )
             .await
             .unwrap();
         let s = &found[0];
@@ -602,7 +607,11 @@ mod tests {
         let (state, code, _) = status(&kit, &scope, "buggy").await;
         assert_eq!(state, IndexingStatus::Errored);
         assert_eq!(code, ItemErrorCode::NoText.as_str());
-        let counts = kit.store.counts(&scope, 1_000).await.unwrap();
+        let counts = kit
+            .store
+            .counts(&scope, UnixMs::from_millis(1_000))
+            .await
+            .unwrap();
         assert_eq!(
             counts.knowledge_chunks, 1,
             "the good item's chunk is written"
@@ -649,9 +658,14 @@ mod tests {
         let (store, thief_clock) = (kit.store.clone(), clock.clone());
         let steal = move || {
             thief_clock.advance(LEASE_MS + 1);
-            let now = thief_clock.now_ms();
+            let now = thief_clock.now();
             let stolen = tokio::runtime::Handle::current()
-                .block_on(store.claim_items(&ClaimRequest::new("thief", now, LEASE_MS, 10)))
+                .block_on(store.claim_items(&ClaimRequest::new(
+                    "thief",
+                    now,
+                    Duration::from_millis(LEASE_MS as u64),
+                    10,
+                )))
                 .unwrap();
             assert_eq!(stolen.len(), 1);
         };
@@ -668,7 +682,7 @@ mod tests {
             IndexingStatus::Processing,
             "still the other worker's"
         );
-        let counts = kit.store.counts(&scope, clock.now_ms()).await.unwrap();
+        let counts = kit.store.counts(&scope, clock.now()).await.unwrap();
         assert_eq!(counts.knowledge_chunks, 0, "the late result wrote nothing");
     }
 
@@ -690,7 +704,7 @@ mod tests {
                         &collection("c"),
                         None,
                         &["big".to_owned()],
-                        1_000,
+                        UnixMs::from_millis(1_000),
                     ))
                     .unwrap();
             }
@@ -716,7 +730,11 @@ mod tests {
             calls <= 3,
             "embedding went on after the delete: {calls} of {chunks} calls"
         );
-        let counts = kit.store.counts(&scope, 1_000).await.unwrap();
+        let counts = kit
+            .store
+            .counts(&scope, UnixMs::from_millis(1_000))
+            .await
+            .unwrap();
         assert_eq!(counts.knowledge_chunks, 0, "nothing of it was written");
     }
 }

@@ -13,7 +13,7 @@ use engram_index::analyzer::keyword_query;
 use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
 use engram_store::ChunkKey;
 use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreError};
-use engram_types::ItemKind;
+use engram_types::{ItemKind, UnixMs};
 
 use crate::analysis::Mode;
 use crate::fusion::Scale;
@@ -48,7 +48,7 @@ pub struct SearchRequest {
     /// Also draw candidates from app sources alone, so app content is considered even when
     /// other content crowds it out of the candidate pools; the scope is unchanged.
     pub query_apps: bool,
-    pub now: i64,
+    pub now: UnixMs,
 }
 
 /// A chunk in final rank order with its score in 0..=1.
@@ -503,8 +503,7 @@ impl Retriever<'_> {
                 .unwrap_or(1.0);
             r.score *= weight;
             if request.recency_bias > 0.0 {
-                let at = item_time_ms(&r.hit.item);
-                let age = (request.now - at).max(0) as f64;
+                let age = request.now.since(item_time(&r.hit.item)).as_millis() as f64;
                 let freshness = 0.5f64.powf(age / half_life_ms) as f32;
                 r.score *= 1.0 - request.recency_bias + request.recency_bias * freshness;
             }
@@ -521,12 +520,12 @@ impl Retriever<'_> {
 
 /// When an item happened: its own `timestamp` when it parses as RFC 3339, else when it was
 /// last written.
-fn item_time_ms(item: &engram_store::ItemRecord) -> i64 {
+fn item_time(item: &engram_store::ItemRecord) -> UnixMs {
     time::OffsetDateTime::parse(
         &item.fields.timestamp,
         &time::format_description::well_known::Rfc3339,
     )
-    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+    .map(|t| UnixMs::from_millis((t.unix_timestamp_nanos() / 1_000_000) as i64))
     .unwrap_or(item.updated_at)
 }
 
@@ -547,7 +546,7 @@ mod tests {
         use crate::rerank::dot;
         use crate::EmbeddingReranker;
 
-        const NOW: i64 = 1_700_000_000_000;
+        const NOW: UnixMs = UnixMs::from_millis(1_700_000_000_000);
 
         struct Kit {
             _store: TempStore,

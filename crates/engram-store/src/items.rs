@@ -4,8 +4,11 @@
 //! twice and an upsert or delete in the meantime always wins.
 
 use async_trait::async_trait;
-use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemErrorCode, ItemKind, OrgId};
+use engram_types::{
+    CollectionName, DatabaseId, IndexingStatus, ItemErrorCode, ItemKind, OrgId, UnixMs,
+};
 use serde_json::{Map, Value};
+use std::time::Duration;
 
 use crate::ChunkKey;
 use crate::{DatabaseScope, MetadataEdit, MetadataEditOutcome, StoreResult};
@@ -61,7 +64,7 @@ pub struct ItemFields {
     pub relations: Value,
     pub user_name: String,
     pub infer: bool,
-    pub expires_at: Option<i64>,
+    pub expires_at: Option<UnixMs>,
     /// Ingestion instructions in force when the item was accepted: the database's, its
     /// collection's and the item's own, in that order (for inference and graph extraction).
     pub instructions: String,
@@ -106,8 +109,8 @@ pub struct ItemStatus {
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimRequest<'a> {
     pub owner: &'a str,
-    pub now: i64,
-    pub lease_ms: i64,
+    pub now: UnixMs,
+    pub lease: Duration,
     /// Most items to claim.
     pub limit: u32,
     /// Most workers (lease owners) one organization's items may occupy, this one included.
@@ -118,12 +121,12 @@ pub struct ClaimRequest<'a> {
 }
 
 impl<'a> ClaimRequest<'a> {
-    /// Up to `limit` items for `owner`, leased until `now + lease_ms`, with no share limit.
-    pub fn new(owner: &'a str, now: i64, lease_ms: i64, limit: u32) -> Self {
+    /// Up to `limit` items for `owner`, leased until `now + lease`, with no share limit.
+    pub fn new(owner: &'a str, now: UnixMs, lease: Duration, limit: u32) -> Self {
         Self {
             owner,
             now,
-            lease_ms,
+            lease,
             limit,
             org_share: u32::MAX,
             light_bytes: None,
@@ -172,7 +175,7 @@ pub struct ItemFailure {
     pub code: ItemErrorCode,
     pub message: String,
     /// `Some(t)`: transient, run again at `t`. `None`: terminal, the item is `errored`.
-    pub retry_at: Option<i64>,
+    pub retry_at: Option<UnixMs>,
 }
 
 /// The result of deleting one id.
@@ -191,8 +194,8 @@ pub struct ItemRecord {
     pub origin: ItemOrigin,
     pub fields: ItemFields,
     pub status: IndexingStatus,
-    pub created_at: i64,
-    pub updated_at: i64,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
 }
 
 impl ItemRecord {
@@ -345,7 +348,7 @@ pub trait ItemStore: Send + Sync {
         scope: &DatabaseScope,
         items: &[NewItem],
         upsert: bool,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<EnqueueOutcome>>;
     /// States of the given ids in one collection; unknown and expired ids are absent.
     async fn item_statuses(
@@ -353,7 +356,7 @@ pub trait ItemStore: Send + Sync {
         scope: &DatabaseScope,
         collection: &CollectionName,
         ids: &[String],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ItemStatus>>;
     /// Deletes items with their chunks and payloads, in one transaction. An expired item is
     /// already gone: it is reported as not found (the sweeper removes it).
@@ -363,7 +366,7 @@ pub trait ItemStore: Send + Sync {
         collection: &CollectionName,
         kind: Option<ItemKind>,
         ids: &[String],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<DeletedItem>>;
     /// Deletes every item of one collection with their chunks and payloads, in one
     /// transaction; with `forget`, the collection leaves the database's list too (the default
@@ -380,7 +383,7 @@ pub trait ItemStore: Send + Sync {
         &self,
         scope: &DatabaseScope,
         query: &ItemQuery,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<ItemPage>;
     /// One live item with its full text and, for an uploaded file, the bytes it came as.
     async fn item_source(
@@ -388,7 +391,7 @@ pub trait ItemStore: Send + Sync {
         scope: &DatabaseScope,
         collection: &CollectionName,
         id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Option<ItemSource>>;
     /// Merges `edit` into one live item's metadata in one transaction, written only when
     /// `check` accepts the merged values. Work in flight on the item is not disturbed: the
@@ -400,7 +403,7 @@ pub trait ItemStore: Send + Sync {
         id: &str,
         edit: &MetadataEdit,
         check: &MetadataCheck<'_>,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<MetadataEditOutcome>;
 }
 
@@ -425,7 +428,7 @@ pub trait WorkQueue: Send + Sync {
     /// when the claim is no longer current (the item was upserted, deleted or claimed by another
     /// worker meanwhile, or its database is being deleted): the worker then stops and writes
     /// nothing.
-    async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool>;
+    async fn extend_lease(&self, item: &ClaimedItem, until: UnixMs) -> StoreResult<bool>;
     /// Called once by a serving process as it starts, before its workers: releases the claims
     /// (indexing items and webhook deliveries) that no live worker can hold, so interrupted
     /// work resumes at once instead of after its lease. The embedded store is served by one
@@ -440,19 +443,23 @@ pub trait WorkQueue: Send + Sync {
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool>;
     /// Records a failed attempt: back to `queued` for a later retry, or `errored`.
     async fn fail_item(
         &self,
         item: &ClaimedItem,
         failure: &ItemFailure,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool>;
     /// Deletes up to `limit` expired items with their chunks; returns how many chunks went.
-    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<u64>;
+    async fn purge_expired(&self, now: UnixMs, limit: u32) -> StoreResult<u64>;
     /// For a memory that continues a conversation, the text of the memory before it: the live
     /// memory of the same database, collection, user and (non-empty) title that was added just
     /// before it. `None` for anything else.
-    async fn preceding_memory(&self, item: &ClaimedItem, now: i64) -> StoreResult<Option<String>>;
+    async fn preceding_memory(
+        &self,
+        item: &ClaimedItem,
+        now: UnixMs,
+    ) -> StoreResult<Option<String>>;
 }

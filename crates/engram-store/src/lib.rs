@@ -21,7 +21,7 @@ mod webhooks;
 pub mod conformance;
 
 use async_trait::async_trait;
-use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
+use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
 pub use error::{StoreError, StoreResult};
 pub use items::*;
@@ -38,14 +38,14 @@ pub trait KeyStore: Send + Sync {
     /// Every key, or the keys of one organization, oldest first.
     async fn list_keys(&self, org: Option<&OrgId>) -> StoreResult<Vec<ApiKeyRecord>>;
     /// Marks a key revoked; false when no such key exists or it was revoked already.
-    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool>;
+    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at: UnixMs) -> StoreResult<bool>;
     /// The service's own secret of that name (the key signing download links): the stored one,
     /// or `candidate` stored now when there is none. Every instance on the store gets the same.
     async fn service_secret(
         &self,
         name: &str,
         candidate: &[u8],
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Vec<u8>>;
     /// Takes one request from the key's budget at `now_us` (GCRA, one statement, so every
     /// instance on the store shares the budget): `None` when allowed, else how many
@@ -107,7 +107,7 @@ pub trait DatabaseStore: Send + Sync {
         &self,
         scope: &DatabaseScope,
         fields: &[engram_types::schema::SchemaField],
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Result<engram_types::schema::MetadataSchema, engram_types::schema::SchemaError>>;
     /// Renames a live database in place (its id, data and default collection stay); keys
     /// restricted to it follow it to the new name, in the same transaction.
@@ -117,7 +117,7 @@ pub trait DatabaseStore: Send + Sync {
         &self,
         scope: &DatabaseScope,
         new_name: &DatabaseName,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<DatabaseRecord>;
     /// Merges an instructions update into the stored ones atomically; returns them as they are
     /// now. [`StoreError::NotFound`] when the database is not live, [`StoreError::Conflict`]
@@ -127,22 +127,22 @@ pub trait DatabaseStore: Send + Sync {
         scope: &DatabaseScope,
         update: &InstructionsUpdate,
         max_collections: usize,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Instructions>;
     /// Marks a live database `deleting`; its name is free at once. False when not live.
-    async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool>;
+    async fn schedule_deletion(&self, scope: &DatabaseScope, at: UnixMs) -> StoreResult<bool>;
     /// Creates the collection if it does not exist yet (collections appear on first use).
     async fn ensure_collection(
         &self,
         scope: &DatabaseScope,
         name: &CollectionName,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<()>;
     /// Collection names of the database, by name.
     async fn list_collections(&self, scope: &DatabaseScope) -> StoreResult<Vec<CollectionName>>;
     /// Object counts of the database.
     /// Object counts of the database at `now` (expired memories are not counted).
-    async fn counts(&self, scope: &DatabaseScope, now: i64) -> StoreResult<DatabaseCounts>;
+    async fn counts(&self, scope: &DatabaseScope, now: UnixMs) -> StoreResult<DatabaseCounts>;
 }
 
 /// What the background lifecycle worker needs; it works across organizations by design.
@@ -151,7 +151,7 @@ pub trait LifecycleStore: Send + Sync {
     /// Databases in a state that needs background work (`provisioning` or `deleting`).
     async fn databases_needing_work(&self) -> StoreResult<Vec<DatabaseRecord>>;
     /// Records provisioning progress; the database turns `ready` when every flag is true.
-    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()>;
+    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at: UnixMs) -> StoreResult<()>;
     /// Removes a `deleting` database and every row that belongs to it.
     async fn purge_database(&self, id: &DatabaseId) -> StoreResult<()>;
     /// Counts across the service for metrics (live databases only).

@@ -2,7 +2,7 @@
 //! and searched by exact scan. Every call is scoped to one live database of one organization.
 
 use async_trait::async_trait;
-use engram_types::CollectionName;
+use engram_types::{CollectionName, UnixMs};
 use serde_json::Value;
 
 use crate::{DatabaseScope, StoreResult};
@@ -34,7 +34,7 @@ pub trait RawEmbeddingStore: Send + Sync {
         collection: &CollectionName,
         vectors: &[RawVector],
         upsert: bool,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Vec<String>>;
     /// Up to `limit` vectors of the collection after row `after`, in row order, each with its
     /// row: the pages of a scan.

@@ -3,7 +3,7 @@
 use engram_types::schema::MetadataSchema;
 use std::collections::BTreeMap;
 
-use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
+use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 use serde_json::{json, Map, Value};
 
 /// A stored API key: the prefix is public, the secret is kept only as a hash.
@@ -15,9 +15,9 @@ pub struct ApiKeyRecord {
     pub name: String,
     /// Databases the key may use; empty means every database of its organization.
     pub databases: Vec<DatabaseName>,
-    pub created_at: i64,
-    pub expires_at: Option<i64>,
-    pub revoked_at: Option<i64>,
+    pub created_at: UnixMs,
+    pub expires_at: Option<UnixMs>,
+    pub revoked_at: Option<UnixMs>,
 }
 
 /// Lifecycle of a database.
@@ -83,8 +83,8 @@ pub struct DatabaseRecord {
     /// kept when the database is renamed.
     pub default_collection: CollectionName,
     pub instructions: Instructions,
-    pub created_at: i64,
-    pub updated_at: i64,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
 }
 
 impl DatabaseRecord {
@@ -113,7 +113,7 @@ pub struct NewDatabase {
     pub schema: MetadataSchema,
     pub embeddings_dimension: u32,
     pub is_embeddings_tenant: bool,
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// Object counts of one database.
@@ -251,7 +251,7 @@ pub struct FeedbackRecord {
     pub collection: String,
     /// What was said: rating, comment, ground truth, source, metadata.
     pub body: Value,
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// Service-wide counts for metrics: across organizations, with no item ids.

@@ -4,7 +4,7 @@
 
 use engram_types::{
     ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, DeliveryStatus, IndexingStatus,
-    ItemKind, OrgId,
+    ItemKind, OrgId, UnixMs,
 };
 use serde_json::Value;
 
@@ -21,6 +21,12 @@ pub(crate) trait Columns {
     fn opt_text(&self, column: &str) -> StoreResult<Option<String>>;
     fn int(&self, column: &str) -> StoreResult<i64>;
     fn opt_int(&self, column: &str) -> StoreResult<Option<i64>>;
+    fn time(&self, column: &str) -> StoreResult<UnixMs> {
+        self.int(column).map(UnixMs::from_millis)
+    }
+    fn opt_time(&self, column: &str) -> StoreResult<Option<UnixMs>> {
+        Ok(self.opt_int(column)?.map(UnixMs::from_millis))
+    }
     fn flag(&self, column: &str) -> StoreResult<bool>;
     fn bytes(&self, column: &str) -> StoreResult<Vec<u8>>;
     fn json(&self, column: &str) -> StoreResult<Value>;
@@ -88,9 +94,9 @@ pub(crate) fn api_key(row: &impl Columns) -> StoreResult<ApiKeyRecord> {
             .into_iter()
             .map(DatabaseName::from_trusted)
             .collect(),
-        created_at: row.int("created_at")?,
-        expires_at: row.opt_int("expires_at")?,
-        revoked_at: row.opt_int("revoked_at")?,
+        created_at: row.time("created_at")?,
+        expires_at: row.opt_time("expires_at")?,
+        revoked_at: row.opt_time("revoked_at")?,
     })
 }
 
@@ -116,8 +122,8 @@ pub(crate) fn database(row: &impl Columns) -> StoreResult<DatabaseRecord> {
         },
         default_collection: CollectionName::from_trusted(row.text("default_collection")?),
         instructions: Instructions::from_json(&row.json("instructions")?),
-        created_at: row.int("created_at")?,
-        updated_at: row.int("updated_at")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
     })
 }
 
@@ -143,12 +149,12 @@ pub(crate) fn item(row: &impl Columns) -> StoreResult<ItemRecord> {
             relations: row.json("relations")?,
             user_name: row.text("user_name")?,
             infer: row.flag("infer")?,
-            expires_at: row.opt_int("expires_at")?,
+            expires_at: row.opt_time("expires_at")?,
             instructions: row.text("instructions")?,
         },
         status: parsed(row, "status", IndexingStatus::parse)?,
-        created_at: row.int("created_at")?,
-        updated_at: row.int("updated_at")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
     })
 }
 
@@ -183,7 +189,7 @@ pub(crate) fn chunk_hit(row: &impl Columns) -> StoreResult<ChunkHit> {
         content: row.text("content")?,
         layout: row.json("layout")?,
         embedding: row.vector("embedding")?,
-        created_at: row.int("chunk_created_at")?,
+        created_at: row.time("chunk_created_at")?,
         item: item(row)?,
     })
 }
@@ -249,8 +255,8 @@ pub(crate) fn webhook(row: &impl Columns) -> StoreResult<WebhookRecord> {
         url: row.text("url")?,
         event_types: from_json(row, "event_types")?,
         signing_secret: row.opt_text("signing_secret")?,
-        created_at: row.int("created_at")?,
-        updated_at: row.int("updated_at")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
     })
 }
 
@@ -269,15 +275,15 @@ pub(crate) fn delivery(row: &impl Columns) -> StoreResult<DeliveryRecord> {
         item_error_message: row.text("item_error_message")?,
         status: parsed(row, "status", DeliveryStatus::parse)?,
         attempts: u32::try_from(row.int("attempts")?).unwrap_or(0),
-        next_attempt_at: row.int("next_attempt_at")?,
+        next_attempt_at: row.time("next_attempt_at")?,
         last_status_code: row
             .opt_int("last_status_code")?
             .and_then(|c| u16::try_from(c).ok()),
         error_code: row.opt_text("error_code")?,
         error_message: row.opt_text("error_message")?,
         webhook_url: row.text("webhook_url")?,
-        created_at: row.int("created_at")?,
-        updated_at: row.int("updated_at")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
     })
 }
 
@@ -298,6 +304,6 @@ pub(crate) fn feedback(row: &impl Columns) -> StoreResult<FeedbackRecord> {
         database: row.text("database")?,
         collection: row.text("collection")?,
         body: row.json("body")?,
-        created_at: row.int("created_at")?,
+        created_at: row.time("created_at")?,
     })
 }

@@ -5,7 +5,7 @@
 //! anything the store does not hold for that scope.
 
 use async_trait::async_trait;
-use engram_types::{CollectionName, ItemKind};
+use engram_types::{CollectionName, ItemKind, UnixMs};
 use serde_json::Value;
 
 use crate::ChunkKey;
@@ -53,7 +53,7 @@ pub struct ChunkHit {
     pub layout: Value,
     /// The chunk's stored embedding (empty when none was stored).
     pub embedding: Vec<f32>,
-    pub created_at: i64,
+    pub created_at: UnixMs,
     /// The item, without its full text.
     pub item: ItemRecord,
 }
@@ -78,7 +78,7 @@ pub trait ChunkSearch: Send + Sync {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         limit: u32,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>>;
     /// Which of the given chunks are live and pass `filter`, in no set order: `fetch_chunks`
     /// without reading them.
@@ -87,7 +87,7 @@ pub trait ChunkSearch: Send + Sync {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>>;
     /// Keys of the live chunks `which` names that pass `filter`, in item then position order,
     /// at most `limit`.
@@ -97,7 +97,7 @@ pub trait ChunkSearch: Send + Sync {
         filter: &ChunkFilter,
         which: ChunkSelection<'_>,
         limit: u32,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>>;
     /// The given chunks that are live and pass `filter`, with their items, in no set order.
     async fn fetch_chunks(
@@ -105,6 +105,6 @@ pub trait ChunkSearch: Send + Sync {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkHit>>;
 }

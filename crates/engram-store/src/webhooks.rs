@@ -5,7 +5,8 @@
 //! lease, like indexing jobs, so a crash mid-delivery is recovered by the sweep.
 
 use async_trait::async_trait;
-use engram_types::{DatabaseId, DeliveryStatus, IndexingStatus, OrgId};
+use engram_types::{DatabaseId, DeliveryStatus, IndexingStatus, OrgId, UnixMs};
+use std::time::Duration;
 
 use crate::StoreResult;
 
@@ -19,8 +20,8 @@ pub struct WebhookRecord {
     pub url: String,
     pub event_types: Vec<String>,
     pub signing_secret: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
 }
 
 impl std::fmt::Debug for WebhookRecord {
@@ -75,7 +76,7 @@ pub struct DeliveryRecord {
     pub status: DeliveryStatus,
     /// Attempts made so far.
     pub attempts: u32,
-    pub next_attempt_at: i64,
+    pub next_attempt_at: UnixMs,
     /// HTTP status of the last answer, if there was one.
     pub last_status_code: Option<u16>,
     /// Why the last attempt failed.
@@ -83,8 +84,8 @@ pub struct DeliveryRecord {
     pub error_message: Option<String>,
     /// Where the last attempt went.
     pub webhook_url: String,
-    pub created_at: i64,
-    pub updated_at: i64,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
 }
 
 /// A page of the delivery history, newest first.
@@ -117,7 +118,7 @@ pub enum DeliveryOutcome {
         status_code: Option<u16>,
         url: String,
         /// `Some(t)`: `failed`, retried at `t`. `None`: `permanently_failed`.
-        retry_at: Option<i64>,
+        retry_at: Option<UnixMs>,
     },
 }
 
@@ -140,7 +141,7 @@ pub trait WebhookStore: Send + Sync {
         url: &str,
         event_types: &[String],
         secret: SecretChange,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<WebhookRecord>;
     async fn webhook(&self, org: &OrgId) -> StoreResult<Option<WebhookRecord>>;
     /// Removes the webhook and its secret; false when none was registered.
@@ -150,7 +151,7 @@ pub trait WebhookStore: Send + Sync {
         &self,
         org: &OrgId,
         secret: Option<&str>,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool>;
     async fn list_deliveries(
         &self,
@@ -164,7 +165,7 @@ pub trait WebhookStore: Send + Sync {
         &self,
         org: &OrgId,
         delivery_id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Requeue>;
 }
 
@@ -176,8 +177,8 @@ pub trait DeliveryQueue: Send + Sync {
     async fn claim_deliveries(
         &self,
         owner: &str,
-        now: i64,
-        lease_ms: i64,
+        now: UnixMs,
+        lease: Duration,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
     /// Records attempts in one transaction: each only if its claim is still held. One flag per
@@ -185,14 +186,14 @@ pub trait DeliveryQueue: Send + Sync {
     async fn finish_deliveries(
         &self,
         attempts: &[(ClaimedDelivery, DeliveryOutcome)],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<bool>>;
     /// Records one attempt if the claim is still held; false (and nothing written) otherwise.
     async fn finish_delivery(
         &self,
         claimed: &ClaimedDelivery,
         outcome: &DeliveryOutcome,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let done = self
             .finish_deliveries(&[(claimed.clone(), outcome.clone())], now)
@@ -201,5 +202,5 @@ pub trait DeliveryQueue: Send + Sync {
     }
     /// Deletes up to `limit` `delivered` and `permanently_failed` deliveries last updated
     /// before `before` (the history's retention); returns how many.
-    async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64>;
+    async fn purge_deliveries(&self, before: UnixMs, limit: u32) -> StoreResult<u64>;
 }

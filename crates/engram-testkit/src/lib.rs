@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use engram_embed::{EmbedError, Embedder, TokenCounter};
 use engram_store::sqlite::SqliteStore;
-use engram_types::Clock;
+use engram_types::{Clock, UnixMs};
 
 /// Dimension of [`HashEmbedder`] vectors (the real model's, so indexes accept them).
 pub const DIMENSION: usize = engram_embed::MINILM_DIMENSION;
@@ -88,8 +88,8 @@ impl ManualClock {
 }
 
 impl Clock for ManualClock {
-    fn now_ms(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
+    fn now(&self) -> UnixMs {
+        UnixMs::from_millis(self.0.load(Ordering::SeqCst))
     }
 }
 

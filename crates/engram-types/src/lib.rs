@@ -10,7 +10,7 @@ pub mod schema;
 pub mod status;
 
 pub use backoff::Backoff;
-pub use clock::{millis, Clock, SystemClock};
+pub use clock::{millis, Clock, SystemClock, UnixMs};
 pub use codes::{ErrorCode, FailureCode};
 pub use ids::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
 pub use status::{DeliveryStatus, IndexingStatus, ItemErrorCode, ItemKind};

@@ -21,7 +21,7 @@ use engram_store::{
     INDEXING_STATUS_CHANGED,
 };
 use engram_types::clock::format_ms;
-use engram_types::{millis, Backoff, Clock, FailureCode, IndexingStatus, OrgId};
+use engram_types::{Backoff, Clock, FailureCode, IndexingStatus, OrgId, UnixMs};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -57,7 +57,7 @@ pub fn event_body(record: &DeliveryRecord) -> Vec<u8> {
 }
 
 /// The synthetic body of a test delivery: every scope field is the organization id.
-pub fn test_body(org: &OrgId, delivery_id: &str, now_ms: i64) -> Vec<u8> {
+pub fn test_body(org: &OrgId, delivery_id: &str, now: UnixMs) -> Vec<u8> {
     let org = org.as_str();
     let body = json!({
         "event": INDEXING_STATUS_CHANGED,
@@ -68,7 +68,7 @@ pub fn test_body(org: &OrgId, delivery_id: &str, now_ms: i64) -> Vec<u8> {
         "tenant_id": org,
         "sub_tenant_id": org,
         "status": IndexingStatus::Completed.as_str(),
-        "timestamp": format_ms(now_ms),
+        "timestamp": format_ms(now),
         "test": true,
     });
     let Value::Object(map) = body else {
@@ -122,8 +122,8 @@ impl From<&WebhooksConfig> for DispatchOptions {
         Self {
             max_attempts: config.max_attempts,
             backoff: Backoff {
-                base_ms: millis(config.retry_base),
-                max_ms: millis(config.retry_max),
+                base: config.retry_base,
+                max: config.retry_max,
                 jitter: config.retry_jitter,
             },
             timeout: config.timeout,
@@ -167,11 +167,11 @@ pub async fn send(
 pub async fn send_test(
     outbound: &Outbound,
     webhook: &WebhookRecord,
-    now_ms: i64,
+    now: UnixMs,
     timeout: Duration,
 ) -> SendResult {
     let delivery_id = format!("test_{}", uuid::Uuid::new_v4().simple());
-    let body = test_body(&webhook.org, &delivery_id, now_ms);
+    let body = test_body(&webhook.org, &delivery_id, now);
     match send(outbound, webhook, &delivery_id, body, timeout).await {
         Ok(status) if (200..300).contains(&status) => SendResult {
             delivered: true,
@@ -202,7 +202,7 @@ fn log_attempt(claimed: &ClaimedDelivery, outcome: &DeliveryOutcome) {
         }
         DeliveryOutcome::Failed { code, retry_at, .. } => {
             metrics::counter!("engram_webhook_attempts_total", "outcome" => "failed").increment(1);
-            tracing::warn!(%delivery_id, code, attempt, retry_at, "webhook delivery failed")
+            tracing::warn!(%delivery_id, code, attempt, retry_at = retry_at.map(UnixMs::as_millis), "webhook delivery failed")
         }
     }
 }
@@ -303,8 +303,7 @@ impl Dispatcher {
         let Some(retention) = self.options.retention else {
             return;
         };
-        let keep_ms = millis(retention);
-        let before = self.clock.now_ms().saturating_sub(keep_ms);
+        let before = self.clock.now().before(retention);
         loop {
             match self.store.purge_deliveries(before, BATCH).await {
                 Ok(removed) => {
@@ -327,8 +326,8 @@ impl Dispatcher {
         self.store
             .claim_deliveries(
                 &self.owner,
-                self.clock.now_ms(),
-                millis(self.options.lease),
+                self.clock.now(),
+                self.options.lease,
                 u32::try_from(limit).unwrap_or(u32::MAX),
             )
             .await
@@ -367,11 +366,7 @@ impl Dispatcher {
             for (claimed, outcome) in &batch {
                 log_attempt(claimed, outcome);
             }
-            match self
-                .store
-                .finish_deliveries(&batch, self.clock.now_ms())
-                .await
-            {
+            match self.store.finish_deliveries(&batch, self.clock.now()).await {
                 Ok(done) => {
                     for ((claimed, _), written) in batch.iter().zip(done) {
                         if !written {
@@ -441,11 +436,8 @@ impl Dispatcher {
     ) -> DeliveryOutcome {
         let attempts = record.attempts.saturating_add(1);
         let retry_at = (attempts < self.options.max_attempts).then(|| {
-            let delay = self
-                .options
-                .backoff
-                .delay_ms(attempts, rand::random::<f64>());
-            self.clock.now_ms().saturating_add(delay)
+            let delay = self.options.backoff.delay(attempts, rand::random::<f64>());
+            self.clock.now().after(delay)
         });
         DeliveryOutcome::Failed {
             code: code.as_str().to_owned(),
@@ -460,7 +452,7 @@ impl Dispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engram_types::{DatabaseId, DeliveryStatus};
+    use engram_types::{DatabaseId, DeliveryStatus, UnixMs};
 
     fn record(status: IndexingStatus) -> DeliveryRecord {
         DeliveryRecord {
@@ -477,13 +469,13 @@ mod tests {
             item_error_message: "no text".into(),
             status: DeliveryStatus::Pending,
             attempts: 0,
-            next_attempt_at: 0,
+            next_attempt_at: UnixMs::from_millis(0),
             last_status_code: None,
             error_code: None,
             error_message: None,
             webhook_url: String::new(),
-            created_at: 1_700_000_000_000,
-            updated_at: 1_700_000_000_000,
+            created_at: UnixMs::from_millis(1_700_000_000_000),
+            updated_at: UnixMs::from_millis(1_700_000_000_000),
         }
     }
 
@@ -515,7 +507,8 @@ mod tests {
     #[test]
     fn test_bodies_are_synthetic() {
         let org = OrgId::from_trusted("org_9");
-        let body: Value = serde_json::from_slice(&test_body(&org, "test_1", 0)).unwrap();
+        let body: Value =
+            serde_json::from_slice(&test_body(&org, "test_1", UnixMs::from_millis(0))).unwrap();
         for field in ["database", "collection", "tenant_id", "sub_tenant_id"] {
             assert_eq!(body[field], "org_9");
         }
@@ -622,18 +615,23 @@ mod dispatch_tests {
                 &url,
                 &[INDEXING_STATUS_CHANGED.to_owned()],
                 SecretChange::Keep,
-                0,
+                UnixMs::from_millis(0),
             )
             .await
             .unwrap();
         kit.store
-            .enqueue_items(&scope, &[item("c", "a", "text")], true, 0)
+            .enqueue_items(
+                &scope,
+                &[item("c", "a", "text")],
+                true,
+                UnixMs::from_millis(0),
+            )
             .await
             .unwrap();
-        let claimed = claim_ours(kit.store.as_ref(), &scope, "w", clock.now_ms()).await;
+        let claimed = claim_ours(kit.store.as_ref(), &scope, "w", clock.now()).await;
         assert!(kit
             .store
-            .complete_item(&claimed[0], &[chunk("a-0", 0, "text")], clock.now_ms())
+            .complete_item(&claimed[0], &[chunk("a-0", 0, "text")], clock.now())
             .await
             .unwrap());
 
@@ -642,7 +640,7 @@ mod dispatch_tests {
         })
         .unwrap();
         let options = DispatchOptions::from(&engram_config::WebhooksConfig::default());
-        let backoff_ms = options.backoff.base_ms;
+        let backoff_ms = i64::try_from(options.backoff.base.as_millis()).unwrap();
         let dispatcher = Arc::new(Dispatcher::new(
             kit.store.clone(),
             outbound,
@@ -683,7 +681,7 @@ mod dispatch_tests {
         assert_eq!(failed.error_code.as_deref(), Some("RECEIVER_ERROR"));
         assert_eq!(failed.last_status_code, Some(500));
         assert!(
-            failed.next_attempt_at > clock.now_ms(),
+            failed.next_attempt_at > clock.now(),
             "retried later, not now"
         );
 

@@ -32,8 +32,8 @@ pub(crate) enum KeysCommand {
     Revoke { prefix: String },
 }
 
-fn time(ms: Option<i64>) -> String {
-    ms.map_or_else(|| "-".to_owned(), engram_app::format_ms)
+fn time(at: Option<engram_app::UnixMs>) -> String {
+    at.map_or_else(|| "-".to_owned(), engram_app::format_ms)
 }
 
 pub(crate) async fn run(command: KeysCommand, config: Config) -> anyhow::Result<()> {

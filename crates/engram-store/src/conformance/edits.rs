@@ -6,7 +6,7 @@ use engram_types::{DatabaseName, OrgId};
 use serde_json::{json, Map, Value};
 
 use super::items::{chunk, claim_ours, collection, item, setup};
-use super::{name, sample_key};
+use super::{moment, name, sample_key};
 use crate::{
     FeedbackRecord, InstructionsUpdate, MetadataEdit, MetadataEditOutcome, RawSelection, RawVector,
     Store, StoreError,
@@ -31,10 +31,12 @@ async fn a_rename_moves_the_name_and_the_keys_restricted_to_it<S: Store>(store: 
     key.databases = vec![name("db_rn_1"), name("db_rn_9")];
     store.insert_key(&key).await.unwrap();
 
-    let taken = store.rename_database(&scope, &name("db_rn_2"), 10).await;
+    let taken = store
+        .rename_database(&scope, &name("db_rn_2"), moment(10))
+        .await;
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
     let renamed = store
-        .rename_database(&scope, &name("renamed"), 10)
+        .rename_database(&scope, &name("renamed"), moment(10))
         .await
         .unwrap();
     assert_eq!(renamed.id, scope.id);
@@ -63,18 +65,22 @@ async fn a_rename_moves_the_name_and_the_keys_restricted_to_it<S: Store>(store: 
 
     // Another organization may use the same names, and cannot rename ours.
     store
-        .rename_database(&elsewhere, &name("renamed"), 11)
+        .rename_database(&elsewhere, &name("renamed"), moment(11))
         .await
         .unwrap();
     let mut foreign = scope.clone();
     foreign.org = OrgId::from_trusted("conf-rename-2");
-    let refused = store.rename_database(&foreign, &name("stolen"), 12).await;
+    let refused = store
+        .rename_database(&foreign, &name("stolen"), moment(12))
+        .await;
     assert!(
         matches!(refused, Err(StoreError::NotFound(_))),
         "{refused:?}"
     );
-    assert!(store.schedule_deletion(&scope, 13).await.unwrap());
-    let gone = store.rename_database(&scope, &name("late"), 14).await;
+    assert!(store.schedule_deletion(&scope, moment(13)).await.unwrap());
+    let gone = store
+        .rename_database(&scope, &name("late"), moment(14))
+        .await;
     assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
 }
 
@@ -90,7 +96,7 @@ async fn instructions_merge_per_collection<S: Store>(store: &S) {
         .into(),
     };
     store
-        .update_instructions(&scope, &first, 10, 1)
+        .update_instructions(&scope, &first, 10, moment(1))
         .await
         .unwrap();
     let second = InstructionsUpdate {
@@ -102,10 +108,12 @@ async fn instructions_merge_per_collection<S: Store>(store: &S) {
         .into(),
     };
     let now = store
-        .update_instructions(&scope, &second, 10, 2)
+        .update_instructions(&scope, &second, 10, moment(2))
         .await
         .unwrap();
-    let crowded = store.update_instructions(&scope, &second, 1, 2).await;
+    let crowded = store
+        .update_instructions(&scope, &second, 1, moment(2))
+        .await;
     assert!(
         matches!(crowded, Err(StoreError::Conflict(_))),
         "{crowded:?}"
@@ -131,7 +139,9 @@ async fn instructions_merge_per_collection<S: Store>(store: &S) {
     );
     let mut foreign = scope.clone();
     foreign.org = OrgId::from_trusted("conf-instr-2");
-    let refused = store.update_instructions(&foreign, &first, 10, 3).await;
+    let refused = store
+        .update_instructions(&foreign, &first, 10, moment(3))
+        .await;
     assert!(
         matches!(refused, Err(StoreError::NotFound(_))),
         "{refused:?}"
@@ -147,10 +157,13 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
     let mut new = item("c", "doc", "text");
     new.fields.metadata = json!({"team": "ops", "tier": 1});
     new.fields.additional_metadata = json!({"owner": "kim"});
-    store.enqueue_items(&scope, &[new], true, 1).await.unwrap();
-    let claimed = claim_ours(store, &scope, "w", 2).await;
     store
-        .complete_item(&claimed[0], &[chunk("meta-0", 0, "text")], 3)
+        .enqueue_items(&scope, &[new], true, moment(1))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, &scope, "w", moment(2)).await;
+    store
+        .complete_item(&claimed[0], &[chunk("meta-0", 0, "text")], moment(3))
         .await
         .unwrap();
 
@@ -160,7 +173,7 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
         additional_metadata: map(json!({"reviewed": true})),
     };
     let outcome = store
-        .edit_item_metadata(&scope, &collection("c"), "doc", &edit, &accept, 4)
+        .edit_item_metadata(&scope, &collection("c"), "doc", &edit, &accept, moment(4))
         .await
         .unwrap();
     assert_eq!(
@@ -178,7 +191,7 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
     };
     assert_eq!(
         store
-            .filtered_chunk_keys(&scope, &filter, 10, 5)
+            .filtered_chunk_keys(&scope, &filter, 10, moment(5))
             .await
             .unwrap()
             .len(),
@@ -197,13 +210,13 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
         ..MetadataEdit::default()
     };
     let outcome = store
-        .edit_item_metadata(&scope, &collection("c"), "doc", &bad, &refuse, 6)
+        .edit_item_metadata(&scope, &collection("c"), "doc", &bad, &refuse, moment(6))
         .await
         .unwrap();
     assert_eq!(outcome, MetadataEditOutcome::Refused("no secrets".into()));
     for (coll, id) in [("c", "missing"), ("other", "doc")] {
         let outcome = store
-            .edit_item_metadata(&scope, &collection(coll), id, &edit, &accept, 7)
+            .edit_item_metadata(&scope, &collection(coll), id, &edit, &accept, moment(7))
             .await
             .unwrap();
         assert_eq!(outcome, MetadataEditOutcome::NotFound);
@@ -211,12 +224,12 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
     let mut foreign = scope.clone();
     foreign.org = OrgId::from_trusted("conf-meta-2");
     let outcome = store
-        .edit_item_metadata(&foreign, &collection("c"), "doc", &edit, &accept, 8)
+        .edit_item_metadata(&foreign, &collection("c"), "doc", &edit, &accept, moment(8))
         .await
         .unwrap();
     assert_eq!(outcome, MetadataEditOutcome::NotFound);
     let source = store
-        .item_source(&scope, &collection("c"), "doc", 9)
+        .item_source(&scope, &collection("c"), "doc", moment(9))
         .await
         .unwrap()
         .unwrap();
@@ -232,7 +245,7 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
         .items_by_state
         .iter()
         .any(|(state, n)| state == "completed" && *n >= 1));
-    assert!(store.schedule_deletion(&scope, 10).await.unwrap());
+    assert!(store.schedule_deletion(&scope, moment(10)).await.unwrap());
     let counts = store.service_counts().await.unwrap();
     assert!(!counts
         .chunks_by_database
@@ -249,11 +262,16 @@ async fn an_item_source_comes_back_with_its_bytes<S: Store>(store: &S) {
     file.fields.instructions = "Be terse.".into();
     file.payload = Some(b"raw bytes".to_vec());
     store
-        .enqueue_items(&scope, &[file, item("c", "app", "given text")], true, 1)
+        .enqueue_items(
+            &scope,
+            &[file, item("c", "app", "given text")],
+            true,
+            moment(1),
+        )
         .await
         .unwrap();
     let source = store
-        .item_source(&scope, &collection("c"), "file", 2)
+        .item_source(&scope, &collection("c"), "file", moment(2))
         .await
         .unwrap()
         .unwrap();
@@ -261,7 +279,7 @@ async fn an_item_source_comes_back_with_its_bytes<S: Store>(store: &S) {
     assert_eq!(source.item.fields.filename, "a.txt");
     assert_eq!(source.item.fields.instructions, "Be terse.");
     let app = store
-        .item_source(&scope, &collection("c"), "app", 2)
+        .item_source(&scope, &collection("c"), "app", moment(2))
         .await
         .unwrap()
         .unwrap();
@@ -270,7 +288,7 @@ async fn an_item_source_comes_back_with_its_bytes<S: Store>(store: &S) {
     let mut foreign = scope.clone();
     foreign.org = OrgId::from_trusted("conf-src-2");
     assert!(store
-        .item_source(&foreign, &collection("c"), "file", 2)
+        .item_source(&foreign, &collection("c"), "file", moment(2))
         .await
         .unwrap()
         .is_none());
@@ -284,7 +302,7 @@ async fn feedback_is_kept_per_organization<S: Store>(store: &S) {
         database: "db".into(),
         collection: String::new(),
         body: json!({"rating": "positive", "feedback": id}),
-        created_at: at,
+        created_at: moment(at),
     };
     store
         .insert_feedback(&record("fb_2", "conf-fb-1", 2))
@@ -318,11 +336,11 @@ async fn feedback_is_kept_per_organization<S: Store>(store: &S) {
 
 async fn a_service_secret_is_made_once<S: Store>(store: &S) {
     let first = store
-        .service_secret("conf-secret", b"one", 1)
+        .service_secret("conf-secret", b"one", moment(1))
         .await
         .unwrap();
     let second = store
-        .service_secret("conf-secret", b"two", 2)
+        .service_secret("conf-secret", b"two", moment(2))
         .await
         .unwrap();
     assert_eq!(first, b"one");
@@ -351,18 +369,18 @@ async fn raw_vectors_are_stored_scanned_selected_and_deleted<S: Store>(store: &S
                 raw("s2", "c", 0.3),
             ],
             false,
-            1,
+            moment(1),
         )
         .await
         .unwrap();
     assert_eq!(written, ["a", "b", "c"]);
     let kept = store
-        .put_raw(&scope, &c, &[raw("s1", "a", 0.9)], false, 2)
+        .put_raw(&scope, &c, &[raw("s1", "a", 0.9)], false, moment(2))
         .await
         .unwrap();
     assert!(kept.is_empty(), "without upsert an existing chunk id stays");
     let replaced = store
-        .put_raw(&scope, &c, &[raw("s3", "a", 0.9)], true, 3)
+        .put_raw(&scope, &c, &[raw("s3", "a", 0.9)], true, moment(3))
         .await
         .unwrap();
     assert_eq!(replaced, ["a"]);
@@ -414,7 +432,7 @@ async fn raw_vectors_are_stored_scanned_selected_and_deleted<S: Store>(store: &S
         .is_empty());
     assert_eq!(store.delete_raw(&foreign, &c, by_ids).await.unwrap(), 0);
     let refused = store
-        .put_raw(&foreign, &c, &[raw("x", "x", 0.0)], true, 4)
+        .put_raw(&foreign, &c, &[raw("x", "x", 0.0)], true, moment(4))
         .await;
     assert!(
         matches!(refused, Err(StoreError::NotFound(_))),

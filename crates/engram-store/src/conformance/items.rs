@@ -1,13 +1,14 @@
 //! Conformance cases for items, chunks and the work queue.
 
-use engram_types::{CollectionName, IndexingStatus, ItemKind, OrgId};
-use serde_json::json;
+use std::time::Duration;
 
-use super::new_db;
+use super::{moment, new_db};
 use crate::{
     ChunkKey, ClaimRequest, DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields,
     ItemOrigin, ItemQuery, NewChunk, NewItem, SourceField, Store, StoreError,
 };
+use engram_types::{CollectionName, IndexingStatus, ItemKind, OrgId, UnixMs};
+use serde_json::json;
 
 pub(super) async fn run_all<S: Store>(store: &S) {
     enqueue_claim_complete_and_upsert(store).await;
@@ -35,12 +36,17 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
         (&other, "gone", "o1"),
     ] {
         store
-            .enqueue_items(scope, &[item(coll, id, "text")], true, 70)
+            .enqueue_items(scope, &[item(coll, id, "text")], true, moment(70))
             .await
             .unwrap();
     }
     let claimed = store
-        .claim_items(&ClaimRequest::new("w", 71, 60_000, 1000))
+        .claim_items(&ClaimRequest::new(
+            "w",
+            moment(71),
+            Duration::from_millis(60_000),
+            1000,
+        ))
         .await
         .unwrap();
     for claimed in claimed
@@ -48,7 +54,10 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
         .filter(|c| c.database_id == scope.id || c.database_id == other.id)
     {
         let chunk = chunk(&format!("{}-c", claimed.id), 0, "text");
-        assert!(store.complete_item(claimed, &[chunk], 72).await.unwrap());
+        assert!(store
+            .complete_item(claimed, &[chunk], moment(72))
+            .await
+            .unwrap());
     }
     assert_eq!(
         store
@@ -60,9 +69,20 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
     let names = store.list_collections(&scope).await.unwrap();
     assert!(!names.contains(&collection("gone")), "{names:?}");
     assert!(names.contains(&collection("kept")));
-    assert_eq!(store.counts(&scope, 73).await.unwrap().knowledge_chunks, 1);
     assert_eq!(
-        store.counts(&other, 73).await.unwrap().knowledge_chunks,
+        store
+            .counts(&scope, moment(73))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        1
+    );
+    assert_eq!(
+        store
+            .counts(&other, moment(73))
+            .await
+            .unwrap()
+            .knowledge_chunks,
         1,
         "the same name in another database is untouched"
     );
@@ -86,7 +106,14 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
         .await
         .unwrap()
         .contains(&collection("kept")));
-    assert_eq!(store.counts(&scope, 73).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(
+        store
+            .counts(&scope, moment(73))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        0
+    );
 }
 
 /// A direct read of chunks (`GET /context/chunks`): by item, in position order, or by chunk id;
@@ -97,27 +124,33 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
     let theirs = setup(store, "db_chunks_b", "conf-chunks-b").await;
     for (scope, prefix) in [(&ours, "a"), (&theirs, "b")] {
         store
-            .enqueue_items(scope, &[item("c", "doc", "text")], true, 50)
+            .enqueue_items(scope, &[item("c", "doc", "text")], true, moment(50))
             .await
             .unwrap();
-        let claimed = claim_ours(store, scope, "w", 51).await;
+        let claimed = claim_ours(store, scope, "w", moment(51)).await;
         // Written out of order: positions, not insertion, give the order.
         let chunks = [
             chunk(&format!("{prefix}-2"), 2, "third"),
             chunk(&format!("{prefix}-0"), 0, "first"),
             chunk(&format!("{prefix}-1"), 1, "second"),
         ];
-        assert!(store.complete_item(&claimed[0], &chunks, 52).await.unwrap());
+        assert!(store
+            .complete_item(&claimed[0], &chunks, moment(52))
+            .await
+            .unwrap());
     }
     let all = ChunkFilter::default();
     let (ours_ref, all_ref) = (&ours, &all);
     let read = |which| async move {
         let (ours, all) = (ours_ref, all_ref);
         let keys = store
-            .selected_chunk_keys(ours, all, which, 100, 60)
+            .selected_chunk_keys(ours, all, which, 100, moment(60))
             .await
             .unwrap();
-        let hits = store.fetch_chunks(ours, all, &keys, 60).await.unwrap();
+        let hits = store
+            .fetch_chunks(ours, all, &keys, moment(60))
+            .await
+            .unwrap();
         keys.iter()
             .map(|k| {
                 hits.iter()
@@ -138,12 +171,18 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
         "another database's chunk id is not found"
     );
     let first_only = store
-        .selected_chunk_keys(&ours, &all, ChunkSelection::Item("doc"), 1, 60)
+        .selected_chunk_keys(&ours, &all, ChunkSelection::Item("doc"), 1, moment(60))
         .await
         .unwrap();
     assert_eq!(first_only.len(), 1);
     store
-        .delete_items(&ours, &collection("c"), None, &["doc".to_owned()], 61)
+        .delete_items(
+            &ours,
+            &collection("c"),
+            None,
+            &["doc".to_owned()],
+            moment(61),
+        )
         .await
         .unwrap();
     assert!(read(ChunkSelection::Item("doc")).await.is_empty());
@@ -157,7 +196,12 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
 async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store>(store: &S) {
     let now = 10_000_000;
     store
-        .claim_items(&ClaimRequest::new("drain", now, 1_000_000_000, 100_000))
+        .claim_items(&ClaimRequest::new(
+            "drain",
+            moment(now),
+            Duration::from_millis(1_000_000_000),
+            100_000,
+        ))
         .await
         .unwrap();
     let a1 = setup(store, "db_fair_a1", "conf-fair-a").await;
@@ -170,12 +214,20 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
         (&b1, &["b1-1"]),
     ] {
         let items: Vec<_> = ids.iter().map(|id| item("c", id, "text")).collect();
-        store.enqueue_items(scope, &items, true, now).await.unwrap();
+        store
+            .enqueue_items(scope, &items, true, moment(now))
+            .await
+            .unwrap();
     }
     let mut order = Vec::new();
     loop {
         let claimed = store
-            .claim_items(&ClaimRequest::new("w", now, 60_000, 1))
+            .claim_items(&ClaimRequest::new(
+                "w",
+                moment(now),
+                Duration::from_millis(60_000),
+                1,
+            ))
             .await
             .unwrap();
         let Some(one) = claimed.first() else { break };
@@ -193,17 +245,20 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
     let flood: Vec<_> = (0..6)
         .map(|i| item("c", &format!("c-{i}"), "text"))
         .collect();
-    store.enqueue_items(&c, &flood, true, now).await.unwrap();
+    store
+        .enqueue_items(&c, &flood, true, moment(now))
+        .await
+        .unwrap();
     let share = |owner, at| ClaimRequest {
         org_share: 2,
-        ..ClaimRequest::new(owner, at, 60_000, 1)
+        ..ClaimRequest::new(owner, at, Duration::from_millis(60_000), 1)
     };
-    let w1 = store.claim_items(&share("w1", now)).await.unwrap();
-    let w2 = store.claim_items(&share("w2", now)).await.unwrap();
+    let w1 = store.claim_items(&share("w1", moment(now))).await.unwrap();
+    let w2 = store.claim_items(&share("w2", moment(now))).await.unwrap();
     assert_eq!((w1.len(), w2.len()), (1, 1));
     assert!(
         store
-            .claim_items(&share("w3", now))
+            .claim_items(&share("w3", moment(now)))
             .await
             .unwrap()
             .is_empty(),
@@ -212,16 +267,16 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
     let more = store
         .claim_items(&ClaimRequest {
             limit: 2,
-            ..share("w1", now)
+            ..share("w1", moment(now))
         })
         .await
         .unwrap();
     assert_eq!(more.len(), 2, "a worker of C may take more of C: {more:?}");
     store
-        .enqueue_items(&d, &[item("c", "d-1", "text")], true, now)
+        .enqueue_items(&d, &[item("c", "d-1", "text")], true, moment(now))
         .await
         .unwrap();
-    let other = store.claim_items(&share("w3", now)).await.unwrap();
+    let other = store.claim_items(&share("w3", moment(now))).await.unwrap();
     assert_eq!(other.len(), 1);
     assert_eq!(
         other[0].id, "d-1",
@@ -229,10 +284,10 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
     );
     // C's items in w2's hands end: a third worker may take C's next one.
     assert!(store
-        .complete_item(&w2[0], &[chunk("c-done", 0, "text")], now)
+        .complete_item(&w2[0], &[chunk("c-done", 0, "text")], moment(now))
         .await
         .unwrap());
-    let next = store.claim_items(&share("w3", now)).await.unwrap();
+    let next = store.claim_items(&share("w3", moment(now))).await.unwrap();
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].id, "c-4");
     // Leases that expired no longer count against the share (every earlier claim of this case
@@ -240,7 +295,7 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
     let later = store
         .claim_items(&ClaimRequest {
             limit: 10,
-            ..share("w4", now + 60_001)
+            ..share("w4", moment(now + 60_001))
         })
         .await
         .unwrap();
@@ -250,7 +305,12 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
     // Light batches: items after the first join only while all are light.
     let now = now + 1_000_000;
     store
-        .claim_items(&ClaimRequest::new("drain", now, 1_000_000_000, 100_000))
+        .claim_items(&ClaimRequest::new(
+            "drain",
+            moment(now),
+            Duration::from_millis(1_000_000_000),
+            100_000,
+        ))
         .await
         .unwrap();
     let e = setup(store, "db_fair_e", "conf-fair-e").await;
@@ -262,10 +322,13 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
         item("c", "heavy-2", &long),
         item("c", "l3", "tiny"),
     ];
-    store.enqueue_items(&e, &queue, true, now).await.unwrap();
+    store
+        .enqueue_items(&e, &queue, true, moment(now))
+        .await
+        .unwrap();
     let light = || ClaimRequest {
         light_bytes: Some(50),
-        ..ClaimRequest::new("w", now, 60_000, 10)
+        ..ClaimRequest::new("w", moment(now), Duration::from_millis(60_000), 10)
     };
     let ids = |claimed: Vec<crate::ClaimedItem>| -> Vec<String> {
         claimed.into_iter().map(|c| c.id).collect()
@@ -289,7 +352,7 @@ async fn a_memory_continuing_a_conversation_gets_the_one_before<S: Store>(store:
         m
     };
     let mut expired = memory("c", "m0", "ann", "Session 1", "gone by now");
-    expired.fields.expires_at = Some(5);
+    expired.fields.expires_at = Some(moment(5));
     let items = [
         expired,
         memory("c", "m1", "ann", "Session 1", "Did you go to Paris?"),
@@ -301,11 +364,17 @@ async fn a_memory_continuing_a_conversation_gets_the_one_before<S: Store>(store:
         memory("c", "m7", "ann", "", "untitled too"),
         item("c", "k1", "knowledge is never continued"),
     ];
-    store.enqueue_items(&scope, &items, true, 0).await.unwrap();
-    let claimed = claim_ours(store, &scope, "w", 10).await;
+    store
+        .enqueue_items(&scope, &items, true, moment(0))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, &scope, "w", moment(10)).await;
     let mut found = std::collections::HashMap::new();
     for c in &claimed {
-        found.insert(c.id.clone(), store.preceding_memory(c, 10).await.unwrap());
+        found.insert(
+            c.id.clone(),
+            store.preceding_memory(c, moment(10)).await.unwrap(),
+        );
     }
     let before = |id: &str| found.get(id).cloned().flatten();
     assert_eq!(before("m1"), None, "the memory before m1 has expired");
@@ -330,16 +399,19 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     short.kind = ItemKind::Memory;
     short.origin = ItemOrigin::Memory;
     store
-        .enqueue_items(&scope, &[item("v", "long", "y"), short], true, 0)
+        .enqueue_items(&scope, &[item("v", "long", "y"), short], true, moment(0))
         .await
         .unwrap();
-    for c in claim_ours(store, &scope, "w", 10).await {
+    for c in claim_ours(store, &scope, "w", moment(10)).await {
         let vector = NewChunk {
             embedding: vec![0.25, -1.5, 3.0],
             context: format!("before {}", c.id),
             ..chunk(&format!("{}-v", c.id), 0, &format!("text of {}", c.id))
         };
-        assert!(store.complete_item(&c, &[vector], 20).await.unwrap());
+        assert!(store
+            .complete_item(&c, &[vector], moment(20))
+            .await
+            .unwrap());
     }
     let page = store.chunk_changes(head, 10_000).await.unwrap();
     assert!(page.through > head);
@@ -387,11 +459,11 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
 
     // A delete and an upsert are changes without a current row.
     store
-        .delete_items(&scope, &collection("v"), None, &["long".into()], 30)
+        .delete_items(&scope, &collection("v"), None, &["long".into()], moment(30))
         .await
         .unwrap();
     store
-        .enqueue_items(&scope, &[item("v", "short", "again")], true, 31)
+        .enqueue_items(&scope, &[item("v", "short", "again")], true, moment(31))
         .await
         .unwrap();
     let deletions = store.chunk_changes(page.through, 100).await.unwrap();
@@ -404,9 +476,9 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     store.trim_chunk_changes(deletions.through).await.unwrap();
     assert!(store.chunk_changes(head, 100).await.unwrap().is_empty());
     assert_eq!(store.chunk_feed_head().await.unwrap(), deletions.through);
-    let again = claim_ours(store, &scope, "w", 40).await;
+    let again = claim_ours(store, &scope, "w", moment(40)).await;
     assert!(store
-        .complete_item(&again[0], &[chunk("short-2", 0, "again")], 41)
+        .complete_item(&again[0], &[chunk("short-2", 0, "again")], moment(41))
         .await
         .unwrap());
     let after_trim = store.chunk_changes(deletions.through, 100).await.unwrap();
@@ -414,7 +486,7 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     assert!(after_trim.through > deletions.through);
 
     // A deleted database leaves the scan at once; once purged, the feed says it is gone.
-    store.schedule_deletion(&scope, 50).await.unwrap();
+    store.schedule_deletion(&scope, moment(50)).await.unwrap();
     assert!(ours(store.scan_chunks(ChunkKey(0), 100_000).await.unwrap()).is_empty());
     store.purge_database(&scope.id).await.unwrap();
     let purged = store.chunk_changes(after_trim.through, 100).await.unwrap();
@@ -469,10 +541,15 @@ pub async fn claim_ours<S: Store + ?Sized>(
     store: &S,
     scope: &DatabaseScope,
     owner: &str,
-    now: i64,
+    now: UnixMs,
 ) -> Vec<crate::ClaimedItem> {
     let claimed = store
-        .claim_items(&ClaimRequest::new(owner, now, 60_000, 1000))
+        .claim_items(&ClaimRequest::new(
+            owner,
+            now,
+            Duration::from_millis(60_000),
+            1000,
+        ))
         .await
         .unwrap();
     claimed
@@ -486,7 +563,7 @@ async fn status_of<S: Store>(
     scope: &DatabaseScope,
     coll: &str,
     id: &str,
-    now: i64,
+    now: UnixMs,
 ) -> Option<IndexingStatus> {
     let statuses = store
         .item_statuses(scope, &collection(coll), &[id.to_owned()], now)
@@ -502,17 +579,17 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
             &scope,
             &[item("c", "a", "alpha"), item("c", "b", "beta")],
             true,
-            100,
+            moment(100),
         )
         .await
         .unwrap();
     assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
     assert_eq!(
-        status_of(store, &scope, "c", "a", 100).await,
+        status_of(store, &scope, "c", "a", moment(100)).await,
         Some(IndexingStatus::Queued)
     );
     assert_eq!(
-        status_of(store, &scope, "other", "a", 100).await,
+        status_of(store, &scope, "other", "a", moment(100)).await,
         None,
         "ids are per collection"
     );
@@ -522,37 +599,50 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         "collections appear on first use"
     );
 
-    let claimed = claim_ours(store, &scope, "w1", 200).await;
+    let claimed = claim_ours(store, &scope, "w1", moment(200)).await;
     assert_eq!(claimed.len(), 2);
     assert_eq!(claimed[0].text.as_deref(), Some("alpha"));
     assert_eq!(claimed[0].attempts, 1);
     assert_eq!(claimed[0].org, scope.org);
     assert_eq!(
-        status_of(store, &scope, "c", "a", 200).await,
+        status_of(store, &scope, "c", "a", moment(200)).await,
         Some(IndexingStatus::Processing)
     );
     assert!(
-        claim_ours(store, &scope, "w2", 201).await.is_empty(),
+        claim_ours(store, &scope, "w2", moment(201))
+            .await
+            .is_empty(),
         "leased items are not claimed twice"
     );
 
     let a = &claimed[0];
     assert!(store
-        .complete_item(a, &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")], 300)
+        .complete_item(
+            a,
+            &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")],
+            moment(300)
+        )
         .await
         .unwrap());
     assert!(
         !store
-            .complete_item(a, &[chunk("a-9", 0, "again")], 301)
+            .complete_item(a, &[chunk("a-9", 0, "again")], moment(301))
             .await
             .unwrap(),
         "completing twice does nothing"
     );
     assert_eq!(
-        status_of(store, &scope, "c", "a", 300).await,
+        status_of(store, &scope, "c", "a", moment(300)).await,
         Some(IndexingStatus::Completed)
     );
-    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
+    assert_eq!(
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        2
+    );
 
     // Upsert replaces: old chunks go at once, the item is queued again, and the claim on the
     // old version of `b` can no longer write.
@@ -561,27 +651,38 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
             &scope,
             &[item("c", "a", "alpha v2"), item("c", "b", "beta v2")],
             true,
-            400,
+            moment(400),
         )
         .await
         .unwrap();
     assert_eq!(out, [EnqueueOutcome::Queued, EnqueueOutcome::Queued]);
-    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        0
+    );
     assert!(!store
-        .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], 401)
+        .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], moment(401))
         .await
         .unwrap());
     assert_eq!(
-        store.counts(&scope, 0).await.unwrap().knowledge_chunks,
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
         0,
         "a stale claim wrote nothing"
     );
     let out = store
-        .enqueue_items(&scope, &[item("c", "a", "ignored")], false, 402)
+        .enqueue_items(&scope, &[item("c", "a", "ignored")], false, moment(402))
         .await
         .unwrap();
     assert_eq!(out, [EnqueueOutcome::Exists]);
-    let again = claim_ours(store, &scope, "w3", 500).await;
+    let again = claim_ours(store, &scope, "w3", moment(500)).await;
     let texts: Vec<_> = again
         .iter()
         .map(|c| c.text.clone().unwrap_or_default())
@@ -593,68 +694,92 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
     );
     for c in &again {
         assert!(store
-            .complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], 600)
+            .complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], moment(600))
             .await
             .unwrap());
     }
-    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 2);
+    assert_eq!(
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        2
+    );
 }
 
 async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
     let scope = setup(store, "db_items_2", "conf-items-2").await;
     store
-        .enqueue_items(&scope, &[item("c", "x", "text")], true, 0)
+        .enqueue_items(&scope, &[item("c", "x", "text")], true, moment(0))
         .await
         .unwrap();
-    let first = claim_ours(store, &scope, "crashed", 1_000).await;
+    let first = claim_ours(store, &scope, "crashed", moment(1_000)).await;
     assert_eq!(first.len(), 1);
     // The lease (60 s) runs out: another worker takes the item over.
-    let second = claim_ours(store, &scope, "healthy", 62_000).await;
+    let second = claim_ours(store, &scope, "healthy", moment(62_000)).await;
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempts, 2);
     assert!(!store
-        .complete_item(&first[0], &[chunk("x-old", 0, "old")], 62_001)
+        .complete_item(&first[0], &[chunk("x-old", 0, "old")], moment(62_001))
         .await
         .unwrap());
     assert!(store
-        .complete_item(&second[0], &[chunk("x-new", 0, "new")], 62_002)
+        .complete_item(&second[0], &[chunk("x-new", 0, "new")], moment(62_002))
         .await
         .unwrap());
     assert_eq!(
-        store.counts(&scope, 0).await.unwrap().knowledge_chunks,
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
         1,
         "indexed once"
     );
 
     // A heartbeat keeps a long item's lease; another owner's heartbeat extends nothing.
     store
-        .enqueue_items(&scope, &[item("c", "slow", "text")], true, 100_000)
+        .enqueue_items(&scope, &[item("c", "slow", "text")], true, moment(100_000))
         .await
         .unwrap();
-    let slow = claim_ours(store, &scope, "slow-worker", 100_000).await;
+    let slow = claim_ours(store, &scope, "slow-worker", moment(100_000)).await;
     assert_eq!(slow.len(), 1);
-    assert!(store.extend_lease(&slow[0], 400_000).await.unwrap());
+    assert!(store.extend_lease(&slow[0], moment(400_000)).await.unwrap());
     assert!(
-        claim_ours(store, &scope, "thief", 200_000).await.is_empty(),
+        claim_ours(store, &scope, "thief", moment(200_000))
+            .await
+            .is_empty(),
         "the extended lease still holds"
     );
     let mut foreign = slow[0].clone();
     foreign.lease_owner = "thief".into();
-    assert!(!store.extend_lease(&foreign, 900_000).await.unwrap());
-    let taken = claim_ours(store, &scope, "thief", 400_001).await;
+    assert!(!store.extend_lease(&foreign, moment(900_000)).await.unwrap());
+    let taken = claim_ours(store, &scope, "thief", moment(400_001)).await;
     assert_eq!(taken.len(), 1, "only the holder extends its lease");
     assert!(
-        !store.extend_lease(&slow[0], 900_000).await.unwrap(),
+        !store.extend_lease(&slow[0], moment(900_000)).await.unwrap(),
         "the first holder learns it lost the item"
     );
     // Deleted or replaced: the holder's heartbeat says so.
-    assert!(store.extend_lease(&taken[0], 900_000).await.unwrap());
+    assert!(store
+        .extend_lease(&taken[0], moment(900_000))
+        .await
+        .unwrap());
     store
-        .enqueue_items(&scope, &[item("c", "slow", "new text")], true, 400_002)
+        .enqueue_items(
+            &scope,
+            &[item("c", "slow", "new text")],
+            true,
+            moment(400_002),
+        )
         .await
         .unwrap();
-    assert!(!store.extend_lease(&taken[0], 900_000).await.unwrap());
-    let again = claim_ours(store, &scope, "w", 400_003).await;
+    assert!(!store
+        .extend_lease(&taken[0], moment(900_000))
+        .await
+        .unwrap());
+    let again = claim_ours(store, &scope, "w", moment(400_003)).await;
     assert_eq!(again.len(), 1);
     store
         .delete_items(
@@ -662,38 +787,47 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
             &collection("c"),
             None,
             &["slow".to_owned()],
-            400_004,
+            moment(400_004),
         )
         .await
         .unwrap();
-    assert!(!store.extend_lease(&again[0], 900_000).await.unwrap());
+    assert!(!store
+        .extend_lease(&again[0], moment(900_000))
+        .await
+        .unwrap());
     // Its database being deleted: the holder's heartbeat says so too.
     store
-        .enqueue_items(&scope, &[item("c", "last", "text")], true, 400_005)
+        .enqueue_items(&scope, &[item("c", "last", "text")], true, moment(400_005))
         .await
         .unwrap();
-    let last = claim_ours(store, &scope, "w", 400_006).await;
+    let last = claim_ours(store, &scope, "w", moment(400_006)).await;
     assert_eq!(last.len(), 1);
-    assert!(store.extend_lease(&last[0], 900_000).await.unwrap());
-    assert!(store.schedule_deletion(&scope, 400_007).await.unwrap());
-    assert!(!store.extend_lease(&last[0], 900_000).await.unwrap());
+    assert!(store.extend_lease(&last[0], moment(900_000)).await.unwrap());
+    assert!(store
+        .schedule_deletion(&scope, moment(400_007))
+        .await
+        .unwrap());
+    assert!(!store.extend_lease(&last[0], moment(900_000)).await.unwrap());
 }
 
 async fn failures_retry_then_error<S: Store>(store: &S) {
     let scope = setup(store, "db_items_3", "conf-items-3").await;
     store
-        .enqueue_items(&scope, &[item("c", "f", "text")], true, 0)
+        .enqueue_items(&scope, &[item("c", "f", "text")], true, moment(0))
         .await
         .unwrap();
-    let claimed = claim_ours(store, &scope, "w", 10).await;
+    let claimed = claim_ours(store, &scope, "w", moment(10)).await;
     let transient = ItemFailure {
         code: engram_types::ItemErrorCode::Transient,
         message: "disk full".into(),
-        retry_at: Some(5_000),
+        retry_at: Some(moment(5_000)),
     };
-    assert!(store.fail_item(&claimed[0], &transient, 11).await.unwrap());
+    assert!(store
+        .fail_item(&claimed[0], &transient, moment(11))
+        .await
+        .unwrap());
     let statuses = store
-        .item_statuses(&scope, &collection("c"), &["f".into()], 12)
+        .item_statuses(&scope, &collection("c"), &["f".into()], moment(12))
         .await
         .unwrap();
     assert_eq!(
@@ -701,10 +835,12 @@ async fn failures_retry_then_error<S: Store>(store: &S) {
         (IndexingStatus::Queued, "E6001")
     );
     assert!(
-        claim_ours(store, &scope, "w", 4_999).await.is_empty(),
+        claim_ours(store, &scope, "w", moment(4_999))
+            .await
+            .is_empty(),
         "not before its retry time"
     );
-    let claimed = claim_ours(store, &scope, "w", 5_000).await;
+    let claimed = claim_ours(store, &scope, "w", moment(5_000)).await;
     assert_eq!(claimed.len(), 1);
     let terminal = ItemFailure {
         code: engram_types::ItemErrorCode::NoText,
@@ -712,17 +848,19 @@ async fn failures_retry_then_error<S: Store>(store: &S) {
         retry_at: None,
     };
     assert!(store
-        .fail_item(&claimed[0], &terminal, 5_001)
+        .fail_item(&claimed[0], &terminal, moment(5_001))
         .await
         .unwrap());
     let statuses = store
-        .item_statuses(&scope, &collection("c"), &["f".into()], 5_002)
+        .item_statuses(&scope, &collection("c"), &["f".into()], moment(5_002))
         .await
         .unwrap();
     assert_eq!(statuses[0].status, IndexingStatus::Errored);
     assert_eq!(statuses[0].error_message, "no text");
     assert!(
-        claim_ours(store, &scope, "w", 99_999).await.is_empty(),
+        claim_ours(store, &scope, "w", moment(99_999))
+            .await
+            .is_empty(),
         "errored is terminal"
     );
 }
@@ -738,18 +876,18 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
             &scope,
             &[item("c", "d1", "one"), item("c", "d2", "two")],
             true,
-            0,
+            moment(0),
         )
         .await
         .unwrap();
     assert!(matches!(
         store
-            .enqueue_items(&foreign, &[item("c", "x", "intruder")], true, 0)
+            .enqueue_items(&foreign, &[item("c", "x", "intruder")], true, moment(0))
             .await,
         Err(StoreError::NotFound(_))
     ));
     assert!(store
-        .item_statuses(&foreign, &collection("c"), &["d1".into()], 0)
+        .item_statuses(&foreign, &collection("c"), &["d1".into()], moment(0))
         .await
         .unwrap()
         .is_empty());
@@ -761,22 +899,22 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
                 page_size: 10,
                 ..ItemQuery::default()
             },
-            0,
+            moment(0),
         )
         .await
         .unwrap();
     assert_eq!(listed.total, 0);
     assert!(matches!(
         store
-            .delete_items(&foreign, &collection("c"), None, &["d1".into()], 0)
+            .delete_items(&foreign, &collection("c"), None, &["d1".into()], moment(0))
             .await,
         Err(StoreError::NotFound(_))
     ));
 
-    let claimed = claim_ours(store, &scope, "w", 1).await;
+    let claimed = claim_ours(store, &scope, "w", moment(1)).await;
     let d1 = claimed.iter().find(|c| c.id == "d1").unwrap();
     assert!(store
-        .complete_item(d1, &[chunk("d1-0", 0, "one")], 2)
+        .complete_item(d1, &[chunk("d1-0", 0, "one")], moment(2))
         .await
         .unwrap());
     let deleted = store
@@ -785,7 +923,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
             &collection("c"),
             Some(ItemKind::Memory),
             &["d1".into()],
-            0,
+            moment(0),
         )
         .await
         .unwrap();
@@ -796,7 +934,7 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
             &collection("c"),
             Some(ItemKind::Knowledge),
             &["d1".into(), "d2".into(), "nope".into()],
-            0,
+            moment(0),
         )
         .await
         .unwrap();
@@ -804,19 +942,33 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
         deleted.iter().map(|d| d.deleted).collect::<Vec<_>>(),
         [true, true, false]
     );
-    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        0
+    );
     assert!(store
-        .item_statuses(&scope, &collection("c"), &["d1".into()], 3)
+        .item_statuses(&scope, &collection("c"), &["d1".into()], moment(3))
         .await
         .unwrap()
         .is_empty());
     // The worker still holding d2 cannot bring it back.
     let d2 = claimed.iter().find(|c| c.id == "d2").unwrap();
     assert!(!store
-        .complete_item(d2, &[chunk("d2-0", 0, "two")], 4)
+        .complete_item(d2, &[chunk("d2-0", 0, "two")], moment(4))
         .await
         .unwrap());
-    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 0);
+    assert_eq!(
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        0
+    );
 }
 
 async fn listing_filters_and_pages<S: Store>(store: &S) {
@@ -835,7 +987,7 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
     items.push(memory);
     for (n, it) in items.iter().enumerate() {
         store
-            .enqueue_items(&scope, std::slice::from_ref(it), true, n as i64)
+            .enqueue_items(&scope, std::slice::from_ref(it), true, moment(n as i64))
             .await
             .unwrap();
     }
@@ -845,7 +997,7 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         page_size: 3,
         ..ItemQuery::default()
     };
-    let page1 = store.list_items(&scope, &base, 100).await.unwrap();
+    let page1 = store.list_items(&scope, &base, moment(100)).await.unwrap();
     assert_eq!(page1.total, 7);
     assert_eq!(
         page1
@@ -863,7 +1015,7 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
                 page: 3,
                 ..base.clone()
             },
-            100,
+            moment(100),
         )
         .await
         .unwrap();
@@ -872,7 +1024,14 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         metadata: vec![("team".into(), FilterValue::Eq(json!("red")))],
         ..base.clone()
     };
-    assert_eq!(store.list_items(&scope, &red, 100).await.unwrap().total, 4);
+    assert_eq!(
+        store
+            .list_items(&scope, &red, moment(100))
+            .await
+            .unwrap()
+            .total,
+        4
+    );
     let ranks = ItemQuery {
         metadata: vec![(
             "rank".into(),
@@ -881,14 +1040,21 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         ..base.clone()
     };
     assert_eq!(
-        store.list_items(&scope, &ranks, 100).await.unwrap().total,
+        store
+            .list_items(&scope, &ranks, moment(100))
+            .await
+            .unwrap()
+            .total,
         2
     );
     let flagged = ItemQuery {
         additional_metadata: vec![("flag".into(), FilterValue::Eq(json!(true)))],
         ..base.clone()
     };
-    let flagged = store.list_items(&scope, &flagged, 100).await.unwrap();
+    let flagged = store
+        .list_items(&scope, &flagged, moment(100))
+        .await
+        .unwrap();
     assert_eq!(
         flagged
             .items
@@ -902,20 +1068,36 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         ..base.clone()
     };
     assert_eq!(
-        store.list_items(&scope, &email, 100).await.unwrap().items[0].id,
+        store
+            .list_items(&scope, &email, moment(100))
+            .await
+            .unwrap()
+            .items[0]
+            .id,
         "l4"
     );
     let in_d = ItemQuery {
         collections: vec![collection("d")],
         ..base.clone()
     };
-    assert_eq!(store.list_items(&scope, &in_d, 100).await.unwrap().total, 2);
+    assert_eq!(
+        store
+            .list_items(&scope, &in_d, moment(100))
+            .await
+            .unwrap()
+            .total,
+        2
+    );
     let by_id = ItemQuery {
         ids: vec!["l1".into(), "m0".into()],
         ..base.clone()
     };
     assert_eq!(
-        store.list_items(&scope, &by_id, 100).await.unwrap().total,
+        store
+            .list_items(&scope, &by_id, moment(100))
+            .await
+            .unwrap()
+            .total,
         1,
         "kind still applies"
     );
@@ -923,7 +1105,10 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         kind: Some(ItemKind::Memory),
         ..base.clone()
     };
-    let memories = store.list_items(&scope, &memories, 100).await.unwrap();
+    let memories = store
+        .list_items(&scope, &memories, moment(100))
+        .await
+        .unwrap();
     assert_eq!(
         (memories.total, memories.items[0].fields.text.as_deref()),
         (1, Some("remember"))
@@ -937,7 +1122,7 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
     };
     assert_eq!(
         store
-            .list_items(&scope, &red_blue, 100)
+            .list_items(&scope, &red_blue, moment(100))
             .await
             .unwrap()
             .total,
@@ -951,15 +1136,15 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
     let mut m = item("u", "mem", "short-lived");
     m.kind = ItemKind::Memory;
     m.origin = ItemOrigin::Memory;
-    m.fields.expires_at = Some(1_000);
+    m.fields.expires_at = Some(moment(1_000));
     store
-        .enqueue_items(&scope, &[m, item("u", "keep", "stays")], true, 0)
+        .enqueue_items(&scope, &[m, item("u", "keep", "stays")], true, moment(0))
         .await
         .unwrap();
-    let claimed = claim_ours(store, &scope, "w", 10).await;
+    let claimed = claim_ours(store, &scope, "w", moment(10)).await;
     for c in &claimed {
         assert!(store
-            .complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], 20)
+            .complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], moment(20))
             .await
             .unwrap());
     }
@@ -968,30 +1153,68 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
         page_size: 10,
         ..ItemQuery::default()
     };
-    assert_eq!(store.list_items(&scope, &all, 999).await.unwrap().total, 2);
     assert_eq!(
-        store.list_items(&scope, &all, 1_000).await.unwrap().total,
+        store
+            .list_items(&scope, &all, moment(999))
+            .await
+            .unwrap()
+            .total,
+        2
+    );
+    assert_eq!(
+        store
+            .list_items(&scope, &all, moment(1_000))
+            .await
+            .unwrap()
+            .total,
         1,
         "gone at its expiry time"
     );
     assert!(store
-        .item_statuses(&scope, &collection("u"), &["mem".into()], 1_000)
+        .item_statuses(&scope, &collection("u"), &["mem".into()], moment(1_000))
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(store.counts(&scope, 999).await.unwrap().memory_chunks, 1);
     assert_eq!(
-        store.counts(&scope, 1_000).await.unwrap().memory_chunks,
+        store
+            .counts(&scope, moment(999))
+            .await
+            .unwrap()
+            .memory_chunks,
+        1
+    );
+    assert_eq!(
+        store
+            .counts(&scope, moment(1_000))
+            .await
+            .unwrap()
+            .memory_chunks,
         0,
         "not counted once expired"
     );
     let deleted = store
-        .delete_items(&scope, &collection("u"), None, &["mem".into()], 1_000)
+        .delete_items(
+            &scope,
+            &collection("u"),
+            None,
+            &["mem".into()],
+            moment(1_000),
+        )
         .await
         .unwrap();
     assert!(!deleted[0].deleted, "an expired item is already gone");
-    let purged = store.purge_expired(1_000, 100).await.unwrap();
+    let purged = store.purge_expired(moment(1_000), 100).await.unwrap();
     assert_eq!(purged, 1, "one chunk went");
-    assert_eq!(store.counts(&scope, 0).await.unwrap().memory_chunks, 0);
-    assert_eq!(store.counts(&scope, 0).await.unwrap().knowledge_chunks, 1);
+    assert_eq!(
+        store.counts(&scope, moment(0)).await.unwrap().memory_chunks,
+        0
+    );
+    assert_eq!(
+        store
+            .counts(&scope, moment(0))
+            .await
+            .unwrap()
+            .knowledge_chunks,
+        1
+    );
 }

@@ -11,7 +11,7 @@ mod webhooks;
 pub use items::{chunk, claim_ours, collection, item, setup};
 
 use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
-use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
+use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
 use crate::{
     ApiKeyRecord, DatabaseScope, DatabaseState, InfraFlags, NewDatabase, Store, StoreError,
@@ -38,8 +38,8 @@ pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {
         org: OrgId::from_trusted(org),
         name: format!("key {prefix}"),
         databases: vec![DatabaseName::from_trusted("only")],
-        created_at: 1_000,
-        expires_at: Some(9_000),
+        created_at: moment(1_000),
+        expires_at: Some(moment(9_000)),
         revoked_at: None,
     }
 }
@@ -57,7 +57,7 @@ pub(crate) fn new_db(id: &str, org: &str, db: &str) -> NewDatabase {
         schema: MetadataSchema::default(),
         embeddings_dimension: 384,
         is_embeddings_tenant: false,
-        created_at: 5_000,
+        created_at: moment(5_000),
     }
 }
 
@@ -80,14 +80,14 @@ async fn keys_round_trip_and_revoke<S: Store>(store: &S) {
     );
     let listed = store.list_keys(Some(&a.org)).await.unwrap();
     assert_eq!(listed, vec![a.clone()]);
-    assert!(store.revoke_key(&a.prefix, 2_000).await.unwrap());
+    assert!(store.revoke_key(&a.prefix, moment(2_000)).await.unwrap());
     assert!(
-        !store.revoke_key(&a.prefix, 3_000).await.unwrap(),
+        !store.revoke_key(&a.prefix, moment(3_000)).await.unwrap(),
         "revoking twice reports nothing done"
     );
     assert_eq!(
         store.find_key(&a.prefix).await.unwrap().unwrap().revoked_at,
-        Some(2_000)
+        Some(moment(2_000))
     );
 }
 
@@ -183,7 +183,7 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
     };
     let extra = CollectionName::from_trusted("extra");
     store
-        .ensure_collection(&foreign, &extra, 6_000)
+        .ensure_collection(&foreign, &extra, moment(6_000))
         .await
         .unwrap();
     assert!(store.list_collections(&foreign).await.unwrap().is_empty());
@@ -192,10 +192,18 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
         1,
         "a foreign scope wrote nothing"
     );
-    assert_eq!(store.counts(&foreign, 0).await.unwrap().collections, 0);
-    assert!(!store.schedule_deletion(&foreign, 6_000).await.unwrap());
+    assert_eq!(
+        store.counts(&foreign, moment(0)).await.unwrap().collections,
+        0
+    );
+    assert!(!store
+        .schedule_deletion(&foreign, moment(6_000))
+        .await
+        .unwrap());
     assert!(matches!(
-        store.add_schema_fields(&foreign, &[field("x")], 1).await,
+        store
+            .add_schema_fields(&foreign, &[field("x")], moment(1))
+            .await,
         Err(StoreError::NotFound(_))
     ));
     assert!(store
@@ -205,14 +213,21 @@ async fn reads_and_writes_are_confined_to_their_organization<S: Store>(store: &S
         .is_none());
 
     store
-        .ensure_collection(&db.scope(), &extra, 6_000)
+        .ensure_collection(&db.scope(), &extra, moment(6_000))
         .await
         .unwrap();
     store
-        .ensure_collection(&db.scope(), &extra, 7_000)
+        .ensure_collection(&db.scope(), &extra, moment(7_000))
         .await
         .unwrap();
-    assert_eq!(store.counts(&db.scope(), 0).await.unwrap().collections, 2);
+    assert_eq!(
+        store
+            .counts(&db.scope(), moment(0))
+            .await
+            .unwrap()
+            .collections,
+        2
+    );
 }
 
 async fn deletion_frees_the_name_and_purge_removes_everything<S: Store>(store: &S) {
@@ -222,11 +237,17 @@ async fn deletion_frees_the_name_and_purge_removes_everything<S: Store>(store: &
         .await
         .unwrap();
     store
-        .ensure_collection(&old.scope(), &CollectionName::from_trusted("c1"), 1)
+        .ensure_collection(&old.scope(), &CollectionName::from_trusted("c1"), moment(1))
         .await
         .unwrap();
-    assert!(store.schedule_deletion(&old.scope(), 8_000).await.unwrap());
-    assert!(!store.schedule_deletion(&old.scope(), 8_001).await.unwrap());
+    assert!(store
+        .schedule_deletion(&old.scope(), moment(8_000))
+        .await
+        .unwrap());
+    assert!(!store
+        .schedule_deletion(&old.scope(), moment(8_001))
+        .await
+        .unwrap());
     assert!(store
         .find_database(&org, &name("gone"))
         .await
@@ -288,18 +309,18 @@ async fn schema_additions_are_atomic<S: Store>(store: &S) {
         .await
         .unwrap();
     let added = store
-        .add_schema_fields(&db.scope(), &[field("a")], 1)
+        .add_schema_fields(&db.scope(), &[field("a")], moment(1))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(added.fields().len(), 1);
     let refused = store
-        .add_schema_fields(&db.scope(), &[field("b"), field("a")], 2)
+        .add_schema_fields(&db.scope(), &[field("b"), field("a")], moment(2))
         .await
         .unwrap();
     assert!(refused.is_err(), "an existing field cannot be added again");
     let both = store
-        .add_schema_fields(&db.scope(), &[field("b")], 3)
+        .add_schema_fields(&db.scope(), &[field("b")], moment(3))
         .await
         .unwrap()
         .unwrap();
@@ -327,7 +348,7 @@ async fn provisioning_turns_ready_when_every_flag_is_set<S: Store>(store: &S) {
         scheduler: true,
         ..InfraFlags::default()
     };
-    store.set_infra(&db.id, partial, 10).await.unwrap();
+    store.set_infra(&db.id, partial, moment(10)).await.unwrap();
     let read = store
         .find_database(&db.org, &db.name)
         .await
@@ -338,7 +359,7 @@ async fn provisioning_turns_ready_when_every_flag_is_set<S: Store>(store: &S) {
         (DatabaseState::Provisioning, partial)
     );
     store
-        .set_infra(&db.id, InfraFlags::READY, 11)
+        .set_infra(&db.id, InfraFlags::READY, moment(11))
         .await
         .unwrap();
     let read = store
@@ -356,4 +377,9 @@ async fn provisioning_turns_ready_when_every_flag_is_set<S: Store>(store: &S) {
         .unwrap()
         .iter()
         .any(|d| d.id == db.id));
+}
+
+/// The moment `ms` milliseconds after the epoch (the suites' times are small numbers).
+pub fn moment(ms: i64) -> UnixMs {
+    UnixMs::from_millis(ms)
 }

@@ -1,9 +1,12 @@
 //! Webhook registration, the outbox written with terminal states, claims and leases of
 //! deliveries, manual retries and the history's pages, with organizations kept apart.
 
-use engram_types::{DeliveryStatus, IndexingStatus, OrgId};
+use std::time::Duration;
+
+use engram_types::{DeliveryStatus, IndexingStatus, OrgId, UnixMs};
 
 use super::items::{chunk, claim_ours, item, setup};
+use super::moment;
 use crate::{
     ClaimedDelivery, DeliveryOutcome, DeliveryQuery, ItemFailure, Requeue, SecretChange, Store,
     INDEXING_STATUS_CHANGED,
@@ -33,10 +36,10 @@ async fn claim_org<S: Store>(
     store: &S,
     org: &OrgId,
     owner: &str,
-    now: i64,
+    now: UnixMs,
 ) -> Vec<ClaimedDelivery> {
     store
-        .claim_deliveries(owner, now, 10_000, 1_000)
+        .claim_deliveries(owner, now, Duration::from_millis(10_000), 1_000)
         .await
         .unwrap()
         .into_iter()
@@ -48,14 +51,17 @@ async fn registration_keeps_or_replaces_the_secret<S: Store>(store: &S) {
     let org = OrgId::from_trusted("conf-hooks-1");
     let other = OrgId::from_trusted("conf-hooks-1b");
     assert_eq!(store.webhook(&org).await.unwrap(), None);
-    assert!(!store.set_signing_secret(&org, Some("x"), 1).await.unwrap());
+    assert!(!store
+        .set_signing_secret(&org, Some("x"), moment(1))
+        .await
+        .unwrap());
     let first = store
         .put_webhook(
             &org,
             "https://a.example/hook",
             &events(),
             SecretChange::Keep,
-            10,
+            moment(10),
         )
         .await
         .unwrap();
@@ -67,7 +73,7 @@ async fn registration_keeps_or_replaces_the_secret<S: Store>(store: &S) {
             "https://a.example/hook",
             &events(),
             SecretChange::Set("0123456789abcdef".into()),
-            20,
+            moment(20),
         )
         .await
         .unwrap();
@@ -76,7 +82,8 @@ async fn registration_keeps_or_replaces_the_secret<S: Store>(store: &S) {
         Some("0123456789abcdef")
     );
     assert_eq!(
-        with_secret.created_at, 10,
+        with_secret.created_at,
+        moment(10),
         "a replacement keeps the creation time"
     );
     let moved = store
@@ -85,7 +92,7 @@ async fn registration_keeps_or_replaces_the_secret<S: Store>(store: &S) {
             "https://b.example/hook",
             &events(),
             SecretChange::Keep,
-            30,
+            moment(30),
         )
         .await
         .unwrap();
@@ -96,7 +103,10 @@ async fn registration_keeps_or_replaces_the_secret<S: Store>(store: &S) {
         "editing the URL never changes signing"
     );
     assert_eq!(store.webhook(&other).await.unwrap(), None);
-    assert!(store.set_signing_secret(&org, None, 40).await.unwrap());
+    assert!(store
+        .set_signing_secret(&org, None, moment(40))
+        .await
+        .unwrap());
     assert_eq!(
         store.webhook(&org).await.unwrap().unwrap().signing_secret,
         None
@@ -111,12 +121,12 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
     let scope = setup(store, "db_hooks_2", "conf-hooks-2").await;
     let org = scope.org.clone();
     store
-        .enqueue_items(&scope, &[item("c", "before", "text")], true, 100)
+        .enqueue_items(&scope, &[item("c", "before", "text")], true, moment(100))
         .await
         .unwrap();
-    let claimed = claim_ours(store, &scope, "w", 110).await;
+    let claimed = claim_ours(store, &scope, "w", moment(110)).await;
     assert!(store
-        .complete_item(&claimed[0], &[chunk("hook-b0", 0, "text")], 120)
+        .complete_item(&claimed[0], &[chunk("hook-b0", 0, "text")], moment(120))
         .await
         .unwrap());
     assert!(
@@ -134,7 +144,7 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
             "https://h.example/in",
             &events(),
             SecretChange::Keep,
-            130,
+            moment(130),
         )
         .await
         .unwrap();
@@ -147,15 +157,15 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
                 item("c", "again", "c"),
             ],
             true,
-            140,
+            moment(140),
         )
         .await
         .unwrap();
-    let claimed = claim_ours(store, &scope, "w", 150).await;
+    let claimed = claim_ours(store, &scope, "w", moment(150)).await;
     assert_eq!(claimed.len(), 3);
     let by_id = |id: &str| claimed.iter().find(|c| c.id == id).unwrap();
     assert!(store
-        .complete_item(by_id("ok"), &[chunk("hook-ok0", 0, "a")], 160)
+        .complete_item(by_id("ok"), &[chunk("hook-ok0", 0, "a")], moment(160))
         .await
         .unwrap());
     let terminal = ItemFailure {
@@ -163,18 +173,24 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
         message: "no text".into(),
         retry_at: None,
     };
-    assert!(store.fail_item(by_id("bad"), &terminal, 170).await.unwrap());
+    assert!(store
+        .fail_item(by_id("bad"), &terminal, moment(170))
+        .await
+        .unwrap());
     let transient = ItemFailure {
         code: engram_types::ItemErrorCode::Transient,
         message: "later".into(),
-        retry_at: Some(10_000),
+        retry_at: Some(moment(10_000)),
     };
     assert!(store
-        .fail_item(by_id("again"), &transient, 180)
+        .fail_item(by_id("again"), &transient, moment(180))
         .await
         .unwrap());
     // A stale claim writes neither the state nor an event.
-    assert!(!store.fail_item(by_id("bad"), &terminal, 190).await.unwrap());
+    assert!(!store
+        .fail_item(by_id("bad"), &terminal, moment(190))
+        .await
+        .unwrap());
 
     let listed = store.list_deliveries(&org, &all(100)).await.unwrap();
     assert_eq!(
@@ -190,7 +206,7 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
     assert_eq!(ok.collection, "c");
     assert_eq!(ok.event_type, INDEXING_STATUS_CHANGED);
     assert_eq!(ok.status, DeliveryStatus::Pending);
-    assert_eq!((ok.attempts, ok.created_at), (0, 160));
+    assert_eq!((ok.attempts, ok.created_at), (0, moment(160)));
     assert!(ok.delivery_id.starts_with("dlv_"));
     assert_eq!(bad.item_id, "bad");
     assert_eq!(bad.indexing_status, IndexingStatus::Errored);
@@ -223,19 +239,19 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
     );
     assert_eq!(
         store
-            .requeue_delivery(&stranger, &ok.delivery_id, 200)
+            .requeue_delivery(&stranger, &ok.delivery_id, moment(200))
             .await
             .unwrap(),
         Requeue::NotFound
     );
     // Leave nothing due for the other cases' claims.
-    for claimed in claim_org(store, &org, "cleanup", 1_000).await {
+    for claimed in claim_org(store, &org, "cleanup", moment(1_000)).await {
         let outcome = DeliveryOutcome::Delivered {
             status_code: 200,
             url: "https://h.example/in".into(),
         };
         assert!(store
-            .finish_delivery(&claimed, &outcome, 1_001)
+            .finish_delivery(&claimed, &outcome, moment(1_001))
             .await
             .unwrap());
     }
@@ -250,42 +266,45 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
             "https://h.example/3",
             &events(),
             SecretChange::Keep,
-            100,
+            moment(100),
         )
         .await
         .unwrap();
     store
-        .enqueue_items(&scope, &[item("c", "x", "text")], true, 100)
+        .enqueue_items(&scope, &[item("c", "x", "text")], true, moment(100))
         .await
         .unwrap();
-    let claimed = claim_ours(store, &scope, "w", 110).await;
+    let claimed = claim_ours(store, &scope, "w", moment(110)).await;
     assert!(store
-        .complete_item(&claimed[0], &[chunk("hook-x0", 0, "text")], 120)
+        .complete_item(&claimed[0], &[chunk("hook-x0", 0, "text")], moment(120))
         .await
         .unwrap());
 
-    let first = claim_org(store, &org, "d1", 130).await;
+    let first = claim_org(store, &org, "d1", moment(130)).await;
     assert_eq!(first.len(), 1);
     assert_eq!(
         first[0].record.status,
         DeliveryStatus::Pending,
         "the first send"
     );
-    assert!(claim_org(store, &org, "d2", 131).await.is_empty(), "leased");
+    assert!(
+        claim_org(store, &org, "d2", moment(131)).await.is_empty(),
+        "leased"
+    );
     let failed = DeliveryOutcome::Failed {
         code: "RECEIVER_ERROR".into(),
         message: "receiver answered 500".into(),
         status_code: Some(500),
         url: "https://h.example/3".into(),
-        retry_at: Some(5_000),
+        retry_at: Some(moment(5_000)),
     };
     assert!(store
-        .finish_delivery(&first[0], &failed, 140)
+        .finish_delivery(&first[0], &failed, moment(140))
         .await
         .unwrap());
     assert!(
         !store
-            .finish_delivery(&first[0], &failed, 141)
+            .finish_delivery(&first[0], &failed, moment(141))
             .await
             .unwrap(),
         "a claim records one attempt"
@@ -297,17 +316,19 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
     assert_eq!(record.last_status_code, Some(500));
     assert_eq!(record.error_code.as_deref(), Some("RECEIVER_ERROR"));
     assert!(
-        claim_org(store, &org, "d1", 4_999).await.is_empty(),
+        claim_org(store, &org, "d1", moment(4_999)).await.is_empty(),
         "not due yet"
     );
 
     // Due: the sweep claims it; the claimant crashes; after the lease it is claimed again and
     // the first claim can no longer write.
-    let swept = claim_org(store, &org, "d1", 5_000).await;
+    let swept = claim_org(store, &org, "d1", moment(5_000)).await;
     assert_eq!(swept.len(), 1);
     assert_eq!(swept[0].record.status, DeliveryStatus::Sweeping);
-    assert!(claim_org(store, &org, "d2", 14_999).await.is_empty());
-    let recovered = claim_org(store, &org, "d2", 15_000).await;
+    assert!(claim_org(store, &org, "d2", moment(14_999))
+        .await
+        .is_empty());
+    let recovered = claim_org(store, &org, "d2", moment(15_000)).await;
     assert_eq!(recovered.len(), 1, "an expired lease is recovered");
     assert_eq!(recovered[0].record.status, DeliveryStatus::Sweeping);
     let delivered = DeliveryOutcome::Delivered {
@@ -315,23 +336,26 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
         url: "https://h.example/3".into(),
     };
     assert!(!store
-        .finish_delivery(&swept[0], &delivered, 15_001)
+        .finish_delivery(&swept[0], &delivered, moment(15_001))
         .await
         .unwrap());
     assert!(store
-        .finish_delivery(&recovered[0], &delivered, 15_002)
+        .finish_delivery(&recovered[0], &delivered, moment(15_002))
         .await
         .unwrap());
     let record = store.delivery(&org, &id).await.unwrap().unwrap();
     assert_eq!(record.status, DeliveryStatus::Delivered);
     assert_eq!((record.attempts, record.error_code), (2, None));
     assert_eq!(
-        store.requeue_delivery(&org, &id, 16_000).await.unwrap(),
+        store
+            .requeue_delivery(&org, &id, moment(16_000))
+            .await
+            .unwrap(),
         Requeue::NotRetryable(DeliveryStatus::Delivered)
     );
     assert_eq!(
         store
-            .requeue_delivery(&org, "dlv_none", 16_000)
+            .requeue_delivery(&org, "dlv_none", moment(16_000))
             .await
             .unwrap(),
         Requeue::NotFound
@@ -339,15 +363,15 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
 
     // Permanently failed, then retried by hand: pending again and due at once.
     store
-        .enqueue_items(&scope, &[item("c", "y", "text")], true, 20_000)
+        .enqueue_items(&scope, &[item("c", "y", "text")], true, moment(20_000))
         .await
         .unwrap();
-    let claimed = claim_ours(store, &scope, "w", 20_010).await;
+    let claimed = claim_ours(store, &scope, "w", moment(20_010)).await;
     assert!(store
-        .complete_item(&claimed[0], &[chunk("hook-y0", 0, "text")], 20_020)
+        .complete_item(&claimed[0], &[chunk("hook-y0", 0, "text")], moment(20_020))
         .await
         .unwrap());
-    let attempt = claim_org(store, &org, "d1", 20_030).await;
+    let attempt = claim_org(store, &org, "d1", moment(20_030)).await;
     let last = DeliveryOutcome::Failed {
         code: "TIMEOUT".into(),
         message: "slow".into(),
@@ -356,27 +380,32 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
         retry_at: None,
     };
     assert!(store
-        .finish_delivery(&attempt[0], &last, 20_040)
+        .finish_delivery(&attempt[0], &last, moment(20_040))
         .await
         .unwrap());
     let id = attempt[0].record.delivery_id.clone();
     let record = store.delivery(&org, &id).await.unwrap().unwrap();
     assert_eq!(record.status, DeliveryStatus::PermanentlyFailed);
     assert!(
-        claim_org(store, &org, "d1", 99_000).await.is_empty(),
+        claim_org(store, &org, "d1", moment(99_000))
+            .await
+            .is_empty(),
         "no automatic retry"
     );
     assert_eq!(
-        store.requeue_delivery(&org, &id, 30_000).await.unwrap(),
+        store
+            .requeue_delivery(&org, &id, moment(30_000))
+            .await
+            .unwrap(),
         Requeue::Queued
     );
     let record = store.delivery(&org, &id).await.unwrap().unwrap();
     assert_eq!(record.status, DeliveryStatus::Pending);
-    let again = claim_org(store, &org, "d1", 30_000).await;
+    let again = claim_org(store, &org, "d1", moment(30_000)).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].record.attempts, 1);
     assert!(store
-        .finish_delivery(&again[0], &delivered, 30_001)
+        .finish_delivery(&again[0], &delivered, moment(30_001))
         .await
         .unwrap());
 }
@@ -390,7 +419,7 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
             "https://h.example/4",
             &events(),
             SecretChange::Keep,
-            100,
+            moment(100),
         )
         .await
         .unwrap();
@@ -401,11 +430,14 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
         let scope = scope.clone();
         async move {
             let items: Vec<_> = ids.iter().map(|id| item("c", id, "text")).collect();
-            store.enqueue_items(&scope, &items, true, at).await.unwrap();
-            for claimed in claim_ours(store, &scope, "w", at + 1).await {
+            store
+                .enqueue_items(&scope, &items, true, moment(at))
+                .await
+                .unwrap();
+            for claimed in claim_ours(store, &scope, "w", moment(at + 1)).await {
                 let chunk_id = format!("hook4-{}", claimed.id);
                 assert!(store
-                    .complete_item(&claimed, &[chunk(&chunk_id, 0, "text")], at + 2)
+                    .complete_item(&claimed, &[chunk(&chunk_id, 0, "text")], moment(at + 2))
                     .await
                     .unwrap());
             }
@@ -467,29 +499,41 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
         .await
         .unwrap()
         .is_empty());
-    store.purge_deliveries(i64::MAX, 10_000).await.unwrap();
+    store
+        .purge_deliveries(moment(i64::MAX), 10_000)
+        .await
+        .unwrap();
     assert_eq!(
         store.list_deliveries(&org, &all(100)).await.unwrap().len(),
         8,
         "retention never removes deliveries still to be made"
     );
-    for claimed in claim_org(store, &org, "cleanup", 1_000_000).await {
+    for claimed in claim_org(store, &org, "cleanup", moment(1_000_000)).await {
         let outcome = DeliveryOutcome::Delivered {
             status_code: 200,
             url: "https://h.example/4".into(),
         };
         assert!(store
-            .finish_delivery(&claimed, &outcome, 1_000_001)
+            .finish_delivery(&claimed, &outcome, moment(1_000_001))
             .await
             .unwrap());
     }
-    store.purge_deliveries(1_000_001, 10_000).await.unwrap();
+    store
+        .purge_deliveries(moment(1_000_001), 10_000)
+        .await
+        .unwrap();
     assert_eq!(
         store.list_deliveries(&org, &all(100)).await.unwrap().len(),
         8,
         "not old enough"
     );
-    assert!(store.purge_deliveries(1_000_002, 10_000).await.unwrap() >= 8);
+    assert!(
+        store
+            .purge_deliveries(moment(1_000_002), 10_000)
+            .await
+            .unwrap()
+            >= 8
+    );
     assert!(store
         .list_deliveries(&org, &all(100))
         .await

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use engram_types::schema::{MetadataSchema, SchemaError, SchemaField};
+use engram_types::UnixMs;
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
@@ -114,7 +115,7 @@ impl DatabaseStore for PgStore {
         &self,
         scope: &DatabaseScope,
         fields: &[SchemaField],
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Result<MetadataSchema, SchemaError>> {
         let mut tx = self.pool.begin().await?;
         let current: serde_json::Value = live_column(&mut tx, scope, "metadata_schema").await?;
@@ -126,7 +127,7 @@ impl DatabaseStore for PgStore {
         }
         sqlx::query("UPDATE databases SET metadata_schema = $1, updated_at = $2 WHERE id = $3")
             .bind(schema_json(&schema)?)
-            .bind(at_ms)
+            .bind(at)
             .bind(scope.id.as_str())
             .execute(&mut *tx)
             .await?;
@@ -138,13 +139,13 @@ impl DatabaseStore for PgStore {
         &self,
         scope: &DatabaseScope,
         new_name: &DatabaseName,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<DatabaseRecord> {
         let mut tx = self.pool.begin().await?;
         let old: String = live_column(&mut tx, scope, "name").await?;
         let renamed = sqlx::query("UPDATE databases SET name = $1, updated_at = $2 WHERE id = $3")
             .bind(new_name.as_str())
-            .bind(at_ms)
+            .bind(at)
             .bind(scope.id.as_str())
             .execute(&mut *tx)
             .await;
@@ -182,7 +183,7 @@ impl DatabaseStore for PgStore {
         scope: &DatabaseScope,
         update: &InstructionsUpdate,
         max_collections: usize,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Instructions> {
         let mut tx = self.pool.begin().await?;
         let current: serde_json::Value = live_column(&mut tx, scope, "instructions").await?;
@@ -196,7 +197,7 @@ impl DatabaseStore for PgStore {
         }
         sqlx::query("UPDATE databases SET instructions = $1, updated_at = $2 WHERE id = $3")
             .bind(instructions.to_json())
-            .bind(at_ms)
+            .bind(at)
             .bind(scope.id.as_str())
             .execute(&mut *tx)
             .await?;
@@ -204,13 +205,13 @@ impl DatabaseStore for PgStore {
         Ok(instructions)
     }
 
-    async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool> {
+    async fn schedule_deletion(&self, scope: &DatabaseScope, at: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE databases SET state = 'deleting', deletion_requested_at = $1, updated_at = $2
              WHERE id = $3 AND org_id = $4 AND state <> 'deleting'",
         )
-        .bind(at_ms)
-        .bind(at_ms)
+        .bind(at)
+        .bind(at)
         .bind(scope.id.as_str())
         .bind(scope.org.as_str())
         .execute(&self.pool)
@@ -222,7 +223,7 @@ impl DatabaseStore for PgStore {
         &self,
         scope: &DatabaseScope,
         name: &CollectionName,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO collections (database_id, name, created_at)
@@ -230,7 +231,7 @@ impl DatabaseStore for PgStore {
              ON CONFLICT (database_id, name) DO NOTHING",
         )
         .bind(name.as_str())
-        .bind(at_ms)
+        .bind(at)
         .bind(scope.id.as_str())
         .bind(scope.org.as_str())
         .execute(&self.pool)
@@ -252,7 +253,7 @@ impl DatabaseStore for PgStore {
             .collect()
     }
 
-    async fn counts(&self, scope: &DatabaseScope, now: i64) -> StoreResult<DatabaseCounts> {
+    async fn counts(&self, scope: &DatabaseScope, now: UnixMs) -> StoreResult<DatabaseCounts> {
         let row = sqlx::query(
             "SELECT
                 (SELECT COUNT(*) FROM collections WHERE database_id = d.id),
@@ -293,7 +294,7 @@ impl LifecycleStore for PgStore {
         rows.iter().map(crate::rows::database).collect()
     }
 
-    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()> {
+    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at: UnixMs) -> StoreResult<()> {
         sqlx::query(
             "UPDATE databases SET scheduler_ready = $1, graph_ready = $2, knowledge_vectors_ready = $3,
                  memory_vectors_ready = $4, updated_at = $5,
@@ -304,7 +305,7 @@ impl LifecycleStore for PgStore {
         .bind(infra.graph)
         .bind(infra.knowledge_vectors)
         .bind(infra.memory_vectors)
-        .bind(at_ms)
+        .bind(at)
         .bind(infra.all_ready())
         .bind(id.as_str())
         .execute(&self.pool)

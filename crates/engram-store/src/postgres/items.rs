@@ -3,6 +3,7 @@
 //! lock, so instances hand out work in one turn order.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
@@ -23,7 +24,7 @@ fn select_live_item<'a>(
     scope: &DatabaseScope,
     collection: &CollectionName,
     id: &str,
-    now: i64,
+    now: UnixMs,
 ) -> QueryBuilder<'a, Postgres> {
     let mut select = QueryBuilder::<Postgres>::new(
         "SELECT i.* FROM items i JOIN databases d ON d.id = i.database_id WHERE i.collection = ",
@@ -41,7 +42,7 @@ async fn write_item(
     scope: &DatabaseScope,
     item: &NewItem,
     existing: Option<i64>,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<i64> {
     if let Some(key) = existing {
         sqlx::query("DELETE FROM chunks WHERE item_key = $1")
@@ -118,7 +119,7 @@ fn push_list_where(
     builder: &mut QueryBuilder<'_, Postgres>,
     scope: &DatabaseScope,
     query: &ItemQuery,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<()> {
     builder.push(" FROM items i JOIN databases d ON d.id = i.database_id WHERE 1 = 1");
     push_live_scope(builder, scope, "i.database_id", now);
@@ -156,7 +157,7 @@ impl ItemStore for PgStore {
         scope: &DatabaseScope,
         items: &[NewItem],
         upsert: bool,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<EnqueueOutcome>> {
         let mut tx = self.pool.begin().await?;
         check_scope(&mut tx, scope).await?;
@@ -223,7 +224,7 @@ impl ItemStore for PgStore {
         scope: &DatabaseScope,
         collection: &CollectionName,
         ids: &[String],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ItemStatus>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -253,7 +254,7 @@ impl ItemStore for PgStore {
         collection: &CollectionName,
         kind: Option<ItemKind>,
         ids: &[String],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<DeletedItem>> {
         let mut tx = self.pool.begin().await?;
         lock_feed(&mut tx).await?;
@@ -338,7 +339,7 @@ impl ItemStore for PgStore {
         &self,
         scope: &DatabaseScope,
         query: &ItemQuery,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<ItemPage> {
         let mut count = QueryBuilder::<Postgres>::new("SELECT COUNT(*)");
         push_list_where(&mut count, scope, query, now)?;
@@ -367,7 +368,7 @@ impl ItemStore for PgStore {
         scope: &DatabaseScope,
         collection: &CollectionName,
         id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Option<ItemSource>> {
         let mut tx = self.pool.begin().await?;
         let Some(row) = select_live_item(scope, collection, id, now)
@@ -396,7 +397,7 @@ impl ItemStore for PgStore {
         id: &str,
         edit: &MetadataEdit,
         check: &MetadataCheck<'_>,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<MetadataEditOutcome> {
         let mut tx = self.pool.begin().await?;
         let mut select = select_live_item(scope, collection, id, now);
@@ -657,7 +658,7 @@ async fn claim_next(
     ))
     .bind(claim.now)
     .bind(claim.owner)
-    .bind(claim.now.saturating_add(claim.lease_ms))
+    .bind(claim.now.after(claim.lease))
     .bind(&database)
     .fetch_optional(&mut *tx)
     .await?;
@@ -712,7 +713,7 @@ impl WorkQueue for PgStore {
         Ok(0)
     }
 
-    async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool> {
+    async fn extend_lease(&self, item: &ClaimedItem, until: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE items SET lease_until = $1
              WHERE item_key = $2 AND version = $3 AND status = 'processing' AND lease_owner = $4
@@ -732,7 +733,7 @@ impl WorkQueue for PgStore {
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         lock_feed(&mut tx).await?;
@@ -786,7 +787,7 @@ impl WorkQueue for PgStore {
         &self,
         item: &ClaimedItem,
         failure: &ItemFailure,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let (status, run_after) = match failure.retry_at {
             Some(at) => ("queued", at),
@@ -827,7 +828,7 @@ impl WorkQueue for PgStore {
         Ok(true)
     }
 
-    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<u64> {
+    async fn purge_expired(&self, now: UnixMs, limit: u32) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
         lock_feed(&mut tx).await?;
         let chunks: i64 = sqlx::query_scalar(
@@ -850,7 +851,11 @@ impl WorkQueue for PgStore {
         Ok(u64::try_from(chunks).unwrap_or(0))
     }
 
-    async fn preceding_memory(&self, item: &ClaimedItem, now: i64) -> StoreResult<Option<String>> {
+    async fn preceding_memory(
+        &self,
+        item: &ClaimedItem,
+        now: UnixMs,
+    ) -> StoreResult<Option<String>> {
         if item.kind != ItemKind::Memory || item.title.is_empty() {
             return Ok(None);
         }

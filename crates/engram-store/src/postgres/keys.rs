@@ -1,6 +1,7 @@
 //! API keys on PostgreSQL: the prefix and a hash of the secret, never the secret.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
 
 use super::sql::is_unique_violation;
@@ -56,11 +57,11 @@ impl KeyStore for PgStore {
         rows.iter().map(crate::rows::api_key).collect()
     }
 
-    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool> {
+    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE api_keys SET revoked_at = $1 WHERE prefix = $2 AND revoked_at IS NULL",
         )
-        .bind(at_ms)
+        .bind(at)
         .bind(prefix.as_str())
         .execute(&self.pool)
         .await?;
@@ -71,7 +72,7 @@ impl KeyStore for PgStore {
         &self,
         name: &str,
         candidate: &[u8],
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Vec<u8>> {
         // Read first: only the first use ever writes.
         let stored: Option<Vec<u8>> =
@@ -88,7 +89,7 @@ impl KeyStore for PgStore {
         )
         .bind(name)
         .bind(candidate)
-        .bind(at_ms)
+        .bind(at)
         .execute(&self.pool)
         .await?;
         Ok(

@@ -81,6 +81,7 @@ impl crate::Store for PgStore {
 #[cfg(test)]
 mod tests {
     use engram_testkit::TempPostgres;
+    use engram_types::UnixMs;
 
     use super::*;
     use crate::{ChunkFeed, ClaimRequest, ItemStore, WorkQueue};
@@ -105,18 +106,38 @@ mod tests {
         let b = open(&pg).await;
         let scope = crate::conformance::setup(&a, "db_pg_claims", "org_pg_claims").await;
         let items = [crate::conformance::item("c", "x", "text")];
-        a.enqueue_items(&scope, &items, true, 1).await.unwrap();
+        a.enqueue_items(&scope, &items, true, UnixMs::from_millis(1))
+            .await
+            .unwrap();
         let held = a
-            .claim_items(&ClaimRequest::new("a", 10, 1_000, 10))
+            .claim_items(&ClaimRequest::new(
+                "a",
+                UnixMs::from_millis(10),
+                Duration::from_millis(1_000),
+                10,
+            ))
             .await
             .unwrap();
         assert_eq!(held.len(), 1);
         assert_eq!(b.release_dead_claims().await.unwrap(), 0);
-        let early = ClaimRequest::new("b", 500, 1_000, 10);
+        let early = ClaimRequest::new(
+            "b",
+            UnixMs::from_millis(500),
+            Duration::from_millis(1_000),
+            10,
+        );
         assert!(b.claim_items(&early).await.unwrap().is_empty());
-        let late = ClaimRequest::new("b", 2_000, 1_000, 10);
+        let late = ClaimRequest::new(
+            "b",
+            UnixMs::from_millis(2_000),
+            Duration::from_millis(1_000),
+            10,
+        );
         assert_eq!(b.claim_items(&late).await.unwrap().len(), 1);
-        assert!(!a.complete_item(&held[0], &[], 2_001).await.unwrap());
+        assert!(!a
+            .complete_item(&held[0], &[], UnixMs::from_millis(2_001))
+            .await
+            .unwrap());
     }
 
     /// Migrations are applied once, however many instances start; a database migrated by a
@@ -149,14 +170,22 @@ mod tests {
         let store = open(&pg).await;
         let scope = crate::conformance::setup(&store, "db_pg_feed", "org_pg_feed").await;
         let items = [crate::conformance::item("c", "x", "text")];
-        store.enqueue_items(&scope, &items, true, 1).await.unwrap();
+        store
+            .enqueue_items(&scope, &items, true, UnixMs::from_millis(1))
+            .await
+            .unwrap();
         let claimed = store
-            .claim_items(&ClaimRequest::new("w", 10, 1_000, 10))
+            .claim_items(&ClaimRequest::new(
+                "w",
+                UnixMs::from_millis(10),
+                Duration::from_millis(1_000),
+                10,
+            ))
             .await
             .unwrap();
         let chunk = crate::conformance::chunk("x", 0, "text");
         assert!(store
-            .complete_item(&claimed[0], &[chunk], 11)
+            .complete_item(&claimed[0], &[chunk], UnixMs::from_millis(11))
             .await
             .unwrap());
         let head = store.chunk_feed_head().await.unwrap();

@@ -2,6 +2,7 @@
 //! Key lists travel as one array parameter (`= ANY($n)`).
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use super::sql::*;
@@ -14,7 +15,7 @@ fn push_chunk_where(
     builder: &mut QueryBuilder<'_, Postgres>,
     scope: &DatabaseScope,
     filter: &ChunkFilter,
-    now: i64,
+    now: UnixMs,
 ) {
     push_live_scope(builder, scope, "c.database_id", now);
     push_any(
@@ -55,7 +56,7 @@ const CHUNK_JOINS: &str =
 fn live_chunk_keys<'a>(
     scope: &'a DatabaseScope,
     filter: &'a ChunkFilter,
-    now: i64,
+    now: UnixMs,
 ) -> QueryBuilder<'a, Postgres> {
     let mut select = QueryBuilder::<Postgres>::new("SELECT c.chunk_key FROM chunks c");
     select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
@@ -82,7 +83,7 @@ impl ChunkSearch for PgStore {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         limit: u32,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>> {
         let mut select = live_chunk_keys(scope, filter, now);
         select
@@ -97,7 +98,7 @@ impl ChunkSearch for PgStore {
         filter: &ChunkFilter,
         which: ChunkSelection<'_>,
         limit: u32,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>> {
         let mut select = live_chunk_keys(scope, filter, now);
         match which {
@@ -131,7 +132,7 @@ impl ChunkSearch for PgStore {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>> {
         if keys.is_empty() {
             return Ok(Vec::new());
@@ -145,7 +146,7 @@ impl ChunkSearch for PgStore {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkHit>> {
         if keys.is_empty() {
             return Ok(Vec::new());
@@ -168,7 +169,7 @@ fn among_chunks<'a>(
     scope: &'a DatabaseScope,
     filter: &'a ChunkFilter,
     keys: &[ChunkKey],
-    now: i64,
+    now: UnixMs,
 ) -> QueryBuilder<'a, Postgres> {
     // The keys are probed first, alone (primary-key lookups), and scope and filter apply to
     // what they found: planned with statistics from before a database filled up (its id unseen),

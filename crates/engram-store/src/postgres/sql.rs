@@ -1,6 +1,7 @@
 //! SQL the PostgreSQL backend's resources share: locks, scope checks, filters, key lists and
 //! vector columns.
 
+use engram_types::UnixMs;
 use pgvector::Vector;
 use serde_json::Value;
 use sqlx::{PgConnection, Postgres, QueryBuilder};
@@ -89,7 +90,7 @@ pub(crate) fn push_live_scope(
     builder: &mut QueryBuilder<'_, Postgres>,
     scope: &DatabaseScope,
     database_column: &str,
-    now: i64,
+    now: UnixMs,
 ) {
     builder
         .push(format!(" AND {database_column} = "))

@@ -2,8 +2,10 @@
 //! claim from the one outbox: `SKIP LOCKED` hands each due delivery to one of them.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use engram_types::{DeliveryStatus, IndexingStatus, OrgId};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
+use std::time::Duration;
 
 use super::sql::*;
 use super::PgStore;
@@ -20,7 +22,7 @@ pub(super) async fn record_event(
     status: IndexingStatus,
     error_code: &str,
     error_message: &str,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO webhook_deliveries (delivery_id, org_id, database_id, database_name, collection, item_id,
@@ -55,7 +57,7 @@ impl WebhookStore for PgStore {
         url: &str,
         event_types: &[String],
         secret: SecretChange,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<WebhookRecord> {
         let event_types = serde_json::json!(event_types);
         let (set_secret, secret) = match secret {
@@ -104,7 +106,7 @@ impl WebhookStore for PgStore {
         &self,
         org: &OrgId,
         secret: Option<&str>,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE webhooks SET signing_secret = $1, updated_at = $2 WHERE org_id = $3",
@@ -156,7 +158,7 @@ impl WebhookStore for PgStore {
         &self,
         org: &OrgId,
         delivery_id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Requeue> {
         let mut tx = self.pool.begin().await?;
         let status: Option<String> = sqlx::query_scalar(
@@ -195,11 +197,11 @@ impl DeliveryQueue for PgStore {
     async fn claim_deliveries(
         &self,
         owner: &str,
-        now: i64,
-        lease_ms: i64,
+        now: UnixMs,
+        lease: Duration,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
-        let lease = format!("{owner}:{}", claim_number());
+        let lease_owner = format!("{owner}:{}", claim_number());
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query(
             "UPDATE webhook_deliveries
@@ -213,8 +215,8 @@ impl DeliveryQueue for PgStore {
                  FOR UPDATE SKIP LOCKED)
              RETURNING *",
         )
-        .bind(&lease)
-        .bind(now.saturating_add(lease_ms))
+        .bind(&lease_owner)
+        .bind(now.after(lease))
         .bind(now)
         .bind(now)
         .bind(now)
@@ -227,7 +229,7 @@ impl DeliveryQueue for PgStore {
             .map(|row| {
                 Ok(ClaimedDelivery {
                     record: crate::rows::delivery(row)?,
-                    lease: lease.clone(),
+                    lease: lease_owner.clone(),
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -238,7 +240,7 @@ impl DeliveryQueue for PgStore {
     async fn finish_deliveries(
         &self,
         attempts: &[(ClaimedDelivery, DeliveryOutcome)],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<bool>> {
         let mut tx = self.pool.begin().await?;
         let mut done = Vec::with_capacity(attempts.len());
@@ -252,7 +254,7 @@ impl DeliveryQueue for PgStore {
         Ok(done)
     }
 
-    async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64> {
+    async fn purge_deliveries(&self, before: UnixMs, limit: u32) -> StoreResult<u64> {
         let done = sqlx::query(
             "DELETE FROM webhook_deliveries WHERE delivery_key IN (
                  SELECT delivery_key FROM webhook_deliveries
@@ -271,7 +273,7 @@ impl DeliveryQueue for PgStore {
 fn finish_query<'q>(
     claimed: &'q ClaimedDelivery,
     outcome: &'q DeliveryOutcome,
-    now: i64,
+    now: UnixMs,
 ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
     let query = match outcome {
         DeliveryOutcome::Delivered { status_code, url } => sqlx::query(

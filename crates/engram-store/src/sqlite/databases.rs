@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use engram_types::schema::{MetadataSchema, SchemaError, SchemaField};
+use engram_types::UnixMs;
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
@@ -111,7 +112,7 @@ impl DatabaseStore for SqliteStore {
         &self,
         scope: &DatabaseScope,
         fields: &[SchemaField],
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Result<MetadataSchema, SchemaError>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let current = live_column(&mut tx, scope, "metadata_schema").await?;
@@ -123,7 +124,7 @@ impl DatabaseStore for SqliteStore {
         }
         sqlx::query("UPDATE databases SET metadata_schema = ?, updated_at = ? WHERE id = ?")
             .bind(schema_json(&schema)?)
-            .bind(at_ms)
+            .bind(at)
             .bind(scope.id.as_str())
             .execute(&mut *tx)
             .await?;
@@ -135,13 +136,13 @@ impl DatabaseStore for SqliteStore {
         &self,
         scope: &DatabaseScope,
         new_name: &DatabaseName,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<DatabaseRecord> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let old = live_column(&mut tx, scope, "name").await?;
         let renamed = sqlx::query("UPDATE databases SET name = ?, updated_at = ? WHERE id = ?")
             .bind(new_name.as_str())
-            .bind(at_ms)
+            .bind(at)
             .bind(scope.id.as_str())
             .execute(&mut *tx)
             .await;
@@ -178,7 +179,7 @@ impl DatabaseStore for SqliteStore {
         scope: &DatabaseScope,
         update: &InstructionsUpdate,
         max_collections: usize,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Instructions> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let current = live_column(&mut tx, scope, "instructions").await?;
@@ -194,7 +195,7 @@ impl DatabaseStore for SqliteStore {
         }
         sqlx::query("UPDATE databases SET instructions = ?, updated_at = ? WHERE id = ?")
             .bind(instructions.to_json().to_string())
-            .bind(at_ms)
+            .bind(at)
             .bind(scope.id.as_str())
             .execute(&mut *tx)
             .await?;
@@ -202,13 +203,13 @@ impl DatabaseStore for SqliteStore {
         Ok(instructions)
     }
 
-    async fn schedule_deletion(&self, scope: &DatabaseScope, at_ms: i64) -> StoreResult<bool> {
+    async fn schedule_deletion(&self, scope: &DatabaseScope, at: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE databases SET state = 'deleting', deletion_requested_at = ?, updated_at = ?
              WHERE id = ? AND org_id = ? AND state <> 'deleting'",
         )
-        .bind(at_ms)
-        .bind(at_ms)
+        .bind(at)
+        .bind(at)
         .bind(scope.id.as_str())
         .bind(scope.org.as_str())
         .execute(&self.pool)
@@ -220,7 +221,7 @@ impl DatabaseStore for SqliteStore {
         &self,
         scope: &DatabaseScope,
         name: &CollectionName,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO collections (database_id, name, created_at)
@@ -228,7 +229,7 @@ impl DatabaseStore for SqliteStore {
              ON CONFLICT (database_id, name) DO NOTHING",
         )
         .bind(name.as_str())
-        .bind(at_ms)
+        .bind(at)
         .bind(scope.id.as_str())
         .bind(scope.org.as_str())
         .execute(&self.pool)
@@ -250,7 +251,7 @@ impl DatabaseStore for SqliteStore {
             .collect()
     }
 
-    async fn counts(&self, scope: &DatabaseScope, now: i64) -> StoreResult<DatabaseCounts> {
+    async fn counts(&self, scope: &DatabaseScope, now: UnixMs) -> StoreResult<DatabaseCounts> {
         let row = sqlx::query(
             "SELECT
                 (SELECT COUNT(*) FROM collections WHERE database_id = d.id),
@@ -291,7 +292,7 @@ impl LifecycleStore for SqliteStore {
         rows.iter().map(crate::rows::database).collect()
     }
 
-    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at_ms: i64) -> StoreResult<()> {
+    async fn set_infra(&self, id: &DatabaseId, infra: InfraFlags, at: UnixMs) -> StoreResult<()> {
         sqlx::query(
             "UPDATE databases SET scheduler_ready = ?, graph_ready = ?, knowledge_vectors_ready = ?,
                  memory_vectors_ready = ?, updated_at = ?,
@@ -302,7 +303,7 @@ impl LifecycleStore for SqliteStore {
         .bind(infra.graph)
         .bind(infra.knowledge_vectors)
         .bind(infra.memory_vectors)
-        .bind(at_ms)
+        .bind(at)
         .bind(infra.all_ready())
         .bind(id.as_str())
         .execute(&self.pool)

@@ -2,6 +2,7 @@
 //! concurrent writers wait for each other instead of failing on a stale snapshot.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use engram_types::{CollectionName, DatabaseId, IndexingStatus, ItemKind};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
@@ -21,7 +22,7 @@ fn select_live_item<'a>(
     scope: &DatabaseScope,
     collection: &CollectionName,
     id: &str,
-    now: i64,
+    now: UnixMs,
 ) -> QueryBuilder<'a, Sqlite> {
     let mut select = QueryBuilder::<Sqlite>::new(
         "SELECT i.* FROM items i JOIN databases d ON d.id = i.database_id WHERE i.collection = ",
@@ -39,7 +40,7 @@ async fn write_item(
     scope: &DatabaseScope,
     item: &NewItem,
     existing: Option<i64>,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<()> {
     if let Some(key) = existing {
         sqlx::query("DELETE FROM chunks WHERE item_key = ?")
@@ -116,7 +117,7 @@ fn push_list_where(
     builder: &mut QueryBuilder<'_, Sqlite>,
     scope: &DatabaseScope,
     query: &ItemQuery,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<()> {
     builder.push(" FROM items i JOIN databases d ON d.id = i.database_id WHERE 1 = 1");
     push_live_scope(builder, scope, "i.database_id", now);
@@ -150,7 +151,7 @@ impl ItemStore for SqliteStore {
         scope: &DatabaseScope,
         items: &[NewItem],
         upsert: bool,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<EnqueueOutcome>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_scope(&mut tx, scope).await?;
@@ -194,7 +195,7 @@ impl ItemStore for SqliteStore {
         scope: &DatabaseScope,
         collection: &CollectionName,
         ids: &[String],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ItemStatus>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -228,7 +229,7 @@ impl ItemStore for SqliteStore {
         collection: &CollectionName,
         kind: Option<ItemKind>,
         ids: &[String],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<DeletedItem>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_scope(&mut tx, scope).await?;
@@ -311,7 +312,7 @@ impl ItemStore for SqliteStore {
         &self,
         scope: &DatabaseScope,
         query: &ItemQuery,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<ItemPage> {
         let mut count = QueryBuilder::<Sqlite>::new("SELECT COUNT(*)");
         push_list_where(&mut count, scope, query, now)?;
@@ -340,7 +341,7 @@ impl ItemStore for SqliteStore {
         scope: &DatabaseScope,
         collection: &CollectionName,
         id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Option<ItemSource>> {
         let mut tx = self.pool.begin().await?;
         let Some(row) = select_live_item(scope, collection, id, now)
@@ -369,7 +370,7 @@ impl ItemStore for SqliteStore {
         id: &str,
         edit: &MetadataEdit,
         check: &MetadataCheck<'_>,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<MetadataEditOutcome> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let Some(row) = select_live_item(scope, collection, id, now)
@@ -565,7 +566,7 @@ async fn claim_next(
     ))
     .bind(claim.now)
     .bind(claim.owner)
-    .bind(claim.now.saturating_add(claim.lease_ms))
+    .bind(claim.now.after(claim.lease))
     .bind(&database)
     .fetch_optional(&mut *tx)
     .await?;
@@ -632,7 +633,7 @@ impl WorkQueue for SqliteStore {
         Ok(items + deliveries)
     }
 
-    async fn extend_lease(&self, item: &ClaimedItem, until: i64) -> StoreResult<bool> {
+    async fn extend_lease(&self, item: &ClaimedItem, until: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE items SET lease_until = ?
              WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?
@@ -652,7 +653,7 @@ impl WorkQueue for SqliteStore {
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let done = sqlx::query(
@@ -705,7 +706,7 @@ impl WorkQueue for SqliteStore {
         &self,
         item: &ClaimedItem,
         failure: &ItemFailure,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let (status, run_after) = match failure.retry_at {
             Some(at) => ("queued", at),
@@ -746,7 +747,7 @@ impl WorkQueue for SqliteStore {
         Ok(true)
     }
 
-    async fn purge_expired(&self, now: i64, limit: u32) -> StoreResult<u64> {
+    async fn purge_expired(&self, now: UnixMs, limit: u32) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let chunks: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM chunks c WHERE c.item_key IN (
@@ -768,7 +769,11 @@ impl WorkQueue for SqliteStore {
         Ok(u64::try_from(chunks).unwrap_or(0))
     }
 
-    async fn preceding_memory(&self, item: &ClaimedItem, now: i64) -> StoreResult<Option<String>> {
+    async fn preceding_memory(
+        &self,
+        item: &ClaimedItem,
+        now: UnixMs,
+    ) -> StoreResult<Option<String>> {
         if item.kind != ItemKind::Memory || item.title.is_empty() {
             return Ok(None);
         }

@@ -1,6 +1,7 @@
 //! API keys on SQLite: the prefix and a hash of the secret, never the secret.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
 
 use super::sql::{corrupt, is_unique_violation};
@@ -57,11 +58,11 @@ impl KeyStore for SqliteStore {
         rows.iter().map(crate::rows::api_key).collect()
     }
 
-    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at_ms: i64) -> StoreResult<bool> {
+    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE api_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL",
         )
-        .bind(at_ms)
+        .bind(at)
         .bind(prefix.as_str())
         .execute(&self.pool)
         .await?;
@@ -72,7 +73,7 @@ impl KeyStore for SqliteStore {
         &self,
         name: &str,
         candidate: &[u8],
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Vec<u8>> {
         // Read first: only the first use ever writes (a write would take the database's lock).
         let stored: Option<Vec<u8>> =
@@ -89,7 +90,7 @@ impl KeyStore for SqliteStore {
         )
         .bind(name)
         .bind(candidate)
-        .bind(at_ms)
+        .bind(at)
         .execute(&self.pool)
         .await?;
         Ok(

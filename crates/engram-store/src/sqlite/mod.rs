@@ -62,6 +62,7 @@ impl crate::Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use engram_types::UnixMs;
     use sqlx::Row;
 
     use super::*;
@@ -97,8 +98,18 @@ mod tests {
             crate::conformance::item("c", "a", "text"),
             crate::conformance::item("c", "b", "text"),
         ];
-        store.enqueue_items(&scope, &items, true, 1).await.unwrap();
-        let claim = |owner| ClaimRequest::new(owner, 10, 60_000, 10);
+        store
+            .enqueue_items(&scope, &items, true, UnixMs::from_millis(1))
+            .await
+            .unwrap();
+        let claim = |owner| {
+            ClaimRequest::new(
+                owner,
+                UnixMs::from_millis(10),
+                Duration::from_millis(60_000),
+                10,
+            )
+        };
         let dead = store.claim_items(&claim("dead")).await.unwrap();
         assert_eq!(dead.len(), 2);
         store.close().await;
@@ -109,7 +120,10 @@ mod tests {
         let resumed = store.claim_items(&claim("new")).await.unwrap();
         assert_eq!(resumed.len(), 2, "taken up at once, not after 60 s");
         assert!(
-            !store.complete_item(&dead[0], &[], 11).await.unwrap(),
+            !store
+                .complete_item(&dead[0], &[], UnixMs::from_millis(11))
+                .await
+                .unwrap(),
             "the dead claim can no longer write"
         );
     }
@@ -125,7 +139,7 @@ mod tests {
             .create_database(&crate::conformance::new_db("db_log", "org_log", "log"))
             .await
             .unwrap();
-        let index_one = |store: SqliteStore, id: &'static str, now: i64| {
+        let index_one = |store: SqliteStore, id: &'static str, now: UnixMs| {
             let scope = db.scope();
             async move {
                 let item = crate::conformance::item("c", id, "text");
@@ -134,7 +148,12 @@ mod tests {
                     .await
                     .unwrap();
                 for claimed in store
-                    .claim_items(&crate::ClaimRequest::new("w", now, 1000, 10))
+                    .claim_items(&crate::ClaimRequest::new(
+                        "w",
+                        now,
+                        Duration::from_millis(1000),
+                        10,
+                    ))
                     .await
                     .unwrap()
                 {
@@ -143,7 +162,7 @@ mod tests {
                 }
             }
         };
-        index_one(store.clone(), "a", 1).await;
+        index_one(store.clone(), "a", UnixMs::from_millis(1)).await;
         let head = store.chunk_feed_head().await.unwrap();
         assert!(head > 0);
         store.trim_chunk_changes(head).await.unwrap();
@@ -151,7 +170,7 @@ mod tests {
         store.close().await;
         let store = SqliteStore::open(dir.path()).await.unwrap();
         assert_eq!(store.chunk_feed_head().await.unwrap(), head);
-        index_one(store.clone(), "b", 2).await;
+        index_one(store.clone(), "b", UnixMs::from_millis(2)).await;
         let changes = store.chunk_changes(head, 100).await.unwrap();
         assert_eq!(changes.current.len(), 1, "{changes:?}");
         assert!(changes.through > head);

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use engram_types::CollectionName;
+use engram_types::UnixMs;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::sql::*;
@@ -42,7 +43,7 @@ impl RawEmbeddingStore for SqliteStore {
         collection: &CollectionName,
         vectors: &[RawVector],
         upsert: bool,
-        at_ms: i64,
+        at: UnixMs,
     ) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_scope(&mut tx, scope).await?;
@@ -65,7 +66,7 @@ impl RawEmbeddingStore for SqliteStore {
                 .bind(&vector.chunk_id)
                 .bind(embedding_bytes(&vector.embedding))
                 .bind(json_text(&vector.metadata, "metadata")?)
-                .bind(at_ms)
+                .bind(at)
                 .execute(&mut *tx)
                 .await?;
             if done.rows_affected() > 0 {
@@ -78,7 +79,7 @@ impl RawEmbeddingStore for SqliteStore {
         )
         .bind(scope.id.as_str())
         .bind(collection.as_str())
-        .bind(at_ms)
+        .bind(at)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -1,6 +1,7 @@
 //! Retrieval reads on SQLite: the keys that pass a filter and chunks joined with their items.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::sql::*;
@@ -13,7 +14,7 @@ fn push_chunk_where(
     builder: &mut QueryBuilder<'_, Sqlite>,
     scope: &DatabaseScope,
     filter: &ChunkFilter,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<()> {
     push_live_scope(builder, scope, "c.database_id", now);
     push_in(builder, "c.kind", filter.kinds.iter().map(|k| k.as_str()));
@@ -50,7 +51,7 @@ const KEYS_PER_STATEMENT: usize = 10_000;
 fn live_chunk_keys<'a>(
     scope: &'a DatabaseScope,
     filter: &'a ChunkFilter,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<QueryBuilder<'a, Sqlite>> {
     let mut select = QueryBuilder::<Sqlite>::new("SELECT c.chunk_key FROM chunks c");
     select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
@@ -74,7 +75,7 @@ impl ChunkSearch for SqliteStore {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         limit: u32,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>> {
         let mut select = live_chunk_keys(scope, filter, now)?;
         select
@@ -89,7 +90,7 @@ impl ChunkSearch for SqliteStore {
         filter: &ChunkFilter,
         which: ChunkSelection<'_>,
         limit: u32,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>> {
         let mut select = live_chunk_keys(scope, filter, now)?;
         match which {
@@ -127,7 +128,7 @@ impl ChunkSearch for SqliteStore {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkKey>> {
         let mut passing = Vec::with_capacity(keys.len());
         for slice in keys.chunks(KEYS_PER_STATEMENT) {
@@ -144,7 +145,7 @@ impl ChunkSearch for SqliteStore {
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         keys: &[ChunkKey],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<ChunkHit>> {
         let mut hits = Vec::with_capacity(keys.len());
         for slice in keys.chunks(KEYS_PER_STATEMENT) {
@@ -169,7 +170,7 @@ fn among_chunks<'a>(
     scope: &'a DatabaseScope,
     filter: &'a ChunkFilter,
     keys: &[ChunkKey],
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<QueryBuilder<'a, Sqlite>> {
     let mut select = QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM chunks c"));
     select.push(CHUNK_JOINS).push(" WHERE 1 = 1");

@@ -1,6 +1,7 @@
 //! SQL the SQLite backend's resources share: transactions, scope checks, filters, key lists,
 //! JSON and vector columns, error mapping.
 
+use engram_types::UnixMs;
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
@@ -73,7 +74,7 @@ pub(crate) fn push_live_scope(
     builder: &mut QueryBuilder<'_, Sqlite>,
     scope: &DatabaseScope,
     database_column: &str,
-    now: i64,
+    now: UnixMs,
 ) {
     builder
         .push(format!(" AND {database_column} = "))

@@ -1,8 +1,10 @@
 //! Webhook registration and the delivery outbox on SQLite.
 
 use async_trait::async_trait;
+use engram_types::UnixMs;
 use engram_types::{DeliveryStatus, IndexingStatus, OrgId};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use std::time::Duration;
 
 use super::sql::*;
 use super::SqliteStore;
@@ -19,7 +21,7 @@ pub(super) async fn record_event(
     status: IndexingStatus,
     error_code: &str,
     error_message: &str,
-    now: i64,
+    now: UnixMs,
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO webhook_deliveries (delivery_id, org_id, database_id, database_name, collection, item_id,
@@ -54,7 +56,7 @@ impl WebhookStore for SqliteStore {
         url: &str,
         event_types: &[String],
         secret: SecretChange,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<WebhookRecord> {
         let event_types =
             serde_json::to_string(event_types).map_err(|e| corrupt("event_types", e))?;
@@ -104,7 +106,7 @@ impl WebhookStore for SqliteStore {
         &self,
         org: &OrgId,
         secret: Option<&str>,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE webhooks SET signing_secret = ?, updated_at = ? WHERE org_id = ?")
@@ -155,7 +157,7 @@ impl WebhookStore for SqliteStore {
         &self,
         org: &OrgId,
         delivery_id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Requeue> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let status: Option<String> = sqlx::query_scalar(
@@ -194,11 +196,11 @@ impl DeliveryQueue for SqliteStore {
     async fn claim_deliveries(
         &self,
         owner: &str,
-        now: i64,
-        lease_ms: i64,
+        now: UnixMs,
+        lease: Duration,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
-        let lease = format!("{owner}:{}", claim_number());
+        let lease_owner = format!("{owner}:{}", claim_number());
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let rows = sqlx::query(
             "UPDATE webhook_deliveries
@@ -211,8 +213,8 @@ impl DeliveryQueue for SqliteStore {
                  ORDER BY next_attempt_at, delivery_key LIMIT ?)
              RETURNING *",
         )
-        .bind(&lease)
-        .bind(now.saturating_add(lease_ms))
+        .bind(&lease_owner)
+        .bind(now.after(lease))
         .bind(now)
         .bind(now)
         .bind(now)
@@ -225,7 +227,7 @@ impl DeliveryQueue for SqliteStore {
             .map(|row| {
                 Ok(ClaimedDelivery {
                     record: crate::rows::delivery(row)?,
-                    lease: lease.clone(),
+                    lease: lease_owner.clone(),
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -236,7 +238,7 @@ impl DeliveryQueue for SqliteStore {
     async fn finish_deliveries(
         &self,
         attempts: &[(ClaimedDelivery, DeliveryOutcome)],
-        now: i64,
+        now: UnixMs,
     ) -> StoreResult<Vec<bool>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let mut done = Vec::with_capacity(attempts.len());
@@ -250,7 +252,7 @@ impl DeliveryQueue for SqliteStore {
         Ok(done)
     }
 
-    async fn purge_deliveries(&self, before: i64, limit: u32) -> StoreResult<u64> {
+    async fn purge_deliveries(&self, before: UnixMs, limit: u32) -> StoreResult<u64> {
         let done = sqlx::query(
             "DELETE FROM webhook_deliveries WHERE delivery_key IN (
                  SELECT delivery_key FROM webhook_deliveries
@@ -269,7 +271,7 @@ impl DeliveryQueue for SqliteStore {
 fn finish_query<'q>(
     claimed: &'q ClaimedDelivery,
     outcome: &'q DeliveryOutcome,
-    now: i64,
+    now: UnixMs,
 ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
     let query = match outcome {
         DeliveryOutcome::Delivered { status_code, url } => sqlx::query(

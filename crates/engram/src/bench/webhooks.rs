@@ -95,7 +95,7 @@ async fn claimed_items(
     scope: &engram_store::DatabaseScope,
     ids: &[String],
 ) -> anyhow::Result<Vec<ClaimedItem>> {
-    let now = SystemClock.now_ms();
+    let now = SystemClock.now();
     let items: Vec<NewItem> = ids
         .iter()
         .map(|id| NewItem {
@@ -122,8 +122,8 @@ async fn claimed_items(
         let batch = store
             .claim_items(&ClaimRequest::new(
                 "bench",
-                SystemClock.now_ms(),
-                600_000,
+                SystemClock.now(),
+                Duration::from_millis(600_000),
                 1_000,
             ))
             .await?;
@@ -167,7 +167,7 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
             schema: Default::default(),
             embeddings_dimension: 384,
             is_embeddings_tenant: false,
-            created_at: SystemClock.now_ms(),
+            created_at: SystemClock.now(),
         })
         .await?;
     let scope = database.scope();
@@ -179,7 +179,7 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
             &url,
             &[engram_store::INDEXING_STATUS_CHANGED.to_owned()],
             SecretChange::Set("bench-signing-secret-0123456789".into()),
-            SystemClock.now_ms(),
+            SystemClock.now(),
         )
         .await?;
     let n = args.events;
@@ -223,7 +223,7 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
     let claimed = claimed_items(&store, &scope, &ids).await?;
     for item in &claimed {
         store
-            .complete_item(item, &[], SystemClock.now_ms())
+            .complete_item(item, &[], SystemClock.now())
             .await?
             .then_some(())
             .context("complete")?;
@@ -248,7 +248,7 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
         tokio::time::sleep_until(next.into()).await;
         next += gap;
         store
-            .complete_item(item, &[], SystemClock.now_ms())
+            .complete_item(item, &[], SystemClock.now())
             .await?
             .then_some(())
             .context("complete")?;
