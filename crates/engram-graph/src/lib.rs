@@ -1,0 +1,36 @@
+//! The knowledge graph without I/O. An extractor turns an item's passages into an [`ItemGraph`]
+//! (entities resolved to keys, relations with their evidence, mentions by passage) that the
+//! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default.
+
+pub mod model;
+pub mod rules;
+
+use async_trait::async_trait;
+
+pub use model::{
+    canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
+};
+pub use rules::RuleExtractor;
+
+/// What an extractor reads: an item's title and its passages (chunks, by position).
+#[derive(Debug, Clone, Copy)]
+pub struct ExtractRequest<'a> {
+    pub title: &'a str,
+    pub passages: &'a [Passage<'a>],
+}
+
+/// Why a graph could not be extracted.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    /// Worth another try later (a model endpoint busy or down).
+    #[error("graph extraction failed for now: {0}")]
+    Transient(String),
+    #[error("graph extraction failed: {0}")]
+    Failed(String),
+}
+
+/// Turns an item's text into its graph.
+#[async_trait]
+pub trait GraphExtractor: Send + Sync {
+    async fn extract(&self, request: &ExtractRequest<'_>) -> Result<ItemGraph, GraphError>;
+}
