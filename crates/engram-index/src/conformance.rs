@@ -62,7 +62,15 @@ async fn index<S: Store + ?Sized>(
             embedding: vec![0.1, 0.2],
             ..chunk(&format!("{}-{}", scope.id, claimed.id), 0, &text)
         };
-        assert!(store.complete_item(&claimed, &[chunk], now).await.unwrap());
+        assert!(store
+            .complete_item(
+                &claimed,
+                &[chunk],
+                engram_store::AfterChunks::Completed,
+                now
+            )
+            .await
+            .unwrap());
     }
     let ids: HashSet<&str> = items.iter().map(|i| i.id.as_str()).collect();
     let all = ChunkFilter::default();
@@ -471,7 +479,12 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
             )
         };
         assert!(store
-            .complete_item(&claimed, &[chunk], moment(10))
+            .complete_item(
+                &claimed,
+                &[chunk],
+                engram_store::AfterChunks::Completed,
+                moment(10)
+            )
             .await
             .unwrap());
     }

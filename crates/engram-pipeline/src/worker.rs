@@ -301,7 +301,12 @@ impl Pipeline {
             }
             match self
                 .store
-                .complete_item(&item, &chunks, self.clock.now())
+                .complete_item(
+                    &item,
+                    &chunks,
+                    engram_store::AfterChunks::Completed,
+                    self.clock.now(),
+                )
                 .await
             {
                 Ok(true) => {

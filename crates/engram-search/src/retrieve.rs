@@ -571,7 +571,15 @@ mod tests {
                     embedding: HashEmbedder::vector(&text),
                     ..chunk(&claimed.id, 0, &text)
                 };
-                assert!(store.complete_item(&claimed, &[chunk], NOW).await.unwrap());
+                assert!(store
+                    .complete_item(
+                        &claimed,
+                        &[chunk],
+                        engram_store::AfterChunks::Completed,
+                        NOW
+                    )
+                    .await
+                    .unwrap());
             }
             let indexes = Indexes::in_memory(store.clone(), engram_testkit::DIMENSION);
             Kit {

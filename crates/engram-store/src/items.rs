@@ -153,6 +153,27 @@ pub struct ClaimedItem {
     pub payload: Option<Vec<u8>>,
     /// Attempts so far, this one included.
     pub attempts: u32,
+    /// What the claim is for.
+    pub stage: Stage,
+}
+
+/// What a claimed item needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Parsing, chunking and embedding (`queued` or `processing`).
+    Index,
+    /// Its graph (`graph_creation`: its chunks are stored and searchable).
+    Graph,
+}
+
+/// Where [`WorkQueue::complete_item`] leaves an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterChunks {
+    /// `completed`, its event recorded, the lease released.
+    Completed,
+    /// `graph_creation`, the lease kept: the worker builds the graph next and
+    /// [`crate::GraphStore::complete_graph`] completes it.
+    Graph,
 }
 
 /// A chunk produced by indexing.
@@ -436,13 +457,14 @@ pub trait WorkQueue: Send + Sync {
     /// instances releases none and relies on the short, heartbeat-renewed leases. Returns how
     /// many claims were released.
     async fn release_dead_claims(&self) -> StoreResult<u64>;
-    /// Writes the chunks and marks the item `completed`, in one transaction, if the claim is
-    /// still current. False (and nothing written) when the item was upserted, deleted or
-    /// re-leased meanwhile.
+    /// Writes the chunks and moves the item on (see [`AfterChunks`]), in one transaction, if
+    /// the claim is still current. False (and nothing written) when the item was upserted,
+    /// deleted or re-leased meanwhile. Replaced chunks go, and with them their graph.
     async fn complete_item(
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
+        then: AfterChunks,
         now: UnixMs,
     ) -> StoreResult<bool>;
     /// Records a failed attempt: back to `queued` for a later retry, or `errored`.

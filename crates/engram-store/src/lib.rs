@@ -7,6 +7,7 @@
 //! read another organization's rows.
 
 mod error;
+mod graph;
 mod items;
 mod migration;
 pub mod postgres;
@@ -24,6 +25,7 @@ use async_trait::async_trait;
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
 pub use error::{StoreError, StoreResult};
+pub use graph::*;
 pub use items::*;
 pub use raw::*;
 pub use records::*;
@@ -172,6 +174,7 @@ pub trait Store:
     + DeliveryQueue
     + FeedbackStore
     + RawEmbeddingStore
+    + GraphStore
     + Send
     + Sync
     + 'static

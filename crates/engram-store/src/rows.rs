@@ -28,6 +28,7 @@ pub(crate) trait Columns {
         Ok(self.opt_int(column)?.map(UnixMs::from_millis))
     }
     fn flag(&self, column: &str) -> StoreResult<bool>;
+    fn real(&self, column: &str) -> StoreResult<f64>;
     fn bytes(&self, column: &str) -> StoreResult<Vec<u8>>;
     fn json(&self, column: &str) -> StoreResult<Value>;
     /// A stored vector; empty when the column is NULL.
@@ -50,6 +51,9 @@ macro_rules! plain_columns {
             Ok(sqlx::Row::try_get(self, column)?)
         }
         fn flag(&self, column: &str) -> $crate::StoreResult<bool> {
+            Ok(sqlx::Row::try_get(self, column)?)
+        }
+        fn real(&self, column: &str) -> $crate::StoreResult<f64> {
             Ok(sqlx::Row::try_get(self, column)?)
         }
         fn bytes(&self, column: &str) -> $crate::StoreResult<Vec<u8>> {
@@ -213,7 +217,7 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
 /// The columns a claim returns of the item it leased (`RETURNING`).
 pub(crate) const CLAIMED_COLUMNS: &str =
     "item_key, version, database_id, collection, id, kind, origin, title, filename,
-             media_type, text, attempts,
+             media_type, text, attempts, status,
              (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id";
 
 /// Whether a claimed item ends a light batch: a file, or given text over `light_bytes`.
@@ -246,6 +250,10 @@ pub(crate) fn claimed_item(
         text: row.opt_text("text")?,
         payload,
         attempts: u32::try_from(row.int("attempts")?).unwrap_or(u32::MAX),
+        stage: match row.text("status")?.as_str() {
+            "graph_creation" => crate::Stage::Graph,
+            _ => crate::Stage::Index,
+        },
     })
 }
 
@@ -304,6 +312,43 @@ pub(crate) fn feedback(row: &impl Columns) -> StoreResult<FeedbackRecord> {
         database: row.text("database")?,
         collection: row.text("collection")?,
         body: row.json("body")?,
+        created_at: row.time("created_at")?,
+    })
+}
+
+/// The columns [`relation`] reads: the relation, its chunk's id and both entities.
+pub(crate) const RELATION_COLUMNS: &str = "r.relation_key, r.raw_predicate, r.canonical_predicate,
+    r.context, r.confidence, r.temporal_details, r.origin, r.created_at, c.chunk_id,
+    s.entity_key AS s_key, s.name AS s_name, s.type AS s_type, s.namespace AS s_namespace,
+    s.identifier AS s_identifier,
+    t.entity_key AS t_key, t.name AS t_name, t.type AS t_type, t.namespace AS t_namespace,
+    t.identifier AS t_identifier
+    FROM graph_relations r JOIN chunks c ON c.chunk_key = r.chunk_key
+    JOIN graph_entities s ON s.entity_key = r.source_key
+    JOIN graph_entities t ON t.entity_key = r.target_key";
+
+fn entity(row: &impl Columns, end: &str) -> StoreResult<crate::EntityRecord> {
+    Ok(crate::EntityRecord {
+        entity_key: row.int(&format!("{end}_key"))?,
+        name: row.text(&format!("{end}_name"))?,
+        kind: row.text(&format!("{end}_type"))?,
+        namespace: row.text(&format!("{end}_namespace"))?,
+        identifier: row.opt_text(&format!("{end}_identifier"))?,
+    })
+}
+
+pub(crate) fn relation(row: &impl Columns) -> StoreResult<crate::RelationRecord> {
+    Ok(crate::RelationRecord {
+        relation_key: row.int("relation_key")?,
+        source: entity(row, "s")?,
+        target: entity(row, "t")?,
+        raw_predicate: row.text("raw_predicate")?,
+        canonical_predicate: row.text("canonical_predicate")?,
+        context: row.text("context")?,
+        confidence: row.real("confidence")? as f32,
+        temporal_details: row.opt_text("temporal_details")?,
+        origin: parsed(row, "origin", engram_graph::Origin::parse)?,
+        chunk_id: row.text("chunk_id")?,
         created_at: row.time("created_at")?,
     })
 }

@@ -631,7 +631,12 @@ mod dispatch_tests {
         let claimed = claim_ours(kit.store.as_ref(), &scope, "w", clock.now()).await;
         assert!(kit
             .store
-            .complete_item(&claimed[0], &[chunk("a-0", 0, "text")], clock.now())
+            .complete_item(
+                &claimed[0],
+                &[chunk("a-0", 0, "text")],
+                engram_store::AfterChunks::Completed,
+                clock.now()
+            )
             .await
             .unwrap());
 

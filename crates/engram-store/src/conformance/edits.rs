@@ -163,7 +163,12 @@ async fn metadata_edits_merge_are_checked_and_stay_in_scope<S: Store>(store: &S)
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", moment(2)).await;
     store
-        .complete_item(&claimed[0], &[chunk("meta-0", 0, "text")], moment(3))
+        .complete_item(
+            &claimed[0],
+            &[chunk("meta-0", 0, "text")],
+            crate::AfterChunks::Completed,
+            moment(3),
+        )
         .await
         .unwrap();
 

@@ -55,7 +55,7 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
     {
         let chunk = chunk(&format!("{}-c", claimed.id), 0, "text");
         assert!(store
-            .complete_item(claimed, &[chunk], moment(72))
+            .complete_item(claimed, &[chunk], crate::AfterChunks::Completed, moment(72))
             .await
             .unwrap());
     }
@@ -135,7 +135,12 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
             chunk(&format!("{prefix}-1"), 1, "second"),
         ];
         assert!(store
-            .complete_item(&claimed[0], &chunks, moment(52))
+            .complete_item(
+                &claimed[0],
+                &chunks,
+                crate::AfterChunks::Completed,
+                moment(52)
+            )
             .await
             .unwrap());
     }
@@ -284,7 +289,12 @@ async fn the_queue_takes_turns_and_holds_each_organization_to_its_share<S: Store
     );
     // C's items in w2's hands end: a third worker may take C's next one.
     assert!(store
-        .complete_item(&w2[0], &[chunk("c-done", 0, "text")], moment(now))
+        .complete_item(
+            &w2[0],
+            &[chunk("c-done", 0, "text")],
+            crate::AfterChunks::Completed,
+            moment(now)
+        )
         .await
         .unwrap());
     let next = store.claim_items(&share("w3", moment(now))).await.unwrap();
@@ -409,7 +419,7 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
             ..chunk(&format!("{}-v", c.id), 0, &format!("text of {}", c.id))
         };
         assert!(store
-            .complete_item(&c, &[vector], moment(20))
+            .complete_item(&c, &[vector], crate::AfterChunks::Completed, moment(20))
             .await
             .unwrap());
     }
@@ -478,7 +488,12 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     assert_eq!(store.chunk_feed_head().await.unwrap(), deletions.through);
     let again = claim_ours(store, &scope, "w", moment(40)).await;
     assert!(store
-        .complete_item(&again[0], &[chunk("short-2", 0, "again")], moment(41))
+        .complete_item(
+            &again[0],
+            &[chunk("short-2", 0, "again")],
+            crate::AfterChunks::Completed,
+            moment(41)
+        )
         .await
         .unwrap());
     let after_trim = store.chunk_changes(deletions.through, 100).await.unwrap();
@@ -620,13 +635,19 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         .complete_item(
             a,
             &[chunk("a-0", 0, "alpha"), chunk("a-1", 1, "more")],
+            crate::AfterChunks::Completed,
             moment(300)
         )
         .await
         .unwrap());
     assert!(
         !store
-            .complete_item(a, &[chunk("a-9", 0, "again")], moment(301))
+            .complete_item(
+                a,
+                &[chunk("a-9", 0, "again")],
+                crate::AfterChunks::Completed,
+                moment(301)
+            )
             .await
             .unwrap(),
         "completing twice does nothing"
@@ -665,7 +686,12 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
         0
     );
     assert!(!store
-        .complete_item(&claimed[1], &[chunk("b-0", 0, "stale")], moment(401))
+        .complete_item(
+            &claimed[1],
+            &[chunk("b-0", 0, "stale")],
+            crate::AfterChunks::Completed,
+            moment(401)
+        )
         .await
         .unwrap());
     assert_eq!(
@@ -694,7 +720,12 @@ async fn enqueue_claim_complete_and_upsert<S: Store>(store: &S) {
     );
     for c in &again {
         assert!(store
-            .complete_item(c, &[chunk(&format!("{}-v2", c.id), 0, "v2")], moment(600))
+            .complete_item(
+                c,
+                &[chunk(&format!("{}-v2", c.id), 0, "v2")],
+                crate::AfterChunks::Completed,
+                moment(600)
+            )
             .await
             .unwrap());
     }
@@ -721,11 +752,21 @@ async fn leases_expire_and_stale_claims_cannot_write<S: Store>(store: &S) {
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempts, 2);
     assert!(!store
-        .complete_item(&first[0], &[chunk("x-old", 0, "old")], moment(62_001))
+        .complete_item(
+            &first[0],
+            &[chunk("x-old", 0, "old")],
+            crate::AfterChunks::Completed,
+            moment(62_001)
+        )
         .await
         .unwrap());
     assert!(store
-        .complete_item(&second[0], &[chunk("x-new", 0, "new")], moment(62_002))
+        .complete_item(
+            &second[0],
+            &[chunk("x-new", 0, "new")],
+            crate::AfterChunks::Completed,
+            moment(62_002)
+        )
         .await
         .unwrap());
     assert_eq!(
@@ -914,7 +955,12 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
     let claimed = claim_ours(store, &scope, "w", moment(1)).await;
     let d1 = claimed.iter().find(|c| c.id == "d1").unwrap();
     assert!(store
-        .complete_item(d1, &[chunk("d1-0", 0, "one")], moment(2))
+        .complete_item(
+            d1,
+            &[chunk("d1-0", 0, "one")],
+            crate::AfterChunks::Completed,
+            moment(2)
+        )
         .await
         .unwrap());
     let deleted = store
@@ -958,7 +1004,12 @@ async fn deletion_and_isolation<S: Store>(store: &S) {
     // The worker still holding d2 cannot bring it back.
     let d2 = claimed.iter().find(|c| c.id == "d2").unwrap();
     assert!(!store
-        .complete_item(d2, &[chunk("d2-0", 0, "two")], moment(4))
+        .complete_item(
+            d2,
+            &[chunk("d2-0", 0, "two")],
+            crate::AfterChunks::Completed,
+            moment(4)
+        )
         .await
         .unwrap());
     assert_eq!(
@@ -1144,7 +1195,12 @@ async fn expired_items_vanish_and_are_purged<S: Store>(store: &S) {
     let claimed = claim_ours(store, &scope, "w", moment(10)).await;
     for c in &claimed {
         assert!(store
-            .complete_item(c, &[chunk(&format!("{}-0", c.id), 0, "x")], moment(20))
+            .complete_item(
+                c,
+                &[chunk(&format!("{}-0", c.id), 0, "x")],
+                crate::AfterChunks::Completed,
+                moment(20)
+            )
             .await
             .unwrap());
     }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
 mod edits;
+mod graph;
 mod items;
 mod webhooks;
 
@@ -29,6 +30,7 @@ pub async fn run_all<S: Store>(store: &S) {
     items::run_all(store).await;
     edits::run_all(store).await;
     webhooks::run_all(store).await;
+    graph::run_all(store).await;
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {

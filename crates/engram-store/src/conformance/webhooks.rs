@@ -126,7 +126,12 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", moment(110)).await;
     assert!(store
-        .complete_item(&claimed[0], &[chunk("hook-b0", 0, "text")], moment(120))
+        .complete_item(
+            &claimed[0],
+            &[chunk("hook-b0", 0, "text")],
+            crate::AfterChunks::Completed,
+            moment(120)
+        )
         .await
         .unwrap());
     assert!(
@@ -165,7 +170,12 @@ async fn terminal_states_write_outbox_rows_only_with_a_webhook<S: Store>(store: 
     assert_eq!(claimed.len(), 3);
     let by_id = |id: &str| claimed.iter().find(|c| c.id == id).unwrap();
     assert!(store
-        .complete_item(by_id("ok"), &[chunk("hook-ok0", 0, "a")], moment(160))
+        .complete_item(
+            by_id("ok"),
+            &[chunk("hook-ok0", 0, "a")],
+            crate::AfterChunks::Completed,
+            moment(160)
+        )
         .await
         .unwrap());
     let terminal = ItemFailure {
@@ -276,7 +286,12 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", moment(110)).await;
     assert!(store
-        .complete_item(&claimed[0], &[chunk("hook-x0", 0, "text")], moment(120))
+        .complete_item(
+            &claimed[0],
+            &[chunk("hook-x0", 0, "text")],
+            crate::AfterChunks::Completed,
+            moment(120)
+        )
         .await
         .unwrap());
 
@@ -368,7 +383,12 @@ async fn claims_lease_and_recover_deliveries<S: Store>(store: &S) {
         .unwrap();
     let claimed = claim_ours(store, &scope, "w", moment(20_010)).await;
     assert!(store
-        .complete_item(&claimed[0], &[chunk("hook-y0", 0, "text")], moment(20_020))
+        .complete_item(
+            &claimed[0],
+            &[chunk("hook-y0", 0, "text")],
+            crate::AfterChunks::Completed,
+            moment(20_020)
+        )
         .await
         .unwrap());
     let attempt = claim_org(store, &org, "d1", moment(20_030)).await;
@@ -437,7 +457,12 @@ async fn history_pages_are_stable_and_scoped<S: Store>(store: &S) {
             for claimed in claim_ours(store, &scope, "w", moment(at + 1)).await {
                 let chunk_id = format!("hook4-{}", claimed.id);
                 assert!(store
-                    .complete_item(&claimed, &[chunk(&chunk_id, 0, "text")], moment(at + 2))
+                    .complete_item(
+                        &claimed,
+                        &[chunk(&chunk_id, 0, "text")],
+                        crate::AfterChunks::Completed,
+                        moment(at + 2)
+                    )
                     .await
                     .unwrap());
             }

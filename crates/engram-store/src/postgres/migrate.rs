@@ -24,6 +24,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_lookups",
         sql: include_str!("../../migrations/postgres/0003_item_lookups.sql"),
     },
+    Migration {
+        version: 4,
+        name: "graph",
+        sql: include_str!("../../migrations/postgres/0004_graph.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

@@ -11,6 +11,7 @@
 
 mod databases;
 mod feedback;
+mod graph;
 mod items;
 mod keys;
 mod migrate;
@@ -135,7 +136,12 @@ mod tests {
         );
         assert_eq!(b.claim_items(&late).await.unwrap().len(), 1);
         assert!(!a
-            .complete_item(&held[0], &[], UnixMs::from_millis(2_001))
+            .complete_item(
+                &held[0],
+                &[],
+                crate::AfterChunks::Completed,
+                UnixMs::from_millis(2_001)
+            )
             .await
             .unwrap());
     }
@@ -185,7 +191,12 @@ mod tests {
             .unwrap();
         let chunk = crate::conformance::chunk("x", 0, "text");
         assert!(store
-            .complete_item(&claimed[0], &[chunk], UnixMs::from_millis(11))
+            .complete_item(
+                &claimed[0],
+                &[chunk],
+                crate::AfterChunks::Completed,
+                UnixMs::from_millis(11)
+            )
             .await
             .unwrap());
         let head = store.chunk_feed_head().await.unwrap();

@@ -12,13 +12,14 @@ use super::SqliteStore;
 use crate::rows::{Columns as _, CLAIMED_COLUMNS, INDEXED_COLUMNS};
 use crate::ChunkKey;
 use crate::{
-    ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem, EnqueueOutcome,
-    IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery, ItemSource, ItemStatus, ItemStore,
-    MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem, StoreResult, WorkQueue,
+    AfterChunks, ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem,
+    EnqueueOutcome, IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery, ItemSource,
+    ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem,
+    StoreResult, WorkQueue,
 };
 
 /// `SELECT i.* FROM items i …` of one live item, by collection and id.
-fn select_live_item<'a>(
+pub(super) fn select_live_item<'a>(
     scope: &DatabaseScope,
     collection: &CollectionName,
     id: &str,
@@ -520,8 +521,8 @@ impl ChunkFeed for SqliteStore {
 }
 
 /// An item is runnable: queued and due, or processing under an expired lease; never expired.
-const RUNNABLE: &str = "i.status IN ('queued', 'processing')
-    AND ((i.status = 'queued' AND i.run_after <= ?1) OR (i.status = 'processing' AND i.lease_until < ?1))
+const RUNNABLE: &str = "i.status IN ('queued', 'processing', 'graph_creation')
+    AND ((i.status = 'queued' AND i.run_after <= ?1) OR (i.status <> 'queued' AND i.lease_until < ?1))
     AND (i.expires_at IS NULL OR i.expires_at > ?1)";
 
 /// Claims the next item in turn (see [`ClaimRequest`]), or `None` when nothing is runnable
@@ -543,7 +544,7 @@ async fn claim_next(
          WHERE d.state <> 'deleting'
            AND EXISTS (SELECT 1 FROM items i WHERE i.database_id = d.id AND {runnable})
            AND (SELECT COUNT(DISTINCT f.lease_owner) FROM databases od JOIN items f ON f.database_id = od.id
-                WHERE od.org_id = d.org_id AND f.status = 'processing' AND f.lease_until >= ?1
+                WHERE od.org_id = d.org_id AND f.status IN ('processing', 'graph_creation') AND f.lease_until >= ?1
                   AND f.lease_owner <> ?3) < ?2
          ORDER BY (SELECT MAX(o.served_turn) FROM databases o WHERE o.org_id = d.org_id),
                   d.served_turn, d.id
@@ -558,7 +559,7 @@ async fn claim_next(
         return Ok(None);
     };
     let row = sqlx::query(&format!(
-        "UPDATE items SET status = 'processing', lease_owner = ?2, lease_until = ?3,
+        "UPDATE items SET status = CASE WHEN status = 'graph_creation' THEN status ELSE 'processing' END, lease_owner = ?2, lease_until = ?3,
              attempts = attempts + 1, updated_at = ?1
          WHERE item_key = (SELECT i.item_key FROM items i WHERE i.database_id = ?4 AND {runnable}
                            ORDER BY i.run_after, i.item_key LIMIT 1)
@@ -617,7 +618,8 @@ impl WorkQueue for SqliteStore {
     async fn release_dead_claims(&self) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let items = sqlx::query(
-            "UPDATE items SET lease_owner = NULL, lease_until = 0 WHERE status = 'processing'",
+            "UPDATE items SET lease_owner = NULL, lease_until = 0
+             WHERE status IN ('processing', 'graph_creation')",
         )
         .execute(&mut *tx)
         .await?
@@ -636,7 +638,8 @@ impl WorkQueue for SqliteStore {
     async fn extend_lease(&self, item: &ClaimedItem, until: UnixMs) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE items SET lease_until = ?
-             WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?
+             WHERE item_key = ? AND version = ? AND status IN ('processing', 'graph_creation')
+               AND lease_owner = ?
                AND EXISTS (SELECT 1 FROM databases d
                            WHERE d.id = items.database_id AND d.state <> 'deleting')",
         )
@@ -653,15 +656,23 @@ impl WorkQueue for SqliteStore {
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
+        then: AfterChunks,
         now: UnixMs,
     ) -> StoreResult<bool> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let graph = then == AfterChunks::Graph;
         let done = sqlx::query(
-            "UPDATE items SET status = 'completed', text = COALESCE(?, text), lease_owner = NULL, lease_until = NULL,
+            "UPDATE items SET status = CASE WHEN ? THEN 'graph_creation' ELSE 'completed' END,
+                 text = COALESCE(?, text),
+                 lease_owner = CASE WHEN ? THEN lease_owner END,
+                 lease_until = CASE WHEN ? THEN lease_until END,
                  error_code = '', error_message = '', updated_at = ?
              WHERE item_key = ? AND version = ? AND status = 'processing' AND lease_owner = ?",
         )
+        .bind(graph)
         .bind(&item.text)
+        .bind(graph)
+        .bind(graph)
         .bind(now)
         .bind(item.item_key)
         .bind(item.version)
@@ -696,8 +707,10 @@ impl WorkQueue for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        super::webhooks::record_event(&mut tx, item, IndexingStatus::Completed, "", "", now)
-            .await?;
+        if !graph {
+            super::webhooks::record_event(&mut tx, item, IndexingStatus::Completed, "", "", now)
+                .await?;
+        }
         tx.commit().await?;
         Ok(true)
     }

@@ -63,6 +63,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "rate_limits",
         sql: include_str!("../../migrations/sqlite/0011_rate_limits.sql"),
     },
+    Migration {
+        version: 12,
+        name: "graph",
+        sql: include_str!("../../migrations/sqlite/0012_graph.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -3,6 +3,7 @@
 
 mod databases;
 mod feedback;
+mod graph;
 mod items;
 mod keys;
 mod migrate;
@@ -121,7 +122,12 @@ mod tests {
         assert_eq!(resumed.len(), 2, "taken up at once, not after 60 s");
         assert!(
             !store
-                .complete_item(&dead[0], &[], UnixMs::from_millis(11))
+                .complete_item(
+                    &dead[0],
+                    &[],
+                    crate::AfterChunks::Completed,
+                    UnixMs::from_millis(11)
+                )
                 .await
                 .unwrap(),
             "the dead claim can no longer write"
@@ -158,7 +164,10 @@ mod tests {
                     .unwrap()
                 {
                     let chunk = crate::conformance::chunk(id, 0, "text");
-                    assert!(store.complete_item(&claimed, &[chunk], now).await.unwrap());
+                    assert!(store
+                        .complete_item(&claimed, &[chunk], crate::AfterChunks::Completed, now)
+                        .await
+                        .unwrap());
                 }
             }
         };

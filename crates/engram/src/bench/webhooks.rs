@@ -223,7 +223,12 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
     let claimed = claimed_items(&store, &scope, &ids).await?;
     for item in &claimed {
         store
-            .complete_item(item, &[], SystemClock.now())
+            .complete_item(
+                item,
+                &[],
+                engram_store::AfterChunks::Completed,
+                SystemClock.now(),
+            )
             .await?
             .then_some(())
             .context("complete")?;
@@ -248,7 +253,12 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
         tokio::time::sleep_until(next.into()).await;
         next += gap;
         store
-            .complete_item(item, &[], SystemClock.now())
+            .complete_item(
+                item,
+                &[],
+                engram_store::AfterChunks::Completed,
+                SystemClock.now(),
+            )
             .await?
             .then_some(())
             .context("complete")?;

@@ -1,0 +1,55 @@
+-- The knowledge graph. Entities are kept per database, collection and kind (knowledge and
+-- memory graphs are separate) and merged on a key (an identifier, else the normalised name).
+-- Mentions and relations hang off chunks, so whatever removes a chunk (a replacement, a
+-- deletion, an expiry, a deleted database) removes its part of the graph in the same
+-- transaction; an entity goes with its last mention (trigger).
+CREATE TABLE graph_entities (
+    entity_key  INTEGER PRIMARY KEY,
+    database_id TEXT NOT NULL REFERENCES databases (id) ON DELETE CASCADE,
+    collection  TEXT NOT NULL,
+    kind        TEXT NOT NULL CHECK (kind IN ('knowledge', 'memory')),
+    key         TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    namespace   TEXT NOT NULL DEFAULT 'default',
+    identifier  TEXT,
+    UNIQUE (database_id, collection, kind, key)
+);
+
+CREATE TABLE graph_mentions (
+    entity_key INTEGER NOT NULL REFERENCES graph_entities (entity_key) ON DELETE CASCADE,
+    chunk_key  INTEGER NOT NULL REFERENCES chunks (chunk_key) ON DELETE CASCADE,
+    item_key   INTEGER NOT NULL,
+    PRIMARY KEY (entity_key, chunk_key)
+);
+CREATE INDEX graph_mentions_chunk ON graph_mentions (chunk_key);
+
+CREATE TABLE graph_relations (
+    relation_key        INTEGER PRIMARY KEY,
+    chunk_key           INTEGER NOT NULL REFERENCES chunks (chunk_key) ON DELETE CASCADE,
+    item_key            INTEGER NOT NULL,
+    source_key          INTEGER NOT NULL REFERENCES graph_entities (entity_key) ON DELETE CASCADE,
+    target_key          INTEGER NOT NULL REFERENCES graph_entities (entity_key) ON DELETE CASCADE,
+    raw_predicate       TEXT NOT NULL,
+    canonical_predicate TEXT NOT NULL,
+    context             TEXT NOT NULL,
+    confidence          REAL NOT NULL,
+    temporal_details    TEXT,
+    origin              TEXT NOT NULL CHECK (origin IN ('extracted', 'byog')),
+    created_at          INTEGER NOT NULL
+);
+CREATE INDEX graph_relations_item ON graph_relations (item_key, relation_key);
+CREATE INDEX graph_relations_chunk ON graph_relations (chunk_key);
+CREATE INDEX graph_relations_source ON graph_relations (source_key);
+CREATE INDEX graph_relations_target ON graph_relations (target_key);
+
+CREATE TRIGGER graph_entity_unmentioned AFTER DELETE ON graph_mentions
+WHEN NOT EXISTS (SELECT 1 FROM graph_mentions WHERE entity_key = OLD.entity_key)
+BEGIN
+    DELETE FROM graph_entities WHERE entity_key = OLD.entity_key;
+END;
+
+-- Items in graph_creation are claimable too (after a crash, when their lease ran out).
+DROP INDEX items_queue;
+CREATE INDEX items_queue ON items (database_id, run_after, item_key)
+    WHERE status IN ('queued', 'processing', 'graph_creation');

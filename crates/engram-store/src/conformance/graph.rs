@@ -1,0 +1,381 @@
+//! The graph: written as an item leaves `graph_creation` (searchable before), listed per item
+//! and kind within one organization's database, merged across items of one collection and
+//! kind, and gone with the chunks it hangs off (replacement, deletion).
+
+use std::time::Duration;
+
+use engram_graph::{Entity, ItemGraph, Mention, Origin, Relation};
+use engram_types::{IndexingStatus, ItemKind};
+
+use super::items::{chunk, claim_ours, collection, item, setup};
+use super::moment;
+use crate::{
+    AfterChunks, ClaimRequest, ClaimedItem, DatabaseScope, GraphSize, RelationQuery, Stage, Store,
+};
+
+pub(super) async fn run_all<S: Store>(store: &S) {
+    graph_creation_is_searchable_then_completed_with_its_graph(store).await;
+    graphs_merge_by_key_and_stay_apart_by_collection_kind_and_organization(store).await;
+    a_graph_goes_with_its_chunks(store).await;
+    a_lost_claim_writes_no_graph_and_a_dead_one_is_claimed_for_its_graph(store).await;
+}
+
+fn relation(source: usize, target: usize, predicate: &str, passage: u32) -> Relation {
+    Relation {
+        source,
+        target,
+        raw_predicate: predicate.to_lowercase().replace('_', " "),
+        canonical_predicate: predicate.into(),
+        context: format!("evidence {predicate}"),
+        confidence: 0.6,
+        temporal_details: (passage == 0).then(|| "2021".to_owned()),
+        passage,
+    }
+}
+
+/// Entities named by `names`; relations `(source, target, predicate, passage)`; every relation
+/// end is mentioned in its passage, plus `extra` mentions.
+fn graph(
+    names: &[&str],
+    relations: &[(usize, usize, &str, u32)],
+    extra: &[(usize, u32)],
+) -> ItemGraph {
+    ItemGraph {
+        origin: Origin::Extracted,
+        entities: names
+            .iter()
+            .map(|n| Entity::new(n, "ENTITY", None))
+            .collect(),
+        relations: relations
+            .iter()
+            .map(|&(s, t, p, at)| relation(s, t, p, at))
+            .collect(),
+        mentions: extra
+            .iter()
+            .map(|&(entity, passage)| Mention { entity, passage })
+            .collect(),
+    }
+}
+
+/// Enqueues `id` with two chunks and leaves it in `graph_creation`, held by `owner`.
+async fn indexed<S: Store>(
+    store: &S,
+    scope: &DatabaseScope,
+    coll: &str,
+    id: &str,
+    kind: ItemKind,
+    owner: &str,
+) -> ClaimedItem {
+    let mut new = item(coll, id, "text");
+    new.kind = kind;
+    store
+        .enqueue_items(scope, &[new], true, moment(100))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, scope, owner, moment(110)).await;
+    let claimed = claimed.into_iter().find(|c| c.id == id).unwrap();
+    assert_eq!(claimed.stage, Stage::Index);
+    let chunks = [
+        chunk(&format!("{}-{coll}-{id}-0", scope.id), 0, "first passage"),
+        chunk(&format!("{}-{coll}-{id}-1", scope.id), 1, "second passage"),
+    ];
+    assert!(store
+        .complete_item(&claimed, &chunks, AfterChunks::Graph, moment(120))
+        .await
+        .unwrap());
+    claimed
+}
+
+fn query<'a>(coll: &'a crate::CollectionName, id: &'a str, kind: ItemKind) -> RelationQuery<'a> {
+    RelationQuery {
+        collection: coll,
+        kind,
+        id,
+        after: None,
+        limit: 100,
+    }
+}
+
+async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(store: &S) {
+    let scope = setup(store, "db_graph1", "org_graph1").await;
+    let claimed = indexed(store, &scope, "c", "doc", ItemKind::Knowledge, "g1").await;
+    let coll = collection("c");
+    let statuses = store
+        .item_statuses(&scope, &coll, &["doc".into()], moment(121))
+        .await
+        .unwrap();
+    assert_eq!(statuses[0].status, IndexingStatus::GraphCreation);
+    let searchable = store
+        .filtered_chunk_keys(&scope, &crate::ChunkFilter::default(), 10, moment(121))
+        .await
+        .unwrap();
+    assert_eq!(searchable.len(), 2, "graph_creation items are searchable");
+    assert!(
+        claim_ours(store, &scope, "other", moment(130))
+            .await
+            .is_empty(),
+        "a held graph_creation item is nobody else's"
+    );
+    let passages = store.item_passages(&claimed).await.unwrap();
+    assert_eq!(
+        passages,
+        [
+            (0, "first passage".to_owned()),
+            (1, "second passage".to_owned())
+        ]
+    );
+
+    // Ana works for Acme (passage 0); Acme is based in Lisbon (passage 1); a mention of a
+    // passage the item does not have is skipped.
+    let g = graph(
+        &["Ana Ruiz", "Acme", "Lisbon", "Nowhere"],
+        &[(0, 1, "WORKS_FOR", 0), (1, 2, "BASED_IN", 1)],
+        &[(3, 9)],
+    );
+    assert!(store
+        .complete_graph(&claimed, &g, moment(140))
+        .await
+        .unwrap());
+    let statuses = store
+        .item_statuses(&scope, &coll, &["doc".into()], moment(141))
+        .await
+        .unwrap();
+    assert_eq!(statuses[0].status, IndexingStatus::Completed);
+    assert_eq!(
+        store.graph_size(&scope).await.unwrap(),
+        GraphSize {
+            entities: 3,
+            relations: 2
+        }
+    );
+    let listed = store
+        .item_relations(
+            &scope,
+            &query(&coll, "doc", ItemKind::Knowledge),
+            moment(141),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    let first = &listed[0];
+    assert_eq!(
+        (
+            first.source.name.as_str(),
+            first.canonical_predicate.as_str(),
+            first.target.name.as_str()
+        ),
+        ("ana ruiz", "WORKS_FOR", "acme")
+    );
+    assert_eq!(first.raw_predicate, "works for");
+    assert_eq!(first.context, "evidence WORKS_FOR");
+    assert_eq!(first.temporal_details.as_deref(), Some("2021"));
+    assert_eq!(first.origin, Origin::Extracted);
+    assert_eq!(first.chunk_id, format!("{}-c-doc-0", scope.id));
+    assert_eq!(first.created_at, moment(140));
+    assert!((first.confidence - 0.6).abs() < 1e-6);
+    assert_eq!(listed[1].source.entity_key, first.target.entity_key);
+    assert_eq!(listed[1].chunk_id, format!("{}-c-doc-1", scope.id));
+
+    // Pages follow the cursor.
+    let mut page = query(&coll, "doc", ItemKind::Knowledge);
+    page.limit = 1;
+    let one = store
+        .item_relations(&scope, &page, moment(141))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(one, listed[..1]);
+    page.after = Some(one[0].relation_key);
+    let two = store
+        .item_relations(&scope, &page, moment(141))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(two, listed[1..]);
+
+    // Not found: another kind, another collection, an unknown id.
+    for (coll, id, kind) in [
+        ("c", "doc", ItemKind::Memory),
+        ("other", "doc", ItemKind::Knowledge),
+        ("c", "nope", ItemKind::Knowledge),
+    ] {
+        let coll = collection(coll);
+        assert_eq!(
+            store
+                .item_relations(&scope, &query(&coll, id, kind), moment(141))
+                .await
+                .unwrap(),
+            None
+        );
+    }
+}
+
+async fn graphs_merge_by_key_and_stay_apart_by_collection_kind_and_organization<S: Store>(
+    store: &S,
+) {
+    let scope = setup(store, "db_graph2", "org_graph2").await;
+    let a = indexed(store, &scope, "c", "a", ItemKind::Knowledge, "g2").await;
+    let b = indexed(store, &scope, "c", "b", ItemKind::Knowledge, "g2").await;
+    let d = indexed(store, &scope, "d", "a", ItemKind::Knowledge, "g2").await;
+    let m = indexed(store, &scope, "c", "m", ItemKind::Memory, "g2").await;
+    for (claimed, names) in [
+        (&a, ["Acme", "Ana"]),
+        (&b, ["The Acme", "Bo"]),
+        (&d, ["Acme", "Cy"]),
+        (&m, ["Acme", "Di"]),
+    ] {
+        let g = graph(&names, &[(1, 0, "WORKS_FOR", 0)], &[]);
+        assert!(store
+            .complete_graph(claimed, &g, moment(150))
+            .await
+            .unwrap());
+    }
+    let acme = |coll: &str, id: &str, kind: ItemKind| {
+        let coll = collection(coll);
+        let id = id.to_owned();
+        let scope = scope.clone();
+        async move {
+            store
+                .item_relations(&scope, &query(&coll, &id, kind), moment(151))
+                .await
+                .unwrap()
+                .unwrap()[0]
+                .target
+                .clone()
+        }
+    };
+    let (in_a, in_b) = (
+        acme("c", "a", ItemKind::Knowledge).await,
+        acme("c", "b", ItemKind::Knowledge).await,
+    );
+    assert_eq!(in_a.entity_key, in_b.entity_key, "one entity per key");
+    assert_eq!(in_a.name, "acme");
+    assert_ne!(
+        in_a.entity_key,
+        acme("d", "a", ItemKind::Knowledge).await.entity_key,
+        "collections keep their own entities"
+    );
+    assert_ne!(
+        in_a.entity_key,
+        acme("c", "m", ItemKind::Memory).await.entity_key,
+        "knowledge and memory graphs are separate"
+    );
+    assert_eq!(store.graph_size(&scope).await.unwrap().entities, 7);
+
+    // Another organization sees none of it, even naming the database.
+    let foreign = DatabaseScope {
+        org: engram_types::OrgId::from_trusted("org_graph2_other"),
+        id: scope.id.clone(),
+    };
+    let coll = collection("c");
+    assert_eq!(
+        store
+            .item_relations(
+                &foreign,
+                &query(&coll, "a", ItemKind::Knowledge),
+                moment(151)
+            )
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.graph_size(&foreign).await.unwrap(),
+        GraphSize::default()
+    );
+}
+
+async fn a_graph_goes_with_its_chunks<S: Store>(store: &S) {
+    let scope = setup(store, "db_graph3", "org_graph3").await;
+    let a = indexed(store, &scope, "c", "a", ItemKind::Knowledge, "g3").await;
+    let b = indexed(store, &scope, "c", "b", ItemKind::Knowledge, "g3").await;
+    let shared = graph(&["Acme", "Ana"], &[(1, 0, "WORKS_FOR", 0)], &[]);
+    let own = graph(&["Acme", "Bo"], &[(1, 0, "WORKS_FOR", 1)], &[]);
+    assert!(store
+        .complete_graph(&a, &shared, moment(160))
+        .await
+        .unwrap());
+    assert!(store.complete_graph(&b, &own, moment(160)).await.unwrap());
+    assert_eq!(
+        store.graph_size(&scope).await.unwrap(),
+        GraphSize {
+            entities: 3,
+            relations: 2
+        }
+    );
+    let coll = collection("c");
+    let deleted = store
+        .delete_items(&scope, &coll, None, &["a".into()], moment(170))
+        .await
+        .unwrap();
+    assert!(deleted[0].deleted);
+    assert_eq!(
+        store.graph_size(&scope).await.unwrap(),
+        GraphSize {
+            entities: 2,
+            relations: 1
+        },
+        "the deleted item's relation and its only-mentioned entity are gone; Acme stays"
+    );
+    // Replacing b (a new version is queued) removes its chunks and with them its graph.
+    store
+        .enqueue_items(&scope, &[item("c", "b", "new text")], true, moment(180))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.graph_size(&scope).await.unwrap(),
+        GraphSize::default()
+    );
+    let listed = store
+        .item_relations(&scope, &query(&coll, "b", ItemKind::Knowledge), moment(181))
+        .await
+        .unwrap();
+    assert_eq!(listed, Some(Vec::new()));
+}
+
+async fn a_lost_claim_writes_no_graph_and_a_dead_one_is_claimed_for_its_graph<S: Store>(store: &S) {
+    let scope = setup(store, "db_graph4", "org_graph4").await;
+    let claimed = indexed(store, &scope, "c", "doc", ItemKind::Knowledge, "g4").await;
+    let g = graph(&["Acme", "Ana"], &[(1, 0, "WORKS_FOR", 0)], &[]);
+    let mut stranger = claimed.clone();
+    stranger.lease_owner = "someone else".into();
+    assert!(!store
+        .complete_graph(&stranger, &g, moment(130))
+        .await
+        .unwrap());
+    assert_eq!(
+        store.graph_size(&scope).await.unwrap(),
+        GraphSize::default()
+    );
+
+    // The worker died: once its lease (60 s from the claim at 110) runs out, the item is
+    // claimed again, for its graph alone.
+    assert!(store
+        .claim_items(&ClaimRequest::new(
+            "g4b",
+            moment(60_000),
+            Duration::from_secs(60),
+            10
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .all(|c| c.database_id != scope.id));
+    let again = claim_ours(store, &scope, "g4b", moment(60_200)).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].stage, Stage::Graph);
+    assert!(store
+        .extend_lease(&again[0], moment(120_000))
+        .await
+        .unwrap());
+    assert!(!store
+        .complete_graph(&claimed, &g, moment(60_300))
+        .await
+        .unwrap());
+    assert!(store
+        .complete_graph(&again[0], &g, moment(60_300))
+        .await
+        .unwrap());
+    assert_eq!(store.graph_size(&scope).await.unwrap().relations, 1);
+}
