@@ -4,8 +4,10 @@
 //! crash is picked up again at the next start.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use engram_graph::RuleExtractor;
 use engram_pipeline::{Pipeline, PipelineOptions};
 use engram_store::{DatabaseRecord, DatabaseState, InfraFlags};
 use tokio_util::sync::CancellationToken;
@@ -60,6 +62,11 @@ impl App {
                 )
                 .with_batch_wake(self.inner.webhook_wake.clone())
                 .with_batch_wake(self.inner.index_wake.clone());
+                let pipeline = if self.config().graph.extract {
+                    pipeline.with_graph(Arc::new(RuleExtractor))
+                } else {
+                    pipeline
+                };
                 tracker.spawn(pipeline.run(self.inner.pipeline_wake.clone(), token.clone()));
             }
             let app = self.clone();

@@ -41,6 +41,7 @@ pub struct Config {
     pub log: LogConfig,
     pub metrics: MetricsConfig,
     pub storage: StorageConfig,
+    pub graph: GraphConfig,
 }
 
 impl Default for Config {
@@ -60,6 +61,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
+            graph: GraphConfig::default(),
             storage: StorageConfig::default(),
         }
     }
@@ -399,6 +401,22 @@ impl Default for LogConfig {
             level: "info".into(),
             format: LogFormat::Text,
         }
+    }
+}
+
+/// The knowledge graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GraphConfig {
+    /// Extract each item's entities and relations while indexing (the item passes through
+    /// `graph_creation`, already searchable, to `completed`); false: items complete without a
+    /// graph.
+    pub extract: bool,
+}
+
+impl Default for GraphConfig {
+    fn default() -> Self {
+        Self { extract: true }
     }
 }
 

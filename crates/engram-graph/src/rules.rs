@@ -36,8 +36,27 @@ pub struct RuleExtractor;
 
 #[async_trait]
 impl GraphExtractor for RuleExtractor {
+    /// Runs off the async runtime (a large item's text takes milliseconds); a panic is a
+    /// failed extraction.
     async fn extract(&self, request: &ExtractRequest<'_>) -> Result<ItemGraph, GraphError> {
-        Ok(self.graph(request.title, request.passages))
+        let title = request.title.to_owned();
+        let passages: Vec<(u32, String)> = request
+            .passages
+            .iter()
+            .map(|p| (p.position, p.text.to_owned()))
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            let passages: Vec<Passage<'_>> = passages
+                .iter()
+                .map(|(position, text)| Passage {
+                    position: *position,
+                    text,
+                })
+                .collect();
+            RuleExtractor.graph(&title, &passages)
+        })
+        .await
+        .map_err(|e| GraphError::Failed(format!("the rule extractor stopped: {e}")))
     }
 }
 

@@ -9,9 +9,12 @@ use std::time::{Duration, Instant};
 
 use engram_config::{BudgetsConfig, PipelineConfig};
 use engram_embed::Embedder;
+use engram_graph::{ExtractRequest, GraphExtractor, ItemGraph, Origin, Passage};
 use engram_parse::{Interrupt, Limits};
 use engram_search::{Chunker, ChunkerOptions, TokenCounter};
-use engram_store::{ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Store, StoreResult};
+use engram_store::{
+    AfterChunks, ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Stage, Store, StoreResult,
+};
 use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -100,6 +103,8 @@ pub struct Pipeline {
     /// Told after each item: its terminal state may carry webhook events, and its chunks are
     /// for the indexes to follow.
     batch_wakes: Vec<Arc<Notify>>,
+    /// Builds each item's graph after its chunks are stored; none: items complete without one.
+    graph: Option<Arc<dyn GraphExtractor>>,
 }
 
 /// The text a `(context, chunk text)` pair is embedded as: the chunk after its context (a
@@ -156,7 +161,15 @@ impl Pipeline {
             options,
             owner,
             batch_wakes: Vec::new(),
+            graph: None,
         }
+    }
+
+    /// Builds each item's graph with `extractor`: an item's chunks are stored with it in
+    /// `graph_creation` (searchable), then its graph is extracted and stored and it completes.
+    pub fn with_graph(mut self, extractor: Arc<dyn GraphExtractor>) -> Self {
+        self.graph = Some(extractor);
+        self
     }
 
     /// Notifies `wake` after each item (the webhook dispatcher, the index follower).
@@ -211,6 +224,15 @@ impl Pipeline {
         // chunker check it between blocks, rows and pages and while a tool runs.
         let stop = Arc::new(AtomicBool::new(false));
         let _heartbeat = self.heartbeat(&items, stop.clone());
+        let (graphs, items): (Vec<ClaimedItem>, Vec<ClaimedItem>) =
+            items.into_iter().partition(|i| i.stage == Stage::Graph);
+        for item in &graphs {
+            let passages = self.store.item_passages(item).await?;
+            self.build_graph(item, &passages).await;
+        }
+        if items.is_empty() {
+            return Ok(graphs.len());
+        }
         let chunks = self.process(&items, stop, started).await?;
         tracing::info!(
             items = items.len(),
@@ -219,7 +241,56 @@ impl Pipeline {
             ms = started.elapsed().as_millis() as u64,
             "indexed"
         );
-        Ok(items.len())
+        Ok(items.len() + graphs.len())
+    }
+
+    /// Extracts and stores the graph of an item in `graph_creation` from its passages
+    /// `(position, text)`, completing it. A failed extraction completes the item without a
+    /// graph (its chunks are never lost), as does one claimed for its graph more times than
+    /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
+    async fn build_graph(&self, item: &ClaimedItem, passages: &[(u32, String)]) {
+        let Some(extractor) = &self.graph else {
+            return;
+        };
+        let passages: Vec<Passage<'_>> = passages
+            .iter()
+            .map(|(position, text)| Passage {
+                position: *position,
+                text,
+            })
+            .collect();
+        let request = ExtractRequest {
+            title: &item.title,
+            passages: &passages,
+        };
+        let graph = if item.attempts > self.options.max_attempts {
+            tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
+            ItemGraph::empty(Origin::Extracted)
+        } else {
+            match extractor.extract(&request).await {
+                Ok(graph) => graph,
+                Err(err) => {
+                    tracing::warn!(id = %item.id, error = %err, "graph extraction failed; completing without a graph");
+                    ItemGraph::empty(Origin::Extracted)
+                }
+            }
+        };
+        match self
+            .store
+            .complete_graph(item, &graph, self.clock.now())
+            .await
+        {
+            Ok(true) => {
+                metrics::counter!("engram_graph_relations_total")
+                    .increment(graph.relations.len() as u64);
+            }
+            Ok(false) => {
+                self.dropped(std::slice::from_ref(item));
+            }
+            Err(err) => {
+                tracing::error!(id = %item.id, error = %err, "storing the graph failed; the item is taken up again after its lease");
+            }
+        }
     }
 
     /// Prepares, embeds and writes the claimed items (or their failures); returns how many
@@ -299,18 +370,24 @@ impl Pipeline {
             if extracted_text.is_some() {
                 item.text = extracted_text;
             }
+            let then = match self.graph {
+                Some(_) => AfterChunks::Graph,
+                None => AfterChunks::Completed,
+            };
             match self
                 .store
-                .complete_item(
-                    &item,
-                    &chunks,
-                    engram_store::AfterChunks::Completed,
-                    self.clock.now(),
-                )
+                .complete_item(&item, &chunks, then, self.clock.now())
                 .await
             {
                 Ok(true) => {
                     written += chunks.len();
+                    if then == AfterChunks::Graph {
+                        let passages: Vec<(u32, String)> = chunks
+                            .iter()
+                            .map(|c| (c.position, c.content.clone()))
+                            .collect();
+                        self.build_graph(&item, &passages).await;
+                    }
                     metrics::counter!("engram_items_indexed_total", "outcome" => "completed")
                         .increment(1);
                     metrics::counter!("engram_chunks_indexed_total").increment(chunks.len() as u64);
@@ -501,7 +578,7 @@ mod tests {
 
     use engram_embed::{EmbedError, TokenCounter};
     use engram_store::conformance::{collection, item, setup};
-    use engram_store::{DatabaseScope, DatabaseStore, ItemStore, WorkQueue};
+    use engram_store::{DatabaseScope, DatabaseStore, GraphStore, ItemStore, WorkQueue};
     use engram_testkit::{HashEmbedder, ManualClock, TempStore};
     use engram_types::{IndexingStatus, UnixMs};
 
@@ -741,5 +818,118 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(counts.knowledge_chunks, 0, "nothing of it was written");
+    }
+
+    async fn relations(kit: &TempStore, scope: &DatabaseScope, id: &str) -> Vec<String> {
+        let coll = collection("c");
+        let query = engram_store::RelationQuery {
+            collection: &coll,
+            kind: engram_types::ItemKind::Knowledge,
+            id,
+            after: None,
+            limit: 100,
+        };
+        kit.store
+            .item_relations(scope, &query, UnixMs::from_millis(0))
+            .await
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r.source.name, r.canonical_predicate, r.target.name
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_item_passes_through_graph_creation_to_completed_with_its_graph() {
+        let kit = TempStore::new().await;
+        let scope = queued(&kit, &[("doc", "Ana Ruiz works for Acme Corp in Lisbon.")]).await;
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(HashEmbedder),
+            Arc::new(HashEmbedder),
+            ManualClock::at(1_000),
+            options(3),
+        )
+        .with_graph(Arc::new(engram_graph::RuleExtractor));
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        assert_eq!(
+            status(&kit, &scope, "doc").await.0,
+            IndexingStatus::Completed
+        );
+        assert_eq!(
+            relations(&kit, &scope, "doc").await,
+            [
+                "ana ruiz WORKS_FOR acme corp",
+                "acme corp RELATED_TO lisbon"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_graph_left_by_a_dead_worker_is_built_by_the_next() {
+        let kit = TempStore::new().await;
+        let scope = queued(&kit, &[("doc", "Ana Ruiz works for Acme Corp.")]).await;
+        let clock = ManualClock::at(1_000);
+        // The first worker stores the chunks and dies before the graph.
+        let claimed = kit
+            .store
+            .claim_items(&ClaimRequest::new(
+                "dead",
+                UnixMs::from_millis(1_000),
+                Duration::from_millis(LEASE_MS as u64),
+                1,
+            ))
+            .await
+            .unwrap();
+        let chunk = NewChunk {
+            chunk_id: "c0".into(),
+            position: 0,
+            content: "Ana Ruiz works for Acme Corp.".into(),
+            context: String::new(),
+            layout: serde_json::json!({}),
+            embedding: HashEmbedder.embed(&["x"]).unwrap().remove(0),
+        };
+        assert!(kit
+            .store
+            .complete_item(
+                &claimed[0],
+                &[chunk],
+                AfterChunks::Graph,
+                UnixMs::from_millis(1_001)
+            )
+            .await
+            .unwrap());
+        assert_eq!(
+            status(&kit, &scope, "doc").await.0,
+            IndexingStatus::GraphCreation
+        );
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(HashEmbedder),
+            Arc::new(HashEmbedder),
+            clock.clone(),
+            options(3),
+        )
+        .with_graph(Arc::new(engram_graph::RuleExtractor));
+        assert_eq!(
+            pipeline.run_once().await.unwrap(),
+            0,
+            "the lease still holds"
+        );
+        clock.advance(LEASE_MS + 1);
+        assert_eq!(pipeline.run_once().await.unwrap(), 1);
+        assert_eq!(
+            status(&kit, &scope, "doc").await.0,
+            IndexingStatus::Completed
+        );
+        assert_eq!(
+            relations(&kit, &scope, "doc").await,
+            ["ana ruiz WORKS_FOR acme corp"]
+        );
     }
 }
