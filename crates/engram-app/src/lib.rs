@@ -12,6 +12,7 @@ mod databases;
 mod error;
 mod feedback;
 mod filters;
+mod graph;
 mod ingest;
 mod items;
 mod keys;
@@ -48,10 +49,12 @@ pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
 };
+pub use engram_store::{EntityRecord, RelationRecord};
 pub use engram_store::{FeedbackRecord, Instructions, InstructionsUpdate, ItemOrigin, RawVector};
 pub use engram_types::DeliveryStatus;
 pub use error::{AppError, AppResult};
 pub use feedback::{FeedbackInput, GroundTruth};
+pub use graph::{RelationsPage, RelationsRequest, RELATIONS_LIMIT_MAX};
 pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
     MemoryRequest, UploadedFile,

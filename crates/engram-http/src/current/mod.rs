@@ -6,6 +6,7 @@
 mod context;
 mod databases;
 mod feedback;
+mod graph;
 mod query;
 mod sources;
 mod webhooks;
@@ -33,6 +34,7 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
         .merge(context::routes())
         .merge(sources::routes())
         .merge(feedback::routes())
+        .merge(graph::routes())
         .merge(query::routes())
         .merge(webhooks::routes())
         .layer(from_fn(api_version))

@@ -6,6 +6,7 @@
 mod content;
 mod embeddings;
 mod fetch;
+mod graph;
 mod recall;
 mod tenants;
 mod wire;
@@ -30,6 +31,7 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
         .merge(recall::routes())
         .merge(fetch::routes())
         .merge(embeddings::routes())
+        .merge(graph::routes())
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(map_response(mark))
 }

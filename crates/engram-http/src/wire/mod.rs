@@ -2,6 +2,7 @@
 //! ingestion, listing and deletion, and what retrieval shares. Each generation's own wire types
 //! live in its folder.
 
+pub(crate) mod graph;
 pub(crate) mod items;
 pub(crate) mod query;
 

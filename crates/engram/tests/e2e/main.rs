@@ -7,6 +7,7 @@ mod common;
 mod auth;
 mod clients;
 mod databases;
+mod graph;
 mod ingest;
 mod limits;
 mod logs;
