@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use engram_index::TermOperator;
-use engram_search::temporal::{self, Mention, TemporalIntent};
 use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
 use engram_store::{ChunkFilter, ChunkHit, ChunkSelection, DatabaseScope, FilterValue};
+use engram_types::temporal::{self, Mention, TemporalIntent};
 use engram_types::{CollectionName, DatabaseName, ItemKind, UnixMs};
 use serde_json::{Map, Value};
 

@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
+use engram_types::temporal;
 use regex::Regex;
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -273,21 +274,15 @@ static QUOTED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#""([^"\n]{2,80})"|“([^”\n]{2,80})”"#).unwrap_or_else(|e| panic!("{e}"))
 });
 
-static DATES: LazyLock<Regex> = LazyLock::new(|| {
-    const MONTHS: &str = "January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec";
-    Regex::new(&format!(
-        r"\b[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\b|\b[0-9]{{1,2}} (?:{MONTHS})\.?(?:,? [0-9]{{4}})?\b|\b(?:{MONTHS})\.? [0-9]{{1,2}}(?:st|nd|rd|th)?(?:,? [0-9]{{4}})?\b|\b(?:{MONTHS}) [0-9]{{4}}\b|\b(?:1[0-9]|20)[0-9]{{2}}s?\b"
-    ))
-    .unwrap_or_else(|e| panic!("{e}"))
-});
-
-/// The dates a sentence names, joined; `None` when it names none.
+/// The date phrases a sentence names ("in 2021", "8 May 2023", "last Friday"), each once,
+/// joined; `None` when it names none. Only the phrases are kept, so the anchor that relative
+/// phrases would resolve against does not matter here.
 fn dates(sentence: &str) -> Option<String> {
-    let mut found: Vec<&str> = Vec::new();
-    for m in DATES.find_iter(sentence) {
-        let text = m.as_str();
-        if !found.iter().any(|f| f.contains(text)) {
-            found.push(text);
+    let anchor = time::Date::from_calendar_date(2000, time::Month::January, 1).ok()?;
+    let mut found: Vec<String> = Vec::new();
+    for mention in temporal::mentions(sentence, anchor) {
+        if !found.contains(&mention.phrase) {
+            found.push(mention.phrase);
         }
     }
     (!found.is_empty()).then(|| found.join(", "))
@@ -930,7 +925,7 @@ mod tests {
         );
         let moved = &g.relations[1];
         assert_eq!(moved.raw_predicate, "moved to");
-        assert_eq!(moved.temporal_details.as_deref(), Some("2021"));
+        assert_eq!(moved.temporal_details.as_deref(), Some("In 2021"));
         assert_eq!(moved.context, "In 2021 Ana Ruiz moved to Lisbon City.");
         assert!(g.relations[0].confidence > WEAK_CONFIDENCE);
     }

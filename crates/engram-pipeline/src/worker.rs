@@ -227,7 +227,14 @@ impl Pipeline {
         let (graphs, items): (Vec<ClaimedItem>, Vec<ClaimedItem>) =
             items.into_iter().partition(|i| i.stage == Stage::Graph);
         for item in &graphs {
-            let passages = self.store.item_passages(item).await?;
+            let stored = self.store.item_passages(item).await?;
+            let passages: Vec<Passage<'_>> = stored
+                .iter()
+                .map(|(position, text)| Passage {
+                    position: *position,
+                    text,
+                })
+                .collect();
             self.build_graph(item, &passages).await;
         }
         if items.is_empty() {
@@ -244,24 +251,17 @@ impl Pipeline {
         Ok(items.len() + graphs.len())
     }
 
-    /// Extracts and stores the graph of an item in `graph_creation` from its passages
-    /// `(position, text)`, completing it. A failed extraction completes the item without a
+    /// Extracts and stores the graph of an item in `graph_creation` from its passages,
+    /// completing it. A failed extraction completes the item without a
     /// graph (its chunks are never lost), as does one claimed for its graph more times than
     /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
-    async fn build_graph(&self, item: &ClaimedItem, passages: &[(u32, String)]) {
+    async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>]) {
         let Some(extractor) = &self.graph else {
             return;
         };
-        let passages: Vec<Passage<'_>> = passages
-            .iter()
-            .map(|(position, text)| Passage {
-                position: *position,
-                text,
-            })
-            .collect();
         let request = ExtractRequest {
             title: &item.title,
-            passages: &passages,
+            passages,
         };
         let graph = if item.attempts > self.options.max_attempts {
             tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
@@ -382,9 +382,12 @@ impl Pipeline {
                 Ok(true) => {
                     written += chunks.len();
                     if then == AfterChunks::Graph {
-                        let passages: Vec<(u32, String)> = chunks
+                        let passages: Vec<Passage<'_>> = chunks
                             .iter()
-                            .map(|c| (c.position, c.content.clone()))
+                            .map(|c| Passage {
+                                position: c.position,
+                                text: &c.content,
+                            })
                             .collect();
                         self.build_graph(&item, &passages).await;
                     }

@@ -10,7 +10,6 @@ mod expansion;
 mod fusion;
 pub mod rerank;
 mod retrieve;
-pub mod temporal;
 
 pub use analysis::{profile, Mode, QueryProfile};
 pub use chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};

@@ -132,3 +132,184 @@ impl<'g> GraphWrite<'g> {
         }
     }
 }
+
+/// One implementation of [`GraphStore`] for both backends: the graph's SQL is the same on
+/// SQLite and PostgreSQL (`$N` parameters, `ON CONFLICT`), only how a writing transaction
+/// begins differs (`begin()`, or SQLite's `begin_with(BEGIN_WRITE)`). Expanded in each backend's
+/// `graph` module, where `super::items` and `super::webhooks` are that backend's.
+macro_rules! graph_store_impl {
+    ($store:ty, $($begin:tt)+) => {
+#[async_trait::async_trait]
+        impl crate::GraphStore for $store {
+            async fn item_passages(&self, item: &crate::ClaimedItem) -> crate::StoreResult<Vec<(u32, String)>> {
+                let rows = sqlx::query(
+                    "SELECT position, content FROM chunks WHERE item_key = $1 ORDER BY position",
+                )
+                .bind(item.item_key)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        let position: i64 = sqlx::Row::try_get(r, "position")?;
+                        Ok((
+                            u32::try_from(position).unwrap_or(u32::MAX),
+                            sqlx::Row::try_get(r, "content")?,
+                        ))
+                    })
+                    .collect()
+            }
+
+            async fn complete_graph(
+                &self,
+                item: &crate::ClaimedItem,
+                graph: &engram_graph::ItemGraph,
+                now: engram_types::UnixMs,
+            ) -> crate::StoreResult<bool> {
+                let mut tx = self.pool.$($begin)+.await?;
+                let done = sqlx::query(
+                    "UPDATE items SET status = 'completed', lease_owner = NULL, lease_until = NULL,
+                         updated_at = $1
+                     WHERE item_key = $2 AND version = $3 AND status = 'graph_creation' AND lease_owner = $4",
+                )
+                .bind(now)
+                .bind(item.item_key)
+                .bind(item.version)
+                .bind(&item.lease_owner)
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                for table in ["graph_relations", "graph_mentions"] {
+                    sqlx::query(&format!("DELETE FROM {table} WHERE item_key = $1"))
+                        .bind(item.item_key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let chunks: std::collections::HashMap<u32, i64> = sqlx::query_as::<_, (i64, i64)>(
+                    "SELECT position, chunk_key FROM chunks WHERE item_key = $1",
+                )
+                .bind(item.item_key)
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|(position, key)| (u32::try_from(position).unwrap_or(u32::MAX), key))
+                .collect();
+                let write = crate::graph::GraphWrite::plan(graph, &chunks);
+                let mut keys: std::collections::HashMap<usize, i64> = std::collections::HashMap::with_capacity(write.entities.len());
+                for &at in &write.entities {
+                    let e = &graph.entities[at];
+                    let key: i64 = sqlx::query_scalar(
+                        "INSERT INTO graph_entities (database_id, collection, kind, key, name, type, namespace, identifier)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                         ON CONFLICT (database_id, collection, kind, key) DO UPDATE SET
+                             type = CASE WHEN graph_entities.type = 'ENTITY' THEN excluded.type ELSE graph_entities.type END,
+                             identifier = COALESCE(graph_entities.identifier, excluded.identifier)
+                         RETURNING entity_key",
+                    )
+                    .bind(item.database_id.as_str())
+                    .bind(item.collection.as_str())
+                    .bind(item.kind.as_str())
+                    .bind(&e.key)
+                    .bind(&e.name)
+                    .bind(&e.kind)
+                    .bind(&e.namespace)
+                    .bind(&e.identifier)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    keys.insert(at, key);
+                }
+                for (entity, chunk) in &write.mentions {
+                    sqlx::query(
+                        "INSERT INTO graph_mentions (entity_key, chunk_key, item_key) VALUES ($1, $2, $3)
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .bind(keys[entity])
+                    .bind(chunk)
+                    .bind(item.item_key)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                for (r, chunk) in &write.relations {
+                    sqlx::query(
+                        "INSERT INTO graph_relations (chunk_key, item_key, source_key, target_key, raw_predicate,
+                             canonical_predicate, context, confidence, temporal_details, origin, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                    )
+                    .bind(chunk)
+                    .bind(item.item_key)
+                    .bind(keys[&r.source])
+                    .bind(keys[&r.target])
+                    .bind(&r.raw_predicate)
+                    .bind(&r.canonical_predicate)
+                    .bind(&r.context)
+                    .bind(f64::from(r.confidence))
+                    .bind(&r.temporal_details)
+                    .bind(graph.origin.as_str())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                super::webhooks::record_event(&mut tx, item, engram_types::IndexingStatus::Completed, "", "", now)
+                    .await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn item_relations(
+                &self,
+                scope: &crate::DatabaseScope,
+                query: &crate::RelationQuery<'_>,
+                now: engram_types::UnixMs,
+            ) -> crate::StoreResult<Option<Vec<crate::RelationRecord>>> {
+                let mut tx = self.pool.begin().await?;
+                let Some(row) = super::items::select_live_item(scope, query.collection, query.id, now)
+                    .build()
+                    .fetch_optional(&mut *tx)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                if crate::rows::kind(&row)? != query.kind {
+                    return Ok(None);
+                }
+                let item_key: i64 = sqlx::Row::try_get(&row, "item_key")?;
+                let rows = sqlx::query(&format!(
+                    "SELECT {}
+                     WHERE r.item_key = $1 AND r.relation_key > $2 ORDER BY r.relation_key LIMIT $3",
+                    crate::rows::RELATION_COLUMNS
+                ))
+                .bind(item_key)
+                .bind(query.after.unwrap_or(0))
+                .bind(i64::from(query.limit))
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                rows.iter()
+                    .map(crate::rows::relation)
+                    .collect::<crate::StoreResult<_>>()
+                    .map(Some)
+            }
+
+            async fn graph_size(&self, scope: &crate::DatabaseScope) -> crate::StoreResult<crate::GraphSize> {
+                let (entities, relations): (i64, i64) = sqlx::query_as(
+                    "SELECT
+                         (SELECT COUNT(*) FROM graph_entities e JOIN databases d ON d.id = e.database_id
+                          WHERE d.id = $1 AND d.org_id = $2),
+                         (SELECT COUNT(*) FROM graph_relations r JOIN chunks c ON c.chunk_key = r.chunk_key
+                          JOIN databases d ON d.id = c.database_id WHERE d.id = $1 AND d.org_id = $2)",
+                )
+                .bind(scope.id.as_str())
+                .bind(scope.org.as_str())
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(crate::GraphSize {
+                    entities: u64::try_from(entities).unwrap_or(0),
+                    relations: u64::try_from(relations).unwrap_or(0),
+                })
+            }
+        }
+    };
+}
+pub(crate) use graph_store_impl;

@@ -1,5 +1,6 @@
 //! Shared vocabulary of engram: identifier newtypes, the error-code registry (code, HTTP status),
-//! the field types of a database metadata schema and the limits of the spec. No I/O, no async.
+//! the field types of a database metadata schema, the limits of the spec and the dates a text names
+//! (`temporal`, shared by graph extraction and retrieval). No I/O, no async.
 
 pub mod backoff;
 pub mod clock;
@@ -8,6 +9,7 @@ pub mod ids;
 pub mod limits;
 pub mod schema;
 pub mod status;
+pub mod temporal;
 
 pub use backoff::Backoff;
 pub use clock::{millis, Clock, SystemClock, UnixMs};

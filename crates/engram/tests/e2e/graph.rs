@@ -124,13 +124,33 @@ async fn a_sources_relations_are_listed_by_both_generations_within_its_organizat
             .await
             .assert_current_error(status, code);
     }
-    let missing = server
-        .get(
+    for (path, status, code) in [
+        (
             "/list/graph_relations_by_id?source_id=nope&tenant_id=kg",
-            &key,
-        )
-        .await;
-    assert_eq!(missing.status, 404, "{missing:#?}");
+            404,
+            "SOURCE_NOT_FOUND",
+        ),
+        (
+            "/list/graph_relations_by_id?tenant_id=kg",
+            400,
+            "INVALID_PARAMETERS",
+        ),
+        (
+            "/list/graph_relations_by_id?source_id=doc",
+            400,
+            "INVALID_PARAMETERS",
+        ),
+        (
+            "/list/graph_relations_by_id?source_id=doc&tenant_id=kg&limit=0",
+            400,
+            "INVALID_PARAMETERS",
+        ),
+    ] {
+        server
+            .get(path, &key)
+            .await
+            .assert_legacy_error(status, code);
+    }
 
     // Another organization, naming the same database, finds nothing.
     let stranger = server.key("org_graph_other", &["kg"]);
