@@ -100,6 +100,8 @@ pub struct QueryRequest {
     /// Temporal reasoning (`temporal_reasoning`), with the time relative phrases of the query
     /// resolve against (`temporal_now`, RFC 3339 or a date; default: now).
     pub temporal: Option<TemporalRequest>,
+    /// Merge the graph lane into the ranking; `None`: `[graph] rank`.
+    pub graph_rank: Option<bool>,
 }
 
 /// How a query asks for temporal reasoning.
@@ -478,6 +480,7 @@ impl Plan {
             recency_bias: self.recency_bias,
             limit: self.limit,
             query_apps: request.query_apps,
+            graph_lane: false,
             now,
         };
         Ok((search, ignored))
@@ -511,7 +514,9 @@ impl App {
             }
         };
         let db = self.authorize_database(who, database).await?;
+        let graph_rank = request.graph_rank.unwrap_or(self.config().graph.rank);
         let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
+        search.graph_lane = graph_rank;
         if temporal.is_some() {
             search.limit = (plan.limit * TEMPORAL_POOL_FACTOR)
                 .max(TEMPORAL_POOL_MIN)
@@ -585,6 +590,7 @@ impl App {
             .ok_or_else(|| AppError::Unavailable("the embedding model is not loaded".into()))?;
         let retriever = Retriever {
             store: self.store(),
+            graph: self.store(),
             indexes: &self.inner.indexes,
             embedder: models.query_embedder.clone(),
             reranker: self.inner.reranker.as_ref(),

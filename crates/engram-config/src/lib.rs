@@ -412,11 +412,17 @@ pub struct GraphConfig {
     /// `graph_creation`, already searchable, to `completed`); false: items complete without a
     /// graph.
     pub extract: bool,
+    /// Merge the graph lane (a personalized PageRank from the entities a query names) into
+    /// every query's ranking. Off by default: see README "Knowledge graph" for what it measured.
+    pub rank: bool,
 }
 
 impl Default for GraphConfig {
     fn default() -> Self {
-        Self { extract: true }
+        Self {
+            extract: true,
+            rank: false,
+        }
     }
 }
 

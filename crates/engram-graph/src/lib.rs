@@ -3,6 +3,7 @@
 //! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default.
 
 pub mod model;
+pub mod rank;
 pub mod rules;
 
 use async_trait::async_trait;
@@ -10,6 +11,7 @@ use async_trait::async_trait;
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };
+pub use rank::{personalized_pagerank, query_keys};
 pub use rules::RuleExtractor;
 
 /// What an extractor reads: an item's title and its passages (chunks, by position).

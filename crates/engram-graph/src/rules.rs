@@ -542,6 +542,12 @@ fn is_common(word: &str) -> bool {
     COMMON.binary_search(&word).is_ok()
 }
 
+/// Whether `word` (any case) is a function word or a frequent sentence opener: never a name
+/// alone.
+pub(crate) fn is_function_word(word: &str) -> bool {
+    is_common(&word.to_lowercase())
+}
+
 /// Lower-case words that may join two capitalised words of one name.
 const CONNECTORS: &[&str] = &[
     "of", "de", "del", "della", "der", "des", "di", "da", "du", "la", "le", "van", "von", "y",

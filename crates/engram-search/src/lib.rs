@@ -8,6 +8,7 @@ pub mod analysis;
 mod chunk;
 mod expansion;
 mod fusion;
+mod graph_lane;
 pub mod rerank;
 mod retrieve;
 

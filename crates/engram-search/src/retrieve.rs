@@ -12,7 +12,7 @@ use engram_embed::Embedder;
 use engram_index::analyzer::keyword_query;
 use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
 use engram_store::ChunkKey;
-use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, StoreError};
+use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, GraphStore, StoreError};
 use engram_types::{ItemKind, UnixMs};
 
 use crate::analysis::Mode;
@@ -48,6 +48,8 @@ pub struct SearchRequest {
     /// Also draw candidates from app sources alone, so app content is considered even when
     /// other content crowds it out of the candidate pools; the scope is unchanged.
     pub query_apps: bool,
+    /// Merge the graph lane into the ranking (see `graph_lane`).
+    pub graph_lane: bool,
     pub now: UnixMs,
 }
 
@@ -123,6 +125,8 @@ const FILTER_OVERFETCH: [usize; 2] = [4, 32];
 /// Runs queries over one store, its derived indexes and the embedding model.
 pub struct Retriever<'a> {
     pub store: &'a dyn ChunkSearch,
+    /// The graph the graph lane walks.
+    pub graph: &'a dyn GraphStore,
     pub indexes: &'a Indexes,
     pub embedder: Arc<dyn Embedder>,
     pub reranker: &'a dyn Reranker,
@@ -162,6 +166,9 @@ impl Retriever<'_> {
             Method::Text => self.text(request, &lexical).await?,
             Method::Hybrid => self.hybrid(request, &lexical).await?,
         };
+        if request.graph_lane {
+            self.graph_lane(request, &mut ranked).await?;
+        }
         self.finish(request, &mut ranked);
         Ok(ranked)
     }
@@ -605,6 +612,7 @@ mod tests {
                     recency_bias: 0.0,
                     limit: 10,
                     query_apps: false,
+                    graph_lane: false,
                     now: NOW,
                 }
             }
@@ -612,6 +620,7 @@ mod tests {
             async fn ids(&self, request: &SearchRequest) -> Vec<(String, f32)> {
                 let retriever = Retriever {
                     store: self.store.as_ref(),
+                    graph: self.store.as_ref(),
                     indexes: &self.indexes,
                     embedder: Arc::new(HashEmbedder),
                     reranker: &EmbeddingReranker,

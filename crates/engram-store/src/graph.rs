@@ -91,6 +91,23 @@ pub trait GraphStore: Send + Sync {
     /// How many entities and relations the database's graphs hold (zero for a database that is
     /// not the scope's organization's).
     async fn graph_size(&self, scope: &DatabaseScope) -> StoreResult<GraphSize>;
+    /// The entities of the database's graphs of `kinds` whose key is one of `keys`, with how
+    /// many chunks mention each.
+    async fn entities_named(
+        &self,
+        scope: &DatabaseScope,
+        kinds: &[ItemKind],
+        keys: &[String],
+    ) -> StoreResult<Vec<(i64, u64)>>;
+    /// The database's mentions `(entity, chunk)` of any of `entities` or in any of `chunks`,
+    /// at most `limit`.
+    async fn mentions_touching(
+        &self,
+        scope: &DatabaseScope,
+        entities: &[i64],
+        chunks: &[crate::ChunkKey],
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
 }
 
 /// What writing an item's graph comes to, the same for every backend: the entities that are
@@ -138,7 +155,7 @@ impl<'g> GraphWrite<'g> {
 /// begins differs (`begin()`, or SQLite's `begin_with(BEGIN_WRITE)`). Expanded in each backend's
 /// `graph` module, where `super::items` and `super::webhooks` are that backend's.
 macro_rules! graph_store_impl {
-    ($store:ty, $($begin:tt)+) => {
+    ($store:ty, $db:ty, $($begin:tt)+) => {
 #[async_trait::async_trait]
         impl crate::GraphStore for $store {
             async fn item_passages(&self, item: &crate::ClaimedItem) -> crate::StoreResult<Vec<(u32, String)>> {
@@ -308,6 +325,89 @@ macro_rules! graph_store_impl {
                     entities: u64::try_from(entities).unwrap_or(0),
                     relations: u64::try_from(relations).unwrap_or(0),
                 })
+            }
+
+            async fn entities_named(
+                &self,
+                scope: &crate::DatabaseScope,
+                kinds: &[engram_types::ItemKind],
+                keys: &[String],
+            ) -> crate::StoreResult<Vec<(i64, u64)>> {
+                if kinds.is_empty() || keys.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT e.entity_key,
+                         (SELECT COUNT(*) FROM graph_mentions m WHERE m.entity_key = e.entity_key) AS df
+                     FROM graph_entities e JOIN databases d ON d.id = e.database_id
+                     WHERE d.id = ",
+                );
+                select
+                    .push_bind(scope.id.as_str().to_owned())
+                    .push(" AND d.org_id = ")
+                    .push_bind(scope.org.as_str().to_owned())
+                    .push(" AND e.kind IN (");
+                let mut list = select.separated(", ");
+                for kind in kinds {
+                    list.push_bind(kind.as_str());
+                }
+                select.push(") AND e.key IN (");
+                let mut list = select.separated(", ");
+                for key in keys {
+                    list.push_bind(key.clone());
+                }
+                select.push(")");
+                let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(key, df)| (key, u64::try_from(df).unwrap_or(0)))
+                    .collect())
+            }
+
+            async fn mentions_touching(
+                &self,
+                scope: &crate::DatabaseScope,
+                entities: &[i64],
+                chunks: &[crate::ChunkKey],
+                limit: u32,
+            ) -> crate::StoreResult<Vec<(i64, crate::ChunkKey)>> {
+                // Mentions lead (CROSS JOIN keeps that order on SQLite): each side of the
+                // lookup is an index probe, not a walk through the database's entities.
+                let mut rows: Vec<(i64, i64)> = Vec::new();
+                let sides: [(&str, Vec<i64>); 2] = [
+                    ("m.entity_key", entities.to_vec()),
+                    ("m.chunk_key", chunks.iter().map(|c| c.0).collect()),
+                ];
+                for (column, keys) in sides {
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    let mut select = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT m.entity_key, m.chunk_key FROM graph_mentions m
+                         CROSS JOIN graph_entities e CROSS JOIN databases d
+                         WHERE e.entity_key = m.entity_key AND d.id = e.database_id AND d.id = ",
+                    );
+                    select
+                        .push_bind(scope.id.as_str().to_owned())
+                        .push(" AND d.org_id = ")
+                        .push_bind(scope.org.as_str().to_owned())
+                        .push(format!(" AND {column} IN ("));
+                    let mut list = select.separated(", ");
+                    for key in keys {
+                        list.push_bind(key);
+                    }
+                    select.push(") LIMIT ").push_bind(i64::from(limit));
+                    rows.extend(
+                        select
+                            .build_query_as::<(i64, i64)>()
+                            .fetch_all(&self.pool)
+                            .await?,
+                    );
+                }
+                Ok(rows
+                    .into_iter()
+                    .map(|(entity, chunk)| (entity, crate::ChunkKey(chunk)))
+                    .collect())
             }
         }
     };

@@ -644,6 +644,7 @@ impl QueryBody {
             temporal: (self.temporal_reasoning == Some(true)).then_some(TemporalRequest {
                 now: self.temporal_now,
             }),
+            graph_rank: None,
         };
         Ok(ScopedQuery {
             database,

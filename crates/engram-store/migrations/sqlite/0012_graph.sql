@@ -15,6 +15,9 @@ CREATE TABLE graph_entities (
     identifier  TEXT,
     UNIQUE (database_id, collection, kind, key)
 );
+-- Query-time lookups name keys across a database's collections (covering, so SQLite takes it
+-- over the unique key).
+CREATE INDEX graph_entities_key ON graph_entities (key, database_id, kind);
 
 CREATE TABLE graph_mentions (
     entity_key INTEGER NOT NULL REFERENCES graph_entities (entity_key) ON DELETE CASCADE,

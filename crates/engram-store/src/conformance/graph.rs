@@ -194,6 +194,49 @@ async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(st
         .unwrap();
     assert_eq!(two, listed[1..]);
 
+    // Ranking reads: entities by key with how many chunks mention them, and the mentions
+    // around entities or chunks, within the organization's database only.
+    let named = store
+        .entities_named(
+            &scope,
+            &[ItemKind::Knowledge],
+            &["acme".into(), "ana ruiz".into(), "unknown".into()],
+        )
+        .await
+        .unwrap();
+    let mut dfs: Vec<(i64, u64)> = named.clone();
+    dfs.sort();
+    assert_eq!(dfs.len(), 2);
+    let acme = first.target.entity_key;
+    assert!(
+        named.contains(&(acme, 2)),
+        "acme is mentioned by both chunks: {named:?}"
+    );
+    assert!(store
+        .entities_named(&scope, &[ItemKind::Memory], &["acme".into()])
+        .await
+        .unwrap()
+        .is_empty());
+    let around = store
+        .mentions_touching(&scope, &[acme], &[], 100)
+        .await
+        .unwrap();
+    assert_eq!(around.len(), 2);
+    let foreign = DatabaseScope {
+        org: engram_types::OrgId::from_trusted("org_graph1_other"),
+        id: scope.id.clone(),
+    };
+    assert!(store
+        .mentions_touching(&foreign, &[acme], &[], 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .entities_named(&foreign, &[ItemKind::Knowledge], &["acme".into()])
+        .await
+        .unwrap()
+        .is_empty());
+
     // Not found: another kind, another collection, an unknown id.
     for (coll, id, kind) in [
         ("c", "doc", ItemKind::Memory),

@@ -2,4 +2,4 @@
 
 use super::PgStore;
 
-crate::graph::graph_store_impl!(PgStore, begin());
+crate::graph::graph_store_impl!(PgStore, sqlx::Postgres, begin());

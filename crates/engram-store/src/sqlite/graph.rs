@@ -4,4 +4,4 @@
 use super::sql::BEGIN_WRITE;
 use super::SqliteStore;
 
-crate::graph::graph_store_impl!(SqliteStore, begin_with(BEGIN_WRITE));
+crate::graph::graph_store_impl!(SqliteStore, sqlx::Sqlite, begin_with(BEGIN_WRITE));

@@ -3,12 +3,16 @@
 //!
 //! - `eval beir <dir>`: a BEIR dataset (SciFact): every corpus document ingested as app
 //!   knowledge (title and text), every test query run; nDCG@10 and Recall@100 over documents.
+//! - `eval multihop <dir>`: MuSiQue-100 (HippoRAG's release): the 1,890 passages ingested as
+//!   app knowledge (title and text), the 100 questions run; recall of the supporting passages
+//!   at 2, 5 and 10.
 //! - `eval locomo <dir>`: every LoCoMo conversation ingested as one user's memories (one memory
 //!   per turn, its session date in the memory's metadata); recall of the evidence turns at 5,
 //!   10 and 25.
 //!
 //! `--index-dir` keeps the indexed data between runs, so tuning reruns only the queries.
 
+mod multihop;
 mod parsing;
 
 use std::collections::{HashMap, HashSet};
@@ -51,6 +55,9 @@ pub(crate) struct EvalArgs {
     /// LoCoMo: only questions of this category (2: temporal).
     #[arg(long)]
     category: Option<u64>,
+    /// Also run every mode with the graph lane on, beside the same mode with it off.
+    #[arg(long)]
+    graph: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -59,6 +66,9 @@ pub(crate) enum EvalCommand {
     Beir(EvalArgs),
     /// Recall of evidence turns at 5, 10 and 25 on LoCoMo (locomo10_turns.jsonl, locomo10_qa.jsonl).
     Locomo(EvalArgs),
+    /// Passage recall at 2, 5 and 10 on MuSiQue-100 multi-hop questions (musique_train.json,
+    /// musique_train_corpus.json), with the graph lane off and on (`--graph`).
+    Multihop(EvalArgs),
     /// Share of the expected strings the parser extracts from the markitdown test files.
     Parsing(parsing::ParsingArgs),
 }
@@ -116,6 +126,51 @@ impl Harness {
             token,
             workers,
         })
+    }
+
+    /// Ingests `(id, title, text)` documents as app knowledge, 100 per request, and waits
+    /// until every one is indexed.
+    async fn ingest_articles(
+        &self,
+        db: &DatabaseName,
+        docs: &[(String, String, String)],
+    ) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let mut ids = Vec::new();
+        for batch in docs.chunks(100) {
+            let sources: Vec<AppSource> = batch
+                .iter()
+                .map(|(id, title, text)| AppSource {
+                    id: Some(id.clone()),
+                    title: title.clone(),
+                    source_type: "article".into(),
+                    text: text.clone(),
+                    attachments: json!([]),
+                    relations: json!({}),
+                    ..AppSource::default()
+                })
+                .collect();
+            ids.extend(batch.iter().map(|d| (None, d.0.clone())));
+            self.app
+                .ingest_knowledge(
+                    &self.who,
+                    db,
+                    KnowledgeRequest {
+                        upsert: true,
+                        file_metadata_field: "document_metadata",
+                        app_knowledge: sources,
+                        ..KnowledgeRequest::default()
+                    },
+                )
+                .await?;
+        }
+        self.wait_indexed(db, &ids).await?;
+        eprintln!(
+            "ingested {} documents in {:.0} s",
+            docs.len(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
     }
 
     async fn database(&self, name: &str) -> anyhow::Result<(DatabaseName, bool)> {
@@ -304,6 +359,7 @@ pub(crate) async fn run(command: EvalCommand, config: Config) -> anyhow::Result<
     match command {
         EvalCommand::Beir(args) => beir(args, config).await,
         EvalCommand::Locomo(args) => locomo(args, config).await,
+        EvalCommand::Multihop(args) => multihop::run(args, config).await,
         EvalCommand::Parsing(args) => parsing::run(args),
     }
 }
@@ -337,42 +393,11 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     let harness = Harness::open(config, args.index_dir.clone()).await?;
     let (db, existed) = harness.database("beir").await?;
     if !existed {
-        let started = Instant::now();
-        let mut ids = Vec::new();
-        for batch in corpus.chunks(100) {
-            let sources: Vec<AppSource> = batch
-                .iter()
-                .map(|doc| AppSource {
-                    id: Some(text(doc, "_id")),
-                    title: text(doc, "title"),
-                    source_type: "article".into(),
-                    text: text(doc, "text"),
-                    attachments: json!([]),
-                    relations: json!({}),
-                    ..AppSource::default()
-                })
-                .collect();
-            ids.extend(batch.iter().map(|d| (None, text(d, "_id"))));
-            harness
-                .app
-                .ingest_knowledge(
-                    &harness.who,
-                    &db,
-                    KnowledgeRequest {
-                        upsert: true,
-                        file_metadata_field: "document_metadata",
-                        app_knowledge: sources,
-                        ..KnowledgeRequest::default()
-                    },
-                )
-                .await?;
-        }
-        harness.wait_indexed(&db, &ids).await?;
-        eprintln!(
-            "ingested {} documents in {:.0} s",
-            corpus.len(),
-            started.elapsed().as_secs_f64()
-        );
+        let docs: Vec<(String, String, String)> = corpus
+            .iter()
+            .map(|doc| (text(doc, "_id"), text(doc, "title"), text(doc, "text")))
+            .collect();
+        harness.ingest_articles(&db, &docs).await?;
     }
 
     println!(
