@@ -138,8 +138,8 @@ pub struct QueryOutcome {
     pub alpha: f32,
     /// Top-level filter keys that the schema does not declare with `enable_match`.
     pub ignored_filters: Vec<String>,
-    /// Whether graph context is returned (after `auto` mode's override).
-    pub graph_context: bool,
+    /// The graph context, when it is returned (after `auto` mode's override).
+    pub graph_context: Option<crate::GraphContext>,
     /// For each ranked chunk (same order), its neighbours in its source, in position order:
     /// `num_related_chunks` on each side, for the first [`RELATED_HITS_MAX`] hits.
     pub related: Vec<Vec<ChunkHit>>,
@@ -528,6 +528,14 @@ impl App {
         let related = self
             .related_chunks(&search.scope, &chunks, plan.related, search.now)
             .await?;
+        let graph_context = if plan.graph_context {
+            Some(
+                self.graph_context(&search.scope, &search.filter.kinds, &search.query, &chunks)
+                    .await?,
+            )
+        } else {
+            None
+        };
         Ok(QueryOutcome {
             database: db,
             chunks,
@@ -535,7 +543,7 @@ impl App {
             mode_reason: plan.mode_reason,
             alpha: plan.alpha,
             ignored_filters,
-            graph_context: plan.graph_context,
+            graph_context,
             related,
             temporal,
         })

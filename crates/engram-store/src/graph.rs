@@ -108,6 +108,15 @@ pub trait GraphStore: Send + Sync {
         chunks: &[crate::ChunkKey],
         limit: u32,
     ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
+    /// The database's relations with an end among `entities` or evidence in one of `chunks`,
+    /// each with the key of its chunk; at most `limit` per side.
+    async fn relations_touching(
+        &self,
+        scope: &DatabaseScope,
+        entities: &[i64],
+        chunks: &[crate::ChunkKey],
+        limit: u32,
+    ) -> StoreResult<Vec<(crate::ChunkKey, RelationRecord)>>;
 }
 
 /// What writing an item's graph comes to, the same for every backend: the entities that are
@@ -293,9 +302,11 @@ macro_rules! graph_store_impl {
                 }
                 let item_key: i64 = sqlx::Row::try_get(&row, "item_key")?;
                 let rows = sqlx::query(&format!(
-                    "SELECT {}
+                    "SELECT {} FROM graph_relations r JOIN chunks c ON c.chunk_key = r.chunk_key
+                     JOIN graph_entities s ON s.entity_key = r.source_key
+                     JOIN graph_entities t ON t.entity_key = r.target_key
                      WHERE r.item_key = $1 AND r.relation_key > $2 ORDER BY r.relation_key LIMIT $3",
-                    crate::rows::RELATION_COLUMNS
+                    crate::rows::RELATION_FIELDS
                 ))
                 .bind(item_key)
                 .bind(query.after.unwrap_or(0))
@@ -408,6 +419,54 @@ macro_rules! graph_store_impl {
                     .into_iter()
                     .map(|(entity, chunk)| (entity, crate::ChunkKey(chunk)))
                     .collect())
+            }
+
+            async fn relations_touching(
+                &self,
+                scope: &crate::DatabaseScope,
+                entities: &[i64],
+                chunks: &[crate::ChunkKey],
+                limit: u32,
+            ) -> crate::StoreResult<Vec<(crate::ChunkKey, crate::RelationRecord)>> {
+                let chunk_keys: Vec<i64> = chunks.iter().map(|c| c.0).collect();
+                let mut found: Vec<(crate::ChunkKey, crate::RelationRecord)> = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                for (column, keys) in [
+                    ("r.source_key", entities),
+                    ("r.target_key", entities),
+                    ("r.chunk_key", chunk_keys.as_slice()),
+                ] {
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    // The relation leads (CROSS JOIN keeps that order on SQLite).
+                    let mut select = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {} FROM graph_relations r CROSS JOIN chunks c
+                         CROSS JOIN graph_entities s CROSS JOIN graph_entities t
+                         CROSS JOIN databases d
+                         WHERE c.chunk_key = r.chunk_key AND s.entity_key = r.source_key
+                           AND t.entity_key = r.target_key AND d.id = c.database_id AND d.id = ",
+                        crate::rows::RELATION_FIELDS
+                    ));
+                    select
+                        .push_bind(scope.id.as_str().to_owned())
+                        .push(" AND d.org_id = ")
+                        .push_bind(scope.org.as_str().to_owned())
+                        .push(format!(" AND {column} IN ("));
+                    let mut list = select.separated(", ");
+                    for key in keys {
+                        list.push_bind(*key);
+                    }
+                    select.push(") LIMIT ").push_bind(i64::from(limit));
+                    for row in select.build().fetch_all(&self.pool).await? {
+                        let relation = crate::rows::relation(&row)?;
+                        if seen.insert(relation.relation_key) {
+                            let chunk: i64 = sqlx::Row::try_get(&row, "chunk_key")?;
+                            found.push((crate::ChunkKey(chunk), relation));
+                        }
+                    }
+                }
+                Ok(found)
             }
         }
     };

@@ -316,16 +316,13 @@ pub(crate) fn feedback(row: &impl Columns) -> StoreResult<FeedbackRecord> {
     })
 }
 
-/// The columns [`relation`] reads: the relation, its chunk's id and both entities.
-pub(crate) const RELATION_COLUMNS: &str = "r.relation_key, r.raw_predicate, r.canonical_predicate,
-    r.context, r.confidence, r.temporal_details, r.origin, r.created_at, c.chunk_id,
+/// The fields [`relation`] reads, of a relation `r`, its chunk `c` and its entities `s`, `t`.
+pub(crate) const RELATION_FIELDS: &str = "r.relation_key, r.raw_predicate, r.canonical_predicate,
+    r.context, r.confidence, r.temporal_details, r.origin, r.created_at, c.chunk_id, c.chunk_key,
     s.entity_key AS s_key, s.name AS s_name, s.type AS s_type, s.namespace AS s_namespace,
     s.identifier AS s_identifier,
     t.entity_key AS t_key, t.name AS t_name, t.type AS t_type, t.namespace AS t_namespace,
-    t.identifier AS t_identifier
-    FROM graph_relations r JOIN chunks c ON c.chunk_key = r.chunk_key
-    JOIN graph_entities s ON s.entity_key = r.source_key
-    JOIN graph_entities t ON t.entity_key = r.target_key";
+    t.identifier AS t_identifier";
 
 fn entity(row: &impl Columns, end: &str) -> StoreResult<crate::EntityRecord> {
     Ok(crate::EntityRecord {

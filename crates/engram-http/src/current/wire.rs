@@ -474,7 +474,7 @@ impl QueryResultDto {
                     sub_tenant_id: hit.item.collection.to_string(),
                 })
                 .collect(),
-            graph_context: outcome.graph_context.then(GraphContextDto::default),
+            graph_context: outcome.graph_context.as_ref().map(GraphContextDto::from),
             additional_context,
             llm_prompt: None,
             temporal_facts: outcome.temporal.as_ref().map(|t| {

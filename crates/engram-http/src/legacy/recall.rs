@@ -32,7 +32,7 @@ async fn recall(
     let outcome = app.query(who, &database, request).await.map_err(content)?;
     Ok(axum::Json(RecallResponse::new(
         &outcome.chunks,
-        outcome.graph_context,
+        outcome.graph_context.as_ref(),
         outcome.ignored_filters,
     )))
 }
@@ -88,7 +88,7 @@ async fn boolean_recall(
     let outcome = app.query(&who, &database, request).await.map_err(content)?;
     Ok(axum::Json(RecallResponse::new(
         &outcome.chunks,
-        false,
+        None,
         outcome.ignored_filters,
     )))
 }

@@ -170,7 +170,11 @@ pub(super) struct RecallResponse {
 }
 
 impl RecallResponse {
-    pub(super) fn new(chunks: &[RankedChunk], graph_context: bool, ignored: Vec<String>) -> Self {
+    pub(super) fn new(
+        chunks: &[RankedChunk],
+        graph_context: Option<&engram_app::GraphContext>,
+        ignored: Vec<String>,
+    ) -> Self {
         Self {
             chunks: chunks
                 .iter()
@@ -205,7 +209,7 @@ impl RecallResponse {
                     document_metadata: object(&hit.item.fields.additional_metadata),
                 })
                 .collect(),
-            graph_context: graph_context.then(GraphContextDto::default),
+            graph_context: graph_context.map(GraphContextDto::from),
             additional_context: Map::new(),
             ignored_filter_keys: ignored,
         }

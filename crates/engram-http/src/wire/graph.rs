@@ -112,7 +112,7 @@ pub(crate) fn relation_groups(
         .collect()
 }
 
-fn evidence_dto(r: &RelationRecord, timestamps: Timestamps) -> RelationEvidenceDto {
+pub(crate) fn evidence_dto(r: &RelationRecord, timestamps: Timestamps) -> RelationEvidenceDto {
     let timestamp = match timestamps {
         Timestamps::Rfc3339 => Value::String(r.created_at.rfc3339()),
         Timestamps::EpochSeconds => serde_json::json!(r.created_at.as_millis() as f64 / 1000.0),

@@ -4,6 +4,7 @@
 use engram_app::{Alpha, ChunkHit, RankedChunk, TermOperator};
 
 use crate::error::ApiError;
+use crate::wire::graph::{evidence_dto, EntityDto, RelationEvidenceDto, Timestamps};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -16,15 +17,73 @@ pub(crate) enum AlphaDto {
     Text(String),
 }
 
-/// Graph context; empty until the knowledge graph lands.
+/// What the knowledge graph adds to a query's chunks.
 #[derive(Debug, Default, Serialize, ToSchema)]
 pub(crate) struct GraphContextDto {
-    #[schema(value_type = Vec<Object>)]
-    pub query_paths: Vec<Value>,
-    #[schema(value_type = Vec<Object>)]
-    pub chunk_relations: Vec<Value>,
-    #[schema(value_type = Object)]
-    pub chunk_id_to_group_ids: Map<String, Value>,
+    /// From the entities the query names to the returned chunks, best first.
+    pub query_paths: Vec<ScoredPathDto>,
+    /// The relations evidenced in each returned chunk, in rank order.
+    pub chunk_relations: Vec<ScoredPathDto>,
+    /// For each returned chunk on a path: the paths' `group_id`s.
+    pub chunk_id_to_group_ids: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// One step of a path: `source -> relation -> target`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TripletDto {
+    pub source: EntityDto,
+    pub relation: RelationEvidenceDto,
+    pub target: EntityDto,
+}
+
+/// A path of relations with the chunks it leads to.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ScoredPathDto {
+    pub triplets: Vec<TripletDto>,
+    pub relevancy_score: f64,
+    /// The text of the path's evidence.
+    pub combined_context: String,
+    pub group_id: Option<String>,
+    /// `chunk_uuid`s of the returned chunks the path leads to.
+    pub source_chunk_ids: Vec<String>,
+}
+
+impl From<&engram_app::ScoredPath> for ScoredPathDto {
+    fn from(path: &engram_app::ScoredPath) -> Self {
+        Self {
+            triplets: path
+                .triplets
+                .iter()
+                .map(|r| TripletDto {
+                    source: EntityDto::from(&r.source),
+                    relation: evidence_dto(r, Timestamps::EpochSeconds),
+                    target: EntityDto::from(&r.target),
+                })
+                .collect(),
+            relevancy_score: score(path.score),
+            combined_context: path.combined_context.clone(),
+            group_id: Some(path.group_id.clone()),
+            source_chunk_ids: path.source_chunk_ids.clone(),
+        }
+    }
+}
+
+impl From<&engram_app::GraphContext> for GraphContextDto {
+    fn from(context: &engram_app::GraphContext) -> Self {
+        Self {
+            query_paths: context
+                .query_paths
+                .iter()
+                .map(ScoredPathDto::from)
+                .collect(),
+            chunk_relations: context
+                .chunk_relations
+                .iter()
+                .map(ScoredPathDto::from)
+                .collect(),
+            chunk_id_to_group_ids: context.chunk_groups.iter().cloned().collect(),
+        }
+    }
 }
 
 /// A score as sent: six decimals are plenty and avoid `0.800000011920929`.

@@ -237,6 +237,32 @@ async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(st
         .unwrap()
         .is_empty());
 
+    let touching = store
+        .relations_touching(&scope, &[acme], &[], 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        touching.len(),
+        2,
+        "acme is the target of one and the source of the other"
+    );
+    let first_chunk = touching
+        .iter()
+        .find(|(_, r)| r.relation_key == first.relation_key)
+        .unwrap()
+        .0;
+    let in_chunk = store
+        .relations_touching(&scope, &[], &[first_chunk], 100)
+        .await
+        .unwrap();
+    assert_eq!(in_chunk.len(), 1);
+    assert_eq!(in_chunk[0].1, *first);
+    assert!(store
+        .relations_touching(&foreign, &[acme], &[first_chunk], 100)
+        .await
+        .unwrap()
+        .is_empty());
+
     // Not found: another kind, another collection, an unknown id.
     for (coll, id, kind) in [
         ("c", "doc", ItemKind::Memory),

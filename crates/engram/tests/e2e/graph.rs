@@ -152,6 +152,52 @@ async fn a_sources_relations_are_listed_by_both_generations_within_its_organizat
             .assert_legacy_error(status, code);
     }
 
+    // A query's graph context: the path from the entity it names to the chunk it returns,
+    // and the relations evidenced in that chunk.
+    let reply = server
+        .post(
+            "/query",
+            &key,
+            serde_json::json!({"database": "kg", "query": "Where does Ana Ruiz work?", "mode": "fast"}),
+        )
+        .await;
+    let data = reply.current_ok(200);
+    let chunk = data["chunks"][0]["chunk_uuid"].clone();
+    let graph = &data["graph_context"];
+    let path = graph["query_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["triplets"][0]["relation"]["canonical_predicate"] == "WORKS_FOR")
+        .unwrap_or_else(|| panic!("no WORKS_FOR path: {graph:#}"));
+    let triplet = &path["triplets"][0];
+    assert_eq!(triplet["source"]["name"], "ana ruiz");
+    assert_eq!(triplet["target"]["name"], "acme corp");
+    assert!(
+        triplet["relation"]["timestamp"].is_f64(),
+        "epoch seconds in /query"
+    );
+    assert_eq!(path["source_chunk_ids"], serde_json::json!([chunk]));
+    assert!(path["relevancy_score"].as_f64().unwrap() > 0.0);
+    let group = path["group_id"].as_str().unwrap();
+    assert!(group.starts_with("p_"));
+    let groups = graph["chunk_id_to_group_ids"][chunk.as_str().unwrap()]
+        .as_array()
+        .unwrap();
+    assert!(groups.iter().any(|g| g == group));
+    assert!(groups.iter().any(|g| g == "c_0"), "{graph:#}");
+    let evidenced = &graph["chunk_relations"][0];
+    assert_eq!(evidenced["group_id"], "c_0");
+    assert_eq!(evidenced["triplets"].as_array().unwrap().len(), 2);
+    let off = server
+        .post(
+            "/query",
+            &key,
+            serde_json::json!({"database": "kg", "query": "Ana Ruiz", "mode": "fast", "graph_context": false}),
+        )
+        .await;
+    assert!(off.current_ok(200).get("graph_context").is_none());
+
     // Another organization, naming the same database, finds nothing.
     let stranger = server.key("org_graph_other", &["kg"]);
     server

@@ -330,8 +330,27 @@ fn check_legacy(body: &Value, context: &str) {
 }
 
 /// The empty graph context returned until the knowledge graph lands.
-fn empty_graph() -> Value {
-    json!({"query_paths": [], "chunk_relations": [], "chunk_id_to_group_ids": {}})
+/// Asserts that `graph` has the graph context's shape: path lists whose groups are named by
+/// `chunk_id_to_group_ids` for chunks that the answer returned.
+fn assert_graph_context(graph: &Value, data: &Value) {
+    let returned: Vec<&Value> = chunks(data).iter().map(|c| &c["chunk_uuid"]).collect();
+    let groups = graph["chunk_id_to_group_ids"].as_object().expect("groups");
+    for key in ["query_paths", "chunk_relations"] {
+        for path in graph[key].as_array().expect("paths") {
+            assert!(
+                !path["triplets"].as_array().unwrap().is_empty(),
+                "{graph:#}"
+            );
+            for chunk in path["source_chunk_ids"].as_array().unwrap() {
+                assert!(returned.contains(&chunk), "{graph:#}");
+                let named = &groups[chunk.as_str().unwrap()];
+                assert!(
+                    named.as_array().unwrap().contains(&path["group_id"]),
+                    "{graph:#}"
+                );
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -730,8 +749,8 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
     // The whole small corpus is within reach of a hybrid query.
     assert_eq!(item_set(data), set(&all), "{body:#?}");
     assert!(chunks(data).len() > all.len(), "{body:#?}");
-    // Graph context: present and empty by default, absent when turned off.
-    assert_eq!(data["graph_context"], empty_graph(), "{body:#?}");
+    // Graph context: present by default, absent when turned off.
+    assert_graph_context(&data["graph_context"], data);
     assert_eq!(body["meta"]["mode"], "fast", "{body:#?}");
     assert_eq!(body["meta"]["database"], "rank", "{body:#?}");
     let body = query_ok(
@@ -751,7 +770,7 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
     )
     .await;
     assert_eq!(body["meta"]["mode"], "thinking", "{body:#?}");
-    assert_eq!(body["data"]["graph_context"], empty_graph(), "{body:#?}");
+    assert_graph_context(&body["data"]["graph_context"], &body["data"]);
 
     // Mode auto: the mode it resolved to and why; graph context follows the chosen mode.
     for text in [
@@ -772,7 +791,7 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
                 "auto overrides graph_context to match its mode: {body:#?}"
             );
             if thinking {
-                assert_eq!(body["data"]["graph_context"], empty_graph(), "{body:#?}");
+                assert_graph_context(&body["data"]["graph_context"], &body["data"]);
             }
         }
     }
@@ -1746,7 +1765,7 @@ async fn legacy_recall_routes_answer_in_the_legacy_shape() {
         json!({"tenant_id": "leg", "query": question, "graph_context": true}),
     )
     .await;
-    assert_eq!(reply["graph_context"], empty_graph(), "{reply:#?}");
+    assert_graph_context(&reply["graph_context"], &reply);
     // Two chunks of one source: one source entry.
     let reply = legacy_ok(
         &server,
