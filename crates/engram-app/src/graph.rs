@@ -135,7 +135,8 @@ pub struct GraphContext {
 impl App {
     /// The graph context of `chunks`, a query's results: one `chunk_relations` group per chunk
     /// with relations evidenced in it (`c_<rank>`), and one `query_paths` group (`p_<n>`) per
-    /// relation of an entity the query names that leads to a returned chunk (its evidence is
+    /// relation of an entity the query names (one no more common than
+    /// [`engram_graph::COMMON_ENTITY_MENTIONS`]) that leads to a returned chunk (its evidence is
     /// in one, or its other end is mentioned by one), scored by its confidence times the best
     /// such chunk's score.
     pub(crate) async fn graph_context(
@@ -180,10 +181,12 @@ impl App {
         } else {
             kinds
         };
+        let common = engram_graph::COMMON_ENTITY_MENTIONS;
         let named: HashSet<i64> = store
-            .entities_named(scope, kinds, &engram_graph::query_keys(query))
+            .entities_named(scope, kinds, &engram_graph::query_keys(query), common + 1)
             .await?
             .into_iter()
+            .filter(|&(_, mentions)| mentions <= common)
             .map(|(entity, _)| entity)
             .collect();
         if !named.is_empty() {

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };
-pub use rank::{personalized_pagerank, query_keys};
+pub use rank::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
 pub use rules::RuleExtractor;
 
 /// What an extractor reads: an item's title and its passages (chunks, by position).

@@ -6,6 +6,10 @@ use std::collections::BTreeSet;
 use crate::model::entity_key;
 use crate::rules::RuleExtractor;
 
+/// An entity mentioned by more chunks than this is too common to rank or explain with: the
+/// graph lane does not walk through it and query paths do not start at it.
+pub const COMMON_ENTITY_MENTIONS: u64 = 40;
+
 /// Longest word n-gram of a query looked up as an entity name.
 const MAX_NGRAM: usize = 4;
 /// Most keys one query looks up.

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use engram_graph::{personalized_pagerank, query_keys};
+use engram_graph::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
 use engram_store::ChunkKey;
 use engram_types::ItemKind;
 
@@ -17,7 +17,7 @@ const SEED_CHUNKS: usize = 20;
 /// Weight of all seed chunks together beside the query's entities (HippoRAG 2: 0.05).
 const CHUNK_SEED_WEIGHT: f64 = 0.05;
 /// An entity mentioned by more chunks than this is too common to walk through.
-const MAX_MENTIONS: u64 = 40;
+const MAX_MENTIONS: u64 = COMMON_ENTITY_MENTIONS;
 /// Most mentions read per hop.
 const MENTIONS_READ: u32 = 20_000;
 /// Restart probability is `1 - DAMPING` (HippoRAG: 0.5; 0.7 walks further, which MuSiQue's
@@ -45,7 +45,12 @@ impl Retriever<'_> {
         };
         let named = self
             .graph
-            .entities_named(&request.scope, &kinds, &query_keys(&request.query))
+            .entities_named(
+                &request.scope,
+                &kinds,
+                &query_keys(&request.query),
+                MAX_MENTIONS + 1,
+            )
             .await?;
         let seeds: HashMap<i64, u64> = named
             .into_iter()

@@ -92,12 +92,13 @@ pub trait GraphStore: Send + Sync {
     /// not the scope's organization's).
     async fn graph_size(&self, scope: &DatabaseScope) -> StoreResult<GraphSize>;
     /// The entities of the database's graphs of `kinds` whose key is one of `keys`, with how
-    /// many chunks mention each.
+    /// many chunks mention each, counted up to `count_to` (a common entity costs no more).
     async fn entities_named(
         &self,
         scope: &DatabaseScope,
         kinds: &[ItemKind],
         keys: &[String],
+        count_to: u64,
     ) -> StoreResult<Vec<(i64, u64)>>;
     /// The database's mentions `(entity, chunk)` of any of `entities` or in any of `chunks`,
     /// at most `limit`.
@@ -207,8 +208,12 @@ macro_rules! graph_store_impl {
                     tx.rollback().await?;
                     return Ok(false);
                 }
+                // The item's earlier graph (a retried graph stage), found by its chunks.
                 for table in ["graph_relations", "graph_mentions"] {
-                    sqlx::query(&format!("DELETE FROM {table} WHERE item_key = $1"))
+                    sqlx::query(&format!(
+                        "DELETE FROM {table}
+                         WHERE chunk_key IN (SELECT chunk_key FROM chunks WHERE item_key = $1)"
+                    ))
                         .bind(item.item_key)
                         .execute(&mut *tx)
                         .await?;
@@ -248,12 +253,11 @@ macro_rules! graph_store_impl {
                 }
                 for (entity, chunk) in &write.mentions {
                     sqlx::query(
-                        "INSERT INTO graph_mentions (entity_key, chunk_key, item_key) VALUES ($1, $2, $3)
+                        "INSERT INTO graph_mentions (entity_key, chunk_key) VALUES ($1, $2)
                          ON CONFLICT DO NOTHING",
                     )
                     .bind(keys[entity])
                     .bind(chunk)
-                    .bind(item.item_key)
                     .execute(&mut *tx)
                     .await?;
                 }
@@ -343,17 +347,23 @@ macro_rules! graph_store_impl {
                 scope: &crate::DatabaseScope,
                 kinds: &[engram_types::ItemKind],
                 keys: &[String],
+                count_to: u64,
             ) -> crate::StoreResult<Vec<(i64, u64)>> {
                 if kinds.is_empty() || keys.is_empty() {
                     return Ok(Vec::new());
                 }
                 let mut select = sqlx::QueryBuilder::<$db>::new(
                     "SELECT e.entity_key,
-                         (SELECT COUNT(*) FROM graph_mentions m WHERE m.entity_key = e.entity_key) AS df
-                     FROM graph_entities e JOIN databases d ON d.id = e.database_id
-                     WHERE d.id = ",
+                         (SELECT COUNT(*) FROM (SELECT 1 FROM graph_mentions m
+                                                WHERE m.entity_key = e.entity_key LIMIT ",
                 );
                 select
+                    .push_bind(i64::try_from(count_to).unwrap_or(i64::MAX))
+                    .push(
+                        ") counted) AS df
+                         FROM graph_entities e JOIN databases d ON d.id = e.database_id
+                         WHERE d.id = ",
+                    )
                     .push_bind(scope.id.as_str().to_owned())
                     .push(" AND d.org_id = ")
                     .push_bind(scope.org.as_str().to_owned())

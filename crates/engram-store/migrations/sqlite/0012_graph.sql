@@ -22,7 +22,6 @@ CREATE INDEX graph_entities_key ON graph_entities (key, database_id, kind);
 CREATE TABLE graph_mentions (
     entity_key INTEGER NOT NULL REFERENCES graph_entities (entity_key) ON DELETE CASCADE,
     chunk_key  INTEGER NOT NULL REFERENCES chunks (chunk_key) ON DELETE CASCADE,
-    item_key   INTEGER NOT NULL,
     PRIMARY KEY (entity_key, chunk_key)
 );
 CREATE INDEX graph_mentions_chunk ON graph_mentions (chunk_key);
@@ -56,3 +55,7 @@ END;
 DROP INDEX items_queue;
 CREATE INDEX items_queue ON items (database_id, run_after, item_key)
     WHERE status IN ('queued', 'processing', 'graph_creation');
+-- Claims count the workers holding an organization's items, graph_creation ones included.
+DROP INDEX items_in_flight;
+CREATE INDEX items_in_flight ON items (database_id, lease_until)
+    WHERE status IN ('processing', 'graph_creation');

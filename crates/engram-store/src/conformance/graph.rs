@@ -201,6 +201,7 @@ async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(st
             &scope,
             &[ItemKind::Knowledge],
             &["acme".into(), "ana ruiz".into(), "unknown".into()],
+            100,
         )
         .await
         .unwrap();
@@ -213,7 +214,7 @@ async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(st
         "acme is mentioned by both chunks: {named:?}"
     );
     assert!(store
-        .entities_named(&scope, &[ItemKind::Memory], &["acme".into()])
+        .entities_named(&scope, &[ItemKind::Memory], &["acme".into()], 100)
         .await
         .unwrap()
         .is_empty());
@@ -232,7 +233,7 @@ async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(st
         .unwrap()
         .is_empty());
     assert!(store
-        .entities_named(&foreign, &[ItemKind::Knowledge], &["acme".into()])
+        .entities_named(&foreign, &[ItemKind::Knowledge], &["acme".into()], 100)
         .await
         .unwrap()
         .is_empty());

@@ -1,5 +1,6 @@
 //! `engram bench query`: query latency at scale (default 100k chunks), `fast` hybrid top 10 with
-//! the query embedding included, side by side with a plain BM25 query (`query_by=text`) on the
+//! the query embedding included, without and with `graph_context`, side by side with a plain BM25
+//! query (`query_by=text`) on the
 //! same data, through `App::query` (the path both HTTP generations call).
 //!
 //! Chunk texts are real: overlapping 70-word windows of SciFact abstracts, so posting lists have
@@ -231,7 +232,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     }
     progress.finish();
 
-    let run = |method: Method, filtered: bool| {
+    let run = |method: Method, filtered: bool, graph: bool| {
         let (app, who, db) = (app.clone(), who.clone(), db.clone());
         let queries = queries.clone();
         let count = args.queries;
@@ -239,11 +240,14 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             let mut latencies = Vec::with_capacity(count);
             // Warm-up: page the store and the index in.
             for q in queries.iter().take(20) {
-                app.query(&who, &db, request(q, method, filtered)).await?;
+                app.query(&who, &db, request(q, method, filtered, graph))
+                    .await?;
             }
             for q in queries.iter().cycle().take(count) {
                 let started = Instant::now();
-                let outcome = app.query(&who, &db, request(q, method, filtered)).await?;
+                let outcome = app
+                    .query(&who, &db, request(q, method, filtered, graph))
+                    .await?;
                 latencies.push(started.elapsed().as_secs_f64() * 1000.0);
                 anyhow::ensure!(!outcome.chunks.is_empty(), "no results for {q}");
             }
@@ -251,9 +255,10 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             Ok::<_, anyhow::Error>(latencies)
         }
     };
-    let hybrid = run(Method::Hybrid, false).await?;
-    let bm25 = run(Method::Text, false).await?;
-    let filtered = run(Method::Hybrid, true).await?;
+    let hybrid = run(Method::Hybrid, false, false).await?;
+    let graph = run(Method::Hybrid, false, true).await?;
+    let bm25 = run(Method::Text, false, false).await?;
+    let filtered = run(Method::Hybrid, true, false).await?;
     println!(
         "engram bench query: {} chunks (SciFact windows of 70 words), {} queries each, top 10",
         texts.len(),
@@ -261,6 +266,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     );
     for (name, l) in [
         ("fast hybrid (query embedding included)", &hybrid),
+        ("fast hybrid with graph_context", &graph),
         ("BM25 alone (query_by=text)", &bm25),
         ("fast hybrid, filter matching half", &filtered),
     ] {
@@ -279,8 +285,9 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
 }
 
 /// A `fast` top-10 query; `filtered`: restricted to half the items by an
-/// `additional_metadata` filter (applied before ranking).
-fn request(query: &str, method: Method, filtered: bool) -> QueryRequest {
+/// `additional_metadata` filter (applied before ranking); `graph_context`: with the graph
+/// context of its results.
+fn request(query: &str, method: Method, filtered: bool, graph_context: bool) -> QueryRequest {
     let metadata_filters = if filtered {
         serde_json::Map::from_iter([("additional_metadata".to_owned(), json!({"shard": "even"}))])
     } else {
@@ -293,6 +300,7 @@ fn request(query: &str, method: Method, filtered: bool) -> QueryRequest {
         method: Some(method),
         mode: RequestedMode::Fast,
         max_results: Some(10),
+        graph_context: Some(graph_context),
         ..QueryRequest::default()
     }
 }
