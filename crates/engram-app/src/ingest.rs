@@ -3,13 +3,15 @@
 //! unsupported file, an id that exists without upsert) get their own result entry and never
 //! affect the others.
 
+use engram_graph::{CheckedPayload, GraphPayload};
 use engram_store::{DatabaseRecord, EnqueueOutcome, ItemFields, ItemOrigin, NewItem};
 use engram_types::limits::{
-    INSTRUCTIONS_MAX_CHARS, ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS, ITEM_METADATA_KEYS_MAX,
-    ITEM_METADATA_MAX_BYTES, TITLE_MAX_CHARS,
+    INSTRUCTIONS_MAX_CHARS, ITEMS_PER_REQUEST_MAX, ITEM_ID_MAX_CHARS, ITEM_LINKS_MAX,
+    ITEM_METADATA_KEYS_MAX, ITEM_METADATA_MAX_BYTES, TITLE_MAX_CHARS,
 };
 use engram_types::{CollectionName, IndexingStatus, ItemErrorCode, ItemKind, UnixMs};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::{App, AppError, AppResult, Principal};
@@ -28,6 +30,8 @@ pub struct FileMetadata {
     pub id: Option<String>,
     pub metadata: Map<String, Value>,
     pub additional_metadata: Map<String, Value>,
+    /// Links to other sources (`{"ids": [...]}`); null when none.
+    pub relations: Value,
 }
 
 /// Pre-extracted app content (`app_knowledge`).
@@ -67,6 +71,8 @@ pub struct MemoryInput {
     pub timestamp: Option<String>,
     pub metadata: Map<String, Value>,
     pub additional_metadata: Map<String, Value>,
+    /// Links to other memories (`{"ids": [...]}`); null when none.
+    pub relations: Value,
 }
 
 /// Knowledge to ingest: files, app content, or both.
@@ -79,6 +85,8 @@ pub struct KnowledgeRequest {
     /// Name of the form field carrying `file_metadata`, for messages.
     pub file_metadata_field: &'static str,
     pub app_knowledge: Vec<AppSource>,
+    /// The client's own graphs (`graph_payload`): a JSON object of source id to graph.
+    pub graph_payload: Option<String>,
 }
 
 /// Memories to ingest.
@@ -102,6 +110,10 @@ pub struct ItemResult {
     pub error: String,
     /// The `E####` code of a refused file; empty otherwise.
     pub error_code: String,
+    /// Relations of the client's own graph that will be stored.
+    pub relations_created: u32,
+    /// Why relations of the client's own graph were refused; empty when none were.
+    pub relations_error: String,
 }
 
 impl ItemResult {
@@ -114,6 +126,8 @@ impl ItemResult {
             infer,
             error: String::new(),
             error_code: String::new(),
+            relations_created: 0,
+            relations_error: String::new(),
         }
     }
 
@@ -230,6 +244,80 @@ pub(crate) fn check_metadata(
         .map_err(|e| AppError::Validation(format!("{whose}: {e}")))
 }
 
+/// An item's `relations`: absent or an object whose `ids` (when given) are at most
+/// [`ITEM_LINKS_MAX`] item ids; stored as given.
+fn check_relations(whose: &str, relations: Value) -> AppResult<Value> {
+    let object = match relations {
+        Value::Null => return Ok(Value::Object(Map::new())),
+        Value::Object(object) => object,
+        _ => {
+            return Err(AppError::Validation(format!(
+                "{whose}.relations must be an object such as {{\"ids\": [\"other-id\"]}}"
+            )))
+        }
+    };
+    match object.get("ids") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(ids)) => {
+            if ids.len() > ITEM_LINKS_MAX {
+                return Err(AppError::InvalidParameters(format!(
+                    "{whose}.relations.ids has {} ids; at most {ITEM_LINKS_MAX} are allowed",
+                    ids.len()
+                )));
+            }
+            for id in ids {
+                let valid = id.as_str().is_some_and(|id| {
+                    !id.is_empty()
+                        && id.chars().count() <= ITEM_ID_MAX_CHARS
+                        && !id.chars().any(char::is_control)
+                });
+                if !valid {
+                    return Err(AppError::Validation(format!(
+                        "{whose}.relations.ids must hold item ids (strings of 1-{ITEM_ID_MAX_CHARS} characters)"
+                    )));
+                }
+            }
+        }
+        Some(_) => {
+            return Err(AppError::Validation(format!(
+                "{whose}.relations.ids must be an array of item ids"
+            )))
+        }
+    }
+    Ok(Value::Object(object))
+}
+
+/// The client's own graphs of a knowledge request, checked: a JSON object of source id to
+/// graph, each id one of the request's sources, each graph within the limits (see
+/// [`GraphPayload::check`]).
+fn graph_payloads(
+    given: Option<&str>,
+    ids: &std::collections::HashSet<&str>,
+) -> AppResult<BTreeMap<String, CheckedPayload>> {
+    let Some(text) = given.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(BTreeMap::new());
+    };
+    let graphs: BTreeMap<String, GraphPayload> = serde_json::from_str(text).map_err(|e| {
+        AppError::InvalidParameters(format!(
+            "`graph_payload` must be a JSON object of source id to {{entities, relations}}: {e}"
+        ))
+    })?;
+    graphs
+        .into_iter()
+        .map(|(id, graph)| {
+            if !ids.contains(id.as_str()) {
+                return Err(AppError::InvalidParameters(format!(
+                    "`graph_payload` names `{id}`, which is not the id of a source in this request"
+                )));
+            }
+            let checked = graph.check().map_err(|e| {
+                AppError::InvalidParameters(format!("`graph_payload` of `{id}`: {e}"))
+            })?;
+            Ok((id, checked))
+        })
+        .collect()
+}
+
 /// The items of one ingest call to store, each with its result, in request order; refused
 /// items have a result only.
 #[derive(Default)]
@@ -243,6 +331,21 @@ impl Batch {
     fn accept(&mut self, result: ItemResult, item: NewItem) {
         self.items.push((self.results.len(), item));
         self.results.push(result);
+    }
+
+    /// Accepts an item with the client's own graph of it, when the request gave one.
+    fn accept_with_graph(
+        &mut self,
+        mut result: ItemResult,
+        mut item: NewItem,
+        graphs: &mut BTreeMap<String, CheckedPayload>,
+    ) {
+        if let Some(checked) = graphs.remove(&item.id) {
+            result.relations_created = checked.relations_created();
+            result.relations_error = checked.relations_error();
+            item.graph_payload = serde_json::to_string(&checked.payload).ok();
+        }
+        self.accept(result, item);
     }
 
     fn refuse(&mut self, result: ItemResult) {
@@ -334,9 +437,11 @@ fn file_item(
             filename: file.filename.clone(),
             media_type: format.media_type().to_owned(),
             title: file.filename,
+            relations: meta.relations,
             ..fields(meta.metadata, meta.additional_metadata)
         },
         payload: Some(file.bytes),
+        graph_payload: None,
     }
 }
 
@@ -361,14 +466,11 @@ fn app_item(collection: CollectionName, id: String, app: AppSource) -> NewItem {
             } else {
                 base.attachments.clone()
             },
-            relations: if app.relations.is_object() {
-                app.relations
-            } else {
-                base.relations.clone()
-            },
+            relations: app.relations,
             ..base
         },
         payload: None,
+        graph_payload: None,
     }
 }
 
@@ -396,9 +498,11 @@ fn memory_item(
             timestamp: memory.timestamp.unwrap_or_default(),
             instructions: memory.custom_instructions.unwrap_or_default(),
             expires_at,
+            relations: memory.relations,
             ..fields(memory.metadata, memory.additional_metadata)
         },
         payload: None,
+        graph_payload: None,
     }
 }
 
@@ -436,12 +540,24 @@ impl App {
         check_item_count(request.files.len() + request.app_knowledge.len())?;
         let db = self.authorize_database(who, database).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
-        let metadata = file_metadata(&db, &request)?;
-        for (i, app) in request.app_knowledge.iter().enumerate() {
+        let mut metadata = file_metadata(&db, &request)?;
+        let mut request = request;
+        for (i, meta) in metadata.iter_mut().enumerate() {
+            let whose = format!("{}[{i}]", request.file_metadata_field);
+            meta.relations = check_relations(&whose, std::mem::take(&mut meta.relations))?;
+        }
+        for (i, app) in request.app_knowledge.iter_mut().enumerate() {
             let whose = format!("app_knowledge[{i}]");
             check_item_limits(&whose, &app.title, &app.metadata, &app.additional_metadata)?;
             check_metadata(&db, &app.metadata, &format!("{whose}.metadata"))?;
+            app.relations = check_relations(&whose, std::mem::take(&mut app.relations))?;
         }
+        let given_ids: std::collections::HashSet<&str> = metadata
+            .iter()
+            .filter_map(|m| m.id.as_deref())
+            .chain(request.app_knowledge.iter().filter_map(|a| a.id.as_deref()))
+            .collect();
+        let mut graphs = graph_payloads(request.graph_payload.as_deref(), &given_ids)?;
         let mut batch = Batch::default();
         for ((file, detected), meta) in sniff(request.files).await?.into_iter().zip(metadata) {
             let id = item_id(meta.id.clone())?;
@@ -452,7 +568,10 @@ impl App {
                 false,
             );
             match detected {
-                Ok(format) => batch.accept(result, file_item(&collection, id, file, meta, format)),
+                Ok(format) => {
+                    let item = file_item(&collection, id, file, meta, format);
+                    batch.accept_with_graph(result, item, &mut graphs);
+                }
                 Err(unsupported) => {
                     let code = ItemErrorCode::UnsupportedFormat.as_str();
                     let message = format!("{code}: unsupported file format: {unsupported}");
@@ -482,7 +601,7 @@ impl App {
                 }
                 _ => collection.clone(),
             };
-            batch.accept(result, app_item(item_collection, id, app));
+            batch.accept_with_graph(result, app_item(item_collection, id, app), &mut graphs);
         }
         let results = self.enqueue(&db, batch, request.upsert).await?;
         Ok(IngestOutcome {
@@ -518,6 +637,7 @@ impl App {
                 &memory.additional_metadata,
             )?;
             check_metadata(&db, &memory.metadata, &format!("{whose}.metadata"))?;
+            let relations = check_relations(&whose, memory.relations.clone())?;
             if memory
                 .custom_instructions
                 .as_deref()
@@ -536,10 +656,13 @@ impl App {
                     )))
                 }
             };
-            prepared.push((text, expires_at));
+            prepared.push((text, expires_at, relations));
         }
         let mut batch = Batch::default();
-        for (memory, (text, expires_at)) in request.memories.into_iter().zip(prepared) {
+        for (mut memory, (text, expires_at, relations)) in
+            request.memories.into_iter().zip(prepared)
+        {
+            memory.relations = relations;
             let id = item_id(memory.id.clone())?;
             let result = ItemResult::accepted(
                 id.clone(),

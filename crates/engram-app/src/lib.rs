@@ -17,6 +17,7 @@ mod ingest;
 mod items;
 mod keys;
 mod lifecycle;
+mod links;
 mod models;
 mod query;
 mod ratelimit;
@@ -65,6 +66,7 @@ pub use items::{
 };
 pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
+pub use links::{LinkedChunk, Subgraph, SubgraphMember, SubgraphRequest};
 pub use models::Models;
 pub use query::{
     Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalOutcome,

@@ -102,6 +102,8 @@ pub struct QueryRequest {
     pub temporal: Option<TemporalRequest>,
     /// Merge the graph lane into the ranking; `None`: `[graph] rank`.
     pub graph_rank: Option<bool>,
+    /// Return the sources linked to the results' sources (thinking mode; default true).
+    pub forceful_relations: Option<bool>,
 }
 
 /// How a query asks for temporal reasoning.
@@ -143,6 +145,9 @@ pub struct QueryOutcome {
     /// For each ranked chunk (same order), its neighbours in its source, in position order:
     /// `num_related_chunks` on each side, for the first [`RELATED_HITS_MAX`] hits.
     pub related: Vec<Vec<ChunkHit>>,
+    /// Forceful relations, in thinking mode: for each ranked chunk (same order), the chunks of
+    /// the sources linked to or from its source.
+    pub linked: Vec<Vec<crate::LinkedChunk>>,
     /// Temporal reasoning's findings, when it was asked for.
     pub temporal: Option<TemporalOutcome>,
 }
@@ -362,6 +367,7 @@ struct Plan {
     mode: Mode,
     mode_reason: Option<&'static str>,
     graph_context: bool,
+    forceful_relations: bool,
 }
 
 impl Plan {
@@ -446,6 +452,8 @@ impl Plan {
             mode,
             mode_reason,
             graph_context,
+            forceful_relations: mode == Mode::Thinking
+                && request.forceful_relations.unwrap_or(true),
         })
     }
 
@@ -528,6 +536,11 @@ impl App {
         let related = self
             .related_chunks(&search.scope, &chunks, plan.related, search.now)
             .await?;
+        let linked = if plan.forceful_relations {
+            self.forceful_context(&search, &chunks).await?
+        } else {
+            vec![Vec::new(); chunks.len()]
+        };
         let graph_context = if plan.graph_context {
             Some(
                 self.graph_context(&search.scope, &search.filter.kinds, &search.query, &chunks)
@@ -545,6 +558,7 @@ impl App {
             ignored_filters,
             graph_context,
             related,
+            linked,
             temporal,
         })
     }

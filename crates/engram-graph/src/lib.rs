@@ -3,6 +3,7 @@
 //! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default.
 
 pub mod model;
+pub mod payload;
 pub mod rank;
 pub mod rules;
 
@@ -11,6 +12,7 @@ use async_trait::async_trait;
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };
+pub use payload::{CheckedPayload, GraphPayload, PayloadEntity, PayloadRelation};
 pub use rank::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
 pub use rules::RuleExtractor;
 

@@ -483,6 +483,7 @@ impl EngramMcp {
                         file_metadata,
                         file_metadata_field: "document_metadata",
                         app_knowledge,
+                        graph_payload: None,
                     },
                 )
                 .await?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use engram_config::{BudgetsConfig, PipelineConfig};
 use engram_embed::Embedder;
-use engram_graph::{ExtractRequest, GraphExtractor, ItemGraph, Origin, Passage};
+use engram_graph::{ExtractRequest, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage};
 use engram_parse::{Interrupt, Limits};
 use engram_search::{Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{
@@ -251,22 +251,28 @@ impl Pipeline {
         Ok(items.len() + graphs.len())
     }
 
-    /// Extracts and stores the graph of an item in `graph_creation` from its passages,
-    /// completing it. A failed extraction completes the item without a
+    /// Builds and stores the graph of an item in `graph_creation` from its passages (the
+    /// client's own graph when it brought one, else extracted), completing it. A failed extraction completes the item without a
     /// graph (its chunks are never lost), as does one claimed for its graph more times than
     /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
     async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>]) {
-        let Some(extractor) = &self.graph else {
-            return;
-        };
-        let request = ExtractRequest {
-            title: &item.title,
-            passages,
-        };
         let graph = if item.attempts > self.options.max_attempts {
             tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
             ItemGraph::empty(Origin::Extracted)
-        } else {
+        } else if let Some(payload) = &item.graph_payload {
+            // Checked at ingestion; a payload that no longer reads is a bug, not the client's.
+            match serde_json::from_str::<GraphPayload>(payload) {
+                Ok(payload) => payload.to_graph(passages),
+                Err(err) => {
+                    tracing::error!(id = %item.id, error = %err, "a stored graph payload does not read; completing without a graph");
+                    ItemGraph::empty(Origin::Byog)
+                }
+            }
+        } else if let Some(extractor) = &self.graph {
+            let request = ExtractRequest {
+                title: &item.title,
+                passages,
+            };
             match extractor.extract(&request).await {
                 Ok(graph) => graph,
                 Err(err) => {
@@ -274,6 +280,8 @@ impl Pipeline {
                     ItemGraph::empty(Origin::Extracted)
                 }
             }
+        } else {
+            ItemGraph::empty(Origin::Extracted)
         };
         match self
             .store
@@ -370,9 +378,11 @@ impl Pipeline {
             if extracted_text.is_some() {
                 item.text = extracted_text;
             }
-            let then = match self.graph {
-                Some(_) => AfterChunks::Graph,
-                None => AfterChunks::Completed,
+            // An item with its own graph goes through graph_creation even with extraction off.
+            let then = if self.graph.is_some() || item.graph_payload.is_some() {
+                AfterChunks::Graph
+            } else {
+                AfterChunks::Completed
             };
             match self
                 .store

@@ -59,6 +59,36 @@ pub struct RelationQuery<'a> {
     pub limit: u32,
 }
 
+/// One end of a declared link: a live item of the database.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkedItem {
+    pub item_key: i64,
+    pub id: String,
+    pub collection: CollectionName,
+    pub title: String,
+}
+
+/// A link one item declared to another at ingestion (`relations.ids`), both live and of one kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemLink {
+    pub from: LinkedItem,
+    pub to: LinkedItem,
+}
+
+/// The ids an item declares links to: the strings of `relations.ids`, each once, in order.
+pub fn link_ids(relations: &serde_json::Value) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    relations
+        .get("ids")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .filter(|id| !id.is_empty() && seen.insert(*id))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// How big a database's graph is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GraphSize {
@@ -109,6 +139,32 @@ pub trait GraphStore: Send + Sync {
         chunks: &[crate::ChunkKey],
         limit: u32,
     ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
+    /// The live items of `kind` in the database (any collection) with one of `ids`.
+    async fn items_named(
+        &self,
+        scope: &DatabaseScope,
+        kind: ItemKind,
+        ids: &[String],
+        now: UnixMs,
+    ) -> StoreResult<Vec<LinkedItem>>;
+    /// The declared links from or to the live items of `kind` with one of `ids`, between live
+    /// items of the database; at most `limit` each way.
+    async fn item_links(
+        &self,
+        scope: &DatabaseScope,
+        kind: ItemKind,
+        ids: &[String],
+        limit: u32,
+        now: UnixMs,
+    ) -> StoreResult<Vec<ItemLink>>;
+    /// The entities mentioned in the chunks of the given items of the database, as
+    /// `(item key, entity)`, at most `limit`.
+    async fn entities_in_items(
+        &self,
+        scope: &DatabaseScope,
+        items: &[i64],
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, EntityRecord)>>;
     /// The database's relations with an end among `entities` or evidence in one of `chunks`,
     /// each with the key of its chunk; at most `limit` per side.
     async fn relations_touching(
@@ -166,6 +222,44 @@ impl<'g> GraphWrite<'g> {
 /// `graph` module, where `super::items` and `super::webhooks` are that backend's.
 macro_rules! graph_store_impl {
     ($store:ty, $db:ty, $($begin:tt)+) => {
+/// Writes what a stored item declares for its graph, in the transaction storing it: its links
+/// (`relations.ids`, replacing the ones before) and its own graph when it brings one (a
+/// re-ingestion without one keeps the one before).
+pub(crate) async fn write_declared(
+    conn: &mut <$db as sqlx::Database>::Connection,
+    scope: &crate::DatabaseScope,
+    item_key: i64,
+    item: &crate::NewItem,
+) -> crate::StoreResult<()> {
+    sqlx::query("DELETE FROM item_links WHERE item_key = $1")
+        .bind(item_key)
+        .execute(&mut *conn)
+        .await?;
+    for target in crate::graph::link_ids(&item.fields.relations) {
+        if target == item.id {
+            continue;
+        }
+        sqlx::query(
+            "INSERT INTO item_links (item_key, database_id, kind, target_id) VALUES ($1, $2, $3, $4)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(item_key)
+        .bind(scope.id.as_str())
+        .bind(item.kind.as_str())
+        .bind(target)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if let Some(payload) = &item.graph_payload {
+        sqlx::query("UPDATE items SET graph_payload = $1 WHERE item_key = $2")
+            .bind(payload)
+            .bind(item_key)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 #[async_trait::async_trait]
         impl crate::GraphStore for $store {
             async fn item_passages(&self, item: &crate::ClaimedItem) -> crate::StoreResult<Vec<(u32, String)>> {
@@ -428,6 +522,164 @@ macro_rules! graph_store_impl {
                 Ok(rows
                     .into_iter()
                     .map(|(entity, chunk)| (entity, crate::ChunkKey(chunk)))
+                    .collect())
+            }
+
+            async fn items_named(
+                &self,
+                scope: &crate::DatabaseScope,
+                kind: engram_types::ItemKind,
+                ids: &[String],
+                now: engram_types::UnixMs,
+            ) -> crate::StoreResult<Vec<crate::LinkedItem>> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT i.item_key, i.id, i.collection, i.title FROM items i
+                     CROSS JOIN databases d WHERE d.id = i.database_id AND i.database_id = ",
+                );
+                select
+                    .push_bind(scope.id.as_str().to_owned())
+                    .push(" AND d.org_id = ")
+                    .push_bind(scope.org.as_str().to_owned())
+                    .push(" AND d.state <> 'deleting' AND i.kind = ")
+                    .push_bind(kind.as_str())
+                    .push(" AND (i.expires_at IS NULL OR i.expires_at > ")
+                    .push_bind(now)
+                    .push(") AND i.id IN (");
+                let mut list = select.separated(", ");
+                for id in ids {
+                    list.push_bind(id.clone());
+                }
+                select.push(") ORDER BY i.item_key");
+                let rows: Vec<(i64, String, String, String)> =
+                    select.build_query_as().fetch_all(&self.pool).await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(item_key, id, collection, title)| crate::LinkedItem {
+                        item_key,
+                        id,
+                        collection: engram_types::CollectionName::from_trusted(collection),
+                        title,
+                    })
+                    .collect())
+            }
+
+            async fn item_links(
+                &self,
+                scope: &crate::DatabaseScope,
+                kind: engram_types::ItemKind,
+                ids: &[String],
+                limit: u32,
+                now: engram_types::UnixMs,
+            ) -> crate::StoreResult<Vec<crate::ItemLink>> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut links = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                // Each way starts from an index probe (CROSS JOIN keeps that order on SQLite):
+                // the linking items by id, or the links by their target's id.
+                for (from, column) in [
+                    ("items f CROSS JOIN item_links l", "f.id"),
+                    ("item_links l CROSS JOIN items f", "l.target_id"),
+                ] {
+                    let mut select = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT f.item_key, f.id, f.collection, f.title,
+                                t.item_key, t.id, t.collection, t.title
+                         FROM {from} CROSS JOIN items t CROSS JOIN databases d
+                         WHERE l.item_key = f.item_key AND t.database_id = l.database_id
+                           AND t.id = l.target_id AND t.kind = l.kind AND t.item_key <> f.item_key
+                           AND d.id = l.database_id AND d.state <> 'deleting'
+                           AND f.database_id = l.database_id AND l.database_id = "
+                    ));
+                    select
+                        .push_bind(scope.id.as_str().to_owned())
+                        .push(" AND d.org_id = ")
+                        .push_bind(scope.org.as_str().to_owned())
+                        .push(" AND l.kind = ")
+                        .push_bind(kind.as_str())
+                        .push(" AND (f.expires_at IS NULL OR f.expires_at > ")
+                        .push_bind(now)
+                        .push(") AND (t.expires_at IS NULL OR t.expires_at > ")
+                        .push_bind(now)
+                        .push(format!(") AND {column} IN ("));
+                    let mut list = select.separated(", ");
+                    for id in ids {
+                        list.push_bind(id.clone());
+                    }
+                    select
+                        .push(") ORDER BY f.item_key, t.item_key LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows: Vec<(i64, String, String, String, i64, String, String, String)> =
+                        select.build_query_as().fetch_all(&self.pool).await?;
+                    for (fk, fid, fc, ft, tk, tid, tc, tt) in rows {
+                        if seen.insert((fk, tk)) {
+                            links.push(crate::ItemLink {
+                                from: crate::LinkedItem {
+                                    item_key: fk,
+                                    id: fid,
+                                    collection: engram_types::CollectionName::from_trusted(fc),
+                                    title: ft,
+                                },
+                                to: crate::LinkedItem {
+                                    item_key: tk,
+                                    id: tid,
+                                    collection: engram_types::CollectionName::from_trusted(tc),
+                                    title: tt,
+                                },
+                            });
+                        }
+                    }
+                }
+                Ok(links)
+            }
+
+            async fn entities_in_items(
+                &self,
+                scope: &crate::DatabaseScope,
+                items: &[i64],
+                limit: u32,
+            ) -> crate::StoreResult<Vec<(i64, crate::EntityRecord)>> {
+                if items.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT DISTINCT c.item_key, e.entity_key, e.name, e.type, e.namespace, e.identifier
+                     FROM chunks c CROSS JOIN graph_mentions m CROSS JOIN graph_entities e
+                     CROSS JOIN databases d
+                     WHERE m.chunk_key = c.chunk_key AND e.entity_key = m.entity_key
+                       AND d.id = c.database_id AND c.database_id = ",
+                );
+                select
+                    .push_bind(scope.id.as_str().to_owned())
+                    .push(" AND d.org_id = ")
+                    .push_bind(scope.org.as_str().to_owned())
+                    .push(" AND c.item_key IN (");
+                let mut list = select.separated(", ");
+                for key in items {
+                    list.push_bind(*key);
+                }
+                select
+                    .push(") ORDER BY c.item_key, e.entity_key LIMIT ")
+                    .push_bind(i64::from(limit));
+                let rows: Vec<(i64, i64, String, String, String, Option<String>)> =
+                    select.build_query_as().fetch_all(&self.pool).await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(item, entity_key, name, kind, namespace, identifier)| {
+                        (
+                            item,
+                            crate::EntityRecord {
+                                entity_key,
+                                name,
+                                kind,
+                                namespace,
+                                identifier,
+                            },
+                        )
+                    })
                     .collect())
             }
 

@@ -80,6 +80,9 @@ pub struct NewItem {
     pub fields: ItemFields,
     /// Raw bytes of an uploaded file.
     pub payload: Option<Vec<u8>>,
+    /// The client's own graph of the item (a checked `graph_payload`, JSON), used instead of
+    /// extraction; `None` keeps the one the item had.
+    pub graph_payload: Option<String>,
 }
 
 /// What happened to one item of an enqueue call.
@@ -151,6 +154,8 @@ pub struct ClaimedItem {
     pub media_type: String,
     pub text: Option<String>,
     pub payload: Option<Vec<u8>>,
+    /// The client's own graph of the item (JSON), built instead of an extracted one.
+    pub graph_payload: Option<String>,
     /// Attempts so far, this one included.
     pub attempts: u32,
     /// What the claim is for.

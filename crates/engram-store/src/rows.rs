@@ -217,7 +217,7 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
 /// The columns a claim returns of the item it leased (`RETURNING`).
 pub(crate) const CLAIMED_COLUMNS: &str =
     "item_key, version, database_id, collection, id, kind, origin, title, filename,
-             media_type, text, attempts, status,
+             media_type, text, graph_payload, attempts, status,
              (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id";
 
 /// Whether a claimed item ends a light batch: a file, or given text over `light_bytes`.
@@ -249,6 +249,7 @@ pub(crate) fn claimed_item(
         media_type: row.text("media_type")?,
         text: row.opt_text("text")?,
         payload,
+        graph_payload: row.opt_text("graph_payload")?,
         attempts: u32::try_from(row.int("attempts")?).unwrap_or(u32::MAX),
         stage: match row.text("status")?.as_str() {
             "graph_creation" => crate::Stage::Graph,

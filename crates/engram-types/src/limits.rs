@@ -23,6 +23,8 @@ pub const SIGNING_SECRET_MIN_CHARS: usize = 16;
 /// Longest item id; ids hold no control characters and no `,` (ids are polled as a
 /// comma-separated list).
 pub const ITEM_ID_MAX_CHARS: usize = 256;
+/// Most sources one item may link to (`relations.ids`).
+pub const ITEM_LINKS_MAX: usize = 100;
 /// Longest item title.
 pub const TITLE_MAX_CHARS: usize = 1024;
 /// Most keys an item's `metadata` or `additional_metadata` object may hold (each).

@@ -29,7 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 /// background; poll `GET /context/status`.
 #[utoipa::path(post, path = "/context/ingest", tag = "context",
     request_body(content_type = "multipart/form-data", description = "fields: type, database, collection, upsert, \
-        documents (files), document_metadata, app_knowledge, memories (JSON-encoded strings)"),
+        documents (files), document_metadata, app_knowledge, memories, graph_payload (JSON-encoded strings)"),
     responses(
         (status = 202, body = EnvelopeDoc<IngestResultDto>, description = "accepted; per-item results"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS"),
@@ -40,8 +40,11 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
     let (mut deprecations, mut ignored) = (Deprecations::default(), Ignored::default());
     let (database, request) = ingest_request(&form, &mut deprecations, &mut ignored)?;
     for name in form.names() {
-        if name == "graph_payload" {
-            ignored.note(name, "bring-your-own graph comes with the knowledge graph");
+        if name == "graph_payload" && matches!(request, Ingest::Memory(_)) {
+            ignored.note(
+                name,
+                "a client's own graph is taken for knowledge (type=knowledge)",
+            );
         } else if !INGEST_FIELDS.contains(&name) {
             ignored.note(name, "not a field of this route");
         }
@@ -79,6 +82,7 @@ const INGEST_FIELDS: &[&str] = &[
     "app_knowledge",
     "app_sources",
     "memories",
+    "graph_payload",
 ];
 
 /// What an ingest form asks the app for.
@@ -129,6 +133,7 @@ fn ingest_request(
                 file_metadata,
                 file_metadata_field: "document_metadata",
                 app_knowledge: app_sources(form, deprecations)?,
+                graph_payload: form.text("graph_payload")?,
             })
         }
         ItemKind::Memory => {

@@ -14,7 +14,8 @@ use crate::error::ApiError;
 use crate::wire::query::OperatorDto;
 use crate::wire::query::{alpha, required_query};
 use crate::wire::query::{
-    distinct_sources, object, score, source_type, AlphaDto, ChunkFieldsDto, GraphContextDto,
+    distinct_sources, extra_context, object, score, source_type, AlphaDto, ChunkFieldsDto,
+    GraphContextDto, RelatedChunkDto,
 };
 use crate::wire::{lenient, Deprecations, FieldDto, Ignored, ScopeDto};
 
@@ -297,7 +298,10 @@ pub(super) struct QueryBody {
     pub acl: Option<Value>,
     pub graph_vector_prune: Option<Value>,
     pub graph_vector_prune_spacy_entities: Option<Value>,
-    pub query_forceful_relations: Option<Value>,
+    /// In thinking mode, return the chunks of the sources linked to the results' sources
+    /// (`relations.ids` at ingestion) in `additional_context` and `forceful_relations`;
+    /// default true.
+    pub query_forceful_relations: Option<bool>,
     /// Fields this route does not know: reported in `meta.ignored_parameters`.
     #[serde(flatten)]
     #[schema(ignore)]
@@ -346,9 +350,11 @@ pub(super) struct QueryResultDto {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph_context: Option<GraphContextDto>,
     /// Chunks named by the hits' `extra_context_ids` (neighbours asked for with
-    /// `num_related_chunks`), by chunk id.
+    /// `num_related_chunks`, and in thinking mode the chunks of linked sources), by chunk id.
     #[schema(value_type = Object)]
     pub additional_context: Map<String, Value>,
+    /// The linked sources' chunks with the link each came by (thinking mode).
+    pub forceful_relations: ForcefulRelationsDto,
     /// The chunks rendered as Markdown for a prompt (unless `response_format` says otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_prompt: Option<String>,
@@ -358,6 +364,28 @@ pub(super) struct QueryResultDto {
     /// With `temporal_reasoning`: what the temporal layer did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temporal_filter: Option<TemporalFilterDto>,
+}
+
+/// Forceful relations: the chunks of sources linked at ingestion, each with its link.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ForcefulRelationsDto {
+    /// Links declared with `relations.ids`.
+    pub declared: Vec<ForcefulEntryDto>,
+    /// Links engram inferred itself: none (engram infers no links between sources).
+    pub inferred: Vec<ForcefulEntryDto>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ForcefulEntryDto {
+    pub chunk: RelatedChunkDto,
+    pub via: ViaDto,
+}
+
+/// A declared link: the source that declared it and the one it names.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ViaDto {
+    pub from: String,
+    pub to: String,
 }
 
 /// A date phrase of a returned chunk, resolved against its item's time.
@@ -428,18 +456,20 @@ impl TemporalFilterDto {
 
 impl QueryResultDto {
     pub(super) fn new(outcome: &QueryOutcome) -> Self {
-        let (chunks, related) = (&outcome.chunks, &outcome.related);
-        let mut additional_context = Map::new();
-        for hit in related.iter().flatten() {
-            let related = RelatedChunkDto {
-                chunk: hit.into(),
-                id: hit.item.id.clone(),
-                position: hit.position,
-            };
-            additional_context.insert(
-                hit.chunk_id.clone(),
-                serde_json::to_value(related).unwrap_or_default(),
-            );
+        let chunks = &outcome.chunks;
+        let (additional_context, extra_ids) = extra_context(outcome);
+        let mut declared = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for linked in outcome.linked.iter().flatten() {
+            if seen.insert((&linked.hit.chunk_id, &linked.from, &linked.to)) {
+                declared.push(ForcefulEntryDto {
+                    chunk: RelatedChunkDto::from(&linked.hit),
+                    via: ViaDto {
+                        from: linked.from.clone(),
+                        to: linked.to.clone(),
+                    },
+                });
+            }
         }
         Self {
             chunks: chunks
@@ -448,10 +478,7 @@ impl QueryResultDto {
                 .map(|(i, c)| {
                     let hit = &c.hit;
                     let mut chunk = ChunkFieldsDto::from(hit);
-                    chunk.extra_context_ids = related
-                        .get(i)
-                        .map(|r| r.iter().map(|h| h.chunk_id.clone()).collect())
-                        .unwrap_or_default();
+                    chunk.extra_context_ids = extra_ids.get(i).cloned().unwrap_or_default();
                     ChunkDto {
                         chunk,
                         id: hit.item.id.clone(),
@@ -476,6 +503,10 @@ impl QueryResultDto {
                 .collect(),
             graph_context: outcome.graph_context.as_ref().map(GraphContextDto::from),
             additional_context,
+            forceful_relations: ForcefulRelationsDto {
+                declared,
+                inferred: Vec::new(),
+            },
             llm_prompt: None,
             temporal_facts: outcome.temporal.as_ref().map(|t| {
                 chunks
@@ -500,17 +531,6 @@ impl QueryResultDto {
             temporal_filter: outcome.temporal.as_ref().map(TemporalFilterDto::new),
         }
     }
-}
-
-/// A neighbouring chunk returned in `additional_context`.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct RelatedChunkDto {
-    #[serde(flatten)]
-    pub chunk: ChunkFieldsDto,
-    /// The source (or memory) id.
-    pub id: String,
-    /// Its place in the source.
-    pub position: u32,
 }
 
 /// `type` of a query: `knowledge` (default), `memory` (also `memories`) or `all`.
@@ -586,9 +606,8 @@ const NOT_YET: &[(&str, &str)] = &[
     ("code_search", "engram has no code-search branch"),
     ("attributes", "operator filters are not supported; use metadata_filters (exact matches and lists)"),
     ("acl", "document access lists come with connectors; every key of the organization sees every source"),
-    ("graph_vector_prune", "the knowledge graph lane is not built yet"),
-    ("graph_vector_prune_spacy_entities", "the knowledge graph lane is not built yet"),
-    ("query_forceful_relations", "relations between sources come with the knowledge graph"),
+    ("graph_vector_prune", "the graph-selected pool is not re-ranked by vector similarity; the graph lane is merged by rank fusion ([graph] rank)"),
+    ("graph_vector_prune_spacy_entities", "engram's graph extractor does not use spaCy"),
 ];
 
 impl QueryBody {
@@ -617,7 +636,6 @@ impl QueryBody {
             self.acl.is_some(),
             self.graph_vector_prune.is_some(),
             self.graph_vector_prune_spacy_entities.is_some(),
-            self.query_forceful_relations.is_some(),
         ];
         for ((field, reason), sent) in NOT_YET.iter().zip(sent) {
             ignored.note_if(sent, field, reason);
@@ -645,6 +663,7 @@ impl QueryBody {
                 now: self.temporal_now,
             }),
             graph_rank: None,
+            forceful_relations: self.query_forceful_relations,
         };
         Ok(ScopedQuery {
             database,

@@ -99,6 +99,7 @@ async fn upload_knowledge(
         file_metadata,
         file_metadata_field: "file_metadata",
         app_knowledge: app_sources(&form, &mut deprecations)?,
+        graph_payload: form.text("graph_payload")?,
     };
     let outcome = app
         .ingest_knowledge(&who, &database, request)

@@ -30,11 +30,7 @@ async fn recall(
     let database = tenant(body.tenant_id.clone())?;
     let request = body.into_request(kind)?;
     let outcome = app.query(who, &database, request).await.map_err(content)?;
-    Ok(axum::Json(RecallResponse::new(
-        &outcome.chunks,
-        outcome.graph_context.as_ref(),
-        outcome.ignored_filters,
-    )))
+    Ok(axum::Json(RecallResponse::new(outcome, true)))
 }
 
 /// Query knowledge (legacy).
@@ -86,11 +82,7 @@ async fn boolean_recall(
     let database = tenant(body.tenant_id.clone())?;
     let request = body.into_request()?;
     let outcome = app.query(&who, &database, request).await.map_err(content)?;
-    Ok(axum::Json(RecallResponse::new(
-        &outcome.chunks,
-        None,
-        outcome.ignored_filters,
-    )))
+    Ok(axum::Json(RecallResponse::new(outcome, false)))
 }
 
 impl RecallBody {
@@ -111,6 +103,7 @@ impl RecallBody {
             graph_context: Some(self.graph_context.unwrap_or(false)),
             query_apps: false,
             context: self.additional_context,
+            forceful_relations: self.search_forceful_relations,
             ..QueryRequest::default()
         })
     }

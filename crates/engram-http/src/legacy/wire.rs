@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use engram_app::{format_ms, QueryKind, RankedChunk, RequestedMode};
+use engram_app::{format_ms, QueryKind, RequestedMode};
 use serde_json::{Map, Value};
 
 use crate::wire::query::OperatorDto;
@@ -101,8 +101,8 @@ pub(super) struct RecallBody {
     pub recency_bias: Option<f64>,
     /// Default false.
     pub graph_context: Option<bool>,
-    /// Accepted; forceful relations come with the knowledge graph.
-    #[allow(dead_code)]
+    /// In thinking mode, return the chunks of the sources linked to the results' sources
+    /// (`relations.ids` at ingestion) in `additional_context`; default true.
     pub search_forceful_relations: Option<bool>,
     /// Text put before the query for retrieval, to steer relevance.
     pub additional_context: Option<String>,
@@ -170,15 +170,14 @@ pub(super) struct RecallResponse {
 }
 
 impl RecallResponse {
-    pub(super) fn new(
-        chunks: &[RankedChunk],
-        graph_context: Option<&engram_app::GraphContext>,
-        ignored: Vec<String>,
-    ) -> Self {
+    pub(super) fn new(outcome: engram_app::QueryOutcome, graph_context: bool) -> Self {
+        let (additional_context, extra_ids) = crate::wire::query::extra_context(&outcome);
+        let chunks = &outcome.chunks;
         Self {
             chunks: chunks
                 .iter()
-                .map(|c| {
+                .zip(extra_ids)
+                .map(|(c, extra_context_ids)| {
                     let hit = &c.hit;
                     LegacyChunkDto {
                         chunk_uuid: hit.chunk_id.clone(),
@@ -192,7 +191,7 @@ impl RecallResponse {
                         relevancy_score: score(c.score),
                         document_metadata: object(&hit.item.fields.additional_metadata),
                         tenant_metadata: object(&hit.item.fields.metadata),
-                        extra_context_ids: Vec::new(),
+                        extra_context_ids,
                     }
                 })
                 .collect(),
@@ -209,9 +208,13 @@ impl RecallResponse {
                     document_metadata: object(&hit.item.fields.additional_metadata),
                 })
                 .collect(),
-            graph_context: graph_context.map(GraphContextDto::from),
-            additional_context: Map::new(),
-            ignored_filter_keys: ignored,
+            graph_context: outcome
+                .graph_context
+                .as_ref()
+                .filter(|_| graph_context)
+                .map(GraphContextDto::from),
+            additional_context,
+            ignored_filter_keys: outcome.ignored_filters.clone(),
         }
     }
 }

@@ -24,6 +24,9 @@ pub(crate) struct FileMetadataDto {
     pub additional_metadata: Option<Map<String, Value>>,
     /// Deprecated alias of `additional_metadata`.
     pub document_metadata: Option<Map<String, Value>>,
+    /// Links to other sources of the database: `{"ids": ["other-id"]}`.
+    #[schema(value_type = Option<Object>)]
+    pub relations: Value,
 }
 
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -96,6 +99,9 @@ pub(crate) struct MemoryDto {
     /// Deprecated alias of `additional_metadata`.
     #[schema(value_type = Option<Object>)]
     pub document_metadata: Option<Value>,
+    /// Links to other memories: `{"ids": ["other-id"]}`.
+    #[schema(value_type = Option<Object>)]
+    pub relations: Value,
 }
 
 /// A metadata object given as an object or as a JSON-encoded object (legacy clients).
@@ -143,6 +149,7 @@ impl FileMetadataDto {
                     "document_metadata[].document_metadata",
                 )?
                 .unwrap_or_default(),
+            relations: self.relations,
         })
     }
 }
@@ -231,6 +238,7 @@ impl MemoryDto {
                 additional_metadata,
                 "memories[].additional_metadata",
             )?,
+            relations: self.relations,
         })
     }
 }
@@ -253,7 +261,10 @@ pub(crate) struct IngestItemDto {
     /// `queued` when accepted, `failed` when refused.
     pub status: String,
     pub infer: bool,
+    /// Relations of the source's `graph_payload` that will be stored.
     pub relations_created: u32,
+    /// Why relations of the source's `graph_payload` were refused; null when none were.
+    pub relations_error: Option<String>,
     /// Empty when accepted; for a refused file it carries an `E####` code.
     pub error: String,
     pub error_code: String,
@@ -617,7 +628,8 @@ pub(crate) fn ingest_result(outcome: &IngestOutcome) -> IngestResultDto {
             title: r.title.clone(),
             status: r.status.map_or("failed", |s| s.as_str()).to_owned(),
             infer: r.infer,
-            relations_created: 0,
+            relations_created: r.relations_created,
+            relations_error: Some(r.relations_error.clone()).filter(|e| !e.is_empty()),
             error: r.error.clone(),
             error_code: r.error_code.clone(),
         })

@@ -196,3 +196,58 @@ pub(crate) fn alpha(value: Option<AlphaDto>) -> Result<Option<Alpha>, ApiError> 
 pub(crate) fn required_query(query: Option<String>) -> Result<String, ApiError> {
     query.ok_or_else(|| ApiError::invalid("missing required field `query`"))
 }
+
+/// A chunk returned beside the results (`additional_context`): a neighbour of a hit, or a
+/// chunk of a linked source.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct RelatedChunkDto {
+    #[serde(flatten)]
+    pub chunk: ChunkFieldsDto,
+    /// The source (or memory) id.
+    pub id: String,
+    /// Its place in the source.
+    pub position: u32,
+}
+
+impl From<&ChunkHit> for RelatedChunkDto {
+    fn from(hit: &ChunkHit) -> Self {
+        Self {
+            chunk: hit.into(),
+            id: hit.item.id.clone(),
+            position: hit.position,
+        }
+    }
+}
+
+/// The chunks returned beside a query's results by chunk id (neighbours, then the chunks of
+/// linked sources), and for each result (same order) the ids of its own, its
+/// `extra_context_ids`.
+pub(crate) fn extra_context(
+    outcome: &engram_app::QueryOutcome,
+) -> (Map<String, Value>, Vec<Vec<String>>) {
+    let mut additional = Map::new();
+    let mut ids = vec![Vec::new(); outcome.chunks.len()];
+    let linked = outcome
+        .linked
+        .iter()
+        .map(|l| l.iter().map(|c| &c.hit).collect::<Vec<_>>());
+    let related = outcome.related.iter().map(|r| r.iter().collect::<Vec<_>>());
+    for (hits, own) in related.zip(ids.iter_mut()) {
+        push_extra(&hits, own, &mut additional);
+    }
+    for (hits, own) in linked.zip(ids.iter_mut()) {
+        push_extra(&hits, own, &mut additional);
+    }
+    (additional, ids)
+}
+
+fn push_extra(hits: &[&ChunkHit], own: &mut Vec<String>, additional: &mut Map<String, Value>) {
+    for hit in hits {
+        if !own.contains(&hit.chunk_id) {
+            own.push(hit.chunk_id.clone());
+        }
+        additional.entry(hit.chunk_id.clone()).or_insert_with(|| {
+            serde_json::to_value(RelatedChunkDto::from(*hit)).unwrap_or_default()
+        });
+    }
+}

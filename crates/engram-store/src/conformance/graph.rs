@@ -18,6 +18,7 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     graphs_merge_by_key_and_stay_apart_by_collection_kind_and_organization(store).await;
     a_graph_goes_with_its_chunks(store).await;
     a_lost_claim_writes_no_graph_and_a_dead_one_is_claimed_for_its_graph(store).await;
+    declared_links_and_graphs_stay_with_their_items(store).await;
 }
 
 fn relation(source: usize, target: usize, predicate: &str, passage: u32) -> Relation {
@@ -448,4 +449,166 @@ async fn a_lost_claim_writes_no_graph_and_a_dead_one_is_claimed_for_its_graph<S:
         .await
         .unwrap());
     assert_eq!(store.graph_size(&scope).await.unwrap().relations, 1);
+}
+
+/// Links declared at ingestion (`relations.ids`) are found from either end between live items
+/// of one kind and database, replaced with the item and gone with it; a client's graph rides
+/// with the claim and survives a re-ingestion without one.
+async fn declared_links_and_graphs_stay_with_their_items<S: Store>(store: &S) {
+    let scope = setup(store, "db_links", "org_links").await;
+    let other = setup(store, "db_links_other", "org_links_other").await;
+    let linked = |coll: &str, id: &str, to: &[&str]| {
+        let mut new = item(coll, id, "linked text");
+        new.fields.relations = serde_json::json!({ "ids": to });
+        new
+    };
+    let mut memory = linked("c", "mem", &["a"]);
+    memory.kind = ItemKind::Memory;
+    let mut with_graph = linked("c", "a", &["b", "b", "a", "missing"]);
+    with_graph.graph_payload = Some(r#"{"relations":[]}"#.into());
+    store
+        .enqueue_items(
+            &scope,
+            &[
+                with_graph,
+                linked("d", "b", &["c"]),
+                linked("c", "c", &[]),
+                memory,
+            ],
+            true,
+            moment(100),
+        )
+        .await
+        .unwrap();
+    store
+        .enqueue_items(&other, &[linked("c", "x", &["a"])], true, moment(100))
+        .await
+        .unwrap();
+    let ends = |links: &[crate::ItemLink]| {
+        let mut ends: Vec<(String, String)> = links
+            .iter()
+            .map(|l| (l.from.id.clone(), l.to.id.clone()))
+            .collect();
+        ends.sort();
+        ends
+    };
+    let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    let links = store
+        .item_links(&scope, ItemKind::Knowledge, &["b".into()], 50, moment(101))
+        .await
+        .unwrap();
+    assert_eq!(
+        ends(&links),
+        [pair("a", "b"), pair("b", "c")],
+        "both ways, across collections, self and unknown ids left out"
+    );
+    assert_eq!(
+        links
+            .iter()
+            .find(|l| l.from.id == "b")
+            .unwrap()
+            .to
+            .collection
+            .as_str(),
+        "c"
+    );
+    assert_eq!(
+        links.iter().find(|l| l.from.id == "a").unwrap().from.title,
+        "title a"
+    );
+    let links = store
+        .item_links(
+            &scope,
+            ItemKind::Memory,
+            &["a".into(), "mem".into()],
+            50,
+            moment(101),
+        )
+        .await
+        .unwrap();
+    assert!(
+        links.is_empty(),
+        "a memory's link to knowledge leads nowhere: {links:?}"
+    );
+    assert!(store
+        .item_links(
+            &other,
+            ItemKind::Knowledge,
+            &["a".into(), "b".into()],
+            50,
+            moment(101)
+        )
+        .await
+        .unwrap()
+        .is_empty());
+    let named = store
+        .items_named(
+            &scope,
+            ItemKind::Knowledge,
+            &["a".into(), "mem".into(), "x".into()],
+            moment(101),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        named.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+
+    // The claim carries the client's graph; a re-ingestion without one keeps it, and its new
+    // links replace the old ones.
+    let claimed = claim_ours(store, &scope, "links", moment(110)).await;
+    let a = claimed.iter().find(|c| c.id == "a").unwrap();
+    assert_eq!(a.graph_payload.as_deref(), Some(r#"{"relations":[]}"#));
+    assert_eq!(
+        claimed.iter().find(|c| c.id == "b").unwrap().graph_payload,
+        None
+    );
+    store
+        .enqueue_items(&scope, &[linked("c", "a", &["c"])], true, moment(200))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, &scope, "links2", moment(210)).await;
+    let a = claimed.iter().find(|c| c.id == "a").unwrap();
+    assert_eq!(a.graph_payload.as_deref(), Some(r#"{"relations":[]}"#));
+    let links = store
+        .item_links(&scope, ItemKind::Knowledge, &["a".into()], 50, moment(211))
+        .await
+        .unwrap();
+    assert_eq!(ends(&links), [pair("a", "c")]);
+
+    // Deleting an item takes its links, and links to it lead nowhere.
+    store
+        .delete_items(&scope, &collection("c"), None, &["c".into()], moment(220))
+        .await
+        .unwrap();
+    assert!(store
+        .item_links(
+            &scope,
+            ItemKind::Knowledge,
+            &["a".into(), "b".into()],
+            50,
+            moment(221)
+        )
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The entities mentioned in an item's chunks, by item.
+    let held = indexed(store, &scope, "c", "e", ItemKind::Knowledge, "links3").await;
+    let g = graph(&["Ana Ruiz", "Acme"], &[(0, 1, "WORKS_FOR", 0)], &[(1, 1)]);
+    assert!(store.complete_graph(&held, &g, moment(300)).await.unwrap());
+    let found = store
+        .entities_in_items(&scope, &[held.item_key], 10)
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = found.iter().map(|(_, e)| e.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["acme", "ana ruiz"]);
+    assert!(found.iter().all(|(key, _)| *key == held.item_key));
+    assert!(store
+        .entities_in_items(&other, &[held.item_key], 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

@@ -529,6 +529,7 @@ pub fn item(coll: &str, id: &str, text: &str) -> NewItem {
             ..ItemFields::default()
         },
         payload: None,
+        graph_payload: None,
     }
 }
 

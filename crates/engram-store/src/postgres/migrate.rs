@@ -29,6 +29,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "graph",
         sql: include_str!("../../migrations/postgres/0004_graph.sql"),
     },
+    Migration {
+        version: 5,
+        name: "item_links",
+        sql: include_str!("../../migrations/postgres/0005_item_links.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

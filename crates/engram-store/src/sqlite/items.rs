@@ -110,6 +110,7 @@ async fn write_item(
             .execute(&mut *conn)
             .await?;
     }
+    super::graph::write_declared(&mut *conn, scope, item_key, item).await?;
     Ok(())
 }
 

@@ -68,6 +68,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "graph",
         sql: include_str!("../../migrations/sqlite/0012_graph.sql"),
     },
+    Migration {
+        version: 13,
+        name: "item_links",
+        sql: include_str!("../../migrations/sqlite/0013_item_links.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

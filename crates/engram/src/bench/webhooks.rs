@@ -112,6 +112,7 @@ async fn claimed_items(
                 ..ItemFields::default()
             },
             payload: None,
+            graph_payload: None,
         })
         .collect();
     for part in items.chunks(500) {

@@ -1,7 +1,7 @@
 """The hosted service's official Python client (PyPI hydradb-sdk, pinned in scripts/setup.sh),
-unchanged, against a running engram: every method of its databases, context (but relations and
-subgraph, which come with the knowledge graph), query, webhooks (but the Supabase connector hook,
-which comes with connectors) and feedback clients, and its helpers.
+unchanged, against a running engram: every method of its databases, context, query, webhooks
+(but the Supabase connector hook, which comes with connectors) and feedback clients, and its
+helpers.
 
 Run by the end-to-end test `clients::official_python_client_works_unchanged`, which starts the
 server and passes ENGRAM_URL, ENGRAM_KEY (organization A), ENGRAM_OTHER_KEY (organization B) and
@@ -154,11 +154,33 @@ mem = client.context.ingest(
 )
 assert mem.data.success_count == 2 and mem.meta.collection == "people", mem
 
+step("context: a client's own graph, relations and subgraph")
+graph_payload = {"k9": {
+    "entities": {"w": {"name": "Nora Vance", "type": "PERSON"}, "n": {"name": "Pump Manual"}},
+    "relations": [
+        {"source": "w", "target": "n", "predicate": "wrote", "context": "Nora Vance wrote the pump manual."},
+        {"source": "w", "target": "x", "predicate": "reads"},
+    ],
+}}
 graphed = client.context.ingest(
-    database="clients", type="knowledge", graph_payload=json.dumps({}),
-    app_knowledge=json.dumps([{"id": "k9", "content": {"text": "A short note."}}]),
+    database="clients", type="knowledge", graph_payload=json.dumps(graph_payload),
+    app_knowledge=json.dumps([{
+        "id": "k9", "content": {"text": "Nora Vance wrote the pump manual."}, "relations": {"ids": ["k1"]},
+    }]),
 )
-assert [p["parameter"] for p in graphed.meta.ignored_parameters] == ["graph_payload"], graphed.meta
+item = graphed.data.results[0]
+assert item.relations_created == 1 and "`x` names no entity" in item.relations_error, graphed
+eventually("k9 to be indexed", lambda: client.context.status(database="clients", id="k9").data.statuses[0].indexing_status == "completed")
+relations = client.context.relations(database="clients", id="k9").data
+assert [(r.source.name, r.target.name) for r in relations.relations] == [("nora vance", "pump manual")], relations
+evidence = relations.relations[0].relations[0]
+assert evidence.canonical_predicate == "WROTE" and relations.is_truncated is False, relations
+sub = client.context.subgraph(database="clients", id="k9", depth=1).data
+assert sub.seed_source_id == "k9" and [s.source_id for s in sub.sources] == ["k9", "k1"], sub
+assert sub.sources[1].depth == 1 and sub.sources[1].discovered_via == "k9", sub
+assert [(r.source.entity_id, r.target.entity_id) for r in sub.relations] == [("k9", "k1")], sub
+assert any(r.source.name == "nora vance" for r in sub.auxiliary_relations), sub
+assert client.context.subgraph(database="clients", id="missing").data.sources == []
 listed_raw = httpx.post(
     f"{URL}/context/list", json={"database": "clients", "colection": "typo"},
     headers={"Authorization": f"Bearer {os.environ['ENGRAM_KEY']}"},

@@ -205,3 +205,362 @@ async fn a_sources_relations_are_listed_by_both_generations_within_its_organizat
         .await
         .assert_current_error(404, "DATABASE_NOT_FOUND");
 }
+
+async fn listed(server: &Server, key: &str) -> Value {
+    server
+        .get("/context/relations?database=byog&id=rep", key)
+        .await
+        .current_ok(200)["relations"]
+        .clone()
+}
+
+fn ingest_form(items: &Value, graph: Option<&Value>) -> Form {
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "byog")
+        .text("app_knowledge", items.to_string());
+    match graph {
+        Some(graph) => form.text("graph_payload", graph.to_string()),
+        None => form,
+    }
+}
+
+#[tokio::test]
+async fn a_clients_own_graph_replaces_extraction_and_survives_reingestion() {
+    let server = Server::start();
+    let key = server.key("org_byog", &["byog"]);
+    server.ready_database(&key, "byog").await;
+    let text = "Quarterly report.\n\nMira Okafor leads the Atlas Project since March 2024.";
+    let items = Value::from(vec![app("rep", "Report", text)]);
+    let graph = serde_json::json!({"rep": {
+        "entities": {
+            "mira": {"name": "Mira Okafor", "type": "person", "identifier": "mira@corp.example"},
+            "atlas": {"name": "Atlas Project", "type": "PROJECT"},
+            "lonely": {"name": "Nobody Uses Me"}
+        },
+        "relations": [
+            {"source": "mira", "target": "atlas", "predicate": "leads",
+             "context": "Mira Okafor leads the Atlas Project", "temporal_details": "since March 2024"},
+            {"source": "mira", "target": "ghost", "predicate": "haunts"}
+        ]
+    }});
+    let reply = send_form(
+        &server,
+        "/context/ingest",
+        &key,
+        ingest_form(&items, Some(&graph)),
+    )
+    .await;
+    let result = &reply.current_ok(202)["results"][0];
+    assert_eq!(result["relations_created"], 1, "{reply:#?}");
+    let error = result["relations_error"].as_str().unwrap();
+    assert!(error.contains("`ghost` names no entity"), "{error}");
+    wait_completed(&server, &key, "byog", None, &["rep"]).await;
+
+    let relations = listed(&server, &key).await;
+    assert_eq!(relations.as_array().unwrap().len(), 1, "{relations:#}");
+    let leads = group(&relations, "mira okafor", "atlas project");
+    let evidence = &leads["relations"][0];
+    assert_eq!(evidence["canonical_predicate"], "LEADS");
+    assert_eq!(evidence["origin"], "byog");
+    assert_eq!(evidence["temporal_details"], "since March 2024");
+    assert_eq!(evidence["confidence"], 1.0);
+    assert_eq!(leads["source"]["type"], "PERSON");
+    assert_eq!(leads["source"]["identifier"], "mira@corp.example");
+
+    // A re-ingestion without a payload keeps the client's graph; a new payload replaces it.
+    send_form(&server, "/context/ingest", &key, ingest_form(&items, None))
+        .await
+        .current_ok(202);
+    wait_completed(&server, &key, "byog", None, &["rep"]).await;
+    let relations = listed(&server, &key).await;
+    assert_eq!(relations.as_array().unwrap().len(), 1, "{relations:#}");
+    assert_eq!(
+        group(&relations, "mira okafor", "atlas project")["relations"][0]["origin"],
+        "byog"
+    );
+    let replaced = serde_json::json!({"rep": {
+        "entities": {"a": {"name": "Atlas Project"}, "q": {"name": "Quarterly report"}},
+        "relations": [{"source": "a", "target": "q", "predicate": "is described in"}]
+    }});
+    send_form(
+        &server,
+        "/context/ingest",
+        &key,
+        ingest_form(&items, Some(&replaced)),
+    )
+    .await
+    .current_ok(202);
+    wait_completed(&server, &key, "byog", None, &["rep"]).await;
+    let relations = listed(&server, &key).await;
+    assert_eq!(relations.as_array().unwrap().len(), 1, "{relations:#}");
+    let described = group(&relations, "atlas project", "quarterly report");
+    assert_eq!(
+        described["relations"][0]["canonical_predicate"],
+        "DESCRIBED_IN"
+    );
+
+    // A payload naming no source of the request, or over a limit, refuses the request.
+    let stray = serde_json::json!({"other": {"entities": {}, "relations": []}});
+    send_form(
+        &server,
+        "/context/ingest",
+        &key,
+        ingest_form(&items, Some(&stray)),
+    )
+    .await
+    .assert_current_error(400, "INVALID_PARAMETERS");
+    let entities: serde_json::Map<String, Value> = (0..5001)
+        .map(|i| {
+            (
+                format!("e{i}"),
+                serde_json::json!({"name": format!("n{i}")}),
+            )
+        })
+        .collect();
+    let big = serde_json::json!({"rep": {"entities": entities, "relations": []}});
+    send_form(
+        &server,
+        "/context/ingest",
+        &key,
+        ingest_form(&items, Some(&big)),
+    )
+    .await
+    .assert_current_error(400, "INVALID_PARAMETERS");
+    send_form(
+        &server,
+        "/context/ingest",
+        &key,
+        ingest_form(&items, Some(&Value::from("x"))),
+    )
+    .await
+    .assert_current_error(400, "INVALID_PARAMETERS");
+}
+
+/// Sources linked at ingestion (`relations.ids`): their chunks beside thinking-mode results
+/// (both generations), and the subgraph of a source, within its database and collection.
+#[tokio::test]
+async fn linked_sources_come_with_thinking_results_and_make_a_subgraph() {
+    let server = Server::start();
+    let key = server.key("org_links", &["links"]);
+    server.ready_database(&key, "links").await;
+    let linked = |id: &str, text: &str, to: &[&str]| {
+        let mut item = app(id, &format!("Title {id}"), text);
+        item["relations"] = serde_json::json!({ "ids": to });
+        item
+    };
+    let items = Value::from(vec![
+        linked(
+            "runbook",
+            "The zebra failover runbook: drain traffic first.",
+            &["postmortem"],
+        ),
+        linked(
+            "postmortem",
+            "Incident review of the outage in the billing cluster.",
+            &["metrics"],
+        ),
+        linked("metrics", "Latency dashboards and alert thresholds.", &[]),
+        linked("index", "Team handbook index page.", &["runbook"]),
+        linked("stray", "Unrelated notes about gardening.", &["nowhere"]),
+    ]);
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "links")
+        .text("app_knowledge", items.to_string());
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    let ids = ["runbook", "postmortem", "metrics", "index", "stray"];
+    wait_completed(&server, &key, "links", None, &ids).await;
+
+    let ask = |extra: Value| {
+        let mut body = serde_json::json!({"database": "links", "query": "zebra failover runbook", "max_results": 1});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let reply = server
+        .post("/query", &key, ask(serde_json::json!({"mode": "thinking"})))
+        .await;
+    let data = reply.current_ok(200);
+    assert_eq!(data["chunks"][0]["id"], "runbook", "{data:#}");
+    let extra = data["chunks"][0]["extra_context_ids"].as_array().unwrap();
+    assert_eq!(
+        extra.len(),
+        2,
+        "the linked postmortem and the index linking it: {data:#}"
+    );
+    let mut linked_ids: Vec<&str> = extra
+        .iter()
+        .map(|id| {
+            data["additional_context"][id.as_str().unwrap()]["id"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    linked_ids.sort_unstable();
+    assert_eq!(linked_ids, ["index", "postmortem"]);
+    let declared = data["forceful_relations"]["declared"].as_array().unwrap();
+    let via = |id: &str| {
+        &declared
+            .iter()
+            .find(|d| d["chunk"]["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not declared: {declared:#?}"))["via"]
+    };
+    assert_eq!(
+        via("postmortem"),
+        &serde_json::json!({"from": "runbook", "to": "postmortem"})
+    );
+    assert_eq!(
+        via("index"),
+        &serde_json::json!({"from": "index", "to": "runbook"})
+    );
+    assert_eq!(
+        data["forceful_relations"]["inferred"],
+        serde_json::json!([])
+    );
+
+    // Fast mode, or thinking with query_forceful_relations false, leaves them out.
+    for extra in [
+        serde_json::json!({"mode": "fast"}),
+        serde_json::json!({"mode": "thinking", "query_forceful_relations": false}),
+    ] {
+        let reply = server.post("/query", &key, ask(extra)).await;
+        let data = reply.current_ok(200);
+        assert_eq!(
+            data["chunks"][0]["extra_context_ids"],
+            serde_json::json!([])
+        );
+        assert_eq!(
+            data["forceful_relations"]["declared"],
+            serde_json::json!([])
+        );
+        assert!(reply.body["meta"]["ignored_parameters"]
+            .to_string()
+            .find("query_forceful_relations")
+            .is_none());
+    }
+
+    // The legacy route, thinking mode: the same chunks in additional_context.
+    let legacy = server
+        .post(
+            "/recall/full_recall",
+            &key,
+            serde_json::json!({"tenant_id": "links", "query": "zebra failover runbook", "max_results": 1, "mode": "thinking"}),
+        )
+        .await;
+    assert_eq!(legacy.status, 200, "{legacy:#?}");
+    let extra = legacy.body["chunks"][0]["extra_context_ids"]
+        .as_array()
+        .unwrap();
+    assert_eq!(extra.len(), 2, "{legacy:#?}");
+    assert!(legacy.body["additional_context"][extra[0].as_str().unwrap()].is_object());
+
+    // The subgraph of the runbook: one hop reaches the postmortem and the index (truncated:
+    // the metrics page is two hops away); two hops reach it; the path form says the same.
+    let one = server
+        .get("/context/subgraph?database=links&id=runbook&depth=1", &key)
+        .await;
+    let one = one.current_ok(200);
+    let members = |g: &Value| -> Vec<(String, u64)> {
+        g["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["source_id"].as_str().unwrap().to_owned(),
+                    s["depth"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let mut got = members(one);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("index".into(), 1),
+            ("postmortem".into(), 1),
+            ("runbook".into(), 0)
+        ]
+    );
+    assert_eq!(one["seed_source_id"], "runbook");
+    assert_eq!(one["sources"][0]["source_id"], "runbook");
+    assert_eq!(one["is_truncated"], true);
+    assert_eq!(one["max_depth_reached"], 1);
+    assert_eq!(one["relations"].as_array().unwrap().len(), 2, "{one:#}");
+    let link = one["relations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["target"]["entity_id"] == "postmortem")
+        .unwrap();
+    assert_eq!(link["source"]["entity_id"], "runbook");
+    assert_eq!(link["source"]["name"], "Title runbook");
+    assert_eq!(link["relations"][0]["canonical_predicate"], "RELATES_TO");
+    let postmortem = one["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source_id"] == "postmortem")
+        .unwrap();
+    assert_eq!(postmortem["discovered_via"], "runbook");
+    assert_eq!(postmortem["discovered_relation"], "relates_to");
+    assert!(one["auxiliary_relations"].is_array());
+
+    let two = server
+        .get("/context/runbook/subgraph?database=links", &key)
+        .await;
+    let two = two.current_ok(200);
+    assert_eq!(members(two).len(), 4, "{two:#}");
+    assert_eq!(two["is_truncated"], false);
+    assert_eq!(two["max_depth_reached"], 2);
+    let capped = server
+        .get(
+            "/context/subgraph?database=links&id=runbook&max_sources=2",
+            &key,
+        )
+        .await;
+    let capped = capped.current_ok(200);
+    assert_eq!(members(capped).len(), 2);
+    assert_eq!(capped["is_truncated"], true);
+
+    // An unknown id is an empty subgraph; bad bounds are refused; another organization sees
+    // nothing.
+    let empty = server
+        .get("/context/subgraph?database=links&id=nope", &key)
+        .await;
+    let empty = empty.current_ok(200);
+    assert_eq!(empty["sources"], serde_json::json!([]));
+    for path in [
+        "/context/subgraph?database=links",
+        "/context/subgraph?database=links&id=runbook&depth=0",
+        "/context/subgraph?database=links&id=runbook&depth=6",
+        "/context/subgraph?database=links&id=runbook&max_sources=501",
+    ] {
+        server
+            .get(path, &key)
+            .await
+            .assert_current_error(400, "INVALID_PARAMETERS");
+    }
+    let stranger = server.key("org_links_other", &["links"]);
+    server
+        .get("/context/subgraph?database=links&id=runbook", &stranger)
+        .await
+        .assert_current_error(404, "DATABASE_NOT_FOUND");
+
+    // A malformed `relations` refuses the request.
+    let bad = Value::from(vec![
+        serde_json::json!({"id": "b", "content": {"text": "x"}, "relations": {"ids": "runbook"}}),
+    ]);
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "links")
+        .text("app_knowledge", bad.to_string());
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .assert_current_error(422, "VALIDATION_ERROR");
+}

@@ -1,0 +1,316 @@
+//! Links between whole sources, declared at ingestion (`relations.ids`): the linked sources'
+//! chunks beside a thinking-mode query's results (forceful relations), and the connected
+//! subgraph of one source. Links stay within one database, kind and (for what a reader sees)
+//! the collections it reads.
+
+use std::collections::{HashMap, HashSet};
+
+use engram_search::{RankedChunk, SearchRequest};
+use engram_store::{ChunkHit, ChunkSelection, EntityRecord, ItemLink, LinkedItem};
+use engram_types::{CollectionName, DatabaseName, ItemKind};
+
+use crate::ingest::parse_collection;
+use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+
+/// Most linked sources whose chunks one query returns, in the order of the results linking
+/// them; chunks taken from each (first positions first); links read per query.
+pub(crate) const FORCEFUL_SOURCES_MAX: usize = 20;
+pub(crate) const FORCEFUL_CHUNKS_PER_SOURCE: u32 = 3;
+const FORCEFUL_LINKS_MAX: u32 = 500;
+/// How many of the first results bring their linked sources.
+const FORCEFUL_HITS_MAX: usize = 100;
+
+/// Subgraph bounds: hops from the seed (default 2), members (default 50), links read per hop,
+/// and entity presences around the members.
+pub(crate) const SUBGRAPH_DEPTH_DEFAULT: u32 = 2;
+pub(crate) const SUBGRAPH_DEPTH_MAX: u32 = 5;
+pub(crate) const SUBGRAPH_SOURCES_DEFAULT: u32 = 50;
+pub(crate) const SUBGRAPH_SOURCES_MAX: u32 = 500;
+const SUBGRAPH_LINKS_PER_HOP: u32 = 5_000;
+const SUBGRAPH_ENTITIES_MAX: u32 = 1_000;
+
+/// A chunk of a source linked to or from a result's source, with the link.
+#[derive(Debug, Clone)]
+pub struct LinkedChunk {
+    pub hit: ChunkHit,
+    /// The id of the source that declared the link.
+    pub from: String,
+    /// The id of the source it links to.
+    pub to: String,
+}
+
+/// A link as one of its ends sees it: `(other end, from, to)`.
+type Via = (String, String, String);
+
+/// Which source's subgraph, how far and how big.
+#[derive(Debug, Clone)]
+pub struct SubgraphRequest<'a> {
+    pub collection: Option<&'a str>,
+    pub id: &'a str,
+    pub kind: ItemKind,
+    pub depth: Option<i64>,
+    pub max_sources: Option<i64>,
+}
+
+/// A member of a subgraph: how far from the seed, and which member it was reached from.
+#[derive(Debug, Clone)]
+pub struct SubgraphMember {
+    pub item: LinkedItem,
+    pub depth: u32,
+    /// The id of the member it was first reached from; `None` for the seed.
+    pub via: Option<String>,
+}
+
+/// The sources connected to one source by declared links, breadth first.
+#[derive(Debug, Clone)]
+pub struct Subgraph {
+    pub database: DatabaseRecord,
+    pub collection: CollectionName,
+    pub seed: String,
+    /// Seed first, then in discovery order; empty when the seed is unknown.
+    pub members: Vec<SubgraphMember>,
+    /// The links between members.
+    pub links: Vec<ItemLink>,
+    /// The entities mentioned in each member's chunks, as `(member item key, entity)`.
+    pub entities: Vec<(i64, EntityRecord)>,
+    pub max_depth_reached: u32,
+    /// The member or depth bound left connected sources out.
+    pub is_truncated: bool,
+    /// The entity bound left presences out.
+    pub entities_truncated: bool,
+}
+
+fn bounded(value: Option<i64>, default: u32, max: u32, name: &str) -> AppResult<u32> {
+    match value {
+        None => Ok(default),
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                AppError::InvalidParameters(format!("`{name}` must be between 1 and {max}"))
+            }),
+    }
+}
+
+impl App {
+    /// Forceful relations: for each of the first results (same order), the first chunks of the
+    /// sources linked to or from its source that are not results themselves, read with the
+    /// search's filter (its kinds, collections and metadata), each with its link.
+    pub(crate) async fn forceful_context(
+        &self,
+        search: &SearchRequest,
+        chunks: &[RankedChunk],
+    ) -> AppResult<Vec<Vec<LinkedChunk>>> {
+        let mut linked = vec![Vec::new(); chunks.len()];
+        let hits = &chunks[..chunks.len().min(FORCEFUL_HITS_MAX)];
+        let returned: HashSet<(ItemKind, &str)> = chunks
+            .iter()
+            .map(|c| (c.hit.item.kind, c.hit.item.id.as_str()))
+            .collect();
+        let mut by_kind: HashMap<ItemKind, Vec<String>> = HashMap::new();
+        for c in hits {
+            let ids = by_kind.entry(c.hit.item.kind).or_default();
+            if !ids.contains(&c.hit.item.id) {
+                ids.push(c.hit.item.id.clone());
+            }
+        }
+        // Each result's links, as (other end, from, to), and the other ends in result order.
+        let mut links_of: HashMap<(ItemKind, String), Vec<Via>> = HashMap::new();
+        for (kind, ids) in &by_kind {
+            let links = self
+                .store()
+                .item_links(&search.scope, *kind, ids, FORCEFUL_LINKS_MAX, search.now)
+                .await?;
+            for link in links {
+                let (from, to) = (link.from.id, link.to.id);
+                for (mine, other) in [(&from, &to), (&to, &from)] {
+                    if ids.contains(mine) && !returned.contains(&(*kind, other.as_str())) {
+                        links_of.entry((*kind, mine.clone())).or_default().push((
+                            other.clone(),
+                            from.clone(),
+                            to.clone(),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut wanted: Vec<(ItemKind, String)> = Vec::new();
+        for c in hits {
+            let key = (c.hit.item.kind, c.hit.item.id.clone());
+            for (other, _, _) in links_of.get(&key).into_iter().flatten() {
+                let other = (key.0, other.clone());
+                if !wanted.contains(&other) && wanted.len() < FORCEFUL_SOURCES_MAX {
+                    wanted.push(other);
+                }
+            }
+        }
+        let mut chunks_of: HashMap<(ItemKind, String), Vec<ChunkHit>> = HashMap::new();
+        for (kind, id) in wanted {
+            let mut filter = search.filter.clone();
+            filter.kinds = vec![kind];
+            filter.ids.clear();
+            filter.titles.clear();
+            let keys = self
+                .store()
+                .selected_chunk_keys(
+                    &search.scope,
+                    &filter,
+                    ChunkSelection::Item(&id),
+                    FORCEFUL_CHUNKS_PER_SOURCE,
+                    search.now,
+                )
+                .await?;
+            let mut found = self
+                .store()
+                .fetch_chunks(&search.scope, &filter, &keys, search.now)
+                .await?;
+            found.sort_by_key(|h| h.position);
+            chunks_of.insert((kind, id), found);
+        }
+        for (c, out) in hits.iter().zip(&mut linked) {
+            let key = (c.hit.item.kind, c.hit.item.id.clone());
+            for (other, from, to) in links_of.get(&key).into_iter().flatten() {
+                for hit in chunks_of.get(&(key.0, other.clone())).into_iter().flatten() {
+                    out.push(LinkedChunk {
+                        hit: hit.clone(),
+                        from: from.clone(),
+                        to: to.clone(),
+                    });
+                }
+            }
+        }
+        Ok(linked)
+    }
+
+    /// The sources reachable from `request.id` through declared links (either way), breadth
+    /// first up to `depth` hops and `max_sources` members, within one collection (the
+    /// database's default unless named), with the links among them and the entities their
+    /// chunks mention. An unknown id gives an empty subgraph.
+    pub async fn subgraph(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        request: SubgraphRequest<'_>,
+    ) -> AppResult<Subgraph> {
+        if request.id.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "missing required parameter `id`".into(),
+            ));
+        }
+        let depth = bounded(
+            request.depth,
+            SUBGRAPH_DEPTH_DEFAULT,
+            SUBGRAPH_DEPTH_MAX,
+            "depth",
+        )?;
+        let max_sources = bounded(
+            request.max_sources,
+            SUBGRAPH_SOURCES_DEFAULT,
+            SUBGRAPH_SOURCES_MAX,
+            "max_sources",
+        )? as usize;
+        let db = self.authorize_database(who, database).await?;
+        let collection = parse_collection(&db, request.collection, "collection")?;
+        let scope = db.scope();
+        let now = self.now();
+        let store = self.store();
+        let seed = store
+            .items_named(&scope, request.kind, &[request.id.to_owned()], now)
+            .await?
+            .into_iter()
+            .find(|i| i.collection == collection);
+        let mut graph = Subgraph {
+            database: db,
+            collection: collection.clone(),
+            seed: request.id.to_owned(),
+            members: Vec::new(),
+            links: Vec::new(),
+            entities: Vec::new(),
+            max_depth_reached: 0,
+            is_truncated: false,
+            entities_truncated: false,
+        };
+        let Some(seed) = seed else {
+            return Ok(graph);
+        };
+        let mut admitted: HashSet<i64> = HashSet::from([seed.item_key]);
+        let mut frontier = vec![seed.clone()];
+        graph.members.push(SubgraphMember {
+            item: seed,
+            depth: 0,
+            via: None,
+        });
+        let mut links: Vec<ItemLink> = Vec::new();
+        let mut hop = 0;
+        while !frontier.is_empty() {
+            let ids: Vec<String> = frontier.iter().map(|i| i.id.clone()).collect();
+            let found = store
+                .item_links(&scope, request.kind, &ids, SUBGRAPH_LINKS_PER_HOP, now)
+                .await?;
+            if found.len() >= SUBGRAPH_LINKS_PER_HOP as usize {
+                graph.is_truncated = true;
+            }
+            let keys: HashSet<i64> = frontier.iter().map(|i| i.item_key).collect();
+            let mut next = Vec::new();
+            for link in found {
+                if link.from.collection != collection || link.to.collection != collection {
+                    continue;
+                }
+                let ends = [(&link.from, &link.to), (&link.to, &link.from)];
+                for (near, far) in ends {
+                    if !keys.contains(&near.item_key) || admitted.contains(&far.item_key) {
+                        continue;
+                    }
+                    if hop == depth || graph.members.len() >= max_sources {
+                        graph.is_truncated = true;
+                        continue;
+                    }
+                    admitted.insert(far.item_key);
+                    graph.members.push(SubgraphMember {
+                        item: far.clone(),
+                        depth: hop + 1,
+                        via: Some(near.id.clone()),
+                    });
+                    graph.max_depth_reached = hop + 1;
+                    next.push(far.clone());
+                }
+                links.push(link);
+            }
+            if hop == depth {
+                break;
+            }
+            frontier = next;
+            hop += 1;
+        }
+        let mut seen = HashSet::new();
+        graph.links = links
+            .into_iter()
+            .filter(|l| admitted.contains(&l.from.item_key) && admitted.contains(&l.to.item_key))
+            .filter(|l| seen.insert((l.from.item_key, l.to.item_key)))
+            .collect();
+        let keys: Vec<i64> = graph.members.iter().map(|m| m.item.item_key).collect();
+        graph.entities = store
+            .entities_in_items(&scope, &keys, SUBGRAPH_ENTITIES_MAX)
+            .await?;
+        graph.entities_truncated = graph.entities.len() >= SUBGRAPH_ENTITIES_MAX as usize;
+        Ok(graph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_default_and_refuse_out_of_range() {
+        assert_eq!(bounded(None, 2, 5, "depth").unwrap(), 2);
+        assert_eq!(bounded(Some(5), 2, 5, "depth").unwrap(), 5);
+        for bad in [0, 6, -1, i64::MAX] {
+            let err = bounded(Some(bad), 2, 5, "depth").unwrap_err();
+            assert!(
+                err.to_string().contains("`depth` must be between 1 and 5"),
+                "{err}"
+            );
+        }
+    }
+}
