@@ -2,6 +2,7 @@
 //! (entities resolved to keys, relations with their evidence, mentions by passage) that the
 //! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default.
 
+pub mod infer;
 pub mod model;
 pub mod payload;
 pub mod rank;
@@ -9,6 +10,7 @@ pub mod rules;
 
 use async_trait::async_trait;
 
+pub use infer::{infer, Fact, FACTS_PER_MEMORY_MAX};
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };

@@ -108,6 +108,8 @@ pub struct ItemGraph {
     pub entities: Vec<Entity>,
     pub relations: Vec<Relation>,
     pub mentions: Vec<Mention>,
+    /// What a memory says about its user (memory inference); empty for everything else.
+    pub facts: Vec<crate::Fact>,
 }
 
 impl ItemGraph {
@@ -117,6 +119,7 @@ impl ItemGraph {
             entities: Vec::new(),
             relations: Vec::new(),
             mentions: Vec::new(),
+            facts: Vec::new(),
         }
     }
 

@@ -221,6 +221,7 @@ impl Builder {
             entities: self.entities,
             relations: self.relations,
             mentions: self.mentions.into_iter().collect(),
+            facts: Vec::new(),
         }
     }
 }

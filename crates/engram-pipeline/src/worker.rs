@@ -283,6 +283,11 @@ impl Pipeline {
         } else {
             ItemGraph::empty(Origin::Extracted)
         };
+        let mut graph = graph;
+        if infers(item) {
+            graph.facts =
+                engram_graph::infer(item.text.as_deref().unwrap_or_default(), &item.user_name);
+        }
         match self
             .store
             .complete_graph(item, &graph, self.clock.now())
@@ -311,7 +316,8 @@ impl Pipeline {
     ) -> StoreResult<usize> {
         let budget = self.options.time_budget.saturating_sub(started.elapsed());
         let interrupt = Interrupt::new(Some(budget), Some(stop.clone()));
-        let prepared = self.prepare_all(items.to_vec(), interrupt).await;
+        let inferred = self.inferred_text(items).await?;
+        let prepared = self.prepare_all(items.to_vec(), inferred, interrupt).await;
         if stop.load(Ordering::Relaxed) {
             return Ok(self.dropped(items));
         }
@@ -378,8 +384,9 @@ impl Pipeline {
             if extracted_text.is_some() {
                 item.text = extracted_text;
             }
-            // An item with its own graph goes through graph_creation even with extraction off.
-            let then = if self.graph.is_some() || item.graph_payload.is_some() {
+            // An item with its own graph, or a memory to infer from, goes through
+            // graph_creation even with extraction off.
+            let then = if self.graph.is_some() || item.graph_payload.is_some() || infers(&item) {
                 AfterChunks::Graph
             } else {
                 AfterChunks::Completed
@@ -473,7 +480,46 @@ impl Pipeline {
     }
 
     /// Parses (files) and chunks the items on the blocking pool; a panic fails its item alone.
-    async fn prepare_all(&self, items: Vec<ClaimedItem>, interrupt: Interrupt) -> Vec<Prepared> {
+    /// For each item (same order), what inference makes of it, to index with it: a memory's
+    /// new facts about its user (`infer: true`), the ones the user's current facts already hold
+    /// left out (inference's facts themselves are written with the item's graph).
+    async fn inferred_text(&self, items: &[ClaimedItem]) -> StoreResult<Vec<Option<String>>> {
+        let mut inferred = Vec::with_capacity(items.len());
+        for item in items {
+            if !infers(item) {
+                inferred.push(None);
+                continue;
+            }
+            let facts =
+                engram_graph::infer(item.text.as_deref().unwrap_or_default(), &item.user_name);
+            let scope = engram_store::DatabaseScope {
+                org: item.org.clone(),
+                id: item.database_id.clone(),
+            };
+            let held = self
+                .store
+                .user_facts(&scope, &item.collection, &item.user_name, true)
+                .await?;
+            let statements: Vec<&str> = facts
+                .iter()
+                .filter(|f| {
+                    !held.iter().any(|h| {
+                        h.item_key != item.item_key && h.slot == f.slot && h.value == f.value
+                    })
+                })
+                .map(|f| f.statement.as_str())
+                .collect();
+            inferred.push((!statements.is_empty()).then(|| statements.join(" ")));
+        }
+        Ok(inferred)
+    }
+
+    async fn prepare_all(
+        &self,
+        items: Vec<ClaimedItem>,
+        inferred: Vec<Option<String>>,
+        interrupt: Interrupt,
+    ) -> Vec<Prepared> {
         let tokens = self.tokens.clone();
         let chunker_options = self.options.chunker;
         let limits = Limits {
@@ -487,9 +533,19 @@ impl Pipeline {
                 Chunker::new(tokens.as_ref(), chunker_options).with_interrupt(&limits.interrupt);
             items
                 .iter()
-                .map(|item| {
+                .zip(&inferred)
+                .map(|(item, inferred)| {
                     catch_unwind(AssertUnwindSafe(|| {
-                        prepare(item, &chunker, &limits, max_chunks)
+                        let mut prepared = prepare(item, &chunker, &limits, max_chunks);
+                        if let (Prepared::Chunks { chunks, .. }, Some(text)) =
+                            (&mut prepared, inferred)
+                        {
+                            chunks.extend(chunker.chunk_text(text).into_iter().map(|mut c| {
+                                c.layout = serde_json::json!({"inferred": true});
+                                c
+                            }));
+                        }
+                        prepared
                     }))
                     .unwrap_or_else(|_| unreadable(item))
                 })
@@ -583,6 +639,11 @@ impl Pipeline {
         };
         self.store.fail_item(item, &failure, now).await.map(|_| ())
     }
+}
+
+/// Whether memory inference reads this item: a memory given with `infer: true`.
+fn infers(item: &ClaimedItem) -> bool {
+    item.infer && item.kind == ItemKind::Memory
 }
 
 #[cfg(test)]

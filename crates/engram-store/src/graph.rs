@@ -89,6 +89,19 @@ pub fn link_ids(relations: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// A fact memory inference stored about a user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactRecord {
+    /// The memory that stated it.
+    pub item_key: i64,
+    pub slot: String,
+    pub value: String,
+    pub statement: String,
+    pub valid_from: UnixMs,
+    /// When a later memory contradicted it; `None` while it holds.
+    pub valid_until: Option<UnixMs>,
+}
+
 /// How big a database's graph is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GraphSize {
@@ -139,6 +152,15 @@ pub trait GraphStore: Send + Sync {
         chunks: &[crate::ChunkKey],
         limit: u32,
     ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
+    /// The facts inference stored about `user` in one collection of the database, oldest
+    /// first; with `current_only`, those that still hold.
+    async fn user_facts(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        user: &str,
+        current_only: bool,
+    ) -> StoreResult<Vec<FactRecord>>;
     /// The live items of `kind` in the database (any collection) with one of `ids`.
     async fn items_named(
         &self,
@@ -250,6 +272,17 @@ pub(crate) async fn write_declared(
         .execute(&mut *conn)
         .await?;
     }
+    if item.kind == engram_types::ItemKind::Memory {
+        // A memory stored again is inferred again (or not at all).
+        sqlx::query("DELETE FROM memory_facts WHERE item_key = $1")
+            .bind(item_key)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("UPDATE items SET inferred_content = '' WHERE item_key = $1")
+            .bind(item_key)
+            .execute(&mut *conn)
+            .await?;
+    }
     if let Some(payload) = &item.graph_payload {
         sqlx::query("UPDATE items SET graph_payload = $1 WHERE item_key = $2")
             .bind(payload)
@@ -257,6 +290,75 @@ pub(crate) async fn write_declared(
             .execute(&mut *conn)
             .await?;
     }
+    Ok(())
+}
+
+/// Writes a memory's facts about its user in the transaction completing it: its earlier facts
+/// replaced, a fact the user's current facts already hold skipped, a current fact in the same
+/// slot with another value superseded (kept, `valid_until` set); the statements written become
+/// the item's `inferred_content`.
+async fn write_facts(
+    conn: &mut <$db as sqlx::Database>::Connection,
+    item: &crate::ClaimedItem,
+    facts: &[engram_graph::Fact],
+    now: engram_types::UnixMs,
+) -> crate::StoreResult<()> {
+    sqlx::query("DELETE FROM memory_facts WHERE item_key = $1")
+        .bind(item.item_key)
+        .execute(&mut *conn)
+        .await?;
+    let mut written: Vec<&str> = Vec::new();
+    for fact in facts {
+        let held: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM memory_facts
+             WHERE database_id = $1 AND collection = $2 AND user_name = $3 AND slot = $4
+               AND value = $5 AND valid_until IS NULL",
+        )
+        .bind(item.database_id.as_str())
+        .bind(item.collection.as_str())
+        .bind(&item.user_name)
+        .bind(&fact.slot)
+        .bind(&fact.value)
+        .fetch_one(&mut *conn)
+        .await?;
+        if held > 0 {
+            continue;
+        }
+        sqlx::query(
+            "UPDATE memory_facts SET valid_until = $1
+             WHERE database_id = $2 AND collection = $3 AND user_name = $4 AND slot = $5
+               AND value <> $6 AND valid_until IS NULL",
+        )
+        .bind(now)
+        .bind(item.database_id.as_str())
+        .bind(item.collection.as_str())
+        .bind(&item.user_name)
+        .bind(&fact.slot)
+        .bind(&fact.value)
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query(
+            "INSERT INTO memory_facts (item_key, database_id, collection, user_name, slot, value,
+                 statement, valid_from)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(item.item_key)
+        .bind(item.database_id.as_str())
+        .bind(item.collection.as_str())
+        .bind(&item.user_name)
+        .bind(&fact.slot)
+        .bind(&fact.value)
+        .bind(&fact.statement)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        written.push(&fact.statement);
+    }
+    sqlx::query("UPDATE items SET inferred_content = $1 WHERE item_key = $2")
+        .bind(written.join(" "))
+        .bind(item.item_key)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -374,6 +476,9 @@ pub(crate) async fn write_declared(
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
+                }
+                if item.infer && item.kind == engram_types::ItemKind::Memory {
+                    write_facts(&mut tx, item, &graph.facts, now).await?;
                 }
                 super::webhooks::record_event(&mut tx, item, engram_types::IndexingStatus::Completed, "", "", now)
                     .await?;
@@ -522,6 +627,41 @@ pub(crate) async fn write_declared(
                 Ok(rows
                     .into_iter()
                     .map(|(entity, chunk)| (entity, crate::ChunkKey(chunk)))
+                    .collect())
+            }
+
+            async fn user_facts(
+                &self,
+                scope: &crate::DatabaseScope,
+                collection: &engram_types::CollectionName,
+                user: &str,
+                current_only: bool,
+            ) -> crate::StoreResult<Vec<crate::FactRecord>> {
+                let rows: Vec<(i64, String, String, String, engram_types::UnixMs, Option<engram_types::UnixMs>)> =
+                    sqlx::query_as(&format!(
+                        "SELECT f.item_key, f.slot, f.value, f.statement, f.valid_from, f.valid_until
+                         FROM memory_facts f CROSS JOIN databases d
+                         WHERE d.id = f.database_id AND f.database_id = $1 AND d.org_id = $2
+                           AND f.collection = $3 AND f.user_name = $4 {}
+                         ORDER BY f.fact_key",
+                        if current_only { "AND f.valid_until IS NULL" } else { "" }
+                    ))
+                    .bind(scope.id.as_str())
+                    .bind(scope.org.as_str())
+                    .bind(collection.as_str())
+                    .bind(user)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(item_key, slot, value, statement, valid_from, valid_until)| crate::FactRecord {
+                        item_key,
+                        slot,
+                        value,
+                        statement,
+                        valid_from,
+                        valid_until,
+                    })
                     .collect())
             }
 

@@ -68,6 +68,9 @@ pub struct ItemFields {
     /// Ingestion instructions in force when the item was accepted: the database's, its
     /// collection's and the item's own, in that order (for inference and graph extraction).
     pub instructions: String,
+    /// What inference made of a memory (`infer: true`): its facts about the user. Written by
+    /// indexing, never by ingestion.
+    pub inferred_content: String,
 }
 
 /// An item to enqueue.
@@ -156,6 +159,9 @@ pub struct ClaimedItem {
     pub payload: Option<Vec<u8>>,
     /// The client's own graph of the item (JSON), built instead of an extracted one.
     pub graph_payload: Option<String>,
+    /// Whose memory it is, and whether to infer what it says about them.
+    pub user_name: String,
+    pub infer: bool,
     /// Attempts so far, this one included.
     pub attempts: u32,
     /// What the claim is for.

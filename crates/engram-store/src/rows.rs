@@ -155,6 +155,7 @@ pub(crate) fn item(row: &impl Columns) -> StoreResult<ItemRecord> {
             infer: row.flag("infer")?,
             expires_at: row.opt_time("expires_at")?,
             instructions: row.text("instructions")?,
+            inferred_content: row.text("inferred_content")?,
         },
         status: parsed(row, "status", IndexingStatus::parse)?,
         created_at: row.time("created_at")?,
@@ -180,7 +181,8 @@ pub(crate) fn chunk_hit_columns(null_text: &str) -> String {
              c.created_at AS chunk_created_at,
              i.id, i.collection, i.kind, i.origin, i.filename, i.media_type, i.title, i.source_type,
              i.description, i.note, i.url, i.timestamp, {null_text} AS text, i.metadata, i.additional_metadata,
-             i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.instructions, i.status, i.created_at,
+             i.attachments, i.relations, i.user_name, i.infer, i.expires_at, i.instructions,
+             i.inferred_content, i.status, i.created_at,
              i.updated_at"
     )
 }
@@ -217,7 +219,7 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
 /// The columns a claim returns of the item it leased (`RETURNING`).
 pub(crate) const CLAIMED_COLUMNS: &str =
     "item_key, version, database_id, collection, id, kind, origin, title, filename,
-             media_type, text, graph_payload, attempts, status,
+             media_type, text, graph_payload, user_name, infer, attempts, status,
              (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id";
 
 /// Whether a claimed item ends a light batch: a file, or given text over `light_bytes`.
@@ -250,6 +252,8 @@ pub(crate) fn claimed_item(
         text: row.opt_text("text")?,
         payload,
         graph_payload: row.opt_text("graph_payload")?,
+        user_name: row.text("user_name")?,
+        infer: row.flag("infer")?,
         attempts: u32::try_from(row.int("attempts")?).unwrap_or(u32::MAX),
         stage: match row.text("status")?.as_str() {
             "graph_creation" => crate::Stage::Graph,

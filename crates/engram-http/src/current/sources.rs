@@ -116,7 +116,7 @@ async fn inspect(
         content: mode.content().then(|| view.content.clone()),
         content_base64,
         content_type,
-        inferred_content: String::new(),
+        inferred_content: view.item.fields.inferred_content.clone(),
         presigned_url: mode.url().then(|| download_url(&headers, &view.link.token)),
         presigned_url_expires_at: mode
             .url()

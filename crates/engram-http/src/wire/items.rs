@@ -453,6 +453,9 @@ pub(crate) struct SourceContentDto {
 pub(crate) struct UserMemoryDto {
     pub memory_id: String,
     pub memory_content: String,
+    /// What inference made of the memory (`infer: true`): its new facts about the user; empty
+    /// when none were made.
+    pub inferred_content: String,
     pub database: String,
     pub collection: String,
     pub tenant_id: String,
@@ -751,6 +754,7 @@ pub(crate) fn listed_items(
                     .map(|r| UserMemoryDto {
                         memory_id: r.id.clone(),
                         memory_content: r.fields.text.clone().unwrap_or_default(),
+                        inferred_content: r.fields.inferred_content.clone(),
                         database: db_name.clone(),
                         collection: r.collection.to_string(),
                         tenant_id: db_name.clone(),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use engram_graph::{Entity, ItemGraph, Mention, Origin, Relation};
-use engram_types::{IndexingStatus, ItemKind};
+use engram_types::{IndexingStatus, ItemKind, UnixMs};
 
 use super::items::{chunk, claim_ours, collection, item, setup};
 use super::moment;
@@ -19,6 +19,7 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     a_graph_goes_with_its_chunks(store).await;
     a_lost_claim_writes_no_graph_and_a_dead_one_is_claimed_for_its_graph(store).await;
     declared_links_and_graphs_stay_with_their_items(store).await;
+    inferred_facts_supersede_and_stay_with_their_memory(store).await;
 }
 
 fn relation(source: usize, target: usize, predicate: &str, passage: u32) -> Relation {
@@ -55,6 +56,7 @@ fn graph(
             .iter()
             .map(|&(entity, passage)| Mention { entity, passage })
             .collect(),
+        facts: Vec::new(),
     }
 }
 
@@ -608,6 +610,141 @@ async fn declared_links_and_graphs_stay_with_their_items<S: Store>(store: &S) {
     assert!(found.iter().all(|(key, _)| *key == held.item_key));
     assert!(store
         .entities_in_items(&other, &[held.item_key], 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// Stores memory `id` of `user` (inferring) and completes it with `facts` at `at`.
+async fn remembered<S: Store>(
+    store: &S,
+    scope: &DatabaseScope,
+    id: &str,
+    user: &str,
+    facts: &[(&str, &str)],
+    at: i64,
+) {
+    let mut new = item("c", id, "text");
+    new.kind = ItemKind::Memory;
+    new.fields.infer = true;
+    new.fields.user_name = user.into();
+    store
+        .enqueue_items(scope, &[new], true, moment(at))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, scope, "facts", moment(at + 1)).await;
+    let claimed = claimed.into_iter().find(|c| c.id == id).unwrap();
+    assert!(claimed.infer && claimed.user_name == user);
+    let chunks = [chunk(&format!("{}-{id}", scope.id), 0, "memory text")];
+    assert!(store
+        .complete_item(&claimed, &chunks, AfterChunks::Graph, moment(at + 2))
+        .await
+        .unwrap());
+    let mut graph = ItemGraph::empty(Origin::Extracted);
+    graph.facts = facts
+        .iter()
+        .map(|(slot, value)| engram_graph::Fact {
+            slot: (*slot).into(),
+            value: (*value).into(),
+            statement: format!("{user} {slot} {value}."),
+        })
+        .collect();
+    assert!(store
+        .complete_graph(&claimed, &graph, moment(at + 3))
+        .await
+        .unwrap());
+}
+
+/// Inference's facts: a fact the user's current facts hold is not written again, one in the
+/// same slot with another value supersedes the old (kept, with when it stopped holding), the
+/// statements written are the memory's `inferred_content`, and a fact goes with its memory.
+async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S) {
+    let scope = setup(store, "db_facts", "org_facts").await;
+    let other = setup(store, "db_facts_other", "org_facts_other").await;
+    remembered(
+        store,
+        &scope,
+        "m1",
+        "ana",
+        &[("lives_in", "lisbon"), ("taste:tea", "likes")],
+        100,
+    )
+    .await;
+    remembered(store, &scope, "b1", "bob", &[("lives_in", "oslo")], 110).await;
+    remembered(
+        store,
+        &scope,
+        "m2",
+        "ana",
+        &[("taste:tea", "likes"), ("lives_in", "porto")],
+        200,
+    )
+    .await;
+    let coll = collection("c");
+    let all = store.user_facts(&scope, &coll, "ana", false).await.unwrap();
+    let seen: Vec<(&str, &str, Option<UnixMs>)> = all
+        .iter()
+        .map(|f| (f.slot.as_str(), f.value.as_str(), f.valid_until))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("lives_in", "lisbon", Some(moment(203))),
+            ("taste:tea", "likes", None),
+            ("lives_in", "porto", None),
+        ]
+    );
+    assert_eq!(all[0].valid_from, moment(103));
+    let current = store.user_facts(&scope, &coll, "ana", true).await.unwrap();
+    assert_eq!(current.len(), 2);
+    let bob = store.user_facts(&scope, &coll, "bob", true).await.unwrap();
+    assert_eq!(bob.len(), 1, "another user's facts are theirs");
+    assert!(store
+        .user_facts(&other, &coll, "ana", false)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let listed = store
+        .list_items(
+            &scope,
+            &crate::ItemQuery {
+                kind: Some(ItemKind::Memory),
+                ids: vec!["m2".into()],
+                page: 1,
+                page_size: 10,
+                ..crate::ItemQuery::default()
+            },
+            moment(300),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.items[0].fields.inferred_content,
+        "ana lives_in porto."
+    );
+
+    // A memory stored again starts over; deleting one takes its facts.
+    let mut again = item("c", "m2", "text");
+    again.kind = ItemKind::Memory;
+    again.fields.user_name = "ana".into();
+    store
+        .enqueue_items(&scope, &[again], true, moment(400))
+        .await
+        .unwrap();
+    let current = store.user_facts(&scope, &coll, "ana", true).await.unwrap();
+    let current: Vec<&str> = current.iter().map(|f| f.slot.as_str()).collect();
+    assert_eq!(
+        current,
+        ["taste:tea"],
+        "m1's superseded fact stays superseded"
+    );
+    store
+        .delete_items(&scope, &coll, None, &["m1".into()], moment(410))
+        .await
+        .unwrap();
+    assert!(store
+        .user_facts(&scope, &coll, "ana", false)
         .await
         .unwrap()
         .is_empty());

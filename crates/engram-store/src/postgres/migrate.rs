@@ -34,6 +34,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_links",
         sql: include_str!("../../migrations/postgres/0005_item_links.sql"),
     },
+    Migration {
+        version: 6,
+        name: "memory_facts",
+        sql: include_str!("../../migrations/postgres/0006_memory_facts.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

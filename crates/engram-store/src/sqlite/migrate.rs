@@ -73,6 +73,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_links",
         sql: include_str!("../../migrations/sqlite/0013_item_links.sql"),
     },
+    Migration {
+        version: 14,
+        name: "memory_facts",
+        sql: include_str!("../../migrations/sqlite/0014_memory_facts.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

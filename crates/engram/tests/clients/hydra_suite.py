@@ -142,7 +142,7 @@ doc = client.context.ingest(
 ).data
 assert [r.id for r in doc.results] == ["report"] and doc.results[0].filename == "report.docx", doc
 memories = [
-    {"id": "m1", "text": "I moved to Lisbon in March and I love green tea.", "user_name": "ana"},
+    {"id": "m1", "text": "I moved to Lisbon in March and I love green tea.", "user_name": "ana", "infer": True},
     {
         "id": "m2",
         "user_assistant_pairs": [{"user": "What is my sister's name?", "assistant": "Your sister is Rita."}],
@@ -257,6 +257,10 @@ paged = client.context.list(database="clients", page=2, page_size=3).data
 assert paged.pagination.page == 2 and len(paged.sources) == 1, paged
 people = client.context.list(database="clients", collection="people", type="memory").data
 assert {m.memory_id for m in people.user_memories} == {"m1", "m2"}, people
+inferred = {m.memory_id: m.inferred_content for m in people.user_memories}
+assert inferred == {"m1": "ana lives in Lisbon. ana likes green tea.", "m2": ""}, people
+seen_memory = client.context.inspect(database="clients", collection="people", id="m1").data
+assert seen_memory.inferred_content == inferred["m1"], seen_memory
 
 step("context: chunks of a source, and by id")
 chunks = client.context.chunks(database="clients", id="k1").data

@@ -564,3 +564,99 @@ async fn linked_sources_come_with_thinking_results_and_make_a_subgraph() {
         .await
         .assert_current_error(422, "VALIDATION_ERROR");
 }
+
+async fn ingest_memories(server: &Server, key: &str, memories: Value) {
+    let form = Form::new()
+        .text("type", "memory")
+        .text("database", "minds")
+        .text("collection", "ana")
+        .text("memories", memories.to_string());
+    send_form(server, "/context/ingest", key, form)
+        .await
+        .current_ok(202);
+}
+
+async fn inferred(server: &Server, key: &str, id: &str) -> String {
+    let reply = server
+        .get(
+            &format!("/context/inspect?database=minds&collection=ana&id={id}&mode=content"),
+            key,
+        )
+        .await;
+    reply.current_ok(200)["inferred_content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Memory inference: a memory with `infer: true` gets the facts its user states about
+/// themselves (inspected, listed, searchable with it); a later memory repeats none of the
+/// user's current facts; `infer: false` stores the text as given.
+#[tokio::test]
+async fn inferred_facts_are_listed_searchable_and_not_repeated() {
+    let server = Server::start();
+    let key = server.key("org_minds", &["minds"]);
+    server.ready_database(&key, "minds").await;
+    ingest_memories(
+        &server,
+        &key,
+        serde_json::json!([
+            {"id": "m1", "user_name": "Ana", "infer": true,
+             "text": "I moved to Lisbon in March and I love green tea."},
+            {"id": "plain", "user_name": "Ana", "text": "I love jazz."}
+        ]),
+    )
+    .await;
+    wait_completed(&server, &key, "minds", Some("ana"), &["m1", "plain"]).await;
+    assert_eq!(
+        inferred(&server, &key, "m1").await,
+        "Ana lives in Lisbon. Ana likes green tea."
+    );
+    assert_eq!(inferred(&server, &key, "plain").await, "");
+
+    // A later conversation: the assistant's words are not the user's, a fact the user already
+    // has is not repeated, a new one is.
+    ingest_memories(
+        &server,
+        &key,
+        serde_json::json!([{"id": "m2", "user_name": "Ana", "infer": true,
+            "user_assistant_pairs": [
+                {"user": "I love green tea. I live in Porto now.", "assistant": "I prefer coffee myself."}
+            ]}]),
+    )
+    .await;
+    wait_completed(&server, &key, "minds", Some("ana"), &["m2"]).await;
+    assert_eq!(inferred(&server, &key, "m2").await, "Ana lives in Porto.");
+
+    let listed = server
+        .post(
+            "/context/list",
+            &key,
+            serde_json::json!({"database": "minds", "collection": "ana", "type": "memory"}),
+        )
+        .await;
+    let memories = listed.current_ok(200)["user_memories"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let m2 = memories.iter().find(|m| m["memory_id"] == "m2").unwrap();
+    assert_eq!(m2["inferred_content"], "Ana lives in Porto.");
+
+    // The inferred statements are searchable with their memory.
+    let reply = server
+        .post(
+            "/query",
+            &key,
+            serde_json::json!({"database": "minds", "collection": "ana", "type": "memory",
+                               "query": "Ana lives in Porto", "mode": "fast", "max_results": 3}),
+        )
+        .await;
+    let data = reply.current_ok(200);
+    let hit = data["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["chunk_content"] == "Ana lives in Porto.")
+        .unwrap_or_else(|| panic!("no inferred chunk: {data:#}"));
+    assert_eq!(hit["id"], "m2");
+}
