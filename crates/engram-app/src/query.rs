@@ -104,6 +104,9 @@ pub struct QueryRequest {
     pub graph_rank: Option<bool>,
     /// Return the sources linked to the results' sources (thinking mode; default true).
     pub forceful_relations: Option<bool>,
+    /// `graph_vector_prune`: widen the pool with the graph lane and rank it by vector
+    /// similarity alone.
+    pub graph_vector_prune: bool,
 }
 
 /// How a query asks for temporal reasoning.
@@ -489,6 +492,7 @@ impl Plan {
             limit: self.limit,
             query_apps: request.query_apps,
             graph_lane: false,
+            vector_prune: request.graph_vector_prune,
             now,
         };
         Ok((search, ignored))

@@ -412,8 +412,9 @@ pub struct GraphConfig {
     /// `graph_creation`, already searchable, to `completed`); false: items complete without a
     /// graph.
     pub extract: bool,
-    /// Merge the graph lane (a personalized PageRank from the entities a query names) into
-    /// every query's ranking. Off by default: see README "Knowledge graph" for what it measured.
+    /// Merge the graph lane (a personalized PageRank from the entities a question names) into
+    /// the ranking of questions. Off by default: see README "Knowledge graph" for what it
+    /// measured.
     pub rank: bool,
 }
 

@@ -28,6 +28,10 @@ pub enum Method {
     Text,
 }
 
+/// How much wider than the limit the pool `graph_vector_prune` re-ranks is, and its least size.
+const VECTOR_PRUNE_FACTOR: usize = 3;
+const VECTOR_PRUNE_MIN: usize = 30;
+
 /// A validated query.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
@@ -50,6 +54,8 @@ pub struct SearchRequest {
     pub query_apps: bool,
     /// Merge the graph lane into the ranking (see `graph_lane`).
     pub graph_lane: bool,
+    /// `graph_vector_prune`: the graph-widened pool re-ranked by vector similarity alone.
+    pub vector_prune: bool,
     pub now: UnixMs,
 }
 
@@ -166,8 +172,11 @@ impl Retriever<'_> {
             Method::Text => self.text(request, &lexical).await?,
             Method::Hybrid => self.hybrid(request, &lexical).await?,
         };
-        if request.graph_lane {
+        if request.graph_lane || request.vector_prune {
             self.graph_lane(request, &mut ranked).await?;
+        }
+        if request.vector_prune && request.method == Method::Hybrid {
+            self.vector_prune(request, &mut ranked).await?;
         }
         self.finish(request, &mut ranked);
         Ok(ranked)
@@ -220,6 +229,27 @@ impl Retriever<'_> {
             .indexes
             .keyword_search(&request.scope, filter, lexical, pool, request.now)
             .await?)
+    }
+
+    /// `graph_vector_prune`: the best of the graph-widened pool ([`VECTOR_PRUNE_FACTOR`] times
+    /// the limit, at least [`VECTOR_PRUNE_MIN`]) ranked again by their vectors' cosine
+    /// similarity to the query's alone, which becomes their score.
+    async fn vector_prune(
+        &self,
+        request: &SearchRequest,
+        ranked: &mut Vec<RankedChunk>,
+    ) -> Result<(), SearchError> {
+        ranked.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
+        });
+        ranked.truncate((request.limit * VECTOR_PRUNE_FACTOR).max(VECTOR_PRUNE_MIN));
+        let query = self.embed(&request.query).await?;
+        for r in ranked.iter_mut() {
+            r.score = engram_embed::cosine(&query, &r.hit.embedding).max(0.0);
+        }
+        Ok(())
     }
 
     async fn embed(&self, text: &str) -> Result<Vec<f32>, SearchError> {
@@ -613,6 +643,7 @@ mod tests {
                     limit: 10,
                     query_apps: false,
                     graph_lane: false,
+                    vector_prune: false,
                     now: NOW,
                 }
             }

@@ -296,7 +296,9 @@ pub(super) struct QueryBody {
     pub code_search: Option<Value>,
     pub attributes: Option<Value>,
     pub acl: Option<Value>,
-    pub graph_vector_prune: Option<Value>,
+    /// Widen the candidates with the graph lane and rank them by vector similarity to the
+    /// query alone (hybrid); default false.
+    pub graph_vector_prune: Option<bool>,
     pub graph_vector_prune_spacy_entities: Option<Value>,
     /// In thinking mode, return the chunks of the sources linked to the results' sources
     /// (`relations.ids` at ingestion) in `additional_context` and `forceful_relations`;
@@ -606,7 +608,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("code_search", "engram has no code-search branch"),
     ("attributes", "operator filters are not supported; use metadata_filters (exact matches and lists)"),
     ("acl", "document access lists come with connectors; every key of the organization sees every source"),
-    ("graph_vector_prune", "the graph-selected pool is not re-ranked by vector similarity; the graph lane is merged by rank fusion ([graph] rank)"),
     ("graph_vector_prune_spacy_entities", "engram's graph extractor does not use spaCy"),
 ];
 
@@ -634,7 +635,6 @@ impl QueryBody {
             self.code_search.is_some(),
             self.attributes.is_some(),
             self.acl.is_some(),
-            self.graph_vector_prune.is_some(),
             self.graph_vector_prune_spacy_entities.is_some(),
         ];
         for ((field, reason), sent) in NOT_YET.iter().zip(sent) {
@@ -664,6 +664,7 @@ impl QueryBody {
             }),
             graph_rank: None,
             forceful_relations: self.query_forceful_relations,
+            graph_vector_prune: self.graph_vector_prune.unwrap_or(false),
         };
         Ok(ScopedQuery {
             database,

@@ -267,6 +267,27 @@ struct ModeSpec {
     mode: RequestedMode,
 }
 
+/// Each mode with the graph lane as configured (`None`), or with `--graph` off then on.
+fn with_lanes(specs: Vec<ModeSpec>, graph: bool) -> Vec<(ModeSpec, Option<bool>)> {
+    let lanes: &[Option<bool>] = if graph {
+        &[Some(false), Some(true)]
+    } else {
+        &[None]
+    };
+    specs
+        .into_iter()
+        .flat_map(|spec| lanes.iter().map(move |&lane| (spec, lane)))
+        .collect()
+}
+
+/// A mode's name in a table, with the lane when it is set: `fast`, `fast + graph`.
+fn lane_name(mode: &str, graph: Option<bool>) -> String {
+    match graph {
+        Some(true) => format!("{mode} + graph"),
+        _ => mode.to_owned(),
+    }
+}
+
 fn modes(list: &str) -> anyhow::Result<Vec<ModeSpec>> {
     list.split(',')
         .map(str::trim)
@@ -411,9 +432,10 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         "{:<14} {:>9} {:>11} {:>9} {:>9}",
         "mode", "nDCG@10", "Recall@100", "p50 ms", "p99 ms"
     );
-    for spec in modes(&args.modes)? {
+    for (spec, graph) in with_lanes(modes(&args.modes)?, args.graph) {
+        let name = lane_name(spec.name, graph);
         let mut progress =
-            crate::progress::Progress::new(&format!("{} queries", spec.name), qrels.len() as u64);
+            crate::progress::Progress::new(&format!("{name} queries"), qrels.len() as u64);
         let (mut ndcg, mut recall, mut latencies) = (0.0, 0.0, Vec::new());
         for (qid, relevant) in &qrels {
             let Some(query) = queries.get(qid) else {
@@ -432,6 +454,7 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                         mode: spec.mode,
                         max_results: Some(300),
                         alpha: alpha(&args.alpha)?,
+                        graph_rank: graph,
                         ..QueryRequest::default()
                     },
                 )
@@ -452,7 +475,7 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         let n = qrels.len().max(1) as f64;
         println!(
             "{:<14} {:>9.4} {:>11.4} {:>9.1} {:>9.1}",
-            spec.name,
+            name,
             ndcg / n,
             recall / n,
             percentile(&latencies, 50.0),
@@ -575,18 +598,22 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "mode", "R@5", "R@10", "R@25", "p50 ms", "p99 ms"
     );
-    let runs: Vec<(ModeSpec, bool)> = modes(&args.modes)?
+    let runs: Vec<(ModeSpec, bool, Option<bool>)> = with_lanes(modes(&args.modes)?, args.graph)
         .into_iter()
-        .flat_map(|spec| {
-            let with = args.temporal.then_some((spec, true));
-            std::iter::once((spec, false)).chain(with)
+        .flat_map(|(spec, graph)| {
+            let with = args.temporal.then_some((spec, true, graph));
+            std::iter::once((spec, false, graph)).chain(with)
         })
         .collect();
-    for (spec, temporal) in runs {
-        let mut progress = crate::progress::Progress::new(
-            &format!("{} queries", spec.name),
-            questions.len() as u64,
-        );
+    for (spec, temporal, graph) in runs {
+        let name = lane_name(spec.name, graph);
+        let name = if temporal {
+            format!("{name}+temporal")
+        } else {
+            name
+        };
+        let mut progress =
+            crate::progress::Progress::new(&format!("{name} queries"), questions.len() as u64);
         let mut recall = [0.0f64; 3];
         let mut latencies = Vec::new();
         for question in &questions {
@@ -611,6 +638,7 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                         max_results: Some(25),
                         alpha: alpha(&args.alpha)?,
                         temporal: temporal.then(TemporalRequest::default),
+                        graph_rank: graph,
                         ..QueryRequest::default()
                     },
                 )
@@ -625,11 +653,6 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         progress.finish();
         latencies.sort_by(f64::total_cmp);
         let n = questions.len().max(1) as f64;
-        let name = if temporal {
-            format!("{}+temporal", spec.name)
-        } else {
-            spec.name.to_owned()
-        };
         println!(
             "{:<14} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
             name,

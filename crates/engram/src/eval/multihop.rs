@@ -9,7 +9,7 @@ use engram_app::{QueryKind, QueryRequest};
 use engram_config::Config;
 use serde_json::Value;
 
-use super::{alpha, modes, ranked_sources, recall_at, EvalArgs, Harness};
+use super::{alpha, lane_name, modes, ranked_sources, recall_at, with_lanes, EvalArgs, Harness};
 use crate::bench::percentile;
 
 /// One question: its text and the ids of its supporting passages.
@@ -79,52 +79,49 @@ pub(super) async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         "{:<22} {:>6} {:>6} {:>6} {:>8} {:>8}",
         "mode", "R@2", "R@5", "R@10", "p50 ms", "p99 ms"
     );
-    let lanes: &[bool] = if args.graph { &[false, true] } else { &[false] };
-    for spec in modes(&args.modes)? {
-        for &graph in lanes {
-            let name = format!("{}{}", spec.name, if graph { " + graph" } else { "" });
-            let mut progress =
-                crate::progress::Progress::new(&format!("{name} queries"), questions.len() as u64);
-            let (mut recall, mut latencies) = ([0.0; 3], Vec::new());
-            for q in &questions {
-                let started = Instant::now();
-                let outcome = harness
-                    .app
-                    .query(
-                        &harness.who,
-                        &db,
-                        QueryRequest {
-                            query: q.text.clone(),
-                            kind: QueryKind::Knowledge,
-                            method: Some(spec.method),
-                            mode: spec.mode,
-                            max_results: Some(10),
-                            alpha: alpha(&args.alpha)?,
-                            graph_rank: Some(graph),
-                            ..QueryRequest::default()
-                        },
-                    )
-                    .await?;
-                latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-                progress.inc(1);
-                let ranked = ranked_sources(&outcome);
-                for (sum, k) in recall.iter_mut().zip([2, 5, 10]) {
-                    *sum += recall_at(&ranked, &q.supporting, k);
-                }
+    for (spec, graph) in with_lanes(modes(&args.modes)?, args.graph) {
+        let name = lane_name(spec.name, graph);
+        let mut progress =
+            crate::progress::Progress::new(&format!("{name} queries"), questions.len() as u64);
+        let (mut recall, mut latencies) = ([0.0; 3], Vec::new());
+        for q in &questions {
+            let started = Instant::now();
+            let outcome = harness
+                .app
+                .query(
+                    &harness.who,
+                    &db,
+                    QueryRequest {
+                        query: q.text.clone(),
+                        kind: QueryKind::Knowledge,
+                        method: Some(spec.method),
+                        mode: spec.mode,
+                        max_results: Some(10),
+                        alpha: alpha(&args.alpha)?,
+                        graph_rank: graph,
+                        ..QueryRequest::default()
+                    },
+                )
+                .await?;
+            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            progress.inc(1);
+            let ranked = ranked_sources(&outcome);
+            for (sum, k) in recall.iter_mut().zip([2, 5, 10]) {
+                *sum += recall_at(&ranked, &q.supporting, k);
             }
-            progress.finish();
-            latencies.sort_by(f64::total_cmp);
-            let n = questions.len().max(1) as f64;
-            println!(
-                "{:<22} {:>6.3} {:>6.3} {:>6.3} {:>8.1} {:>8.1}",
-                name,
-                recall[0] / n,
-                recall[1] / n,
-                recall[2] / n,
-                percentile(&latencies, 50.0),
-                percentile(&latencies, 99.0)
-            );
         }
+        progress.finish();
+        latencies.sort_by(f64::total_cmp);
+        let n = questions.len().max(1) as f64;
+        println!(
+            "{:<22} {:>6.3} {:>6.3} {:>6.3} {:>8.1} {:>8.1}",
+            name,
+            recall[0] / n,
+            recall[1] / n,
+            recall[2] / n,
+            percentile(&latencies, 50.0),
+            percentile(&latencies, 99.0)
+        );
     }
     harness.close().await;
     Ok(())

@@ -443,6 +443,43 @@ async fn linked_sources_come_with_thinking_results_and_make_a_subgraph() {
             .is_none());
     }
 
+    // graph_vector_prune: the graph-widened pool ranked by vector similarity alone, so the
+    // order is the purely semantic one (alpha 1) over this small database.
+    let ids_of = |data: &Value| -> Vec<String> {
+        data["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let question = "which page shows latency alerts?";
+    let pruned = server
+        .post(
+            "/query",
+            &key,
+            serde_json::json!({"database": "links", "query": question, "mode": "fast",
+                               "max_results": 5, "graph_vector_prune": true}),
+        )
+        .await;
+    let pruned_data = pruned.current_ok(200);
+    assert!(
+        !pruned.body["meta"]["ignored_parameters"]
+            .to_string()
+            .contains("graph_vector_prune"),
+        "{pruned:#?}"
+    );
+    let semantic = server
+        .post(
+            "/query",
+            &key,
+            serde_json::json!({"database": "links", "query": question, "mode": "fast",
+                               "max_results": 5, "alpha": 1.0}),
+        )
+        .await;
+    assert_eq!(ids_of(pruned_data), ids_of(semantic.current_ok(200)));
+    assert_eq!(ids_of(pruned_data)[0], "metrics");
+
     // The legacy route, thinking mode: the same chunks in additional_context.
     let legacy = server
         .post(
