@@ -39,6 +39,35 @@ impl Workers {
 }
 
 impl App {
+    /// The graph extractor indexing uses: the model at `[llm]` when one is configured (the
+    /// rules reading what it cannot), else the offline rules.
+    fn graph_extractor(&self) -> Arc<dyn engram_graph::GraphExtractor> {
+        let rules: Arc<dyn engram_graph::GraphExtractor> = Arc::new(RuleExtractor);
+        let llm = &self.config().llm;
+        if llm.base_url.trim().is_empty() {
+            return rules;
+        }
+        let settings = engram_pipeline::LlmSettings {
+            base_url: llm.base_url.clone(),
+            api_key: llm.api_key.clone(),
+            model: llm.model.clone(),
+            batch_chars: llm.batch_chars.max(1),
+            max_batches: llm.max_batches.max(1),
+            timeout: std::time::Duration::from_millis(llm.timeout_ms.max(1)),
+            attempts: llm.attempts.max(1),
+            backoff: engram_types::Backoff {
+                base: std::time::Duration::from_millis(500),
+                max: std::time::Duration::from_secs(10),
+                jitter: 0.2,
+            },
+        };
+        Arc::new(engram_pipeline::LlmExtractor::new(
+            self.inner.outbound.clone(),
+            settings,
+            rules,
+        ))
+    }
+
     /// Starts the background workers; they stop when `token` is cancelled.
     pub fn start_workers(&self, token: CancellationToken) -> Workers {
         let tracker = TaskTracker::new();
@@ -63,7 +92,7 @@ impl App {
                 .with_batch_wake(self.inner.webhook_wake.clone())
                 .with_batch_wake(self.inner.index_wake.clone());
                 let pipeline = if self.config().graph.extract {
-                    pipeline.with_graph(Arc::new(RuleExtractor))
+                    pipeline.with_graph(self.graph_extractor())
                 } else {
                     pipeline
                 };

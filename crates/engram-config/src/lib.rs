@@ -42,6 +42,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub storage: StorageConfig,
     pub graph: GraphConfig,
+    pub llm: LlmConfig,
 }
 
 impl Default for Config {
@@ -62,6 +63,7 @@ impl Default for Config {
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
             graph: GraphConfig::default(),
+            llm: LlmConfig::default(),
             storage: StorageConfig::default(),
         }
     }
@@ -424,6 +426,57 @@ impl Default for GraphConfig {
             extract: true,
             rank: false,
         }
+    }
+}
+
+/// An OpenAI-compatible chat-completions endpoint that extracts the knowledge graph instead of
+/// the offline rules (which still read an item when the endpoint stays unusable). Off while
+/// `base_url` is empty. It is reached through the outbound client: a local server needs
+/// `outbound_allow_private`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// The API's base, such as `https://api.openai.com/v1` or `http://127.0.0.1:8081/v1`.
+    pub base_url: String,
+    /// Sent as a bearer token; never logged (`ENGRAM_LLM__API_KEY`).
+    pub api_key: String,
+    pub model: String,
+    /// Most characters of passages one call reads.
+    pub batch_chars: usize,
+    /// Most batches of one item the model reads (two calls each: entities, then relations);
+    /// the rules read the rest.
+    pub max_batches: usize,
+    /// Time allowed for one call.
+    pub timeout_ms: u64,
+    /// Tries per call on 429, 5xx or an unreachable endpoint, with backoff in between.
+    pub attempts: u32,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            api_key: String::new(),
+            model: String::new(),
+            batch_chars: 6_000,
+            max_batches: 8,
+            timeout_ms: 60_000,
+            attempts: 3,
+        }
+    }
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &if self.api_key.is_empty() { "" } else { "***" })
+            .field("model", &self.model)
+            .field("batch_chars", &self.batch_chars)
+            .field("max_batches", &self.max_batches)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("attempts", &self.attempts)
+            .finish()
     }
 }
 

@@ -237,6 +237,34 @@ impl Outbound {
         }
     }
 
+    /// POSTs a JSON body like [`Outbound::post_json`] and reads the answer's body, at most
+    /// `max_bytes` of it (a longer body is an error): the status and the body.
+    pub async fn post_json_read(
+        &self,
+        url: &Url,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<(u16, Vec<u8>), OutboundError> {
+        let mut response = self.send_json(url, headers, body, timeout).await?;
+        let status = response.status().as_u16();
+        let mut read = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| classify(e, timeout, url))?
+        {
+            if read.len() + chunk.len() > max_bytes {
+                return Err(OutboundError::Request(format!(
+                    "the answer is longer than {max_bytes} bytes"
+                )));
+            }
+            read.extend_from_slice(&chunk);
+        }
+        Ok((status, read))
+    }
+
     /// POSTs a JSON body with the given headers, within `timeout` for the whole exchange. The
     /// response body is not read.
     pub async fn post_json(
@@ -246,6 +274,19 @@ impl Outbound {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Answer, OutboundError> {
+        let response = self.send_json(url, headers, body, timeout).await?;
+        Ok(Answer {
+            status: response.status().as_u16(),
+        })
+    }
+
+    async fn send_json(
+        &self,
+        url: &Url,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, OutboundError> {
         if !self.policy.permits_scheme(url.scheme()) {
             return Err(OutboundError::SchemeNotAllowed);
         }
@@ -264,13 +305,7 @@ impl Outbound {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| classify(e, timeout, url))?;
-        Ok(Answer {
-            status: response.status().as_u16(),
-        })
+        request.send().await.map_err(|e| classify(e, timeout, url))
     }
 }
 

@@ -697,3 +697,69 @@ async fn inferred_facts_are_listed_searchable_and_not_repeated() {
         .unwrap_or_else(|| panic!("no inferred chunk: {data:#}"));
     assert_eq!(hit["id"], "m2");
 }
+
+/// A scripted OpenAI-compatible endpoint: entities, then relations, and the requests it saw.
+async fn model_endpoint() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use axum::extract::State;
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+    async fn complete(State(seen): State<Seen>, body: axum::Json<Value>) -> axum::Json<Value> {
+        let body = body.0;
+        seen.lock().unwrap().push(body.clone());
+        let content = match body["response_format"]["json_schema"]["name"].as_str() {
+            Some("entities") => serde_json::json!({"entities": [
+                {"name": "Iris Okoye", "type": "PERSON", "identifier": null},
+                {"name": "Teo Brandt", "type": "PERSON", "identifier": null}
+            ]}),
+            _ => serde_json::json!({"relations": [
+                {"source": "Iris Okoye", "target": "Teo Brandt", "predicate": "mentors",
+                 "context": "Iris Okoye has been guiding Teo Brandt", "temporal_details": null}
+            ]}),
+        };
+        axum::Json(serde_json::json!({"choices": [{"message": {"content": content.to_string()}}]}))
+    }
+    let seen: Seen = Seen::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(complete))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/v1"), seen)
+}
+
+/// With `[llm]` set, the model reads each item for its graph: relations no rule would find.
+#[tokio::test]
+async fn a_configured_model_extracts_the_graph() {
+    let (url, seen) = model_endpoint().await;
+    let server = Server::start_with(&[
+        ("ENGRAM_LLM__BASE_URL", url.as_str()),
+        ("ENGRAM_LLM__MODEL", "tiny-graph"),
+        ("ENGRAM_LLM__API_KEY", "sk-e2e-secret"),
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+    ]);
+    let key = server.key("org_llm", &["llm"]);
+    server.ready_database(&key, "llm").await;
+    let items = Value::from(vec![app(
+        "note",
+        "Team note",
+        "Iris Okoye has been guiding Teo Brandt through his first quarter.",
+    )]);
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "llm")
+        .text("app_knowledge", items.to_string());
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    wait_completed(&server, &key, "llm", None, &["note"]).await;
+    let reply = server
+        .get("/context/relations?database=llm&id=note", &key)
+        .await;
+    let relations = reply.current_ok(200)["relations"].clone();
+    let mentors = group(&relations, "iris okoye", "teo brandt");
+    assert_eq!(mentors["relations"][0]["canonical_predicate"], "MENTORS");
+    assert_eq!(mentors["source"]["type"], "PERSON");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert_eq!(seen[0]["model"], "tiny-graph");
+}

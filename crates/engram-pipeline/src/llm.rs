@@ -1,0 +1,621 @@
+//! The LLM graph extractor: any OpenAI-compatible chat-completions endpoint (`[llm]`) reads an
+//! item's passages a batch at a time, first for its entities, then for the relations between
+//! them, each answer held to a JSON schema and then checked like a client's `graph_payload`.
+//! Answers are cached by content hash; 429 and 5xx answers (and unreachable endpoints) are
+//! retried with backoff, and when the endpoint stays unusable the rule extractor reads the item
+//! instead, so an item never waits on a model.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use engram_graph::{
+    ExtractRequest, GraphError, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage,
+    PayloadEntity, PayloadRelation,
+};
+use engram_outbound::Outbound;
+use engram_types::Backoff;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Largest answer read from the endpoint.
+const ANSWER_MAX_BYTES: usize = 1 << 20;
+/// Answers kept in the cache (oldest dropped first).
+const CACHE_ENTRIES: usize = 2_048;
+/// Confidence of a relation the model gave (the rules' verb-phrase relations have 0.6).
+const LLM_CONFIDENCE: f32 = 0.8;
+
+/// How to reach the model and how much of it one item may use.
+#[derive(Clone)]
+pub struct LlmSettings {
+    /// The endpoint's base (`https://host/v1`); `/chat/completions` is appended.
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+    /// Most characters of passages one call reads.
+    pub batch_chars: usize,
+    /// Most batches of one item read by the model (two calls each); later passages are read by
+    /// the rules.
+    pub max_batches: usize,
+    pub timeout: Duration,
+    /// Tries per call (429, 5xx, unreachable).
+    pub attempts: u32,
+    pub backoff: Backoff,
+}
+
+impl std::fmt::Debug for LlmSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmSettings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &"***")
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answers by content hash, oldest dropped first.
+#[derive(Default)]
+struct Cache {
+    answers: HashMap<[u8; 32], Value>,
+    order: VecDeque<[u8; 32]>,
+}
+
+impl Cache {
+    fn get(&self, key: &[u8; 32]) -> Option<Value> {
+        self.answers.get(key).cloned()
+    }
+
+    fn put(&mut self, key: [u8; 32], answer: Value) {
+        if self.answers.insert(key, answer).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > CACHE_ENTRIES {
+            if let Some(old) = self.order.pop_front() {
+                self.answers.remove(&old);
+            }
+        }
+    }
+}
+
+/// Extracts with the model, falling back to `fallback` (the rules).
+pub struct LlmExtractor {
+    client: Outbound,
+    settings: LlmSettings,
+    fallback: Arc<dyn GraphExtractor>,
+    cache: Mutex<Cache>,
+}
+
+const ENTITY_PROMPT: &str = "You extract a knowledge graph. List the named entities of the \
+passages: people, organizations, places, products, projects, services, teams, events, error \
+codes, tickets, and specific concepts. Give each its name as written, a type in UPPER_SNAKE \
+case (PERSON, ORGANIZATION, LOCATION, PRODUCT, PROJECT, SERVICE, TEAM, EVENT, ERROR_CODE, \
+CONCEPT, ...) and an identifier when the text gives one (an email address, a URL, an id), else \
+null. Leave out pronouns and generic nouns.";
+
+const RELATION_PROMPT: &str = "You extract a knowledge graph. Given the passages and their \
+entities, list the relations the passages state between two of those entities: source and \
+target exactly as named in the entity list, the predicate as a short verb phrase (\"works \
+for\", \"is owned by\"), the sentence that states it as context, verbatim, and any date or \
+period it holds for as temporal_details, else null. Only relations the text states.";
+
+fn entity_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["entities"],
+        "properties": {"entities": {"type": "array", "items": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["name", "type", "identifier"],
+            "properties": {
+                "name": {"type": "string"},
+                "type": {"type": "string"},
+                "identifier": {"type": ["string", "null"]}
+            }
+        }}}
+    })
+}
+
+fn relation_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["relations"],
+        "properties": {"relations": {"type": "array", "items": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["source", "target", "predicate", "context", "temporal_details"],
+            "properties": {
+                "source": {"type": "string"},
+                "target": {"type": "string"},
+                "predicate": {"type": "string"},
+                "context": {"type": "string"},
+                "temporal_details": {"type": ["string", "null"]}
+            }
+        }}}
+    })
+}
+
+/// Why a call gave nothing usable.
+enum CallError {
+    /// Worth retrying: 429, 5xx, unreachable, timed out.
+    Transient(String),
+    Failed(String),
+}
+
+impl LlmExtractor {
+    pub fn new(client: Outbound, settings: LlmSettings, fallback: Arc<dyn GraphExtractor>) -> Self {
+        Self {
+            client,
+            settings,
+            fallback,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+
+    /// The passages in batches of at most `batch_chars` (a longer passage is a batch alone),
+    /// at most `max_batches`.
+    fn batches<'p>(&self, passages: &'p [Passage<'p>]) -> Vec<Vec<&'p Passage<'p>>> {
+        let mut batches: Vec<Vec<&Passage<'_>>> = Vec::new();
+        let mut size = 0;
+        for p in passages {
+            let fits = batches
+                .last()
+                .is_some_and(|_| size + p.text.len() <= self.settings.batch_chars);
+            if !fits {
+                if batches.len() == self.settings.max_batches {
+                    break;
+                }
+                batches.push(Vec::new());
+                size = 0;
+            }
+            size += p.text.len();
+            if let Some(batch) = batches.last_mut() {
+                batch.push(p);
+            }
+        }
+        batches
+    }
+
+    /// One item read by the model: entities then relations per batch, merged (entities by
+    /// name) and checked as a `graph_payload`.
+    async fn extract_with_model(
+        &self,
+        request: &ExtractRequest<'_>,
+    ) -> Result<(ItemGraph, usize), CallError> {
+        let batches = self.batches(request.passages);
+        let read: usize = batches.iter().map(Vec::len).sum();
+        let mut payload = GraphPayload::default();
+        for batch in &batches {
+            let text: String = batch
+                .iter()
+                .map(|p| format!("[{}] {}\n\n", p.position, p.text))
+                .collect();
+            let text = if request.title.is_empty() {
+                text
+            } else {
+                format!("Title: {}\n\n{text}", request.title)
+            };
+            let found = self
+                .call(ENTITY_PROMPT, &text, "entities", entity_schema())
+                .await?;
+            let entities: Vec<PayloadEntity> = found["entities"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| {
+                    Some(PayloadEntity {
+                        name: e["name"].as_str()?.trim().to_owned(),
+                        kind: e["type"].as_str().map(str::to_owned),
+                        namespace: None,
+                        identifier: e["identifier"].as_str().map(str::to_owned),
+                    })
+                })
+                .filter(|e| !e.name.is_empty())
+                .collect();
+            if entities.is_empty() {
+                continue;
+            }
+            let listed: String = entities
+                .iter()
+                .map(|e| format!("- {} ({})\n", e.name, e.kind.as_deref().unwrap_or("ENTITY")))
+                .collect();
+            let found = self
+                .call(
+                    RELATION_PROMPT,
+                    &format!("Entities:\n{listed}\nPassages:\n{text}"),
+                    "relations",
+                    relation_schema(),
+                )
+                .await?;
+            for e in entities {
+                payload
+                    .entities
+                    .entry(engram_graph::entity_key(&e.name))
+                    .or_insert(e);
+            }
+            payload.relations.extend(
+                found["relations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| serde_json::from_value::<PayloadRelation>(r.clone()).ok()),
+            );
+        }
+        let checked = payload
+            .check()
+            .map_err(|e| CallError::Failed(format!("the model's graph is over a limit: {e}")))?;
+        let mut graph = checked.payload.to_graph(request.passages);
+        graph.origin = Origin::Extracted;
+        for r in &mut graph.relations {
+            r.confidence = LLM_CONFIDENCE;
+        }
+        Ok((graph, read))
+    }
+
+    /// One chat completion held to `schema`, its content parsed; cached by content hash.
+    async fn call(
+        &self,
+        system: &str,
+        user: &str,
+        name: &str,
+        schema: Value,
+    ) -> Result<Value, CallError> {
+        let key: [u8; 32] = Sha256::new()
+            .chain_update(self.settings.model.as_bytes())
+            .chain_update([0])
+            .chain_update(system.as_bytes())
+            .chain_update([0])
+            .chain_update(user.as_bytes())
+            .finalize()
+            .into();
+        if let Some(answer) = self.cache.lock().ok().and_then(|c| c.get(&key)) {
+            return Ok(answer);
+        }
+        let body = json!({
+            "model": self.settings.model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user}
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": name, "strict": true, "schema": schema}
+            }
+        });
+        let body = serde_json::to_vec(&body).map_err(|e| CallError::Failed(e.to_string()))?;
+        let url = format!(
+            "{}/chat/completions",
+            self.settings.base_url.trim_end_matches('/')
+        );
+        let url = url::Url::parse(&url)
+            .map_err(|_| CallError::Failed(format!("`{url}` is not a URL ([llm] base_url)")))?;
+        let mut headers = Vec::new();
+        if !self.settings.api_key.is_empty() {
+            headers.push(("authorization", format!("Bearer {}", self.settings.api_key)));
+        }
+        let mut last = String::new();
+        for attempt in 1..=self.settings.attempts.max(1) {
+            if attempt > 1 {
+                tokio::time::sleep(self.settings.backoff.delay(attempt - 1, 0.5)).await;
+            }
+            let answer = self
+                .client
+                .post_json_read(
+                    &url,
+                    &headers,
+                    body.clone(),
+                    self.settings.timeout,
+                    ANSWER_MAX_BYTES,
+                )
+                .await;
+            let (status, bytes) = match answer {
+                Ok(answer) => answer,
+                Err(err) => {
+                    last = err.to_string();
+                    continue;
+                }
+            };
+            if status == 429 || status >= 500 {
+                last = format!("the model endpoint answered {status}");
+                continue;
+            }
+            if !(200..300).contains(&status) {
+                return Err(CallError::Failed(format!(
+                    "the model endpoint answered {status}"
+                )));
+            }
+            let answer: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| CallError::Failed(format!("the model's answer is not JSON: {e}")))?;
+            let content = answer["choices"][0]["message"]["content"]
+                .as_str()
+                .ok_or_else(|| CallError::Failed("the model's answer has no content".into()))?;
+            let content: Value = serde_json::from_str(content)
+                .map_err(|e| CallError::Failed(format!("the model's content is not JSON: {e}")))?;
+            if !content.is_object() {
+                return Err(CallError::Failed(
+                    "the model's content is not an object".into(),
+                ));
+            }
+            if let Ok(mut cache) = self.cache.lock() {
+                cache.put(key, content.clone());
+            }
+            return Ok(content);
+        }
+        Err(CallError::Transient(last))
+    }
+}
+
+#[async_trait]
+impl GraphExtractor for LlmExtractor {
+    async fn extract(&self, request: &ExtractRequest<'_>) -> Result<ItemGraph, GraphError> {
+        match self.extract_with_model(request).await {
+            Ok((graph, read)) if read == request.passages.len() => Ok(graph),
+            Ok((mut graph, read)) => {
+                // Passages past the item's cap are read by the rules.
+                let rest = ExtractRequest {
+                    title: request.title,
+                    passages: &request.passages[read..],
+                };
+                let more = self.fallback.extract(&rest).await?;
+                merge(&mut graph, more);
+                Ok(graph)
+            }
+            Err(CallError::Transient(why)) => {
+                tracing::warn!(error = %why, code = "E6001", "the model endpoint stayed unusable; the rules read the item");
+                metrics::counter!("engram_llm_fallbacks_total", "reason" => "transient")
+                    .increment(1);
+                self.fallback.extract(request).await
+            }
+            Err(CallError::Failed(why)) => {
+                tracing::warn!(error = %why, "the model gave no usable graph; the rules read the item");
+                metrics::counter!("engram_llm_fallbacks_total", "reason" => "failed").increment(1);
+                self.fallback.extract(request).await
+            }
+        }
+    }
+}
+
+/// Appends `more` to `graph`, entities merged by key.
+fn merge(graph: &mut ItemGraph, more: ItemGraph) {
+    let mut index: BTreeMap<String, usize> = graph
+        .entities
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.key.clone(), i))
+        .collect();
+    let mut moved = Vec::with_capacity(more.entities.len());
+    for e in more.entities {
+        let at = *index.entry(e.key.clone()).or_insert_with(|| {
+            graph.entities.push(e);
+            graph.entities.len() - 1
+        });
+        moved.push(at);
+    }
+    for mut r in more.relations {
+        r.source = moved[r.source];
+        r.target = moved[r.target];
+        graph.relations.push(r);
+    }
+    for mut m in more.mentions {
+        m.entity = moved[m.entity];
+        graph.mentions.push(m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::Json;
+    use engram_graph::RuleExtractor;
+
+    /// A scripted OpenAI-compatible endpoint: it records every request and answers the
+    /// entity and relation calls from a script, failing the first `failures` calls with
+    /// `status`.
+    /// Each request: its `authorization` header and body.
+    type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+
+    #[derive(Clone, Default)]
+    struct Endpoint {
+        seen: Seen,
+        failures: Arc<Mutex<(usize, u16)>>,
+    }
+
+    async fn complete(
+        State(endpoint): State<Endpoint>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        endpoint.seen.lock().unwrap().push((auth, body.clone()));
+        {
+            let mut failures = endpoint.failures.lock().unwrap();
+            if failures.0 > 0 {
+                failures.0 -= 1;
+                let status = StatusCode::from_u16(failures.1).unwrap();
+                return (status, Json(json!({"error": {"message": "busy"}})));
+            }
+        }
+        let content = match body["response_format"]["json_schema"]["name"].as_str() {
+            Some("entities") => json!({"entities": [
+                {"name": "Ana Ruiz", "type": "PERSON", "identifier": null},
+                {"name": "Acme Corp", "type": "ORGANIZATION", "identifier": "acme.example"}
+            ]}),
+            _ => json!({"relations": [
+                {"source": "Ana Ruiz", "target": "Acme Corp", "predicate": "works for",
+                 "context": "Ana Ruiz works for Acme Corp", "temporal_details": "since 2021"},
+                {"source": "Ana Ruiz", "target": "Nobody", "predicate": "knows",
+                 "context": "", "temporal_details": null}
+            ]}),
+        };
+        let answer = json!({"choices": [{"message": {"role": "assistant", "content": content.to_string()}}]});
+        (StatusCode::OK, Json(answer))
+    }
+
+    async fn serve(endpoint: Endpoint) -> String {
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", axum::routing::post(complete))
+            .with_state(endpoint);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/v1")
+    }
+
+    fn extractor(base_url: String, max_batches: usize, attempts: u32) -> LlmExtractor {
+        let client = Outbound::new(engram_outbound::AddressPolicy {
+            allow_private: true,
+        })
+        .unwrap();
+        let settings = LlmSettings {
+            base_url,
+            api_key: "sk-test".into(),
+            model: "tiny-graph".into(),
+            batch_chars: 200,
+            max_batches,
+            timeout: Duration::from_secs(5),
+            attempts,
+            backoff: Backoff {
+                base: Duration::from_millis(1),
+                max: Duration::from_millis(5),
+                jitter: 0.0,
+            },
+        };
+        LlmExtractor::new(client, settings, Arc::new(RuleExtractor))
+    }
+
+    const PASSAGES: [Passage<'static>; 2] = [
+        Passage {
+            position: 0,
+            text: "Quarterly numbers for the northern region were flat.",
+        },
+        Passage {
+            position: 1,
+            text: "Ana Ruiz works for Acme Corp since 2021 and leads its Lisbon office.",
+        },
+    ];
+
+    #[tokio::test]
+    async fn entities_then_relations_checked_tied_to_passages_and_cached() {
+        let endpoint = Endpoint::default();
+        let llm = extractor(serve(endpoint.clone()).await, 8, 3);
+        let request = ExtractRequest {
+            title: "Staff",
+            passages: &PASSAGES,
+        };
+        let graph = llm.extract(&request).await.unwrap();
+        assert_eq!(graph.origin, Origin::Extracted);
+        assert_eq!(
+            graph.relations.len(),
+            1,
+            "the relation to an unknown entity is dropped"
+        );
+        let r = &graph.relations[0];
+        assert_eq!(r.canonical_predicate, "WORKS_FOR");
+        assert_eq!(r.passage, 1);
+        assert_eq!(r.temporal_details.as_deref(), Some("since 2021"));
+        assert!((r.confidence - LLM_CONFIDENCE).abs() < 1e-6);
+        assert_eq!(graph.entities[r.target].key, "id:acme.example");
+        assert_eq!(graph.entities[r.source].kind, "PERSON");
+
+        let seen = endpoint.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "one batch: entities, then relations");
+        for (auth, body) in &seen {
+            assert_eq!(auth.as_deref(), Some("Bearer sk-test"));
+            assert_eq!(body["model"], "tiny-graph");
+            assert_eq!(body["temperature"], 0);
+            assert_eq!(body["response_format"]["type"], "json_schema");
+            assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        }
+        assert_eq!(
+            seen[0].1["response_format"]["json_schema"]["name"],
+            "entities"
+        );
+        let asked = seen[1].1["messages"][1]["content"].as_str().unwrap();
+        assert!(asked.contains("- Ana Ruiz (PERSON)"), "{asked}");
+        assert!(
+            asked.contains("[1] Ana Ruiz works for Acme Corp"),
+            "{asked}"
+        );
+
+        // The same content again is answered from the cache.
+        let again = llm.extract(&request).await.unwrap();
+        assert_eq!(again, graph);
+        assert_eq!(endpoint.seen.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn busy_answers_are_retried_and_an_unusable_endpoint_leaves_the_item_to_the_rules() {
+        let endpoint = Endpoint::default();
+        *endpoint.failures.lock().unwrap() = (2, 429);
+        let llm = extractor(serve(endpoint.clone()).await, 8, 3);
+        let request = ExtractRequest {
+            title: "",
+            passages: &PASSAGES,
+        };
+        let graph = llm.extract(&request).await.unwrap();
+        assert!((graph.relations[0].confidence - LLM_CONFIDENCE).abs() < 1e-6);
+        assert_eq!(
+            endpoint.seen.lock().unwrap().len(),
+            4,
+            "two 429s, then both calls"
+        );
+
+        let down = Endpoint::default();
+        *down.failures.lock().unwrap() = (usize::MAX, 503);
+        let llm = extractor(serve(down.clone()).await, 8, 3);
+        let graph = llm.extract(&request).await.unwrap();
+        assert_eq!(graph, RuleExtractor.extract(&request).await.unwrap());
+        assert_eq!(
+            down.seen.lock().unwrap().len(),
+            3,
+            "three tries, then the rules"
+        );
+
+        // An endpoint nobody listens on is as unusable.
+        let llm = extractor("http://127.0.0.1:9/v1".into(), 8, 2);
+        let graph = llm.extract(&request).await.unwrap();
+        assert_eq!(graph, RuleExtractor.extract(&request).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn passages_past_the_cap_are_read_by_the_rules() {
+        let endpoint = Endpoint::default();
+        let llm = extractor(serve(endpoint.clone()).await, 1, 3);
+        let passages = [
+            PASSAGES[0],
+            Passage {
+                position: 1,
+                text: &"padding words ".repeat(20),
+            },
+            Passage {
+                position: 2,
+                text: "Maria Lopez works for Globex Corporation.",
+            },
+        ];
+        let request = ExtractRequest {
+            title: "",
+            passages: &passages,
+        };
+        let graph = llm.extract(&request).await.unwrap();
+        assert_eq!(
+            endpoint.seen.lock().unwrap().len(),
+            2,
+            "one batch read by the model"
+        );
+        assert!(
+            graph.entities.iter().any(|e| e.name == "maria lopez"),
+            "the rules read the rest: {:?}",
+            graph.entities
+        );
+    }
+}
