@@ -39,8 +39,10 @@ pub struct LinkedChunk {
     pub to: String,
 }
 
-/// A link as one of its ends sees it: `(other end, from, to)`.
-type Via = (String, String, String);
+/// A source by kind, collection and id.
+type Source = (ItemKind, String, String);
+/// A link as one of its ends sees it: `(other end, from id, to id)`.
+type Via = (Source, String, String);
 
 /// Which source's subgraph, how far and how big.
 #[derive(Debug, Clone)]
@@ -103,10 +105,14 @@ impl App {
     ) -> AppResult<Vec<Vec<LinkedChunk>>> {
         let mut linked = vec![Vec::new(); chunks.len()];
         let hits = &chunks[..chunks.len().min(FORCEFUL_HITS_MAX)];
-        let returned: HashSet<(ItemKind, &str)> = chunks
-            .iter()
-            .map(|c| (c.hit.item.kind, c.hit.item.id.as_str()))
-            .collect();
+        let source = |c: &RankedChunk| -> Source {
+            (
+                c.hit.item.kind,
+                c.hit.item.collection.to_string(),
+                c.hit.item.id.clone(),
+            )
+        };
+        let returned: HashSet<Source> = chunks.iter().map(source).collect();
         let mut by_kind: HashMap<ItemKind, Vec<String>> = HashMap::new();
         for c in hits {
             let ids = by_kind.entry(c.hit.item.kind).or_default();
@@ -114,40 +120,48 @@ impl App {
                 ids.push(c.hit.item.id.clone());
             }
         }
-        // Each result's links, as (other end, from, to), and the other ends in result order.
-        let mut links_of: HashMap<(ItemKind, String), Vec<Via>> = HashMap::new();
+        let readable = |collection: &CollectionName| {
+            search.filter.collections.is_empty() || search.filter.collections.contains(collection)
+        };
+        // Each result's links (its own: same collection and id), as (other end, from, to).
+        let mut links_of: HashMap<Source, Vec<Via>> = HashMap::new();
         for (kind, ids) in &by_kind {
             let links = self
                 .store()
                 .item_links(&search.scope, *kind, ids, FORCEFUL_LINKS_MAX, search.now)
                 .await?;
             for link in links {
-                let (from, to) = (link.from.id, link.to.id);
-                for (mine, other) in [(&from, &to), (&to, &from)] {
-                    if ids.contains(mine) && !returned.contains(&(*kind, other.as_str())) {
-                        links_of.entry((*kind, mine.clone())).or_default().push((
-                            other.clone(),
-                            from.clone(),
-                            to.clone(),
+                let end = |item: &LinkedItem| -> Source {
+                    (*kind, item.collection.to_string(), item.id.clone())
+                };
+                for (mine, other) in [(&link.from, &link.to), (&link.to, &link.from)] {
+                    let (mine_key, other_key) = (end(mine), end(other));
+                    if returned.contains(&mine_key)
+                        && !returned.contains(&other_key)
+                        && readable(&other.collection)
+                    {
+                        links_of.entry(mine_key).or_default().push((
+                            other_key,
+                            link.from.id.clone(),
+                            link.to.id.clone(),
                         ));
                     }
                 }
             }
         }
-        let mut wanted: Vec<(ItemKind, String)> = Vec::new();
+        let mut wanted: Vec<Source> = Vec::new();
         for c in hits {
-            let key = (c.hit.item.kind, c.hit.item.id.clone());
-            for (other, _, _) in links_of.get(&key).into_iter().flatten() {
-                let other = (key.0, other.clone());
-                if !wanted.contains(&other) && wanted.len() < FORCEFUL_SOURCES_MAX {
-                    wanted.push(other);
+            for (other, _, _) in links_of.get(&source(c)).into_iter().flatten() {
+                if !wanted.contains(other) && wanted.len() < FORCEFUL_SOURCES_MAX {
+                    wanted.push(other.clone());
                 }
             }
         }
-        let mut chunks_of: HashMap<(ItemKind, String), Vec<ChunkHit>> = HashMap::new();
-        for (kind, id) in wanted {
+        let mut chunks_of: HashMap<Source, Vec<ChunkHit>> = HashMap::new();
+        for (kind, collection, id) in wanted {
             let mut filter = search.filter.clone();
             filter.kinds = vec![kind];
+            filter.collections = vec![CollectionName::from_trusted(collection.clone())];
             filter.ids.clear();
             filter.titles.clear();
             let keys = self
@@ -165,12 +179,11 @@ impl App {
                 .fetch_chunks(&search.scope, &filter, &keys, search.now)
                 .await?;
             found.sort_by_key(|h| h.position);
-            chunks_of.insert((kind, id), found);
+            chunks_of.insert((kind, collection, id), found);
         }
         for (c, out) in hits.iter().zip(&mut linked) {
-            let key = (c.hit.item.kind, c.hit.item.id.clone());
-            for (other, from, to) in links_of.get(&key).into_iter().flatten() {
-                for hit in chunks_of.get(&(key.0, other.clone())).into_iter().flatten() {
+            for (other, from, to) in links_of.get(&source(c)).into_iter().flatten() {
+                for hit in chunks_of.get(other).into_iter().flatten() {
                     out.push(LinkedChunk {
                         hit: hit.clone(),
                         from: from.clone(),

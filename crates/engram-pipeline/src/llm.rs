@@ -229,18 +229,25 @@ impl LlmExtractor {
                     relation_schema(),
                 )
                 .await?;
+            // Within the payload limits as it grows: the rest of a long item is left out
+            // rather than the whole answer refused.
             for e in entities {
+                if payload.entities.len() >= engram_graph::model::MAX_ENTITIES {
+                    break;
+                }
                 payload
                     .entities
                     .entry(engram_graph::entity_key(&e.name))
                     .or_insert(e);
             }
+            let room = engram_graph::model::MAX_RELATIONS.saturating_sub(payload.relations.len());
             payload.relations.extend(
                 found["relations"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|r| serde_json::from_value::<PayloadRelation>(r.clone()).ok()),
+                    .filter_map(|r| serde_json::from_value::<PayloadRelation>(r.clone()).ok())
+                    .take(room),
             );
         }
         let checked = payload

@@ -240,6 +240,12 @@ impl Pipeline {
         if items.is_empty() {
             return Ok(graphs.len());
         }
+        // The items to index get their whole time budget, whatever the graphs before took.
+        let started = if graphs.is_empty() {
+            started
+        } else {
+            Instant::now()
+        };
         let chunks = self.process(&items, stop, started).await?;
         tracing::info!(
             items = items.len(),
@@ -262,7 +268,25 @@ impl Pipeline {
         } else if let Some(payload) = &item.graph_payload {
             // Checked at ingestion; a payload that no longer reads is a bug, not the client's.
             match serde_json::from_str::<GraphPayload>(payload) {
-                Ok(payload) => payload.to_graph(passages),
+                Ok(payload) => {
+                    // Matching up to 10,000 relations to the passages is CPU work.
+                    let owned: Vec<(u32, String)> = passages
+                        .iter()
+                        .map(|p| (p.position, p.text.to_owned()))
+                        .collect();
+                    tokio::task::spawn_blocking(move || {
+                        let passages: Vec<Passage<'_>> = owned
+                            .iter()
+                            .map(|(position, text)| Passage {
+                                position: *position,
+                                text,
+                            })
+                            .collect();
+                        payload.to_graph(&passages)
+                    })
+                    .await
+                    .unwrap_or_else(|_| ItemGraph::empty(Origin::Byog))
+                }
                 Err(err) => {
                     tracing::error!(id = %item.id, error = %err, "a stored graph payload does not read; completing without a graph");
                     ItemGraph::empty(Origin::Byog)
@@ -498,7 +522,13 @@ impl Pipeline {
             };
             let held = self
                 .store
-                .user_facts(&scope, &item.collection, &item.user_name, true)
+                .user_facts(
+                    &scope,
+                    &item.collection,
+                    &item.user_name,
+                    true,
+                    self.clock.now(),
+                )
                 .await?;
             let statements: Vec<&str> = facts
                 .iter()

@@ -152,14 +152,15 @@ pub trait GraphStore: Send + Sync {
         chunks: &[crate::ChunkKey],
         limit: u32,
     ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
-    /// The facts inference stored about `user` in one collection of the database, oldest
-    /// first; with `current_only`, those that still hold.
+    /// The facts inference stored about `user` from live memories of one collection of the
+    /// database, oldest first; with `current_only`, those that still hold.
     async fn user_facts(
         &self,
         scope: &DatabaseScope,
         collection: &CollectionName,
         user: &str,
         current_only: bool,
+        now: UnixMs,
     ) -> StoreResult<Vec<FactRecord>>;
     /// The live items of `kind` in the database (any collection) with one of `ids`.
     async fn items_named(
@@ -240,10 +241,11 @@ impl<'g> GraphWrite<'g> {
 
 /// One implementation of [`GraphStore`] for both backends: the graph's SQL is the same on
 /// SQLite and PostgreSQL (`$N` parameters, `ON CONFLICT`), only how a writing transaction
-/// begins differs (`begin()`, or SQLite's `begin_with(BEGIN_WRITE)`). Expanded in each backend's
+/// begins differs (`begin()`, or SQLite's `begin_with(BEGIN_WRITE)`) and the lock it takes
+/// first (`$lock`: PostgreSQL's chunk feed lock, nothing on SQLite). Expanded in each backend's
 /// `graph` module, where `super::items` and `super::webhooks` are that backend's.
 macro_rules! graph_store_impl {
-    ($store:ty, $db:ty, $($begin:tt)+) => {
+    ($store:ty, $db:ty, $lock:path, $($begin:tt)+) => {
 /// Writes what a stored item declares for its graph, in the transaction storing it: its links
 /// (`relations.ids`, replacing the ones before) and its own graph when it brings one (a
 /// re-ingestion without one keeps the one before).
@@ -294,9 +296,9 @@ pub(crate) async fn write_declared(
 }
 
 /// Writes a memory's facts about its user in the transaction completing it: its earlier facts
-/// replaced, a fact the user's current facts already hold skipped, a current fact in the same
-/// slot with another value superseded (kept, `valid_until` set); the statements written become
-/// the item's `inferred_content`.
+/// replaced, a current fact of another live memory in the same slot with another value
+/// superseded (kept, `valid_until` and `superseded_by` set); the statements the user's current
+/// facts did not already hold become the item's `inferred_content`.
 async fn write_facts(
     conn: &mut <$db as sqlx::Database>::Connection,
     item: &crate::ClaimedItem,
@@ -307,33 +309,38 @@ async fn write_facts(
         .bind(item.item_key)
         .execute(&mut *conn)
         .await?;
-    let mut written: Vec<&str> = Vec::new();
+    // The current facts of the user's other live memories.
+    const CURRENT: &str = "database_id = $1 AND collection = $2 AND user_name = $3 AND slot = $4
+        AND valid_until IS NULL AND item_key <> $5
+        AND item_key IN (SELECT item_key FROM items WHERE expires_at IS NULL OR expires_at > $6)";
+    let mut new: Vec<&str> = Vec::new();
     for fact in facts {
-        let held: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM memory_facts
-             WHERE database_id = $1 AND collection = $2 AND user_name = $3 AND slot = $4
-               AND value = $5 AND valid_until IS NULL",
-        )
+        let held: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM memory_facts WHERE {CURRENT} AND value = $7"
+        ))
         .bind(item.database_id.as_str())
         .bind(item.collection.as_str())
         .bind(&item.user_name)
         .bind(&fact.slot)
+        .bind(item.item_key)
+        .bind(now)
         .bind(&fact.value)
         .fetch_one(&mut *conn)
         .await?;
-        if held > 0 {
-            continue;
+        if held == 0 {
+            new.push(&fact.statement);
         }
-        sqlx::query(
-            "UPDATE memory_facts SET valid_until = $1
-             WHERE database_id = $2 AND collection = $3 AND user_name = $4 AND slot = $5
-               AND value <> $6 AND valid_until IS NULL",
-        )
-        .bind(now)
+        sqlx::query(&format!(
+            "UPDATE memory_facts SET valid_until = $7, superseded_by = $5
+             WHERE {CURRENT} AND value <> $8"
+        ))
         .bind(item.database_id.as_str())
         .bind(item.collection.as_str())
         .bind(&item.user_name)
         .bind(&fact.slot)
+        .bind(item.item_key)
+        .bind(now)
+        .bind(now)
         .bind(&fact.value)
         .execute(&mut *conn)
         .await?;
@@ -352,10 +359,9 @@ async fn write_facts(
         .bind(now)
         .execute(&mut *conn)
         .await?;
-        written.push(&fact.statement);
     }
     sqlx::query("UPDATE items SET inferred_content = $1 WHERE item_key = $2")
-        .bind(written.join(" "))
+        .bind(new.join(" "))
         .bind(item.item_key)
         .execute(&mut *conn)
         .await?;
@@ -389,6 +395,7 @@ async fn write_facts(
                 now: engram_types::UnixMs,
             ) -> crate::StoreResult<bool> {
                 let mut tx = self.pool.$($begin)+.await?;
+                $lock(&mut tx).await?;
                 let done = sqlx::query(
                     "UPDATE items SET status = 'completed', lease_owner = NULL, lease_until = NULL,
                          updated_at = $1
@@ -636,13 +643,16 @@ async fn write_facts(
                 collection: &engram_types::CollectionName,
                 user: &str,
                 current_only: bool,
+                now: engram_types::UnixMs,
             ) -> crate::StoreResult<Vec<crate::FactRecord>> {
                 let rows: Vec<(i64, String, String, String, engram_types::UnixMs, Option<engram_types::UnixMs>)> =
                     sqlx::query_as(&format!(
                         "SELECT f.item_key, f.slot, f.value, f.statement, f.valid_from, f.valid_until
-                         FROM memory_facts f CROSS JOIN databases d
-                         WHERE d.id = f.database_id AND f.database_id = $1 AND d.org_id = $2
-                           AND f.collection = $3 AND f.user_name = $4 {}
+                         FROM memory_facts f CROSS JOIN items i CROSS JOIN databases d
+                         WHERE i.item_key = f.item_key AND d.id = f.database_id
+                           AND f.database_id = $1 AND d.org_id = $2 AND d.state <> 'deleting'
+                           AND f.collection = $3 AND f.user_name = $4
+                           AND (i.expires_at IS NULL OR i.expires_at > $5) {}
                          ORDER BY f.fact_key",
                         if current_only { "AND f.valid_until IS NULL" } else { "" }
                     ))
@@ -650,6 +660,7 @@ async fn write_facts(
                     .bind(scope.org.as_str())
                     .bind(collection.as_str())
                     .bind(user)
+                    .bind(now)
                     .fetch_all(&self.pool)
                     .await?;
                 Ok(rows

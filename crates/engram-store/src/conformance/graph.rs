@@ -681,7 +681,10 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
     )
     .await;
     let coll = collection("c");
-    let all = store.user_facts(&scope, &coll, "ana", false).await.unwrap();
+    let all = store
+        .user_facts(&scope, &coll, "ana", false, moment(300))
+        .await
+        .unwrap();
     let seen: Vec<(&str, &str, Option<UnixMs>)> = all
         .iter()
         .map(|f| (f.slot.as_str(), f.value.as_str(), f.valid_until))
@@ -691,16 +694,24 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         [
             ("lives_in", "lisbon", Some(moment(203))),
             ("taste:tea", "likes", None),
+            ("taste:tea", "likes", None),
             ("lives_in", "porto", None),
-        ]
+        ],
+        "a fact already held is stored again (it outlives the first memory), not superseded"
     );
     assert_eq!(all[0].valid_from, moment(103));
-    let current = store.user_facts(&scope, &coll, "ana", true).await.unwrap();
-    assert_eq!(current.len(), 2);
-    let bob = store.user_facts(&scope, &coll, "bob", true).await.unwrap();
+    let current = store
+        .user_facts(&scope, &coll, "ana", true, moment(300))
+        .await
+        .unwrap();
+    assert_eq!(current.len(), 3);
+    let bob = store
+        .user_facts(&scope, &coll, "bob", true, moment(300))
+        .await
+        .unwrap();
     assert_eq!(bob.len(), 1, "another user's facts are theirs");
     assert!(store
-        .user_facts(&other, &coll, "ana", false)
+        .user_facts(&other, &coll, "ana", false, moment(300))
         .await
         .unwrap()
         .is_empty());
@@ -724,7 +735,8 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         "ana lives_in porto."
     );
 
-    // A memory stored again starts over; deleting one takes its facts.
+    // A memory stored again starts over, and what it superseded holds again; deleting one
+    // takes its facts.
     let mut again = item("c", "m2", "text");
     again.kind = ItemKind::Memory;
     again.fields.user_name = "ana".into();
@@ -732,19 +744,18 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         .enqueue_items(&scope, &[again], true, moment(400))
         .await
         .unwrap();
-    let current = store.user_facts(&scope, &coll, "ana", true).await.unwrap();
+    let current = store
+        .user_facts(&scope, &coll, "ana", true, moment(300))
+        .await
+        .unwrap();
     let current: Vec<&str> = current.iter().map(|f| f.slot.as_str()).collect();
-    assert_eq!(
-        current,
-        ["taste:tea"],
-        "m1's superseded fact stays superseded"
-    );
+    assert_eq!(current, ["lives_in", "taste:tea"]);
     store
         .delete_items(&scope, &coll, None, &["m1".into()], moment(410))
         .await
         .unwrap();
     assert!(store
-        .user_facts(&scope, &coll, "ana", false)
+        .user_facts(&scope, &coll, "ana", false, moment(300))
         .await
         .unwrap()
         .is_empty());

@@ -373,6 +373,21 @@ async fn linked_sources_come_with_thinking_results_and_make_a_subgraph() {
         .current_ok(202);
     let ids = ["runbook", "postmortem", "metrics", "index", "stray"];
     wait_completed(&server, &key, "links", None, &ids).await;
+    // The same id in another collection, with links of its own: not the runbook's links.
+    let twin = Value::from(vec![linked(
+        "runbook",
+        "Another team's runbook.",
+        &["stray"],
+    )]);
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "links")
+        .text("collection", "elsewhere")
+        .text("app_knowledge", twin.to_string());
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    wait_completed(&server, &key, "links", Some("elsewhere"), &["runbook"]).await;
 
     let ask = |extra: Value| {
         let mut body = serde_json::json!({"database": "links", "query": "zebra failover runbook", "max_results": 1});
