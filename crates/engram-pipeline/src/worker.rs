@@ -235,7 +235,7 @@ impl Pipeline {
                     text,
                 })
                 .collect();
-            self.build_graph(item, &passages).await;
+            self.build_graph(item, &passages, &stop).await;
         }
         if items.is_empty() {
             return Ok(graphs.len());
@@ -261,7 +261,7 @@ impl Pipeline {
     /// client's own graph when it brought one, else extracted), completing it. A failed extraction completes the item without a
     /// graph (its chunks are never lost), as does one claimed for its graph more times than
     /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
-    async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>]) {
+    async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>], stop: &AtomicBool) {
         let graph = if item.attempts > self.options.max_attempts {
             tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
             ItemGraph::empty(Origin::Extracted)
@@ -297,7 +297,16 @@ impl Pipeline {
                 title: &item.title,
                 passages,
             };
-            match extractor.extract(&request).await {
+            // An extractor may wait on a model for minutes: a deleted or replaced item stops it.
+            let extracted = tokio::select! {
+                result = extractor.extract(&request) => Some(result),
+                () = stopped(stop) => None,
+            };
+            let Some(extracted) = extracted else {
+                self.dropped(std::slice::from_ref(item));
+                return;
+            };
+            match extracted {
                 Ok(graph) => graph,
                 Err(err) => {
                     tracing::warn!(id = %item.id, error = %err, "graph extraction failed; completing without a graph");
@@ -430,7 +439,7 @@ impl Pipeline {
                                 text: &c.content,
                             })
                             .collect();
-                        self.build_graph(&item, &passages).await;
+                        self.build_graph(&item, &passages, &stop).await;
                     }
                     metrics::counter!("engram_items_indexed_total", "outcome" => "completed")
                         .increment(1);
@@ -668,6 +677,13 @@ impl Pipeline {
             retry_at: Some(now.after(delay)),
         };
         self.store.fail_item(item, &failure, now).await.map(|_| ())
+    }
+}
+
+/// Resolves once `stop` is set (the heartbeat found the item deleted or replaced).
+async fn stopped(stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -922,6 +938,76 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(counts.knowledge_chunks, 0, "nothing of it was written");
+    }
+
+    /// An extractor that never answers (a model endpoint that hangs).
+    struct Hanging;
+
+    #[async_trait::async_trait]
+    impl GraphExtractor for Hanging {
+        async fn extract(
+            &self,
+            _: &ExtractRequest<'_>,
+        ) -> Result<ItemGraph, engram_graph::GraphError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn deleting_an_item_stops_its_graph_extraction() {
+        let kit = TempStore::new().await;
+        let scope = queued(&kit, &[("slow", "Ana Ruiz works for Acme Corp.")]).await;
+        let mut options = options(3);
+        options.heartbeat = Duration::from_millis(5);
+        let pipeline = Pipeline::new(
+            kit.store.clone(),
+            Arc::new(HashEmbedder),
+            Arc::new(HashEmbedder),
+            ManualClock::at(1_000),
+            options,
+        )
+        .with_graph(Arc::new(Hanging));
+        let (store, hook_scope) = (kit.store.clone(), scope.clone());
+        let deleter = tokio::spawn(async move {
+            // Once the item waits on its graph, delete it.
+            loop {
+                let statuses = store
+                    .item_statuses(
+                        &hook_scope,
+                        &collection("c"),
+                        &["slow".to_owned()],
+                        UnixMs::from_millis(1_000),
+                    )
+                    .await
+                    .unwrap();
+                if statuses
+                    .first()
+                    .is_some_and(|s| s.status == IndexingStatus::GraphCreation)
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            store
+                .delete_items(
+                    &hook_scope,
+                    &collection("c"),
+                    None,
+                    &["slow".to_owned()],
+                    UnixMs::from_millis(1_000),
+                )
+                .await
+                .unwrap();
+        });
+        let ran = tokio::time::timeout(Duration::from_secs(10), pipeline.run_once()).await;
+        assert_eq!(ran.expect("the hanging extraction was stopped").unwrap(), 1);
+        deleter.await.unwrap();
+        let counts = kit
+            .store
+            .counts(&scope, UnixMs::from_millis(1_000))
+            .await
+            .unwrap();
+        assert_eq!(counts.knowledge_chunks, 0);
     }
 
     async fn relations(kit: &TempStore, scope: &DatabaseScope, id: &str) -> Vec<String> {
