@@ -289,19 +289,21 @@ fn check_relations(whose: &str, relations: Value) -> AppResult<Value> {
 
 /// The client's own graphs of a knowledge request, checked: a JSON object of source id to
 /// graph, each id one of the request's sources, each graph within the limits (see
-/// [`GraphPayload::check`]).
+/// [`GraphPayload::check`]); `null` for a source drops the graph it was given before, so it
+/// is extracted again (`None` here).
 fn graph_payloads(
     given: Option<&str>,
     ids: &std::collections::HashSet<&str>,
-) -> AppResult<BTreeMap<String, CheckedPayload>> {
+) -> AppResult<BTreeMap<String, Option<CheckedPayload>>> {
     let Some(text) = given.map(str::trim).filter(|t| !t.is_empty()) else {
         return Ok(BTreeMap::new());
     };
-    let graphs: BTreeMap<String, GraphPayload> = serde_json::from_str(text).map_err(|e| {
-        AppError::InvalidParameters(format!(
+    let graphs: BTreeMap<String, Option<GraphPayload>> =
+        serde_json::from_str(text).map_err(|e| {
+            AppError::InvalidParameters(format!(
             "`graph_payload` must be a JSON object of source id to {{entities, relations}}: {e}"
         ))
-    })?;
+        })?;
     graphs
         .into_iter()
         .map(|(id, graph)| {
@@ -310,7 +312,7 @@ fn graph_payloads(
                     "`graph_payload` names `{id}`, which is not the id of a source in this request"
                 )));
             }
-            let checked = graph.check().map_err(|e| {
+            let checked = graph.map(GraphPayload::check).transpose().map_err(|e| {
                 AppError::InvalidParameters(format!("`graph_payload` of `{id}`: {e}"))
             })?;
             Ok((id, checked))
@@ -338,12 +340,17 @@ impl Batch {
         &mut self,
         mut result: ItemResult,
         mut item: NewItem,
-        graphs: &mut BTreeMap<String, CheckedPayload>,
+        graphs: &mut BTreeMap<String, Option<CheckedPayload>>,
     ) {
-        if let Some(checked) = graphs.remove(&item.id) {
-            result.relations_created = checked.relations_created();
-            result.relations_error = checked.relations_error();
-            item.graph_payload = serde_json::to_string(&checked.payload).ok();
+        match graphs.remove(&item.id) {
+            Some(Some(checked)) => {
+                result.relations_created = checked.relations_created();
+                result.relations_error = checked.relations_error();
+                item.graph_payload = serde_json::to_string(&checked.payload).ok();
+            }
+            // An empty payload drops the one the item had.
+            Some(None) => item.graph_payload = Some(String::new()),
+            None => {}
         }
         self.accept(result, item);
     }

@@ -286,7 +286,8 @@ pub(crate) async fn write_declared(
             .await?;
     }
     if let Some(payload) = &item.graph_payload {
-        sqlx::query("UPDATE items SET graph_payload = $1 WHERE item_key = $2")
+        // An empty payload drops the one before: the item is extracted again.
+        sqlx::query("UPDATE items SET graph_payload = NULLIF($1, '') WHERE item_key = $2")
             .bind(payload)
             .bind(item_key)
             .execute(&mut *conn)

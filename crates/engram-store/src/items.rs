@@ -84,7 +84,7 @@ pub struct NewItem {
     /// Raw bytes of an uploaded file.
     pub payload: Option<Vec<u8>>,
     /// The client's own graph of the item (a checked `graph_payload`, JSON), used instead of
-    /// extraction; `None` keeps the one the item had.
+    /// extraction; `None` keeps the one the item had, an empty string drops it.
     pub graph_payload: Option<String>,
 }
 

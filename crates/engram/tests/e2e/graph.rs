@@ -300,6 +300,32 @@ async fn a_clients_own_graph_replaces_extraction_and_survives_reingestion() {
         "DESCRIBED_IN"
     );
 
+    // `null` drops the client's graph: the source is extracted again.
+    let dropped = serde_json::json!({"rep": null});
+    send_form(
+        &server,
+        "/context/ingest",
+        &key,
+        ingest_form(&items, Some(&dropped)),
+    )
+    .await
+    .current_ok(202);
+    wait_completed(&server, &key, "byog", None, &["rep"]).await;
+    let relations = listed(&server, &key).await;
+    assert!(
+        relations
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["relations"][0].get("origin").is_none()),
+        "extracted again: {relations:#}"
+    );
+    assert!(
+        group(&relations, "mira okafor", "atlas project")["relations"][0]["canonical_predicate"]
+            .as_str()
+            .is_some()
+    );
+
     // A payload naming no source of the request, or over a limit, refuses the request.
     let stray = serde_json::json!({"other": {"entities": {}, "relations": []}});
     send_form(
