@@ -49,17 +49,12 @@ impl App {
                 "missing required parameter `id`".into(),
             ));
         }
-        let limit = match request.limit {
-            None => request.default_limit,
-            Some(n) => u32::try_from(n)
-                .ok()
-                .filter(|n| (1..=RELATIONS_LIMIT_MAX).contains(n))
-                .ok_or_else(|| {
-                    AppError::InvalidParameters(format!(
-                        "`limit` must be between 1 and {RELATIONS_LIMIT_MAX}"
-                    ))
-                })?,
-        };
+        let limit = crate::links::bounded(
+            request.limit,
+            request.default_limit,
+            RELATIONS_LIMIT_MAX,
+            "limit",
+        )?;
         let after = match request.cursor.filter(|c| !c.is_empty()) {
             None => None,
             Some(cursor) => Some(

@@ -82,7 +82,8 @@ pub struct Subgraph {
     pub entities_truncated: bool,
 }
 
-fn bounded(value: Option<i64>, default: u32, max: u32, name: &str) -> AppResult<u32> {
+/// A count parameter `name`: `default` when absent, else 1 to `max` (400 otherwise).
+pub(crate) fn bounded(value: Option<i64>, default: u32, max: u32, name: &str) -> AppResult<u32> {
     match value {
         None => Ok(default),
         Some(n) => u32::try_from(n)

@@ -247,18 +247,40 @@ impl<'g> GraphWrite<'g> {
 macro_rules! graph_store_impl {
     ($store:ty, $db:ty, $lock:path, $($begin:tt)+) => {
 /// Writes what a stored item declares for its graph, in the transaction storing it: its links
-/// (`relations.ids`, replacing the ones before) and its own graph when it brings one (a
-/// re-ingestion without one keeps the one before).
+/// (`relations.ids`) and its own graph when it brings one. `replaced` says whether it replaces
+/// an item (and whether that one had expired): a replaced item's links, facts and inferred
+/// content go; its client graph stays for a re-ingestion without one, unless it had expired
+/// (an unrelated item under a reused id inherits nothing). A new item has nothing to clear.
 pub(crate) async fn write_declared(
     conn: &mut <$db as sqlx::Database>::Connection,
     scope: &crate::DatabaseScope,
     item_key: i64,
     item: &crate::NewItem,
+    replaced: Option<bool>,
 ) -> crate::StoreResult<()> {
-    sqlx::query("DELETE FROM item_links WHERE item_key = $1")
-        .bind(item_key)
-        .execute(&mut *conn)
-        .await?;
+    if let Some(expired) = replaced {
+        sqlx::query("DELETE FROM item_links WHERE item_key = $1")
+            .bind(item_key)
+            .execute(&mut *conn)
+            .await?;
+        if item.kind == engram_types::ItemKind::Memory {
+            // A memory stored again is inferred again (or not at all).
+            sqlx::query("DELETE FROM memory_facts WHERE item_key = $1")
+                .bind(item_key)
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query("UPDATE items SET inferred_content = '' WHERE item_key = $1")
+                .bind(item_key)
+                .execute(&mut *conn)
+                .await?;
+        }
+        if expired && item.graph_payload.is_none() {
+            sqlx::query("UPDATE items SET graph_payload = NULL WHERE item_key = $1")
+                .bind(item_key)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
     for target in crate::graph::link_ids(&item.fields.relations) {
         if target == item.id {
             continue;
@@ -273,17 +295,6 @@ pub(crate) async fn write_declared(
         .bind(target)
         .execute(&mut *conn)
         .await?;
-    }
-    if item.kind == engram_types::ItemKind::Memory {
-        // A memory stored again is inferred again (or not at all).
-        sqlx::query("DELETE FROM memory_facts WHERE item_key = $1")
-            .bind(item_key)
-            .execute(&mut *conn)
-            .await?;
-        sqlx::query("UPDATE items SET inferred_content = '' WHERE item_key = $1")
-            .bind(item_key)
-            .execute(&mut *conn)
-            .await?;
     }
     if let Some(payload) = &item.graph_payload {
         // An empty payload drops the one before: the item is extracted again.

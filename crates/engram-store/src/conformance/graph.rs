@@ -579,6 +579,22 @@ async fn declared_links_and_graphs_stay_with_their_items<S: Store>(store: &S) {
         .unwrap();
     assert_eq!(ends(&links), [pair("a", "c")]);
 
+    // An expired item's graph is not inherited by the item that takes its id.
+    let mut fleeting = linked("c", "fleeting", &[]);
+    fleeting.graph_payload = Some(r#"{"relations":[]}"#.into());
+    fleeting.fields.expires_at = Some(moment(215));
+    store
+        .enqueue_items(&scope, &[fleeting], true, moment(212))
+        .await
+        .unwrap();
+    store
+        .enqueue_items(&scope, &[linked("c", "fleeting", &[])], false, moment(216))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, &scope, "links3", moment(217)).await;
+    let fresh = claimed.iter().find(|c| c.id == "fleeting").unwrap();
+    assert_eq!(fresh.graph_payload, None);
+
     // Deleting an item takes its links, and links to it lead nowhere.
     store
         .delete_items(&scope, &collection("c"), None, &["c".into()], moment(220))

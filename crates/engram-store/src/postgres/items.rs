@@ -41,10 +41,11 @@ async fn write_item(
     conn: &mut PgConnection,
     scope: &DatabaseScope,
     item: &NewItem,
-    existing: Option<i64>,
+    // The item this one replaces, and whether it had expired.
+    existing: Option<(i64, bool)>,
     now: UnixMs,
 ) -> StoreResult<i64> {
-    if let Some(key) = existing {
+    if let Some((key, _)) = existing {
         sqlx::query("DELETE FROM chunks WHERE item_key = $1")
             .bind(key)
             .execute(&mut *conn)
@@ -111,7 +112,14 @@ async fn write_item(
             .execute(&mut *conn)
             .await?;
     }
-    super::graph::write_declared(&mut *conn, scope, item_key, item).await?;
+    super::graph::write_declared(
+        &mut *conn,
+        scope,
+        item_key,
+        item,
+        existing.map(|(_, expired)| expired),
+    )
+    .await?;
     Ok(item_key)
 }
 
@@ -211,7 +219,7 @@ impl ItemStore for PgStore {
                 lock_feed(&mut tx).await?;
                 feed_locked = true;
             }
-            let key = write_item(&mut tx, scope, item, found.map(|(key, _)| key), now).await?;
+            let key = write_item(&mut tx, scope, item, found, now).await?;
             // The same id again later in the request is an existing item.
             existing.insert(name, (key, false));
             outcomes.push(EnqueueOutcome::Queued);

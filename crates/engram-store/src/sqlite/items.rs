@@ -40,10 +40,11 @@ async fn write_item(
     conn: &mut SqliteConnection,
     scope: &DatabaseScope,
     item: &NewItem,
-    existing: Option<i64>,
+    // The item this one replaces, and whether it had expired.
+    existing: Option<(i64, bool)>,
     now: UnixMs,
 ) -> StoreResult<()> {
-    if let Some(key) = existing {
+    if let Some((key, _)) = existing {
         sqlx::query("DELETE FROM chunks WHERE item_key = ?")
             .bind(key)
             .execute(&mut *conn)
@@ -110,7 +111,14 @@ async fn write_item(
             .execute(&mut *conn)
             .await?;
     }
-    super::graph::write_declared(&mut *conn, scope, item_key, item).await?;
+    super::graph::write_declared(
+        &mut *conn,
+        scope,
+        item_key,
+        item,
+        existing.map(|(_, expired)| expired),
+    )
+    .await?;
     Ok(())
 }
 
@@ -185,7 +193,7 @@ impl ItemStore for SqliteStore {
                     continue;
                 }
             }
-            write_item(&mut tx, scope, item, existing.map(|(key, _)| key), now).await?;
+            write_item(&mut tx, scope, item, existing, now).await?;
             outcomes.push(EnqueueOutcome::Queued);
         }
         tx.commit().await?;
