@@ -786,6 +786,59 @@ mod tests {
     }
 
     #[test]
+    fn relations_are_an_object_of_at_most_so_many_item_ids() {
+        assert_eq!(
+            check_relations("x", Value::Null).unwrap(),
+            Value::Object(Map::new())
+        );
+        let ok = serde_json::json!({"ids": ["a", "b"], "note": "kept"});
+        assert_eq!(check_relations("x", ok.clone()).unwrap(), ok);
+        for bad in [
+            serde_json::json!(["a"]),
+            serde_json::json!({"ids": "a"}),
+            serde_json::json!({"ids": [1]}),
+            serde_json::json!({"ids": [""]}),
+        ] {
+            assert!(
+                matches!(
+                    check_relations("x", bad.clone()),
+                    Err(AppError::Validation(_))
+                ),
+                "{bad}"
+            );
+        }
+        let many: Vec<String> = (0..=ITEM_LINKS_MAX).map(|i| format!("id{i}")).collect();
+        let err =
+            check_relations("app_knowledge[2]", serde_json::json!({ "ids": many })).unwrap_err();
+        assert!(matches!(err, AppError::InvalidParameters(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("app_knowledge[2].relations.ids has 101 ids"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn graph_payloads_name_sources_of_the_request() {
+        let ids = std::collections::HashSet::from(["a"]);
+        assert!(graph_payloads(None, &ids).unwrap().is_empty());
+        let given = r#"{"a": {"entities": {"x": {"name": "X"}, "y": {"name": "Y"}},
+                              "relations": [{"source": "x", "target": "y", "predicate": "p"}]}}"#;
+        let checked = graph_payloads(Some(given), &ids).unwrap();
+        assert_eq!(checked["a"].as_ref().unwrap().relations_created(), 1);
+        assert!(graph_payloads(Some(r#"{"a": null}"#), &ids).unwrap()["a"].is_none());
+        for bad in [r#"{"b": {}}"#, "[]", r#"{"a": 3}"#] {
+            assert!(
+                matches!(
+                    graph_payloads(Some(bad), &ids),
+                    Err(AppError::InvalidParameters(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn ids_are_generated_or_checked() {
         assert_eq!(item_id(None).unwrap().len(), 32);
         assert_eq!(item_id(Some(String::new())).unwrap().len(), 32);
