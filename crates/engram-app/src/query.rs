@@ -17,6 +17,8 @@ use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
 /// `max_results` bounds and default.
 pub const MAX_RESULTS_DEFAULT: i64 = 10;
 pub const MAX_RESULTS_MAX: i64 = 1_000;
+// The retriever's deepest tier ranks at least as many chunks as a query may ask for.
+const _: () = assert!(MAX_RESULTS_MAX as usize <= engram_search::DEEPEST_POOL);
 /// Most collections one query may name.
 pub const COLLECTIONS_MAX: usize = 100;
 /// Longest query text (and `additional_context`), in characters.
@@ -161,10 +163,10 @@ pub struct QueryOutcome {
 /// points of R@5 over no promotion; these are the middle of the plateau.
 const RANGE_BONUS: f32 = 0.3;
 const WHEN_BONUS: f32 = 0.2;
-/// Candidates temporal reasoning reorders: this many times the results asked for, at least
-/// [`TEMPORAL_POOL_MIN`].
-const TEMPORAL_POOL_FACTOR: usize = 3;
-const TEMPORAL_POOL_MIN: usize = 30;
+/// The first results temporal reasoning reorders; the rest follow in retrieval's order. A
+/// number of its own, never derived from `max_results`, so the first results do not move
+/// when more are asked.
+const TEMPORAL_POOL: usize = 30;
 
 fn date_of(at: UnixMs) -> time::Date {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.as_millis()) * 1_000_000)
@@ -178,8 +180,8 @@ fn anchor(hit: &ChunkHit) -> time::Date {
     temporal::anchor_of(&hit.item.fields.timestamp, stored).unwrap_or(stored)
 }
 
-/// Reorders `chunks` for the query's temporal intent (a bounded promotion, never a filter),
-/// keeps the first `limit` and says what it found.
+/// Reorders the first [`TEMPORAL_POOL`] of `chunks` for the query's temporal intent (a
+/// bounded promotion, never a filter), keeps the first `limit` and says what it found.
 fn temporal_rerank(
     chunks: &mut Vec<RankedChunk>,
     intent: TemporalIntent,
@@ -193,8 +195,10 @@ fn temporal_rerank(
             (temporal::mentions(&c.hit.content, anchor), anchor)
         })
         .collect();
+    let head = chunks.len().min(TEMPORAL_POOL);
     let mut promoted = vec![false; chunks.len()];
-    for ((chunk, (mentions, anchor)), promoted) in chunks.iter_mut().zip(&facts).zip(&mut promoted)
+    for ((chunk, (mentions, anchor)), promoted) in
+        chunks.iter_mut().zip(&facts).zip(&mut promoted).take(head)
     {
         let bonus = match &intent {
             TemporalIntent::Range(window) => {
@@ -216,9 +220,10 @@ fn temporal_rerank(
             *promoted = true;
         }
     }
-    let mut order: Vec<usize> = (0..chunks.len()).collect();
+    let mut order: Vec<usize> = (0..head).collect();
     // Stable: equal scores keep retrieval's order.
     order.sort_by(|a, b| chunks[*b].score.total_cmp(&chunks[*a].score));
+    order.extend(head..chunks.len());
     order.truncate(limit);
     let reordered: Vec<RankedChunk> = order.iter().map(|&i| chunks[i].clone()).collect();
     let facts = order.iter().map(|&i| facts[i].clone()).collect();
@@ -530,9 +535,7 @@ impl App {
         let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
         search.graph_lane = graph_rank;
         if temporal.is_some() {
-            search.limit = (plan.limit * TEMPORAL_POOL_FACTOR)
-                .max(TEMPORAL_POOL_MIN)
-                .min(MAX_RESULTS_MAX as usize);
+            search.limit = plan.limit.max(TEMPORAL_POOL);
         }
         let mut chunks = self.retrieve(&search).await?;
         let temporal =

@@ -22,6 +22,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     keyword_ranking_operators_and_scope(store, &indexes).await;
     filters_liveness_and_joined_chunks(store, &indexes).await;
     matches_beyond_other_databases_are_found(store, &indexes).await;
+    titles_are_searched(store, &indexes).await;
     a_gone_memory_stops_being_context(store, &indexes).await;
     the_indexes_follow_every_write_path(shared, &indexes).await;
 }
@@ -235,6 +236,66 @@ async fn keyword_ranking_operators_and_scope<S: Store + ?Sized>(store: &S, index
             .unwrap()
             .is_empty(),
         "another database's chunks never pass"
+    );
+}
+
+/// A source's title (or its file name when it has none) is searched with every chunk of it,
+/// and a title match ranks above the same word in the body alone.
+async fn titles_are_searched<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
+    let scope = setup(store, "db_search_titles", "conf-search-titles").await;
+    let mut titled = item("c", "titled", "notes taken during the autumn inspection");
+    titled.fields.title = "Lighthouse maintenance".into();
+    let mut in_body = item(
+        "c",
+        "in-body",
+        "notes taken during the autumn inspection of the lighthouse",
+    );
+    in_body.fields.title = String::new();
+    let mut file = item("c", "file", "figures of the third quarter");
+    file.fields.title = String::new();
+    file.fields.filename = "harbour-report.pdf".into();
+    let keys = index(store, &scope, vec![titled, in_body, file], moment(10)).await;
+    let all = ChunkFilter::default();
+    let search = |words: &'static [&'static str], operator| {
+        let scope = scope.clone();
+        let all = all.clone();
+        async move {
+            keyword(
+                indexes,
+                &scope,
+                &all,
+                &terms(words, operator),
+                10,
+                moment(20),
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        search(&["lighthouse"], TermOperator::Or).await,
+        [key_of(&keys, "titled"), key_of(&keys, "in-body")],
+        "a title match ranks above the same word in the body"
+    );
+    assert_eq!(
+        search(&["lighthouse", "autumn"], TermOperator::And)
+            .await
+            .len(),
+        2,
+        "`and` finds terms split between title and text"
+    );
+    assert_eq!(
+        search(&["lighthouse", "maintenance"], TermOperator::Phrase).await,
+        [key_of(&keys, "titled")],
+        "phrases match within the title"
+    );
+    assert_eq!(
+        search(&["harbour"], TermOperator::Or).await,
+        [key_of(&keys, "file")],
+        "a file without a title is found by its file name"
     );
 }
 

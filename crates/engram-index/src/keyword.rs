@@ -11,7 +11,9 @@ use engram_store::{ChunkChanges, ChunkKey, IndexedChunk};
 use engram_types::DatabaseId;
 use tantivy::collector::TopDocs;
 use tantivy::indexer::IndexWriterOptions;
-use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, TermQuery, TermSetQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery, TermSetQuery,
+};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, STRING,
 };
@@ -40,6 +42,12 @@ pub trait KeywordIndex: Send + Sync {
 
 const ANALYZER: &str = "engram";
 const KEY: &str = "key";
+/// What a word of the title adds, beside counting as a word of every chunk of its source: the
+/// title field's BM25 at this weight. So a title match ranks above the same words in the body
+/// alone. Chosen on SciFact (titles in `title`, `engram eval beir`): nDCG@10 of BM25 alone
+/// 0.684 at 0 (title in the text only), 0.688 at 0.1, 0.682 at 0.2, 0.661 at 0.6; as a field
+/// alone (not in the text) 0.668 at 0.3 and 0.608 at 2.
+const TITLE_BOOST: f32 = 0.1;
 /// The smallest per-thread indexing budget tantivy accepts, with a margin.
 const WRITER_BUDGET: usize = 20_000_000;
 
@@ -51,6 +59,7 @@ fn keyword_error(err: impl std::fmt::Display) -> IndexError {
 struct Fields {
     key: Field,
     text: Field,
+    title: Field,
     collection: Field,
     kind: Field,
 }
@@ -58,14 +67,13 @@ struct Fields {
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let key = builder.add_i64_field(KEY, NumericOptions::default().set_indexed().set_fast());
-    let text = builder.add_text_field(
-        "text",
-        TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-        ),
+    let words = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
+    let text = builder.add_text_field("text", words.clone());
+    let title = builder.add_text_field("title", words);
     let collection = builder.add_text_field("collection", STRING);
     let kind = builder.add_text_field("kind", STRING);
     (
@@ -73,6 +81,7 @@ fn schema() -> (Schema, Fields) {
         Fields {
             key,
             text,
+            title,
             collection,
             kind,
         },
@@ -237,6 +246,11 @@ impl Inner {
             if !chunk.context.is_empty() {
                 document.add_text(self.fields.text, &chunk.context);
             }
+            if !chunk.title.is_empty() {
+                // What the chunk is about: part of its words, and a field of its own.
+                document.add_text(self.fields.text, &chunk.title);
+                document.add_text(self.fields.title, &chunk.title);
+            }
             document.add_text(self.fields.collection, chunk.collection.as_str());
             document.add_text(self.fields.kind, chunk.kind.as_str());
             writer.add_document(document).map_err(keyword_error)?;
@@ -310,8 +324,9 @@ impl Inner {
         Ok(found)
     }
 
-    /// The query matching `query`'s words as analyzed for the index: `or` any term (ranked by
-    /// BM25 with block-max WAND), `and` every term, `phrase` the terms in order.
+    /// The query matching `query`'s words as analyzed for the index, in the text (titles
+    /// included) or the title field (weighed [`TITLE_BOOST`]): `or` any term (ranked by BM25 with
+    /// block-max WAND), `and` every term, `phrase` the terms in order.
     fn text_query(
         &self,
         index: &Index,
@@ -320,36 +335,67 @@ impl Inner {
         let mut analyzer = index
             .tokenizer_for_field(self.fields.text)
             .map_err(keyword_error)?;
-        let mut tokens = Vec::new();
+        let mut tokens: Vec<String> = Vec::new();
         for term in &query.terms {
             let mut stream = analyzer.token_stream(term);
             while stream.advance() {
-                tokens.push(Term::from_field_text(
-                    self.fields.text,
-                    &stream.token().text,
-                ));
+                tokens.push(stream.token().text.clone());
             }
         }
         if tokens.is_empty() {
             return Ok(None);
         }
-        let term_query = |term: Term| -> Box<dyn Query> {
-            Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))
+        let (text, title) = (self.fields.text, self.fields.title);
+        let in_title = |query: Box<dyn Query>| -> Box<dyn Query> {
+            Box::new(BoostQuery::new(query, TITLE_BOOST))
+        };
+        let term_query = |field: Field, token: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, token),
+                IndexRecordOption::WithFreqs,
+            ))
+        };
+        // Either field: the text's and the title's clauses (scores summed).
+        let either = |token: &str| -> Vec<(Occur, Box<dyn Query>)> {
+            vec![
+                (Occur::Should, term_query(text, token)),
+                (Occur::Should, in_title(term_query(title, token))),
+            ]
         };
         Ok(Some(match query.operator {
-            TermOperator::Phrase if tokens.len() > 1 => Box::new(PhraseQuery::new(tokens)),
-            TermOperator::Phrase => term_query(tokens.remove(0)),
-            TermOperator::Or | TermOperator::And => {
-                let occur = if query.operator == TermOperator::Or {
-                    Occur::Should
-                } else {
-                    Occur::Must
+            TermOperator::Phrase if tokens.len() > 1 => {
+                let phrase = |field: Field| -> Box<dyn Query> {
+                    Box::new(PhraseQuery::new(
+                        tokens
+                            .iter()
+                            .map(|t| Term::from_field_text(field, t))
+                            .collect(),
+                    ))
                 };
+                Box::new(BooleanQuery::new(vec![
+                    (Occur::Should, phrase(text)),
+                    (Occur::Should, in_title(phrase(title))),
+                ]))
+            }
+            TermOperator::Phrase => Box::new(BooleanQuery::new(either(&tokens[0]))),
+            TermOperator::Or | TermOperator::And => {
                 let mut seen = HashSet::new();
                 tokens.retain(|t| seen.insert(t.clone()));
-                Box::new(BooleanQuery::new(
-                    tokens.into_iter().map(|t| (occur, term_query(t))).collect(),
-                ))
+                if query.operator == TermOperator::Or {
+                    // One flat disjunction of term queries: block-max WAND applies.
+                    Box::new(BooleanQuery::new(
+                        tokens.iter().flat_map(|t| either(t)).collect(),
+                    ))
+                } else {
+                    Box::new(BooleanQuery::new(
+                        tokens
+                            .iter()
+                            .map(|t| -> (Occur, Box<dyn Query>) {
+                                (Occur::Must, Box::new(BooleanQuery::new(either(t))))
+                            })
+                            .collect(),
+                    ))
+                }
             }
         }))
     }

@@ -298,9 +298,12 @@ impl Vectors {
         if k == 0 {
             return Vec::new();
         }
-        scored.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+        // Ties broken by key, so the same state always gives the same pool.
+        let order =
+            |a: &(ChunkKey, f32), b: &(ChunkKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        scored.select_nth_unstable_by(k - 1, order);
         scored.truncate(k);
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.sort_by(order);
         scored
     }
 }

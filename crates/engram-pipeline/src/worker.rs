@@ -11,7 +11,7 @@ use engram_config::{BudgetsConfig, PipelineConfig};
 use engram_embed::Embedder;
 use engram_graph::{ExtractRequest, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage};
 use engram_parse::{Interrupt, Limits};
-use engram_search::{Chunker, ChunkerOptions, TokenCounter};
+use engram_search::{Chunk, Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{
     AfterChunks, ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Stage, Store, StoreResult,
 };
@@ -107,14 +107,49 @@ pub struct Pipeline {
     graph: Option<Arc<dyn GraphExtractor>>,
 }
 
-/// The text a `(context, chunk text)` pair is embedded as: the chunk after its context (a
-/// conversation's previous memory), if any.
-fn text_to_embed(&(context, text): &(&str, &str)) -> String {
-    if context.is_empty() {
-        text.to_owned()
-    } else {
-        format!("{context}\n{text}")
+/// Most characters of the title line a chunk is embedded with.
+const TITLE_LINE_CHARS: usize = 200;
+
+/// One chunk to embed: its item's title (or file name), its context (a conversation's
+/// previous memory; empty when none) and the chunk.
+struct ToEmbed<'a> {
+    title: &'a str,
+    context: &'a str,
+    chunk: &'a Chunk,
+}
+
+/// The text a chunk is embedded as: a line naming its item's title and the chunk's heading
+/// path (what the chunk is about, which its own words often leave unsaid), then its context,
+/// then the chunk. The title line is cut at [`TITLE_LINE_CHARS`].
+fn text_to_embed(piece: &ToEmbed<'_>) -> String {
+    let title = piece.title.trim();
+    let mut path: Vec<&str> = Vec::new();
+    if !title.is_empty() {
+        path.push(title);
     }
+    if let Some(headings) = piece
+        .chunk
+        .layout
+        .get("headings")
+        .and_then(|h| h.as_array())
+    {
+        for heading in headings.iter().filter_map(|h| h.as_str()).map(str::trim) {
+            if !heading.is_empty() && !path.iter().any(|p| p.eq_ignore_ascii_case(heading)) {
+                path.push(heading);
+            }
+        }
+    }
+    let line = path.join(" > ");
+    let line = match line.char_indices().nth(TITLE_LINE_CHARS) {
+        Some((cut, _)) => &line[..cut],
+        None => &line,
+    };
+    [line, piece.context, &piece.chunk.text]
+        .iter()
+        .filter(|part| !part.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Items whose given text is at most this long (app content and memories, never files) are
@@ -368,12 +403,14 @@ impl Pipeline {
             }
         }
         // Texts are made batch by batch as they are embedded: never copied whole.
-        let pieces: Vec<(&str, &str)> = ready
+        let pieces: Vec<ToEmbed<'_>> = ready
             .iter()
-            .flat_map(|(_, _, chunks, context)| {
-                chunks
-                    .iter()
-                    .map(move |c| (context.as_str(), c.text.as_str()))
+            .flat_map(|(item, _, chunks, context)| {
+                chunks.iter().map(move |chunk| ToEmbed {
+                    title: item.heading(),
+                    context,
+                    chunk,
+                })
             })
             .collect();
         let deadline = started + self.options.time_budget;
@@ -715,6 +752,47 @@ mod tests {
             },
             &BudgetsConfig::default(),
         )
+    }
+
+    #[test]
+    fn a_chunk_is_embedded_under_its_title_and_heading_path() {
+        let chunk = Chunk {
+            text: "Pour the concrete in layers.".into(),
+            layout: serde_json::json!({"headings": ["Site guide", "Foundations", " "]}),
+        };
+        let piece = |title, context| ToEmbed {
+            title,
+            context,
+            chunk: &chunk,
+        };
+        assert_eq!(
+            text_to_embed(&piece("Site guide", "")),
+            "Site guide > Foundations\nPour the concrete in layers.",
+            "a heading repeating the title is named once"
+        );
+        assert_eq!(
+            text_to_embed(&piece("", "the turn before")),
+            "Site guide > Foundations\nthe turn before\nPour the concrete in layers."
+        );
+        let untitled = Chunk {
+            text: "plain".into(),
+            layout: serde_json::json!({}),
+        };
+        assert_eq!(
+            text_to_embed(&ToEmbed {
+                title: "",
+                context: "",
+                chunk: &untitled
+            }),
+            "plain"
+        );
+        let long = "é".repeat(500);
+        let line = text_to_embed(&ToEmbed {
+            title: &long,
+            context: "",
+            chunk: &untitled,
+        });
+        assert_eq!(line.chars().count(), TITLE_LINE_CHARS + "\nplain".len());
     }
 
     /// Counts tokens like the testkit, but panics on one marker (a parser bug stand-in).

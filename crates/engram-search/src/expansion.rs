@@ -26,7 +26,11 @@ impl Retriever<'_> {
         evidence: &mut Evidence,
     ) -> Result<(), SearchError> {
         let mut best: Vec<&Candidate> = evidence.candidates.values().collect();
-        best.sort_by(|a, b| b.fused.total_cmp(&a.fused));
+        best.sort_by(|a, b| {
+            b.fused
+                .total_cmp(&a.fused)
+                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
+        });
         best.truncate(self.tuning.feedback_chunks);
         let feedback = feedback_vector(
             &evidence.query_vectors[0],

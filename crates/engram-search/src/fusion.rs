@@ -109,14 +109,22 @@ impl Retriever<'_> {
                     + lexical_weight * expansion_scale.apply(c.expansion_keyword)
             };
             let mut by_semantic: Vec<ChunkKey> = candidates.keys().copied().collect();
-            by_semantic.sort_by(|a, b| candidates[b].semantic.total_cmp(&candidates[a].semantic));
+            by_semantic.sort_by(|a, b| {
+                candidates[b]
+                    .semantic
+                    .total_cmp(&candidates[a].semantic)
+                    .then(a.cmp(b))
+            });
             let mut by_keyword: Vec<ChunkKey> = candidates
                 .iter()
                 .filter(|(_, c)| keyword_of(c) > 0.0)
                 .map(|(k, _)| *k)
                 .collect();
-            by_keyword
-                .sort_by(|a, b| keyword_of(&candidates[b]).total_cmp(&keyword_of(&candidates[a])));
+            by_keyword.sort_by(|a, b| {
+                keyword_of(&candidates[b])
+                    .total_cmp(&keyword_of(&candidates[a]))
+                    .then(a.cmp(b))
+            });
             let mut fused: HashMap<ChunkKey, f32> = HashMap::new();
             for (rank, key) in by_semantic.iter().enumerate() {
                 *fused.entry(*key).or_default() += alpha / (K + 1.0 + rank as f32);
@@ -144,7 +152,13 @@ impl Retriever<'_> {
             ..
         } = evidence;
         let mut order: Vec<ChunkKey> = candidates.keys().copied().collect();
-        order.sort_by(|a, b| candidates[b].fused.total_cmp(&candidates[a].fused));
+        // Ties broken by key: the same candidates always get the same depth.
+        order.sort_by(|a, b| {
+            candidates[b]
+                .fused
+                .total_cmp(&candidates[a].fused)
+                .then(a.cmp(b))
+        });
         order.truncate(self.tuning.rerank_depth);
         let inputs: Vec<RerankCandidate<'_>> = order
             .iter()

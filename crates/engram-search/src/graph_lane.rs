@@ -145,7 +145,11 @@ impl Retriever<'_> {
         for r in ranked.iter_mut() {
             r.score = fused.get(&r.hit.chunk_key).copied().unwrap_or(0.0) / best;
         }
-        ranked.sort_by(|a, b| b.score.total_cmp(&a.score));
+        ranked.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
+        });
         Ok(())
     }
 }

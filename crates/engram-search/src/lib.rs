@@ -16,5 +16,5 @@ pub use analysis::{profile, Mode, QueryProfile};
 pub use chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
 pub use rerank::{EmbeddingReranker, RerankCandidate, RerankError, RerankInput, Reranker};
 pub use retrieve::{
-    Fusion, Method, RankedChunk, Retriever, SearchError, SearchRequest, SearchTuning,
+    Fusion, Method, RankedChunk, Retriever, SearchError, SearchRequest, SearchTuning, DEEPEST_POOL,
 };

@@ -28,9 +28,22 @@ pub enum Method {
     Text,
 }
 
-/// How much wider than the limit the pool `graph_vector_prune` re-ranks is, and its least size.
-const VECTOR_PRUNE_FACTOR: usize = 3;
-const VECTOR_PRUNE_MIN: usize = 30;
+/// How many of the best candidates `graph_vector_prune` re-ranks in the first tier.
+const VECTOR_PRUNE_DEPTH: usize = 30;
+
+/// The candidate pool of the deepest tier: at least the largest `limit` a request may ask for.
+/// A request asking for more results than the first tier ranked gets this tier's ranking,
+/// after the first's (see [`Retriever::search`]).
+pub const DEEPEST_POOL: usize = 1_000;
+
+/// How deep one ranking looks: candidates drawn from each side, and how many of the best the
+/// vector prune keeps. Never derived from the request's limit, so that the first k results
+/// do not move when more are asked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tier {
+    pub pool: usize,
+    pub prune_depth: usize,
+}
 
 /// A validated query.
 #[derive(Debug, Clone)]
@@ -161,22 +174,65 @@ pub(crate) struct Candidate {
 }
 
 impl Retriever<'_> {
+    /// The best `request.limit` chunks, best first. The ranking is stable under the limit:
+    /// the first k results of a request are the first k of the same request with a larger
+    /// limit. The first tier ranks the candidates of the mode's pool, which never depends on
+    /// the limit; only when it ranked fewer chunks than asked, the deepest tier ranks a pool
+    /// of [`DEEPEST_POOL`] and its chunks not yet ranked follow, scaled below the last.
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<RankedChunk>, SearchError> {
-        let lexical = keyword_query(&request.query, request.operator);
         if request.limit == 0 {
             return Ok(Vec::new());
         }
         // Every write made before the query is in the indexes it reads.
         self.indexes.catch_up().await?;
+        let first = Tier {
+            pool: match (request.method, request.mode) {
+                (Method::Hybrid, Mode::Thinking) => self.tuning.thinking_pool,
+                _ => self.tuning.fast_pool,
+            }
+            .min(DEEPEST_POOL),
+            prune_depth: VECTOR_PRUNE_DEPTH,
+        };
+        let mut ranked = self.ranked(request, first).await?;
+        if ranked.len() < request.limit && first.pool < DEEPEST_POOL {
+            let floor = ranked.last().map_or(1.0, |r| r.score);
+            let seen: HashSet<ChunkKey> = ranked.iter().map(|r| r.hit.chunk_key).collect();
+            let deepest = Tier {
+                pool: DEEPEST_POOL,
+                prune_depth: DEEPEST_POOL,
+            };
+            let deeper = self.ranked(request, deepest).await?;
+            ranked.extend(
+                deeper
+                    .into_iter()
+                    .filter(|r| !seen.contains(&r.hit.chunk_key))
+                    .map(|r| RankedChunk {
+                        score: r.score * floor,
+                        hit: r.hit,
+                    }),
+            );
+        }
+        ranked.truncate(request.limit);
+        Ok(ranked)
+    }
+
+    /// Every candidate of one tier, in final order.
+    async fn ranked(
+        &self,
+        request: &SearchRequest,
+        tier: Tier,
+    ) -> Result<Vec<RankedChunk>, SearchError> {
+        let lexical = keyword_query(&request.query, request.operator);
         let mut ranked = match request.method {
-            Method::Text => self.text(request, &lexical).await?,
-            Method::Hybrid => self.hybrid(request, &lexical).await?,
+            Method::Text => self.text(request, &lexical, tier.pool).await?,
+            Method::Hybrid => self.hybrid(request, &lexical, tier.pool).await?,
         };
         if request.graph_lane || request.vector_prune {
             self.graph_lane(request, &mut ranked).await?;
         }
         if request.vector_prune && request.method == Method::Hybrid {
-            self.vector_prune(request, &mut ranked).await?;
+            self.vector_prune(request, &mut ranked, tier.prune_depth)
+                .await?;
         }
         self.finish(request, &mut ranked);
         Ok(ranked)
@@ -187,17 +243,11 @@ impl Retriever<'_> {
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
+        pool: usize,
     ) -> Result<Vec<RankedChunk>, SearchError> {
         if lexical.is_empty() {
             return Ok(Vec::new());
         }
-        // Weights and recency may reorder: draw more than the limit when they apply.
-        let reorders = request.recency_bias > 0.0 || request.weights.values().any(|w| *w < 1.0);
-        let pool = if reorders {
-            request.limit.max(self.tuning.fast_pool)
-        } else {
-            request.limit
-        };
         let found = self
             .keyword_pool(request, &request.filter, lexical, pool)
             .await?;
@@ -231,20 +281,20 @@ impl Retriever<'_> {
             .await?)
     }
 
-    /// `graph_vector_prune`: the best of the graph-widened pool ([`VECTOR_PRUNE_FACTOR`] times
-    /// the limit, at least [`VECTOR_PRUNE_MIN`]) ranked again by their vectors' cosine
-    /// similarity to the query's alone, which becomes their score.
+    /// `graph_vector_prune`: the best `depth` of the graph-widened pool ranked again by their
+    /// vectors' cosine similarity to the query's alone, which becomes their score.
     async fn vector_prune(
         &self,
         request: &SearchRequest,
         ranked: &mut Vec<RankedChunk>,
+        depth: usize,
     ) -> Result<(), SearchError> {
         ranked.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
                 .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
         });
-        ranked.truncate((request.limit * VECTOR_PRUNE_FACTOR).max(VECTOR_PRUNE_MIN));
+        ranked.truncate(depth);
         let query = self.embed(&request.query).await?;
         for r in ranked.iter_mut() {
             r.score = engram_embed::cosine(&query, &r.hit.embedding).max(0.0);
@@ -401,13 +451,9 @@ impl Retriever<'_> {
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
+        pool: usize,
     ) -> Result<Vec<RankedChunk>, SearchError> {
         let thinking = request.mode == Mode::Thinking;
-        let pool = request.limit.max(if thinking {
-            self.tuning.thinking_pool
-        } else {
-            self.tuning.fast_pool
-        });
         let restriction = self.restriction(request, lexical).await?;
         if restriction.as_ref().is_some_and(|r| r.is_empty()) {
             return Ok(Vec::new());
@@ -528,9 +574,8 @@ impl Retriever<'_> {
         Ok((keys, found))
     }
 
-    /// Collection weights and recency, then the final order (score, then key: deterministic)
-    /// and the limit.
-    fn finish(&self, request: &SearchRequest, ranked: &mut Vec<RankedChunk>) {
+    /// Collection weights and recency, then the final order (score, then key: deterministic).
+    fn finish(&self, request: &SearchRequest, ranked: &mut [RankedChunk]) {
         let half_life_ms = f64::from(self.tuning.recency_half_life_days) * 86_400_000.0;
         for r in ranked.iter_mut() {
             let weight = request
@@ -551,7 +596,6 @@ impl Retriever<'_> {
                 .total_cmp(&a.score)
                 .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
         });
-        ranked.truncate(request.limit);
     }
 }
 
@@ -747,6 +791,101 @@ mod tests {
                 "{semantic:?}"
             );
             assert_eq!(order(semantic), by_meaning);
+        }
+
+        /// Words of the generated corpus: few, so that chunks share words and scores tie.
+        const VOCAB: [&str; 12] = [
+            "otter",
+            "river",
+            "report",
+            "zebra",
+            "savanna",
+            "quarterly",
+            "lighthouse",
+            "keeper",
+            "embryo",
+            "cells",
+            "growth",
+            "harbour",
+        ];
+
+        /// 240 one-chunk items of 3 to 8 vocabulary words in two collections, every tenth a
+        /// copy of the one before (equal scores), dated a day apart.
+        fn generated_corpus() -> Vec<NewItem> {
+            let mut seed: u64 = 0x5eed;
+            let mut next = move || {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 33) as usize
+            };
+            let mut texts: Vec<String> = Vec::new();
+            for i in 0..240 {
+                let text = if i % 10 == 9 {
+                    texts[i - 1].clone()
+                } else {
+                    let n = 3 + next() % 6;
+                    (0..n)
+                        .map(|_| VOCAB[next() % VOCAB.len()])
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                texts.push(text);
+            }
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    let mut it = item(if i % 3 == 0 { "b" } else { "a" }, &format!("g{i}"), text);
+                    it.fields.timestamp =
+                        format!("2023-{:02}-{:02}T00:00:00Z", 1 + i % 12, 1 + i % 28);
+                    it
+                })
+                .collect()
+        }
+
+        /// The first k results of a request are the first k of the same request asking for
+        /// more, in every mode and method, with weights and recency, across the tier boundary
+        /// (pools of 20 and 30 here).
+        #[test]
+        fn the_first_results_do_not_move_when_more_are_asked() {
+            use proptest::prelude::*;
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            let mut kit = runtime.block_on(kit(generated_corpus()));
+            kit.tuning.fast_pool = 20;
+            kit.tuning.thinking_pool = 30;
+            let config = ProptestConfig {
+                cases: 40,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            };
+            proptest!(config, |(
+                words in proptest::collection::vec(0..VOCAB.len(), 1..4),
+                k in 1usize..60,
+                more in 1usize..260,
+                thinking: bool,
+                text: bool,
+                weighted: bool,
+                recent: bool,
+            )| {
+                let query: Vec<&str> = words.iter().map(|w| VOCAB[*w]).collect();
+                let mut request = kit.request(&query.join(" "));
+                request.mode = if thinking { Mode::Thinking } else { Mode::Fast };
+                request.method = if text { Method::Text } else { Method::Hybrid };
+                if weighted {
+                    request.weights = HashMap::from([("b".to_owned(), 0.5)]);
+                }
+                if recent {
+                    request.recency_bias = 0.5;
+                }
+                request.limit = k;
+                let few = runtime.block_on(kit.ids(&request));
+                request.limit = k + more;
+                let many = runtime.block_on(kit.ids(&request));
+                prop_assert_eq!(few.len(), k.min(many.len()));
+                let few: Vec<&String> = few.iter().map(|r| &r.0).collect();
+                let prefix: Vec<&String> = many.iter().take(k).map(|r| &r.0).collect();
+                prop_assert_eq!(few, prefix);
+                prop_assert!(many.windows(2).all(|w| w[0].1 >= w[1].1), "{many:?}");
+            });
         }
 
         #[tokio::test]

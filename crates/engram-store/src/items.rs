@@ -168,6 +168,18 @@ pub struct ClaimedItem {
     pub stage: Stage,
 }
 
+impl ClaimedItem {
+    /// What its chunks are titled by: its title, or its file name when it has none (the
+    /// keyword index's title field reads the same, see [`IndexedChunk::title`]).
+    pub fn heading(&self) -> &str {
+        if self.title.is_empty() {
+            &self.filename
+        } else {
+            &self.title
+        }
+    }
+}
+
 /// What a claimed item needs next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -317,6 +329,8 @@ pub struct IndexedChunk {
     pub content: String,
     /// Indexed with the content (see [`NewChunk::context`]).
     pub context: String,
+    /// The item's title, or its file name when it has none: a keyword field of its own.
+    pub title: String,
     /// Empty when none was stored.
     pub embedding: Vec<f32>,
 }

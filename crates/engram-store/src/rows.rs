@@ -202,7 +202,9 @@ pub(crate) fn chunk_hit(row: &impl Columns) -> StoreResult<ChunkHit> {
 
 /// The columns [`indexed_chunk`] reads, of `chunks c`.
 pub(crate) const INDEXED_COLUMNS: &str =
-    "c.chunk_key, c.database_id, c.collection, c.kind, c.content, c.context, c.embedding";
+    "c.chunk_key, c.database_id, c.collection, c.kind, c.content, c.context, c.embedding,
+     COALESCE((SELECT CASE WHEN i.title <> '' THEN i.title ELSE i.filename END
+               FROM items i WHERE i.item_key = c.item_key), '') AS title";
 
 pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
     Ok(IndexedChunk {
@@ -212,6 +214,7 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
         kind: kind(row)?,
         content: row.text("content")?,
         context: row.text("context")?,
+        title: row.text("title")?,
         embedding: row.vector("embedding")?,
     })
 }
