@@ -23,12 +23,12 @@ for component in rustfmt clippy; do
     fi
   fi
 done
-# A C compiler builds the bundled SQLite.
-if ! need cc; then
+# A C compiler builds the bundled SQLite; a C++ one the vector graph (usearch).
+if ! need cc || ! need c++; then
   if need apt-get; then
     apt-get update -qq && apt-get install -y -qq build-essential
   else
-    echo "setup: a C compiler (cc) is needed to build SQLite" >&2
+    echo "setup: C and C++ compilers (cc, c++) are needed to build SQLite and usearch" >&2
     exit 1
   fi
 fi

@@ -173,9 +173,18 @@ impl App {
             allow_private: config.outbound_allow_private,
         })
         .map_err(|e| AppError::Startup(format!("outbound HTTP client: {e}")))?;
-        let indexes = Arc::new(Indexes::in_memory(
+        let graph_min = config.search.vector_graph_min_chunks;
+        let indexes = Arc::new(Indexes::in_memory_with(
             store.clone(),
             engram_embed::MINILM_DIMENSION,
+            engram_index::AnnOptions {
+                min_vectors: if graph_min == 0 {
+                    usize::MAX
+                } else {
+                    graph_min as usize
+                },
+                ..engram_index::AnnOptions::default()
+            },
         ));
         // Instances sharing a PostgreSQL store share each key's budget.
         let limiter = if config.storage.is_postgres() {

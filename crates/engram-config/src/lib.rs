@@ -284,6 +284,10 @@ pub struct SearchConfig {
     pub rerank_weight: f32,
     /// Half-life of `recency_bias`, in days.
     pub recency_half_life_days: f32,
+    /// A database with at least this many chunks is searched through an HNSW graph of its
+    /// vectors (approximate; its candidates are rescored exactly), built in the background;
+    /// smaller ones, and selective filters, are scanned exactly. 0 turns the graph off.
+    pub vector_graph_min_chunks: u32,
 }
 
 impl Default for SearchConfig {
@@ -299,6 +303,7 @@ impl Default for SearchConfig {
             rerank_depth: 50,
             rerank_weight: 0.05,
             recency_half_life_days: 30.0,
+            vector_graph_min_chunks: 50_000,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Text analysis is defined once ([`analyzer`]) for indexed chunks and for queries.
 
 pub mod analyzer;
+mod ann;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod keyword;
@@ -26,6 +27,7 @@ use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 pub use analyzer::{LexicalQuery, TermOperator};
+pub use ann::AnnOptions;
 pub use engram_store::{ChunkFeed, ChunkKey};
 pub use keyword::{KeywordIndex, TantivyKeywordIndex};
 pub use vector::{Int8VectorIndex, VectorEntry, VectorIndex, Vectors};
@@ -135,10 +137,16 @@ impl Indexes {
 
     /// The embedded choice: tantivy and the int8 scan, in memory.
     pub fn in_memory(store: Arc<dyn Store>, dimension: usize) -> Self {
+        Self::in_memory_with(store, dimension, AnnOptions::default())
+    }
+
+    /// [`Self::in_memory`], with a graph over the vectors of databases of
+    /// `graph.min_vectors` chunks or more.
+    pub fn in_memory_with(store: Arc<dyn Store>, dimension: usize, graph: AnnOptions) -> Self {
         Self::new(
             store,
             Arc::new(TantivyKeywordIndex::new()),
-            Arc::new(Int8VectorIndex::new(dimension)),
+            Arc::new(Int8VectorIndex::with_options(dimension, graph)),
         )
     }
 

@@ -1,7 +1,8 @@
 //! The vector index: every chunk's embedding, int8-quantised (one scale per vector), grouped by
-//! database and scanned exactly with an integer dot product (SimSIMD). Fed by the store's chunk
-//! change feed like the keyword index; the scan runs on the blocking pool, never on the async
-//! runtime (milliseconds of CPU at 100k chunks).
+//! database and scanned exactly with an integer dot product (SimSIMD); a database of at least
+//! [`AnnOptions::min_vectors`] is searched through an HNSW graph of the same codes as well
+//! ([`crate::ann`]), its candidates rescored exactly. Fed by the store's chunk change feed like
+//! the keyword index; searches run on the blocking pool, never on the async runtime.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -10,6 +11,7 @@ use async_trait::async_trait;
 use engram_store::{ChunkChanges, ChunkKey};
 use engram_types::{DatabaseId, ItemKind};
 
+use crate::ann::{spawn_builder, AnnOptions, Graph, Wake};
 use crate::{blocking, IndexFilter, IndexResult};
 
 /// Finds the chunks of one database nearest to a query vector.
@@ -42,7 +44,7 @@ pub struct VectorEntry {
     pub vector: Vec<f32>,
 }
 
-/// Every database's vectors, in memory, scanned exactly.
+/// Every database's vectors, in memory.
 #[derive(Clone)]
 pub struct Int8VectorIndex {
     inner: Arc<Vectors>,
@@ -50,8 +52,25 @@ pub struct Int8VectorIndex {
 
 /// The index proper (synchronous; [`Int8VectorIndex`] runs it on the blocking pool).
 pub struct Vectors {
+    segments: Arc<Segments>,
+}
+
+/// Every database's segment, and what the graph builder needs.
+pub(crate) struct Segments {
     dimension: usize,
-    segments: RwLock<HashMap<DatabaseId, Segment>>,
+    options: AnnOptions,
+    map: RwLock<HashMap<DatabaseId, Segment>>,
+    wake: Arc<Wake>,
+    /// Searches answered through a graph.
+    graph_searches: std::sync::atomic::AtomicU64,
+}
+
+/// A key held in the segment but not in the graph in its current version.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    version: u64,
+    /// The graph refused it: it stays with the exact scan.
+    failed: bool,
 }
 
 #[derive(Default)]
@@ -61,8 +80,17 @@ struct Segment {
     /// Per slot: interned collection and kind.
     meta: Vec<(u32, ItemKind)>,
     collections: Vec<String>,
+    /// Vectors per interned collection and kind (`collection * 2 + memory`).
+    counts: Vec<usize>,
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// The graph over the codes, once the segment is large enough.
+    graph: Option<Arc<Graph>>,
+    /// With a graph: keys it does not hold in their current version (scanned exactly).
+    unindexed: HashMap<ChunkKey, Pending>,
+    /// With a graph: keys it holds that are gone or replaced (the builder removes them).
+    stale: HashSet<ChunkKey>,
+    version: u64,
 }
 
 /// Quantises to int8 with one scale: `x ≈ code * scale`.
@@ -84,12 +112,28 @@ fn dot_i8(a: &[i8], b: &[i8]) -> f32 {
     i8::dot(a, b).unwrap_or(0.0) as f32
 }
 
+fn kind_bit(kind: ItemKind) -> usize {
+    usize::from(kind == ItemKind::Memory)
+}
+
+/// Vectors the builder adds to a graph in one round, before it looks at the segments again.
+const GRAPH_BATCH: usize = 4_096;
+
+/// A search reads the graph only while it lacks at most this many of the segment's vectors
+/// (they are scanned exactly beside it); while building it from scratch, the scan serves.
+const UNINDEXED_MAX: usize = 20_000;
+
+/// A filter must pass at least 1 in this many vectors for the graph to search within it; a
+/// more selective one is scanned exactly among the vectors it passes.
+const GRAPH_SELECTIVITY: usize = 10;
+
 impl Segment {
     fn intern(&mut self, collection: &str) -> u32 {
         match self.collections.iter().position(|c| c == collection) {
             Some(i) => i as u32,
             None => {
                 self.collections.push(collection.to_owned());
+                self.counts.extend([0, 0]);
                 (self.collections.len() - 1) as u32
             }
         }
@@ -109,14 +153,30 @@ impl Segment {
         self.slots.insert(key, self.keys.len());
         self.keys.push(key);
         self.meta.push((collection, kind));
+        self.counts[collection as usize * 2 + kind_bit(kind)] += 1;
         let scale = quantize(vector, &mut self.codes);
         self.scales.push(scale);
+        if self.graph.is_some() {
+            self.version += 1;
+            self.unindexed.insert(
+                key,
+                Pending {
+                    version: self.version,
+                    failed: false,
+                },
+            );
+        }
     }
 
     fn remove(&mut self, key: ChunkKey, dimension: usize) {
         let Some(slot) = self.slots.remove(&key) else {
             return;
         };
+        if self.graph.is_some() && self.unindexed.remove(&key).is_none() {
+            self.stale.insert(key);
+        }
+        let (collection, kind) = self.meta[slot];
+        self.counts[collection as usize * 2 + kind_bit(kind)] -= 1;
         let last = self.keys.len() - 1;
         if slot != last {
             let moved = self.keys[last];
@@ -132,12 +192,51 @@ impl Segment {
         self.scales.pop();
         self.codes.truncate(last * dimension);
     }
+
+    fn code(&self, slot: usize, dimension: usize) -> &[i8] {
+        &self.codes[slot * dimension..(slot + 1) * dimension]
+    }
+
+    /// The exact score of the vector in `slot` for a quantised query.
+    fn score(&self, slot: usize, query: &[i8], query_scale: f32) -> f32 {
+        dot_i8(query, self.code(slot, query.len())) * query_scale * self.scales[slot]
+    }
+}
+
+/// The best `k` of `scored`, best first; ties broken by key, so the same state always gives
+/// the same pool. Holds at most `2k` at once: a scan of a million vectors allocates no more
+/// than its answer.
+fn best(scored: impl Iterator<Item = (ChunkKey, f32)>, k: usize) -> Vec<(ChunkKey, f32)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let order = |a: &(ChunkKey, f32), b: &(ChunkKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let mut kept: Vec<(ChunkKey, f32)> = Vec::with_capacity(2 * k);
+    for candidate in scored {
+        if kept.len() == 2 * k {
+            kept.select_nth_unstable_by(k - 1, order);
+            kept.truncate(k);
+        }
+        kept.push(candidate);
+    }
+    if kept.len() > k {
+        kept.select_nth_unstable_by(k - 1, order);
+        kept.truncate(k);
+    }
+    kept.sort_by(order);
+    kept
 }
 
 impl Int8VectorIndex {
     pub fn new(dimension: usize) -> Self {
         Self {
             inner: Arc::new(Vectors::new(dimension)),
+        }
+    }
+
+    pub fn with_options(dimension: usize, options: AnnOptions) -> Self {
+        Self {
+            inner: Arc::new(Vectors::with_options(dimension, options)),
         }
     }
 }
@@ -154,11 +253,7 @@ impl VectorIndex for Int8VectorIndex {
     }
 
     async fn clear(&self) -> IndexResult<()> {
-        self.inner
-            .segments
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.inner.segments.write().clear();
         Ok(())
     }
 
@@ -184,68 +279,223 @@ impl VectorIndex for Int8VectorIndex {
     }
 }
 
+impl Segments {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<DatabaseId, Segment>> {
+        self.map.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<DatabaseId, Segment>> {
+        self.map.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One round of graph upkeep over every database; true when work is left.
+    pub(crate) fn build_round(&self) -> bool {
+        let databases: Vec<DatabaseId> = self.read().keys().cloned().collect();
+        let mut busy = false;
+        for database in databases {
+            busy |= self.build_for(&database);
+        }
+        busy
+    }
+
+    /// Creates, drops or advances one database's graph; true when work is left.
+    fn build_for(&self, database: &DatabaseId) -> bool {
+        let dimension = self.dimension;
+        // Create or drop it; take the removals due.
+        let (graph, stale) = {
+            let mut map = self.write();
+            let Some(segment) = map.get_mut(database) else {
+                return false;
+            };
+            let len = segment.keys.len();
+            let hollow = segment
+                .graph
+                .as_ref()
+                .is_some_and(|g| segment.stale.len() > g.built_from.max(len) / 4);
+            if segment.graph.is_some() && (len < self.options.min_vectors / 2 || hollow) {
+                segment.graph = None;
+                segment.unindexed.clear();
+                segment.stale.clear();
+            }
+            if segment.graph.is_none() {
+                if len < self.options.min_vectors {
+                    return false;
+                }
+                let Some(graph) = Graph::new(dimension, &self.options, len) else {
+                    return false;
+                };
+                tracing::info!(database = %database, vectors = len, "building the vector graph");
+                segment.version += 1;
+                let version = segment.version;
+                segment.unindexed = segment
+                    .keys
+                    .iter()
+                    .map(|k| {
+                        (
+                            *k,
+                            Pending {
+                                version,
+                                failed: false,
+                            },
+                        )
+                    })
+                    .collect();
+                segment.graph = Some(Arc::new(graph));
+            }
+            let Some(graph) = segment.graph.clone() else {
+                return false;
+            };
+            (graph, std::mem::take(&mut segment.stale))
+        };
+        if !stale.is_empty() {
+            graph.remove(stale.iter().map(|k| k.0 as u64));
+        }
+        // Copy a batch of vectors the graph lacks, add them outside the lock.
+        let (keys, versions, codes) = {
+            let map = self.read();
+            let Some(segment) = map.get(database) else {
+                return false;
+            };
+            let mut keys = Vec::new();
+            let mut versions = Vec::new();
+            let mut codes = Vec::new();
+            for (key, pending) in segment.unindexed.iter() {
+                if keys.len() == GRAPH_BATCH {
+                    break;
+                }
+                if pending.failed || segment.stale.contains(key) {
+                    continue;
+                }
+                if let Some(&slot) = segment.slots.get(key) {
+                    keys.push(key.0 as u64);
+                    versions.push(pending.version);
+                    codes.extend_from_slice(segment.code(slot, dimension));
+                }
+            }
+            (keys, versions, codes)
+        };
+        if keys.is_empty() {
+            return false;
+        }
+        let failed: HashSet<u64> = graph.add(&keys, &codes, dimension).into_iter().collect();
+        let mut map = self.write();
+        let Some(segment) = map.get_mut(database) else {
+            return false;
+        };
+        if !segment
+            .graph
+            .as_ref()
+            .is_some_and(|g| Arc::ptr_eq(g, &graph))
+        {
+            return true;
+        }
+        for (key, version) in keys.iter().zip(versions) {
+            let chunk = ChunkKey(*key as i64);
+            let current = segment.unindexed.get(&chunk).map(|p| p.version) == Some(version);
+            match (current, failed.contains(key)) {
+                (true, false) => {
+                    segment.unindexed.remove(&chunk);
+                }
+                (true, true) => {
+                    if let Some(p) = segment.unindexed.get_mut(&chunk) {
+                        p.failed = true;
+                    }
+                }
+                // Replaced or removed while it was added: the graph's copy goes.
+                (false, false) => {
+                    segment.stale.insert(chunk);
+                }
+                (false, true) => {}
+            }
+        }
+        let left = segment.unindexed.values().filter(|p| !p.failed).count();
+        if left == 0 {
+            tracing::info!(
+                database = %database,
+                vectors = segment.keys.len(),
+                seconds = graph.started.elapsed().as_secs_f64(),
+                "vector graph current"
+            );
+        } else if left % (GRAPH_BATCH * 25) < GRAPH_BATCH {
+            tracing::info!(database = %database, left, "building the vector graph");
+        }
+        left > 0 || !segment.stale.is_empty()
+    }
+}
+
 impl Vectors {
     pub fn new(dimension: usize) -> Self {
-        Self {
+        Self::with_options(dimension, AnnOptions::default())
+    }
+
+    pub fn with_options(dimension: usize, options: AnnOptions) -> Self {
+        let wake = Arc::new(Wake::default());
+        let segments = Arc::new(Segments {
             dimension,
-            segments: RwLock::new(HashMap::new()),
-        }
+            options,
+            map: RwLock::new(HashMap::new()),
+            wake: wake.clone(),
+            graph_searches: std::sync::atomic::AtomicU64::new(0),
+        });
+        spawn_builder(Arc::downgrade(&segments), wake);
+        Self { segments }
     }
 
     /// Applies a page of the feed: removals, then the current rows, then gone databases.
     fn apply(&self, changes: &ChunkChanges) {
-        let mut segments = self
-            .segments
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        for (database, key) in &changes.removed {
-            if let Some(segment) = segments.get_mut(database) {
-                segment.remove(*key, self.dimension);
+        let dimension = self.segments.dimension;
+        {
+            let mut segments = self.segments.write();
+            for (database, key) in &changes.removed {
+                if let Some(segment) = segments.get_mut(database) {
+                    segment.remove(*key, dimension);
+                }
+            }
+            for chunk in &changes.current {
+                if chunk.embedding.len() != dimension {
+                    continue;
+                }
+                let segment = segments.entry(chunk.database_id.clone()).or_default();
+                segment.put(
+                    chunk.chunk_key,
+                    chunk.collection.as_str(),
+                    chunk.kind,
+                    &chunk.embedding,
+                    dimension,
+                );
+            }
+            for gone in &changes.gone {
+                segments.remove(gone);
             }
         }
-        for chunk in &changes.current {
-            if chunk.embedding.len() != self.dimension {
-                continue;
-            }
-            let segment = segments.entry(chunk.database_id.clone()).or_default();
-            segment.put(
-                chunk.chunk_key,
-                chunk.collection.as_str(),
-                chunk.kind,
-                &chunk.embedding,
-                self.dimension,
-            );
-        }
-        for gone in &changes.gone {
-            segments.remove(gone);
-        }
+        self.segments.wake.notify();
     }
 
     /// Adds (or replaces) vectors of a database. Vectors of another dimension are skipped.
     pub fn insert(&self, database: &DatabaseId, entries: impl IntoIterator<Item = VectorEntry>) {
-        let mut segments = self
-            .segments
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let segment = segments.entry(database.clone()).or_default();
-        for entry in entries {
-            if entry.vector.len() == self.dimension {
-                segment.put(
-                    entry.chunk_key,
-                    &entry.collection,
-                    entry.kind,
-                    &entry.vector,
-                    self.dimension,
-                );
+        let dimension = self.segments.dimension;
+        {
+            let mut segments = self.segments.write();
+            let segment = segments.entry(database.clone()).or_default();
+            for entry in entries {
+                if entry.vector.len() == dimension {
+                    segment.put(
+                        entry.chunk_key,
+                        &entry.collection,
+                        entry.kind,
+                        &entry.vector,
+                        dimension,
+                    );
+                }
             }
         }
+        self.segments.wake.notify();
     }
 
     /// Vectors held for a database.
     pub fn len(&self, database: &DatabaseId) -> usize {
         self.segments
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(database)
             .map_or(0, |s| s.keys.len())
     }
@@ -254,9 +504,34 @@ impl Vectors {
         self.len(database) == 0
     }
 
-    /// The `k` nearest chunk keys of a database by approximate cosine (vectors are unit
-    /// length), among those whose collection and kind pass `accept` and, when `only` is given,
-    /// whose key it holds. Best first.
+    /// Changes every current graph's search breadth (efSearch), for measurements; graphs built
+    /// later take the configured one.
+    pub fn set_graph_breadth(&self, breadth: usize) {
+        for segment in self.segments.read().values() {
+            if let Some(graph) = &segment.graph {
+                graph.set_breadth(breadth);
+            }
+        }
+    }
+
+    /// Searches answered through a graph so far.
+    pub fn graph_searches(&self) -> u64 {
+        self.segments
+            .graph_searches
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a database's graph holds every vector it can (searches then use it).
+    pub fn graph_ready(&self, database: &DatabaseId) -> bool {
+        self.segments.read().get(database).is_some_and(|s| {
+            s.graph.is_some() && s.stale.is_empty() && s.unindexed.values().all(|p| p.failed)
+        })
+    }
+
+    /// The `k` nearest chunk keys of a database by cosine (vectors are unit length), among
+    /// those whose collection and kind pass `accept` and, when `only` is given, whose key it
+    /// holds. Best first. Through the graph when the database has one that is nearly current
+    /// and the filter passes enough vectors; by the exact scan otherwise.
     pub fn search(
         &self,
         database: &DatabaseId,
@@ -265,10 +540,35 @@ impl Vectors {
         accept: &dyn Fn(&str, ItemKind) -> bool,
         only: Option<&HashSet<ChunkKey>>,
     ) -> Vec<(ChunkKey, f32)> {
-        if query.len() != self.dimension || k == 0 {
+        self.search_with(database, query, k, accept, only, true)
+    }
+
+    /// [`Self::search`] by the exact scan alone (the reference of recall measurements).
+    pub fn search_exact(
+        &self,
+        database: &DatabaseId,
+        query: &[f32],
+        k: usize,
+        accept: &dyn Fn(&str, ItemKind) -> bool,
+        only: Option<&HashSet<ChunkKey>>,
+    ) -> Vec<(ChunkKey, f32)> {
+        self.search_with(database, query, k, accept, only, false)
+    }
+
+    fn search_with(
+        &self,
+        database: &DatabaseId,
+        query: &[f32],
+        k: usize,
+        accept: &dyn Fn(&str, ItemKind) -> bool,
+        only: Option<&HashSet<ChunkKey>>,
+        graph_allowed: bool,
+    ) -> Vec<(ChunkKey, f32)> {
+        let dimension = self.segments.dimension;
+        if query.len() != dimension || k == 0 {
             return Vec::new();
         }
-        let segments = self.segments.read().unwrap_or_else(PoisonError::into_inner);
+        let segments = self.segments.read();
         let Some(segment) = segments.get(database) else {
             return Vec::new();
         };
@@ -277,34 +577,75 @@ impl Vectors {
             .iter()
             .flat_map(|c| [ItemKind::Knowledge, ItemKind::Memory].map(|kind| accept(c, kind)))
             .collect();
-        let mut code = Vec::with_capacity(self.dimension);
+        let passes_meta = |slot: usize| {
+            let (collection, kind) = segment.meta[slot];
+            allowed[collection as usize * 2 + kind_bit(kind)]
+        };
+        let mut code = Vec::with_capacity(dimension);
         let query_scale = quantize(query, &mut code);
-        let mut scored: Vec<(ChunkKey, f32)> = segment
-            .keys
+        let passing = allowed
             .iter()
-            .enumerate()
-            .filter(|(slot, key)| {
-                let (collection, kind) = segment.meta[*slot];
-                allowed[collection as usize * 2 + usize::from(kind == ItemKind::Memory)]
-                    && only.is_none_or(|keys| keys.contains(key))
-            })
-            .map(|(slot, key)| {
-                let codes = &segment.codes[slot * self.dimension..(slot + 1) * self.dimension];
-                let score = dot_i8(&code, codes) * query_scale * segment.scales[slot];
-                (*key, score)
-            })
-            .collect();
-        let k = k.min(scored.len());
-        if k == 0 {
-            return Vec::new();
+            .zip(&segment.counts)
+            .filter(|(a, _)| **a)
+            .map(|(_, n)| *n)
+            .sum::<usize>()
+            .min(only.map_or(usize::MAX, HashSet::len));
+        let graph = segment.graph.as_ref().filter(|_| {
+            graph_allowed
+                && segment.unindexed.len() <= UNINDEXED_MAX
+                && passing >= self.segments.options.min_vectors / 2
+                && passing * GRAPH_SELECTIVITY >= segment.keys.len()
+        });
+        if let Some(graph) = graph {
+            let keep = |key: u64| {
+                let chunk = ChunkKey(key as i64);
+                segment.slots.get(&chunk).is_some_and(|slot| {
+                    passes_meta(*slot)
+                        && only.is_none_or(|keys| keys.contains(&chunk))
+                        && !segment.unindexed.contains_key(&chunk)
+                })
+            };
+            let found = graph.search(&code, k, keep);
+            if found.len() >= k.min(passing.saturating_sub(segment.unindexed.len())) {
+                // Rescored exactly, beside an exact scan of what the graph lacks.
+                let from_graph = found.into_iter().filter_map(|key| {
+                    let chunk = ChunkKey(key as i64);
+                    let slot = *segment.slots.get(&chunk)?;
+                    Some((chunk, segment.score(slot, &code, query_scale)))
+                });
+                let lacking = segment.unindexed.keys().filter_map(|chunk| {
+                    let slot = *segment.slots.get(chunk)?;
+                    (passes_meta(slot) && only.is_none_or(|keys| keys.contains(chunk)))
+                        .then(|| (*chunk, segment.score(slot, &code, query_scale)))
+                });
+                self.segments
+                    .graph_searches
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return best(from_graph.chain(lacking), k);
+            }
         }
-        // Ties broken by key, so the same state always gives the same pool.
-        let order =
-            |a: &(ChunkKey, f32), b: &(ChunkKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        scored.select_nth_unstable_by(k - 1, order);
-        scored.truncate(k);
-        scored.sort_by(order);
-        scored
+        // The exact scan: over the keys of `only` when they are fewer than the segment's.
+        let score = |slot: usize, chunk: ChunkKey| (chunk, segment.score(slot, &code, query_scale));
+        match only {
+            Some(keys) if keys.len() < segment.keys.len() => best(
+                keys.iter().filter_map(|chunk| {
+                    let slot = *segment.slots.get(chunk)?;
+                    passes_meta(slot).then(|| score(slot, *chunk))
+                }),
+                k,
+            ),
+            _ => best(
+                segment
+                    .keys
+                    .iter()
+                    .enumerate()
+                    .filter(|(slot, key)| {
+                        passes_meta(*slot) && only.is_none_or(|keys| keys.contains(key))
+                    })
+                    .map(|(slot, key)| score(slot, *key)),
+                k,
+            ),
+        }
     }
 }
 
@@ -417,6 +758,175 @@ mod tests {
         });
         assert!(index.is_empty(&db("a")));
         assert_eq!(index.len(&db("b")), 1);
+    }
+
+    /// A point of one of 40 clusters: its centre plus noise, unit length (real embeddings
+    /// cluster by topic; uniform noise would make every neighbour equally far).
+    fn clustered(seed: u64, dimension: usize) -> Vec<f32> {
+        let centre = unit(1_000_000 + seed % 40, dimension);
+        let noise = unit(seed, dimension);
+        let mut v: Vec<f32> = centre
+            .iter()
+            .zip(&noise)
+            .map(|(c, n)| c + 0.6 * n)
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        v
+    }
+
+    fn graph_index(dimension: usize, min_vectors: usize) -> Vectors {
+        Vectors::with_options(
+            dimension,
+            AnnOptions {
+                min_vectors,
+                ..AnnOptions::default()
+            },
+        )
+    }
+
+    fn wait_for_graph(index: &Vectors, database: &DatabaseId) {
+        let started = std::time::Instant::now();
+        while !index.graph_ready(database) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the graph was not built"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// An index whose database `a` holds `n` clustered knowledge vectors, in the collection
+    /// `collection_of` names for each key, with its graph built.
+    fn graphed(
+        dimension: usize,
+        min_vectors: usize,
+        n: i64,
+        collection_of: impl Fn(i64) -> &'static str,
+    ) -> (Vectors, DatabaseId) {
+        let index = graph_index(dimension, min_vectors);
+        let a = db("a");
+        index.insert(
+            &a,
+            (0..n).map(|k| VectorEntry {
+                chunk_key: ChunkKey(k),
+                collection: collection_of(k).into(),
+                kind: ItemKind::Knowledge,
+                vector: clustered(k as u64, dimension),
+            }),
+        );
+        wait_for_graph(&index, &a);
+        (index, a)
+    }
+
+    fn keys(hits: &[(ChunkKey, f32)]) -> Vec<i64> {
+        hits.iter().map(|h| h.0 .0).collect()
+    }
+
+    #[test]
+    fn a_large_database_is_searched_through_its_graph_at_the_exact_scans_recall() {
+        const DIM: usize = 48;
+        let (index, a) = graphed(DIM, 1_000, 4_000, |k| ["even", "odd"][(k % 2) as usize]);
+        let all = |_: &str, _: ItemKind| true;
+        let even = |c: &str, _: ItemKind| c == "even";
+        let (mut found, mut asked) = (0, 0);
+        for q in 0..50u64 {
+            let query = clustered(50_000 + q, DIM);
+            for accept in [&all as &dyn Fn(&str, ItemKind) -> bool, &even] {
+                let through_graph = index.search(&a, &query, 20, accept, None);
+                let exact = index.search_exact(&a, &query, 20, accept, None);
+                assert_eq!(through_graph.len(), 20);
+                let exact_keys: HashSet<ChunkKey> = exact.iter().map(|h| h.0).collect();
+                found += through_graph
+                    .iter()
+                    .filter(|h| exact_keys.contains(&h.0))
+                    .count();
+                asked += exact.len();
+                // Scores are the exact scan's, and a broad filter holds.
+                let exact_all = index.search_exact(&a, &query, 4_000, &all, None);
+                for (key, score) in &through_graph {
+                    let truth = exact_all.iter().find(|h| h.0 == *key).unwrap().1;
+                    assert!((score - truth).abs() < 1e-6);
+                    assert!(key.0 % 2 == 0 || accept("odd", ItemKind::Knowledge));
+                }
+            }
+        }
+        assert_eq!(
+            index.graph_searches(),
+            100,
+            "every search went through the graph"
+        );
+        let recall = found as f64 / asked as f64;
+        assert!(recall >= 0.97, "recall@20 against the exact scan: {recall}");
+    }
+
+    #[test]
+    fn the_graph_never_answers_with_a_removed_or_replaced_vector() {
+        const DIM: usize = 32;
+        let (index, a) = graphed(DIM, 500, 1_500, |_| "c");
+        let entry = |k: i64, seed: u64| VectorEntry {
+            chunk_key: ChunkKey(k),
+            collection: "c".into(),
+            kind: ItemKind::Knowledge,
+            vector: clustered(seed, DIM),
+        };
+        // Changed at once, before the builder has seen the change.
+        index.apply(&ChunkChanges {
+            removed: (0..100).map(|k| (a.clone(), ChunkKey(k))).collect(),
+            ..ChunkChanges::default()
+        });
+        index.insert(&a, (100..200).map(|k| entry(k, 90_000 + k as u64)));
+        let all = |_: &str, _: ItemKind| true;
+        index.search(&a, &clustered(1, DIM), 10, &all, None);
+        assert_eq!(index.graph_searches(), 1, "the graph serves while it lags");
+        for _ in 0..2 {
+            for k in 0..200i64 {
+                let hits = index.search(&a, &clustered(k as u64, DIM), 10, &all, None);
+                assert!(
+                    hits.iter().all(|h| h.0 .0 >= 100),
+                    "a removed vector was found: {:?}",
+                    keys(&hits)
+                );
+                if k >= 100 {
+                    let fresh = index.search(&a, &clustered(90_000 + k as u64, DIM), 1, &all, None);
+                    assert_eq!(
+                        keys(&fresh),
+                        [k],
+                        "a replaced vector is found by its new value"
+                    );
+                    assert!((fresh[0].1 - 1.0).abs() < 0.02);
+                }
+            }
+            wait_for_graph(&index, &a);
+        }
+        assert_eq!(index.len(&a), 1_400);
+    }
+
+    #[test]
+    fn a_selective_filter_is_scanned_exactly() {
+        const DIM: usize = 32;
+        let (index, a) = graphed(
+            DIM,
+            500,
+            2_000,
+            |k| if k % 50 == 0 { "rare" } else { "common" },
+        );
+        let rare = |c: &str, _: ItemKind| c == "rare";
+        let few: HashSet<ChunkKey> = (0..30).map(ChunkKey).collect();
+        for q in 0..20u64 {
+            let query = clustered(70_000 + q, DIM);
+            assert_eq!(
+                index.search(&a, &query, 10, &rare, None),
+                index.search_exact(&a, &query, 10, &rare, None)
+            );
+            assert_eq!(
+                index.search(&a, &query, 10, &|_, _| true, Some(&few)),
+                index.search_exact(&a, &query, 10, &|_, _| true, Some(&few))
+            );
+        }
+        assert_eq!(index.graph_searches(), 0);
+        index.search(&a, &clustered(1, DIM), 10, &|_, _| true, None);
+        assert_eq!(index.graph_searches(), 1, "a broad search uses the graph");
     }
 
     #[test]
