@@ -36,7 +36,7 @@ impl Default for AnnOptions {
             min_vectors: 50_000,
             connectivity: 16,
             expansion_add: 128,
-            expansion_search: 256,
+            expansion_search: 384,
         }
     }
 }

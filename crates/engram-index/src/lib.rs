@@ -329,4 +329,11 @@ impl Indexes {
         self.catch_up().await?;
         self.vectors.count(database).await
     }
+
+    /// Whether a database's vector searches run at full speed (its graph, if it needs one,
+    /// is built and current), after a catch-up.
+    pub async fn vectors_settled(&self, database: &DatabaseId) -> IndexResult<bool> {
+        self.catch_up().await?;
+        self.vectors.settled(database).await
+    }
 }

@@ -33,6 +33,11 @@ pub trait VectorIndex: Send + Sync {
     ) -> IndexResult<Vec<(ChunkKey, f32)>>;
     /// Vectors held for a database.
     async fn count(&self, database: &DatabaseId) -> IndexResult<usize>;
+    /// Whether searches of a database run at full speed: no structure of it is still being
+    /// built in the background (they are answered meanwhile, more slowly).
+    async fn settled(&self, _database: &DatabaseId) -> IndexResult<bool> {
+        Ok(true)
+    }
 }
 
 /// One vector to index.
@@ -276,6 +281,13 @@ impl VectorIndex for Int8VectorIndex {
 
     async fn count(&self, database: &DatabaseId) -> IndexResult<usize> {
         Ok(self.inner.len(database))
+    }
+
+    async fn settled(&self, database: &DatabaseId) -> IndexResult<bool> {
+        Ok(
+            self.inner.len(database) < self.inner.segments.options.min_vectors
+                || self.inner.graph_ready(database),
+        )
     }
 }
 

@@ -225,6 +225,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         progress.set(indexed as u64);
         if indexed >= texts.len()
             && app.indexes().vector_count(&stats.database.id).await? >= texts.len()
+            && app.indexes().vectors_settled(&stats.database.id).await?
         {
             break;
         }
