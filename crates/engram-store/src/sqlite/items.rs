@@ -536,7 +536,10 @@ const RUNNABLE: &str = "i.status IN ('queued', 'processing', 'graph_creation')
 
 /// Claims the next item in turn (see [`ClaimRequest`]), or `None` when nothing is runnable
 /// within the organizations' shares; with `light`, only items of given text of at most that
-/// many bytes. The database whose turn it was moves to the back.
+/// many bytes. The database whose turn it was moves to the back. Whether a database has
+/// runnable work is read from the queue's partial index: the planner, without statistics,
+/// preferred `items_by_id` and walked every finished item of the database on every claim
+/// (indexing fell from 850 to 140 chunks/s between 50k and 63k chunks).
 async fn claim_next(
     tx: &mut SqliteConnection,
     claim: &ClaimRequest<'_>,
@@ -551,7 +554,8 @@ async fn claim_next(
     let database: Option<String> = sqlx::query_scalar(&format!(
         "SELECT d.id FROM databases d
          WHERE d.state <> 'deleting'
-           AND EXISTS (SELECT 1 FROM items i WHERE i.database_id = d.id AND {runnable})
+           AND EXISTS (SELECT 1 FROM items i INDEXED BY items_queue
+                       WHERE i.database_id = d.id AND {runnable})
            AND (SELECT COUNT(DISTINCT f.lease_owner) FROM databases od JOIN items f ON f.database_id = od.id
                 WHERE od.org_id = d.org_id AND f.status IN ('processing', 'graph_creation') AND f.lease_until >= ?1
                   AND f.lease_owner <> ?3) < ?2
