@@ -530,16 +530,33 @@ impl ChunkFeed for SqliteStore {
 }
 
 /// An item is runnable: queued and due, or processing under an expired lease; never expired.
-const RUNNABLE: &str = "i.status IN ('queued', 'processing', 'graph_creation')
+pub(crate) const RUNNABLE: &str = "i.status IN ('queued', 'processing', 'graph_creation')
     AND ((i.status = 'queued' AND i.run_after <= ?1) OR (i.status <> 'queued' AND i.lease_until < ?1))
     AND (i.expires_at IS NULL OR i.expires_at > ?1)";
 
-/// Claims the next item in turn (see [`ClaimRequest`]), or `None` when nothing is runnable
-/// within the organizations' shares; with `light`, only items of given text of at most that
-/// many bytes. The database whose turn it was moves to the back. Whether a database has
-/// runnable work is read from the queue's partial index: the planner, without statistics,
+/// The database whose turn it is among those with `runnable` items and room in their
+/// organization's share (`?1` now, `?2` the share, `?3` the claiming owner). Whether a database
+/// has runnable work is read from the queue's partial index: the planner, without statistics,
 /// preferred `items_by_id` and walked every finished item of the database on every claim
 /// (indexing fell from 850 to 140 chunks/s between 50k and 63k chunks).
+pub(crate) fn database_in_turn(runnable: &str) -> String {
+    format!(
+        "SELECT d.id FROM databases d
+         WHERE d.state <> 'deleting'
+           AND EXISTS (SELECT 1 FROM items i INDEXED BY items_queue
+                       WHERE i.database_id = d.id AND {runnable})
+           AND (SELECT COUNT(DISTINCT f.lease_owner) FROM databases od JOIN items f ON f.database_id = od.id
+                WHERE od.org_id = d.org_id AND f.status IN ('processing', 'graph_creation') AND f.lease_until >= ?1
+                  AND f.lease_owner <> ?3) < ?2
+         ORDER BY (SELECT MAX(o.served_turn) FROM databases o WHERE o.org_id = d.org_id),
+                  d.served_turn, d.id
+         LIMIT 1"
+    )
+}
+
+/// Claims the next item in turn (see [`ClaimRequest`]), or `None` when nothing is runnable
+/// within the organizations' shares; with `light`, only items of given text of at most that
+/// many bytes. The database whose turn it was moves to the back.
 async fn claim_next(
     tx: &mut SqliteConnection,
     claim: &ClaimRequest<'_>,
@@ -551,23 +568,12 @@ async fn claim_next(
             "{RUNNABLE} AND i.origin <> 'file' AND octet_length(COALESCE(i.text, '')) <= {most}"
         ),
     };
-    let database: Option<String> = sqlx::query_scalar(&format!(
-        "SELECT d.id FROM databases d
-         WHERE d.state <> 'deleting'
-           AND EXISTS (SELECT 1 FROM items i INDEXED BY items_queue
-                       WHERE i.database_id = d.id AND {runnable})
-           AND (SELECT COUNT(DISTINCT f.lease_owner) FROM databases od JOIN items f ON f.database_id = od.id
-                WHERE od.org_id = d.org_id AND f.status IN ('processing', 'graph_creation') AND f.lease_until >= ?1
-                  AND f.lease_owner <> ?3) < ?2
-         ORDER BY (SELECT MAX(o.served_turn) FROM databases o WHERE o.org_id = d.org_id),
-                  d.served_turn, d.id
-         LIMIT 1"
-    ))
-    .bind(claim.now)
-    .bind(i64::from(claim.org_share))
-    .bind(claim.owner)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let database: Option<String> = sqlx::query_scalar(&database_in_turn(&runnable))
+        .bind(claim.now)
+        .bind(i64::from(claim.org_share))
+        .bind(claim.owner)
+        .fetch_optional(&mut *tx)
+        .await?;
     let Some(database) = database else {
         return Ok(None);
     };
