@@ -42,7 +42,7 @@ pub use clock::{format_ms, Clock, SystemClock, UnixMs};
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
-pub use engram_index::TermOperator;
+pub use engram_index::{IndexFilter, TermOperator};
 pub use engram_search::{Method, Mode, RankedChunk, SearchTuning};
 pub use engram_store::ChunkHit;
 pub use engram_store::DeliveryRecord;

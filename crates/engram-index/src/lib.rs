@@ -17,11 +17,11 @@ pub mod conformance;
 mod keyword;
 mod vector;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engram_store::{ChunkChanges, ChunkFilter, DatabaseScope, Store, StoreError};
+use engram_store::{ChunkChanges, ChunkFilter, ChunkHit, DatabaseScope, Store, StoreError};
 use engram_types::{DatabaseId, ItemKind, UnixMs};
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
@@ -308,6 +308,56 @@ impl Indexes {
         }
     }
 
+    /// [`Self::keyword_search`] with the chunks read back: the best `limit` by BM25, best first.
+    /// Reads the rows of one page of matches a little deeper than `limit` at once, which the
+    /// store filters as it reads them, instead of checking the keys first and reading the rows
+    /// after; when too few of them pass, ranks as [`Self::keyword_search`] does.
+    pub async fn keyword_hits(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        query: &LexicalQuery,
+        limit: usize,
+        now: UnixMs,
+    ) -> IndexResult<Vec<(ChunkHit, f32)>> {
+        if limit == 0 || query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read_back = |ranked: Vec<(ChunkKey, f32)>| async move {
+            let keys: Vec<ChunkKey> = ranked.iter().map(|r| r.0).collect();
+            let mut rows: HashMap<ChunkKey, ChunkHit> = self
+                .store
+                .fetch_chunks(scope, filter, &keys, now)
+                .await?
+                .into_iter()
+                .map(|hit| (hit.chunk_key, hit))
+                .collect();
+            Ok::<_, IndexError>(
+                ranked
+                    .into_iter()
+                    .filter_map(|(key, score)| rows.remove(&key).map(|hit| (hit, score)))
+                    .take(limit)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        if !filter.has_item_conditions() {
+            let page = limit.saturating_add(limit / 4).max(16);
+            let ranked = self
+                .keyword
+                .search(&scope.id, query, &IndexFilter::from(filter), page)
+                .await?;
+            let exhausted = ranked.len() < page;
+            let hits = read_back(ranked).await?;
+            if hits.len() == limit || exhausted {
+                return Ok(hits);
+            }
+        }
+        let ranked = self
+            .keyword_search(scope, filter, query, limit, now)
+            .await?;
+        read_back(ranked).await
+    }
+
     /// The `k` nearest chunk keys of the scope's database passing `filter` (and in `only`, when
     /// given), best first, as the index stands. Item conditions and liveness are the caller's
     /// to check in the store.
@@ -321,6 +371,19 @@ impl Indexes {
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.vectors
             .nearest(&scope.id, vector, k, filter, only)
+            .await
+    }
+
+    /// [`Self::nearest`] by the exact scan (see [`VectorIndex::nearest_exact`]).
+    pub async fn nearest_exact(
+        &self,
+        database: &DatabaseId,
+        vector: Arc<[f32]>,
+        k: usize,
+        filter: &IndexFilter,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
+        self.vectors
+            .nearest_exact(database, vector, k, filter)
             .await
     }
 

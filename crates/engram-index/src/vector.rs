@@ -31,6 +31,17 @@ pub trait VectorIndex: Send + Sync {
         filter: &IndexFilter,
         only: Option<Arc<HashSet<ChunkKey>>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>>;
+    /// [`Self::nearest`] by an exact scan of every vector passing `filter`, whatever
+    /// approximate structure the index keeps: the reference its recall is measured against.
+    async fn nearest_exact(
+        &self,
+        database: &DatabaseId,
+        query: Arc<[f32]>,
+        k: usize,
+        filter: &IndexFilter,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
+        self.nearest(database, query, k, filter, None).await
+    }
     /// Vectors held for a database.
     async fn count(&self, database: &DatabaseId) -> IndexResult<usize>;
     /// Whether searches of a database run at full speed: no structure of it is still being
@@ -275,6 +286,22 @@ impl VectorIndex for Int8VectorIndex {
         blocking(move || {
             let accept = |collection: &str, kind: ItemKind| filter.accepts(collection, kind);
             Ok(inner.search(&database, &query, k, &accept, only.as_deref()))
+        })
+        .await
+    }
+
+    async fn nearest_exact(
+        &self,
+        database: &DatabaseId,
+        query: Arc<[f32]>,
+        k: usize,
+        filter: &IndexFilter,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
+        let inner = self.inner.clone();
+        let (database, filter) = (database.clone(), filter.clone());
+        blocking(move || {
+            let accept = |collection: &str, kind: ItemKind| filter.accepts(collection, kind);
+            Ok(inner.search_exact(&database, &query, k, &accept, None))
         })
         .await
     }

@@ -173,6 +173,19 @@ pub(crate) struct Candidate {
     pub fused: f32,
 }
 
+impl Candidate {
+    /// A chunk read back, not yet scored.
+    fn of(hit: ChunkHit) -> Self {
+        Self {
+            hit,
+            keyword: 0.0,
+            expansion_keyword: 0.0,
+            semantic: 0.0,
+            fused: 0.0,
+        }
+    }
+}
+
 impl Retriever<'_> {
     /// The best `request.limit` chunks, best first. The ranking is stable under the limit:
     /// the first k results of a request are the first k of the same request with a larger
@@ -249,20 +262,15 @@ impl Retriever<'_> {
             return Ok(Vec::new());
         }
         let found = self
-            .keyword_pool(request, &request.filter, lexical, pool)
-            .await?;
-        let scores: HashMap<ChunkKey, f32> = found.iter().copied().collect();
-        let keys: Vec<ChunkKey> = found.iter().map(|f| f.0).collect();
-        let hits = self
-            .store
-            .fetch_chunks(&request.scope, &request.filter, &keys, request.now)
+            .indexes
+            .keyword_hits(&request.scope, &request.filter, lexical, pool, request.now)
             .await?;
         let scale = Scale::by_max(found.iter().map(|f| f.1));
-        Ok(hits
+        Ok(found
             .into_iter()
-            .map(|hit| {
-                let score = scale.apply(scores.get(&hit.chunk_key).copied().unwrap_or(0.0));
-                RankedChunk { hit, score }
+            .map(|(hit, score)| RankedChunk {
+                hit,
+                score: scale.apply(score),
             })
             .collect())
     }
@@ -433,16 +441,7 @@ impl Retriever<'_> {
             .fetch_chunks(&request.scope, &request.filter, &new, request.now)
             .await?
         {
-            candidates.insert(
-                hit.chunk_key,
-                Candidate {
-                    hit,
-                    keyword: 0.0,
-                    expansion_keyword: 0.0,
-                    semantic: 0.0,
-                    fused: 0.0,
-                },
-            );
+            candidates.insert(hit.chunk_key, Candidate::of(hit));
         }
         Ok(())
     }
@@ -504,21 +503,31 @@ impl Retriever<'_> {
         restriction: Option<&Arc<HashSet<ChunkKey>>>,
         all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
     ) -> Result<Evidence, SearchError> {
-        let keyword_pool = async {
+        // The keyword side reads its candidates back while the model embeds the query.
+        let keyword_side = async {
             if lexical.is_empty() {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), Vec::new()));
             }
-            self.keyword_pool(request, &request.filter, lexical, pool)
-                .await
+            let found = self
+                .indexes
+                .keyword_hits(&request.scope, &request.filter, lexical, pool, request.now)
+                .await?;
+            let scores: Vec<(ChunkKey, f32)> =
+                found.iter().map(|(hit, s)| (hit.chunk_key, *s)).collect();
+            let hits: Vec<ChunkHit> = found.into_iter().map(|(hit, _)| hit).collect();
+            Ok::<_, SearchError>((scores, hits))
         };
-        let (query_vector, found) = tokio::join!(self.embed(&request.query), keyword_pool);
+        let (query_vector, keyword_side) = tokio::join!(self.embed(&request.query), keyword_side);
         let query_vector = query_vector?;
-        let mut keyword: HashMap<ChunkKey, f32> = found?.into_iter().collect();
-        let mut keys: Vec<ChunkKey> = keyword.keys().copied().collect();
-        keys.extend(
-            self.nearest_passing(request, &query_vector, pool, restriction, all_passing)
-                .await?,
-        );
+        let (found, hits) = keyword_side?;
+        let mut keyword: HashMap<ChunkKey, f32> = found.into_iter().collect();
+        let mut candidates: HashMap<ChunkKey, Candidate> = hits
+            .into_iter()
+            .map(|hit| (hit.chunk_key, Candidate::of(hit)))
+            .collect();
+        let mut keys = self
+            .nearest_passing(request, &query_vector, pool, restriction, all_passing)
+            .await?;
         if request.query_apps {
             let (app_keys, app_keyword) = self
                 .app_pools(request, lexical, &query_vector, pool, restriction)
@@ -526,7 +535,6 @@ impl Retriever<'_> {
             keys.extend(app_keys);
             keyword.extend(app_keyword);
         }
-        let mut candidates = HashMap::new();
         self.add_candidates(request, keys, &mut candidates).await?;
         Ok(Evidence {
             candidates,

@@ -1,13 +1,18 @@
 //! `engram bench query`: query latency at scale (default 100k chunks), `fast` hybrid top 10 with
 //! the query embedding included, without and with `graph_context`, side by side with a plain BM25
-//! query (`query_by=text`) on the
-//! same data, through `App::query` (the path both HTTP generations call).
+//! query (`query_by=text`) on the same data, through `App::query` (the path both HTTP generations
+//! call); the vector search's recall@10 against the exact scan, and the process' memory.
 //!
 //! Chunk texts are real: overlapping 70-word windows of SciFact abstracts, so posting lists have
 //! the lengths of a real corpus of that size. Embedding 100k chunks would take half an hour on
 //! two cores, and the cost of a vector scan does not depend on the values scanned, so indexing
-//! uses the real model on a sample of windows and gives every other window the vector of a
-//! sampled window (with small noise); queries are embedded by the real model.
+//! uses the real model on a sample of windows and gives every window a blend of two sampled
+//! vectors (with small noise): vectors cluster like real ones, not like uniform noise.
+//! Queries are embedded by the real model.
+//!
+//! With `--data DIR` the bench keeps its data; run again on the same directory, it opens it as a
+//! restarted server would and says how long after start the first query was answered and the
+//! indexes settled, then times the same queries with the memory of a process that only serves.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -40,12 +45,36 @@ pub(crate) struct QueryBench {
     /// Queries to time (SciFact queries; repeated when fewer).
     #[arg(long, default_value_t = 300)]
     queries: usize,
+    /// Queries whose vector search is compared with the exact scan (recall@10).
+    #[arg(long, default_value_t = 100)]
+    recall_queries: usize,
+    /// Keeps the data in this directory; when it already holds it, reopens it (a restart)
+    /// instead of indexing.
+    #[arg(long)]
+    data: Option<PathBuf>,
 }
 
-/// Gives each known text its precomputed vector; anything else goes to the real model.
+/// Gives each window a vector made of real sampled vectors (see [`Precomputed::vector`]);
+/// anything else goes to the real model.
 struct Precomputed {
-    vectors: HashMap<String, Vec<f32>>,
+    windows: HashMap<String, usize>,
+    sample: Vec<Vec<f32>>,
     model: Arc<dyn Embedder>,
+}
+
+impl Precomputed {
+    /// Window i: sampled vector `i % n` (its topic) plus half of another sampled vector picked
+    /// by a hash of i (what sets it apart within the topic), with a little noise. Vectors that
+    /// only jittered one sample would make each topic a ball of near-duplicates, which no real
+    /// corpus is and on which no nearest-neighbour index can tell the ten nearest apart.
+    fn vector(&self, text: &str) -> Option<Vec<f32>> {
+        let i = *self.windows.get(text)?;
+        let n = self.sample.len();
+        let other = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33;
+        let (topic, aside) = (&self.sample[i % n], &self.sample[other as usize % n]);
+        let blend: Vec<f32> = topic.iter().zip(aside).map(|(t, a)| t + 0.5 * a).collect();
+        Some(jitter(&blend, i as u64))
+    }
 }
 
 impl Embedder for Precomputed {
@@ -53,13 +82,13 @@ impl Embedder for Precomputed {
         let missing: Vec<&str> = texts
             .iter()
             .copied()
-            .filter(|t| !self.vectors.contains_key(*t))
+            .filter(|t| !self.windows.contains_key(*t))
             .collect();
         let mut computed = self.model.embed(&missing)?.into_iter();
         Ok(texts
             .iter()
-            .map(|t| match self.vectors.get(*t) {
-                Some(v) => v.clone(),
+            .map(|t| match self.vector(t) {
+                Some(v) => v,
                 None => computed.next().unwrap_or_default(),
             })
             .collect())
@@ -113,6 +142,7 @@ fn jitter(vector: &[f32], seed: u64) -> Vec<f32> {
 }
 
 pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Result<()> {
+    let started = Instant::now();
     let corpus = crate::eval::read_jsonl(&args.scifact.join("corpus.jsonl"))?;
     let queries: Vec<String> = crate::eval::read_jsonl(&args.scifact.join("queries.jsonl"))?
         .iter()
@@ -121,51 +151,24 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     if queries.is_empty() {
         bail!("no queries in {}", args.scifact.display());
     }
-    let texts = windows(&corpus, args.chunks, 70, 10);
-    if texts.len() < args.chunks {
-        bail!("the corpus gives only {} windows", texts.len());
-    }
-
-    let tmp = std::env::temp_dir().join(format!("engram-bench-query-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
-    config.data_dir = tmp.clone();
+    let dir = args.data.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("engram-bench-query-{}", std::process::id()))
+    });
+    let restart = dir.read_dir().is_ok_and(|mut d| d.next().is_some());
+    std::fs::create_dir_all(&dir)?;
+    config.data_dir = dir.clone();
     config.rate_limit.enabled = false;
     let real = Models::load(&config.embedding).await?;
-
-    eprintln!("embedding {} sample windows with the model…", args.sample);
-    let sample: Vec<String> = texts
-        .iter()
-        .step_by((texts.len() / args.sample.max(1)).max(1))
-        .cloned()
-        .collect();
-    let model = real.embedder.clone();
-    let sample_vectors = {
-        let sample = sample.clone();
-        tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = sample.iter().map(String::as_str).collect();
-            model.embed(&refs)
-        })
-        .await??
+    let models = if restart {
+        real.clone()
+    } else {
+        let texts = windows(&corpus, args.chunks, 70, 10);
+        if texts.len() < args.chunks {
+            bail!("the corpus gives only {} windows", texts.len());
+        }
+        sampled(&real, texts, args.sample).await?
     };
-    // Window i reuses sampled vector i % period.
-    let period = sample_vectors.len().max(1);
-    let vectors: HashMap<String, Vec<f32>> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let base = &sample_vectors[i % sample_vectors.len()];
-            (t.clone(), jitter(base, i as u64))
-        })
-        .collect();
-    let models = Models {
-        embedder: Arc::new(Precomputed {
-            vectors,
-            model: real.embedder.clone(),
-        }),
-        query_embedder: real.query_embedder.clone(),
-        tokens: real.tokens.clone(),
-    };
-    // SQLite in a new directory, or the (empty) PostgreSQL database `--storage-url` names.
+    // SQLite in the directory, or the PostgreSQL database `--storage-url` names.
     let store = engram_app::open_store(&config).await?;
     let app = App::with_store(
         config.clone(),
@@ -182,56 +185,53 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     let who = app.authenticate(&key.token).await?;
     let token = CancellationToken::new();
     let workers = app.start_workers(token.child_token());
-    let (db, _) = crate::eval::ready_database(&app, &who, "bench").await?;
-
-    for (n, batch) in texts.chunks(500).enumerate() {
-        let sources = batch
-            .iter()
-            .enumerate()
-            .map(|(i, text)| AppSource {
-                id: Some(format!("w{n}_{i}")),
-                text: text.clone(),
-                // Half the items, for the filtered variant: windows sharing a sampled vector
-                // (every `period`-th) alternate, so the filter is independent of similarity.
-                additional_metadata: serde_json::Map::from_iter([(
-                    "shard".to_owned(),
-                    json!(if (n * 500 + i) / period % 2 == 0 {
-                        "even"
-                    } else {
-                        "odd"
-                    }),
-                )]),
-                attachments: json!([]),
-                relations: json!({}),
-                ..AppSource::default()
-            })
-            .collect();
-        app.ingest_knowledge(
-            &who,
-            &db,
-            KnowledgeRequest {
-                upsert: true,
-                file_metadata_field: "document_metadata",
-                app_knowledge: sources,
-                ..KnowledgeRequest::default()
-            },
-        )
-        .await?;
+    let (db, existed) = crate::eval::ready_database(&app, &who, "bench").await?;
+    if restart && !existed {
+        bail!(
+            "{} holds no bench data: name an empty or new directory",
+            dir.display()
+        );
     }
-    let mut progress = crate::progress::Progress::new("indexed chunks", texts.len() as u64);
+    let chunks = if restart {
+        let first = app
+            .query(
+                &who,
+                &db,
+                request(&queries[0], Method::Hybrid, false, false),
+            )
+            .await?;
+        anyhow::ensure!(!first.chunks.is_empty(), "no results after the restart");
+        println!(
+            "restart: first query answered {:.1} s after start",
+            started.elapsed().as_secs_f64()
+        );
+        app.database_stats(&who, &db).await?.counts.knowledge_chunks as usize
+    } else {
+        let texts = windows(&corpus, args.chunks, 70, 10);
+        ingest(&app, &who, &db, texts, args.sample).await?;
+        args.chunks
+    };
+    let id = app.database_stats(&who, &db).await?.database.id;
+    let mut progress = crate::progress::Progress::new("indexed chunks", chunks as u64);
     loop {
-        let stats = app.database_stats(&who, &db).await?;
-        let indexed = stats.counts.knowledge_chunks as usize;
+        let indexed = app.database_stats(&who, &db).await?.counts.knowledge_chunks as usize;
         progress.set(indexed as u64);
-        if indexed >= texts.len()
-            && app.indexes().vector_count(&stats.database.id).await? >= texts.len()
-            && app.indexes().vectors_settled(&stats.database.id).await?
+        if indexed >= chunks
+            && app.indexes().vector_count(&id).await? >= chunks
+            && app.indexes().vectors_settled(&id).await?
         {
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     progress.finish();
+    if restart {
+        println!(
+            "restart: indexes settled {:.1} s after start",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let recall = vector_recall(&app, &real, &who, &id, &queries, args.recall_queries).await?;
 
     let run = |method: Method, filtered: bool, graph: bool| {
         let (app, who, db) = (app.clone(), who.clone(), db.clone());
@@ -261,8 +261,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     let bm25 = run(Method::Text, false, false).await?;
     let filtered = run(Method::Hybrid, true, false).await?;
     println!(
-        "engram bench query: {} chunks (SciFact windows of 70 words), {} queries each, top 10",
-        texts.len(),
+        "engram bench query: {chunks} chunks (SciFact windows of 70 words), {} queries each, top 10",
         args.queries
     );
     for (name, l) in [
@@ -278,11 +277,150 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             l.last().copied().unwrap_or(0.0)
         );
     }
+    println!(
+        "  vector recall@10 against the exact scan: {recall:.3} ({} queries)",
+        args.recall_queries.min(queries.len())
+    );
+    let (rss, peak) = memory();
+    println!("  memory: RSS {rss} MiB, peak {peak} MiB");
     token.cancel();
     workers.shutdown(Duration::from_secs(10)).await;
     app.close().await;
-    std::fs::remove_dir_all(&tmp).context("removing the bench data")?;
+    if args.data.is_none() {
+        std::fs::remove_dir_all(&dir).context("removing the bench data")?;
+    }
     Ok(())
+}
+
+/// Models whose chunk embedder gives every window of `texts` the real vector of a sampled
+/// window (see [`Precomputed`]); queries go to the real model.
+async fn sampled(real: &Models, texts: Vec<String>, sample: usize) -> anyhow::Result<Models> {
+    eprintln!("embedding {sample} sample windows with the model…");
+    let step = (texts.len() / sample.max(1)).max(1);
+    let picked: Vec<String> = texts.iter().step_by(step).cloned().collect();
+    let model = real.embedder.clone();
+    let sample = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = picked.iter().map(String::as_str).collect();
+        model.embed(&refs)
+    })
+    .await??;
+    if sample.is_empty() {
+        bail!("no windows to sample");
+    }
+    // Window i reuses sampled vector i % period.
+    let windows = texts.into_iter().enumerate().map(|(i, t)| (t, i)).collect();
+    Ok(Models {
+        embedder: Arc::new(Precomputed {
+            windows,
+            sample,
+            model: real.embedder.clone(),
+        }),
+        query_embedder: real.query_embedder.clone(),
+        tokens: real.tokens.clone(),
+    })
+}
+
+/// Ingests the windows, 500 per request, half of them (for the filtered variant) marked
+/// `shard: even`.
+async fn ingest(
+    app: &App,
+    who: &engram_app::Principal,
+    db: &engram_types::DatabaseName,
+    texts: Vec<String>,
+    sample: usize,
+) -> anyhow::Result<()> {
+    let period = (texts.len() / sample.max(1)).max(1);
+    let period = texts.len().div_ceil(period).max(1);
+    for (n, batch) in texts.chunks(500).enumerate() {
+        let sources = batch
+            .iter()
+            .enumerate()
+            .map(|(i, text)| AppSource {
+                id: Some(format!("w{n}_{i}")),
+                text: text.clone(),
+                // Windows sharing a sampled vector (every `period`-th) alternate, so the
+                // filter is independent of similarity.
+                additional_metadata: serde_json::Map::from_iter([(
+                    "shard".to_owned(),
+                    json!(if ((n * 500 + i) / period).is_multiple_of(2) {
+                        "even"
+                    } else {
+                        "odd"
+                    }),
+                )]),
+                attachments: json!([]),
+                relations: json!({}),
+                ..AppSource::default()
+            })
+            .collect();
+        app.ingest_knowledge(
+            who,
+            db,
+            KnowledgeRequest {
+                upsert: true,
+                file_metadata_field: "document_metadata",
+                app_knowledge: sources,
+                ..KnowledgeRequest::default()
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The mean share of the exact scan's 10 nearest that the index's search returns, over the
+/// first `count` queries.
+async fn vector_recall(
+    app: &App,
+    models: &Models,
+    who: &engram_app::Principal,
+    database: &engram_types::DatabaseId,
+    queries: &[String],
+    count: usize,
+) -> anyhow::Result<f64> {
+    let queries: Vec<String> = queries.iter().take(count).cloned().collect();
+    let model = models.query_embedder.clone();
+    let vectors = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
+        model.embed(&refs)
+    })
+    .await??;
+    let filter = engram_app::IndexFilter::default();
+    let mut total = 0.0;
+    for v in &vectors {
+        let v: Arc<[f32]> = Arc::from(v.as_slice());
+        let exact = app
+            .indexes()
+            .nearest_exact(database, v.clone(), 10, &filter)
+            .await?;
+        let scope = engram_store::DatabaseScope {
+            org: who.org.clone(),
+            id: database.clone(),
+        };
+        let found: std::collections::HashSet<_> = app
+            .indexes()
+            .nearest(&scope, v, 10, &filter, None)
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let hit = exact.iter().filter(|(k, _)| found.contains(k)).count();
+        total += hit as f64 / exact.len().max(1) as f64;
+    }
+    Ok(total / vectors.len().max(1) as f64)
+}
+
+/// The process' resident memory and its peak, in MiB.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// A `fast` top-10 query; `filtered`: restricted to half the items by an
