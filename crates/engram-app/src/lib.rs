@@ -183,6 +183,9 @@ impl App {
                 } else {
                     graph_min as usize
                 },
+                // This instance's own copy (see ARCHITECTURE.md, the vector graph): checked
+                // against the store's vectors when loaded.
+                directory: Some(config.data_dir.join("vectors")),
                 ..engram_index::AnnOptions::default()
             },
         ));

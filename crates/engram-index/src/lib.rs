@@ -232,6 +232,7 @@ impl Indexes {
             })
             .await?;
         }
+        self.vectors.rebuilt().await?;
         let every_reader = self.note(head).await?;
         self.store.trim_chunk_changes(every_reader).await?;
         tracing::info!(

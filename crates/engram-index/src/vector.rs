@@ -42,6 +42,11 @@ pub trait VectorIndex: Send + Sync {
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.nearest(database, query, k, filter, None).await
     }
+    /// Told after the index was rebuilt from every live chunk of the store: what it keeps of
+    /// databases it no longer holds (saved graphs) can go.
+    async fn rebuilt(&self) -> IndexResult<()> {
+        Ok(())
+    }
     /// Vectors held for a database.
     async fn count(&self, database: &DatabaseId) -> IndexResult<usize>;
     /// Whether searches of a database run at full speed: no structure of it is still being
@@ -79,6 +84,11 @@ pub(crate) struct Segments {
     wake: Arc<Wake>,
     /// Searches answered through a graph.
     graph_searches: std::sync::atomic::AtomicU64,
+    /// Vectors a loaded graph held in their current version (not added again).
+    graph_loaded: std::sync::atomic::AtomicU64,
+    /// Between a clear and the end of the rebuild that follows: a segment is not complete yet,
+    /// so no saved graph is measured against it.
+    rebuilding: std::sync::atomic::AtomicBool,
 }
 
 /// A key held in the segment but not in the graph in its current version.
@@ -107,6 +117,8 @@ struct Segment {
     /// With a graph: keys it holds that are gone or replaced (the builder removes them).
     stale: HashSet<ChunkKey>,
     version: u64,
+    /// A saved graph was tried for this segment (loaded or refused): not tried again.
+    load_tried: bool,
 }
 
 /// Quantises to int8 with one scale: `x ≈ code * scale`.
@@ -269,7 +281,11 @@ impl VectorIndex for Int8VectorIndex {
     }
 
     async fn clear(&self) -> IndexResult<()> {
-        self.inner.segments.write().clear();
+        let segments = &self.inner.segments;
+        segments
+            .rebuilding
+            .store(true, std::sync::atomic::Ordering::Release);
+        segments.write().clear();
         Ok(())
     }
 
@@ -302,6 +318,15 @@ impl VectorIndex for Int8VectorIndex {
         blocking(move || {
             let accept = |collection: &str, kind: ItemKind| filter.accepts(collection, kind);
             Ok(inner.search_exact(&database, &query, k, &accept, None))
+        })
+        .await
+    }
+
+    async fn rebuilt(&self) -> IndexResult<()> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            inner.rebuilt();
+            Ok(())
         })
         .await
     }
@@ -355,10 +380,24 @@ impl Segments {
                 segment.graph = None;
                 segment.unindexed.clear();
                 segment.stale.clear();
+                self.forget_saved(database);
             }
             if segment.graph.is_none() {
                 if len < self.options.min_vectors {
                     return false;
+                }
+                let saved = self
+                    .options
+                    .file(database.as_str())
+                    .filter(|file| !segment.load_tried && file.exists());
+                if let Some(file) = saved {
+                    if self.rebuilding.load(std::sync::atomic::Ordering::Acquire) {
+                        return false;
+                    }
+                    segment.load_tried = true;
+                    drop(map);
+                    self.load_graph(database, &file);
+                    return true;
                 }
                 let Some(graph) = Graph::new(dimension, &self.options, len) else {
                     return false;
@@ -414,6 +453,10 @@ impl Segments {
             (keys, versions, codes)
         };
         if keys.is_empty() {
+            // Current: saved now and then, so a restart need not build it again.
+            if let Some(file) = self.options.file(database.as_str()) {
+                graph.save_if_due(&file);
+            }
             return false;
         }
         let failed: HashSet<u64> = graph.add(&keys, &codes, dimension).into_iter().collect();
@@ -462,6 +505,100 @@ impl Segments {
     }
 }
 
+impl Segments {
+    /// Loads a database's saved graph and keeps it when it fits the segment: every vector the
+    /// graph holds in the segment's current code is served by it, the others are added again
+    /// (and the graph's copies of changed ones removed first). A graph holding more than a
+    /// quarter of keys the segment lacks, or that does not load, is dropped (and its file).
+    fn load_graph(&self, database: &DatabaseId, file: &std::path::Path) {
+        let dimension = self.dimension;
+        let Some(graph) = Graph::load(dimension, &self.options, file) else {
+            self.forget_saved(database);
+            return;
+        };
+        let mut map = self.write();
+        let Some(segment) = map.get_mut(database) else {
+            return;
+        };
+        if segment.graph.is_some() {
+            return;
+        }
+        segment.version += 1;
+        let version = segment.version;
+        let (mut unindexed, mut stale) = (HashMap::new(), HashSet::new());
+        let mut copy = vec![0i8; dimension];
+        let mut held = 0usize;
+        for (slot, key) in segment.keys.iter().enumerate() {
+            if graph.code(key.0 as u64, &mut copy) {
+                if copy == segment.code(slot, dimension) {
+                    held += 1;
+                    continue;
+                }
+                stale.insert(*key);
+            }
+            unindexed.insert(
+                *key,
+                Pending {
+                    version,
+                    failed: false,
+                },
+            );
+        }
+        let foreign = graph.size().saturating_sub(held + stale.len());
+        if foreign > graph.size() / 4 {
+            tracing::info!(database = %database, foreign, "a saved vector graph no longer fits: building again");
+            drop(map);
+            self.forget_saved(database);
+            return;
+        }
+        tracing::info!(
+            database = %database,
+            held,
+            lacking = unindexed.len(),
+            "vector graph loaded"
+        );
+        self.graph_loaded
+            .fetch_add(held as u64, std::sync::atomic::Ordering::Relaxed);
+        segment.unindexed = unindexed;
+        segment.stale = stale;
+        segment.graph = Some(Arc::new(graph));
+    }
+
+    /// Deletes a database's saved graph, if any.
+    fn forget_saved(&self, database: &DatabaseId) {
+        if let Some(file) = self.options.file(database.as_str()) {
+            match std::fs::remove_file(&file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!(error = %e, path = %file.display(), "a saved vector graph could not be deleted");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Deletes the saved graphs of databases the segments do not hold (after a rebuild from
+    /// the store, they are the live databases with vectors).
+    fn sweep_saved(&self) {
+        let Some(directory) = self.options.directory.as_ref() else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(directory) else {
+            return;
+        };
+        let live: HashSet<String> = self.read().keys().map(|d| d.as_str().to_owned()).collect();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let ours = path
+                .extension()
+                .is_some_and(|e| e == crate::ann::GRAPH_EXTENSION || e == "saving");
+            let owner = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
+            if ours && owner.is_some_and(|o| !live.contains(&o)) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
 impl Vectors {
     pub fn new(dimension: usize) -> Self {
         Self::with_options(dimension, AnnOptions::default())
@@ -475,6 +612,8 @@ impl Vectors {
             map: RwLock::new(HashMap::new()),
             wake: wake.clone(),
             graph_searches: std::sync::atomic::AtomicU64::new(0),
+            graph_loaded: std::sync::atomic::AtomicU64::new(0),
+            rebuilding: std::sync::atomic::AtomicBool::new(false),
         });
         spawn_builder(Arc::downgrade(&segments), wake);
         Self { segments }
@@ -507,6 +646,9 @@ impl Vectors {
                 segments.remove(gone);
             }
         }
+        for gone in &changes.gone {
+            self.segments.forget_saved(gone);
+        }
         self.segments.wake.notify();
     }
 
@@ -528,6 +670,23 @@ impl Vectors {
                 }
             }
         }
+        self.segments.wake.notify();
+    }
+
+    /// Vectors that saved graphs held in their current version when loaded (not added again).
+    pub fn graph_loaded(&self) -> u64 {
+        self.segments
+            .graph_loaded
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// After a rebuild from the store: deletes the saved graphs of databases this index does
+    /// not hold, and lets the builder load the others (see [`VectorIndex::rebuilt`]).
+    pub fn rebuilt(&self) {
+        self.segments.sweep_saved();
+        self.segments
+            .rebuilding
+            .store(false, std::sync::atomic::Ordering::Release);
         self.segments.wake.notify();
     }
 
@@ -897,6 +1056,88 @@ mod tests {
         );
         let recall = found as f64 / asked as f64;
         assert!(recall >= 0.97, "recall@20 against the exact scan: {recall}");
+    }
+
+    #[test]
+    fn a_saved_graph_serves_the_restart_and_is_trusted_for_nothing() {
+        const DIM: usize = 32;
+        let dir = tempfile::tempdir().unwrap();
+        let options = AnnOptions {
+            min_vectors: 500,
+            directory: Some(dir.path().to_path_buf()),
+            ..AnnOptions::default()
+        };
+        let a = db("a");
+        let entry = |k: i64, seed: u64| VectorEntry {
+            chunk_key: ChunkKey(k),
+            collection: "c".into(),
+            kind: ItemKind::Knowledge,
+            vector: clustered(seed, DIM),
+        };
+        let saved = dir.path().join("a.usearch");
+        let wait_for = |what: &dyn Fn() -> bool| {
+            let started = std::time::Instant::now();
+            while !what() {
+                assert!(started.elapsed() < std::time::Duration::from_secs(60));
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        };
+        {
+            let first = Vectors::with_options(DIM, options.clone());
+            first.insert(&a, (0..1_500).map(|k| entry(k, k as u64)));
+            wait_for_graph(&first, &a);
+            wait_for(&|| saved.exists());
+            assert_eq!(first.graph_loaded(), 0);
+        }
+        // The restart finds 50 vectors gone, 100 changed and 20 new since the save.
+        let changed = |k: i64| 90_000 + k as u64;
+        let second = Vectors::with_options(DIM, options);
+        second.insert(
+            &a,
+            (50..1_500)
+                .map(|k| entry(k, if k < 150 { changed(k) } else { k as u64 }))
+                .chain((2_000..2_020).map(|k| entry(k, k as u64))),
+        );
+        wait_for_graph(&second, &a);
+        assert_eq!(
+            second.graph_loaded(),
+            1_350,
+            "the saved graph serves the vectors it holds as they are, and only those"
+        );
+        for (k, seed) in [
+            (60, changed(60)),
+            (149, changed(149)),
+            (700, 700),
+            (2_005, 2_005),
+        ] {
+            let hits = second.search(&a, &clustered(seed, DIM), 10, &|_, _| true, None);
+            assert_eq!(hits[0].0, ChunkKey(k), "{k} is found by its current vector");
+            assert!(
+                hits.iter().all(|h| h.0 .0 >= 50),
+                "a gone vector is never found"
+            );
+            let old = second.search(&a, &clustered(k as u64, DIM), 1, &|_, _| true, None);
+            assert!(
+                k >= 150 || old[0].0 != ChunkKey(k),
+                "{k}'s old vector is gone"
+            );
+        }
+        assert!(
+            second.graph_searches() >= 8,
+            "searches went through the graph"
+        );
+
+        // A rebuild from the store keeps the saved graphs of live databases only, and a
+        // database gone from the store takes its saved graph with it.
+        let other = dir.path().join("zz.usearch");
+        std::fs::copy(&saved, &other).unwrap();
+        second.rebuilt();
+        assert!(!other.exists() && saved.exists());
+        second.apply(&ChunkChanges {
+            gone: vec![a.clone()],
+            ..ChunkChanges::default()
+        });
+        assert!(!saved.exists());
     }
 
     #[test]
