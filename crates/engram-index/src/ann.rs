@@ -25,8 +25,12 @@ use std::time::{Duration, Instant};
 
 use crate::vector::Segments;
 
-/// The least time between two saves of a database's graph (saving 1M vectors writes 1 GB).
+/// The least time between two saves of a database's graph while it keeps changing (saving 1M
+/// vectors writes 1 GB).
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(600);
+/// A graph unchanged for this long since its last change is saved whatever [`SAVE_EVERY`]
+/// says: the end of a burst of writes is on disk soon after.
+pub(crate) const SAVE_QUIET: Duration = Duration::from_secs(20);
 
 /// When a database's vectors are searched through a graph, and how it is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +85,8 @@ pub(crate) struct Graph {
     pub(crate) started: Instant,
     /// Changed since it was loaded or last saved.
     changed: AtomicBool,
+    /// When it last changed.
+    touched: Mutex<Instant>,
     /// When it was last saved.
     saved: Mutex<Option<Instant>>,
 }
@@ -121,6 +127,7 @@ impl Graph {
             built_from,
             started: Instant::now(),
             changed: AtomicBool::new(changed),
+            touched: Mutex::new(Instant::now()),
             saved: Mutex::new(None),
         }
     }
@@ -154,12 +161,18 @@ impl Graph {
     }
 
     /// Saves the graph to `path` (through a temporary file renamed over it) when it changed
-    /// since it was loaded or saved and the last save is [`SAVE_EVERY`] old.
+    /// since it was loaded or saved, and it was never saved, or the last save is
+    /// [`SAVE_EVERY`] old, or it has not changed for [`SAVE_QUIET`].
     pub(crate) fn save_if_due(&self, path: &Path) {
         let mut saved = self.saved.lock().unwrap_or_else(PoisonError::into_inner);
-        if !self.changed.load(Ordering::Acquire)
-            || saved.is_some_and(|at| at.elapsed() < SAVE_EVERY)
-        {
+        let quiet = self
+            .touched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+            >= SAVE_QUIET;
+        let due = saved.is_none_or(|at| at.elapsed() >= SAVE_EVERY || quiet);
+        if !self.changed.load(Ordering::Acquire) || !due {
             return;
         }
         let started = Instant::now();
@@ -223,7 +236,7 @@ impl Graph {
                 }
             }
         }
-        self.changed.store(true, Ordering::Release);
+        self.touch();
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
         keys.iter()
             .enumerate()
@@ -240,6 +253,11 @@ impl Graph {
             .collect()
     }
 
+    fn touch(&self) {
+        self.changed.store(true, Ordering::Release);
+        *self.touched.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
     /// Changes how many candidates a search keeps (efSearch).
     pub(crate) fn set_breadth(&self, breadth: usize) {
         self.index
@@ -250,7 +268,7 @@ impl Graph {
 
     /// Removes keys (gone from the segment, or about to be added again in a new version).
     pub(crate) fn remove(&self, keys: impl IntoIterator<Item = u64>) {
-        self.changed.store(true, Ordering::Release);
+        self.touch();
         let index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         for key in keys {
             let _ = index.remove(key);
