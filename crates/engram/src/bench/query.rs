@@ -103,22 +103,29 @@ impl Embedder for Precomputed {
     }
 }
 
-/// Overlapping windows of `words` words (stride `stride`) over the corpus' abstracts.
+/// Overlapping windows of `words` words (stride `stride`) over the corpus' abstracts. Each pass
+/// over the corpus starts its windows one word later than the pass before (and after `stride`
+/// passes makes them one word longer), so windows do not repeat: past the ~70k windows of one
+/// pass, repeated texts would share a vector, and equal vectors make neither recall nor an
+/// HNSW graph mean what they do on real data.
 fn windows(corpus: &[Value], count: usize, words: usize, stride: usize) -> Vec<String> {
     let mut out = Vec::with_capacity(count);
-    for doc in corpus.iter().cycle().take(corpus.len() * 64) {
-        let body: Vec<&str> = doc["text"]
-            .as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        let mut start = 0;
-        while start + words <= body.len() {
-            out.push(body[start..start + words].join(" "));
-            if out.len() == count {
-                return out;
+    for pass in 0..64 {
+        let (offset, width) = (pass % stride, words + pass / stride);
+        for doc in corpus {
+            let body: Vec<&str> = doc["text"]
+                .as_str()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            let mut start = offset;
+            while start + width <= body.len() {
+                out.push(body[start..start + width].join(" "));
+                if out.len() == count {
+                    return out;
+                }
+                start += stride;
             }
-            start += stride;
         }
     }
     out
@@ -398,9 +405,9 @@ async fn vector_recall(
             id: database.clone(),
         };
         let found = app.indexes().nearest(&scope, v, 10, &filter, None).await?;
-        // A result scoring at least the exact 10th is one of the 10 nearest: windows repeat
-        // (the corpus is cycled past 70k windows) and repeated windows share a vector, so
-        // which of equal vectors is returned is arbitrary. Scores are the exact codes' in both.
+        // A result scoring at least the exact 10th is one of the 10 nearest: equal vectors (of
+        // equal texts, which the corpus may hold) count alike. Scores are the exact codes' in
+        // both searches.
         let tenth = exact.last().map_or(f32::MIN, |e| e.1);
         let hit = found
             .iter()
@@ -442,5 +449,27 @@ fn request(query: &str, method: Method, filtered: bool, graph_context: bool) -> 
         max_results: Some(10),
         graph_context: Some(graph_context),
         ..QueryRequest::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn windows_do_not_repeat_past_one_pass_over_the_corpus() {
+        let corpus: Vec<Value> = (0..3)
+            .map(|d| {
+                let words: Vec<String> = (0..40).map(|w| format!("d{d}w{w}")).collect();
+                json!({ "text": words.join(" ") })
+            })
+            .collect();
+        // One pass gives 21 windows of 10 words at stride 5; 60 take three more passes.
+        let all = windows(&corpus, 60, 10, 5);
+        assert_eq!(all.len(), 60);
+        assert_eq!(all.iter().collect::<HashSet<_>>().len(), 60);
+        assert!(all.iter().all(|w| w.split(' ').count() == 10));
     }
 }
