@@ -256,6 +256,33 @@ fn best(scored: impl Iterator<Item = (ChunkKey, f32)>, k: usize) -> Vec<(ChunkKe
 }
 
 impl Int8VectorIndex {
+    /// [`Vectors::search`] (or, without `graph_allowed`, [`Vectors::search_exact`]) on the
+    /// blocking pool.
+    async fn scan(
+        &self,
+        database: &DatabaseId,
+        query: Arc<[f32]>,
+        k: usize,
+        filter: &IndexFilter,
+        only: Option<Arc<HashSet<ChunkKey>>>,
+        graph_allowed: bool,
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
+        let inner = self.inner.clone();
+        let (database, filter) = (database.clone(), filter.clone());
+        blocking(move || {
+            let accept = |collection: &str, kind: ItemKind| filter.accepts(collection, kind);
+            Ok(inner.search_with(
+                &database,
+                &query,
+                k,
+                &accept,
+                only.as_deref(),
+                graph_allowed,
+            ))
+        })
+        .await
+    }
+
     pub fn new(dimension: usize) -> Self {
         Self {
             inner: Arc::new(Vectors::new(dimension)),
@@ -297,13 +324,7 @@ impl VectorIndex for Int8VectorIndex {
         filter: &IndexFilter,
         only: Option<Arc<HashSet<ChunkKey>>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
-        let inner = self.inner.clone();
-        let (database, filter) = (database.clone(), filter.clone());
-        blocking(move || {
-            let accept = |collection: &str, kind: ItemKind| filter.accepts(collection, kind);
-            Ok(inner.search(&database, &query, k, &accept, only.as_deref()))
-        })
-        .await
+        self.scan(database, query, k, filter, only, true).await
     }
 
     async fn nearest_exact(
@@ -313,13 +334,7 @@ impl VectorIndex for Int8VectorIndex {
         k: usize,
         filter: &IndexFilter,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
-        let inner = self.inner.clone();
-        let (database, filter) = (database.clone(), filter.clone());
-        blocking(move || {
-            let accept = |collection: &str, kind: ItemKind| filter.accepts(collection, kind);
-            Ok(inner.search_exact(&database, &query, k, &accept, None))
-        })
-        .await
+        self.scan(database, query, k, filter, None, false).await
     }
 
     async fn rebuilt(&self) -> IndexResult<()> {
