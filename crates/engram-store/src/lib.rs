@@ -6,6 +6,7 @@
 //! ([`DatabaseScope`]) and the backend checks it in the query itself, so a handler bug cannot
 //! read another organization's rows.
 
+mod connectors;
 mod error;
 mod graph;
 mod items;
@@ -24,6 +25,7 @@ pub mod conformance;
 use async_trait::async_trait;
 use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
+pub use connectors::*;
 pub use error::{StoreError, StoreResult};
 pub use graph::*;
 pub use items::*;
@@ -175,6 +177,7 @@ pub trait Store:
     + FeedbackStore
     + RawEmbeddingStore
     + GraphStore
+    + ConnectorStore
     + Send
     + Sync
     + 'static

@@ -30,6 +30,7 @@ pub(crate) trait Columns {
     fn flag(&self, column: &str) -> StoreResult<bool>;
     fn real(&self, column: &str) -> StoreResult<f64>;
     fn bytes(&self, column: &str) -> StoreResult<Vec<u8>>;
+    fn opt_bytes(&self, column: &str) -> StoreResult<Option<Vec<u8>>>;
     fn json(&self, column: &str) -> StoreResult<Value>;
     /// A stored vector; empty when the column is NULL.
     fn vector(&self, column: &str) -> StoreResult<Vec<f32>>;
@@ -57,6 +58,9 @@ macro_rules! plain_columns {
             Ok(sqlx::Row::try_get(self, column)?)
         }
         fn bytes(&self, column: &str) -> $crate::StoreResult<Vec<u8>> {
+            Ok(sqlx::Row::try_get(self, column)?)
+        }
+        fn opt_bytes(&self, column: &str) -> $crate::StoreResult<Option<Vec<u8>>> {
             Ok(sqlx::Row::try_get(self, column)?)
         }
     };

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
+mod connectors;
 mod edits;
 mod graph;
 mod items;
@@ -31,6 +32,7 @@ pub async fn run_all<S: Store>(store: &S) {
     edits::run_all(store).await;
     webhooks::run_all(store).await;
     graph::run_all(store).await;
+    connectors::run_all(store).await;
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {

@@ -39,6 +39,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "memory_facts",
         sql: include_str!("../../migrations/postgres/0006_memory_facts.sql"),
     },
+    Migration {
+        version: 7,
+        name: "connectors",
+        sql: include_str!("../../migrations/postgres/0007_connectors.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

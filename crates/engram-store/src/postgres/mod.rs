@@ -9,6 +9,7 @@
 //! exact across instances), and every transaction that writes chunks takes the feed's lock
 //! first, so the feed's sequence numbers commit in order (see `migrations/postgres`).
 
+mod connectors;
 mod databases;
 mod feedback;
 mod graph;

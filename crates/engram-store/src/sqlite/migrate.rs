@@ -78,6 +78,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "memory_facts",
         sql: include_str!("../../migrations/sqlite/0014_memory_facts.sql"),
     },
+    Migration {
+        version: 15,
+        name: "connectors",
+        sql: include_str!("../../migrations/sqlite/0015_connectors.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {
