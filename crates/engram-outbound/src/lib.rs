@@ -226,6 +226,19 @@ impl Outbound {
         }
     }
 
+    /// The scheme and a literal address of `url` (names are checked as they resolve).
+    fn check_target(&self, url: &Url) -> Result<(), OutboundError> {
+        if !self.policy.permits_scheme(url.scheme()) {
+            return Err(OutboundError::SchemeNotAllowed);
+        }
+        match url.host() {
+            Some(url::Host::Ipv4(ip)) => self.check_ip(url, IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => self.check_ip(url, IpAddr::V6(ip)),
+            Some(url::Host::Domain(_)) => Ok(()),
+            None => Err(OutboundError::InvalidUrl(url.to_string())),
+        }
+    }
+
     fn check_ip(&self, url: &Url, ip: IpAddr) -> Result<(), OutboundError> {
         if self.policy.permits(ip) {
             Ok(())
@@ -247,22 +260,30 @@ impl Outbound {
         timeout: Duration,
         max_bytes: usize,
     ) -> Result<(u16, Vec<u8>), OutboundError> {
-        let mut response = self.send_json(url, headers, body, timeout).await?;
-        let status = response.status().as_u16();
-        let mut read = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| classify(e, timeout, url))?
-        {
-            if read.len() + chunk.len() > max_bytes {
-                return Err(OutboundError::Request(format!(
-                    "the answer is longer than {max_bytes} bytes"
-                )));
-            }
-            read.extend_from_slice(&chunk);
+        let response = self.send_json(url, headers, body, timeout).await?;
+        let fetched = read_bounded(response, url, timeout, max_bytes).await?;
+        Ok((fetched.status, fetched.body))
+    }
+
+    /// GETs `url` with the given headers, within `timeout`, and reads at most `max_bytes` of
+    /// the body (a longer body is an error). Redirects are not followed (a `3xx` comes back).
+    pub async fn get_read(
+        &self,
+        url: &Url,
+        headers: &[(&str, String)],
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Fetched, OutboundError> {
+        self.check_target(url)?;
+        let mut request = self.client.get(url.clone()).timeout(timeout);
+        for (name, value) in headers {
+            request = request.header(*name, value);
         }
-        Ok((status, read))
+        let response = request
+            .send()
+            .await
+            .map_err(|e| classify(e, timeout, url))?;
+        read_bounded(response, url, timeout, max_bytes).await
     }
 
     /// POSTs a JSON body with the given headers, within `timeout` for the whole exchange. The
@@ -287,15 +308,7 @@ impl Outbound {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<reqwest::Response, OutboundError> {
-        if !self.policy.permits_scheme(url.scheme()) {
-            return Err(OutboundError::SchemeNotAllowed);
-        }
-        match url.host() {
-            Some(url::Host::Ipv4(ip)) => self.check_ip(url, IpAddr::V4(ip))?,
-            Some(url::Host::Ipv6(ip)) => self.check_ip(url, IpAddr::V6(ip))?,
-            Some(url::Host::Domain(_)) => {}
-            None => return Err(OutboundError::InvalidUrl(url.to_string())),
-        }
+        self.check_target(url)?;
         let mut request = self
             .client
             .post(url.clone())
@@ -307,6 +320,58 @@ impl Outbound {
         }
         request.send().await.map_err(|e| classify(e, timeout, url))
     }
+}
+
+/// An answer read whole: its status, the headers a reader may need, and the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub status: u16,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// Reads a response's body, refusing more than `max_bytes`.
+async fn read_bounded(
+    mut response: reqwest::Response,
+    url: &Url,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Fetched, OutboundError> {
+    let header = |name: reqwest::header::HeaderName| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (etag, last_modified, content_type) = (
+        header(reqwest::header::ETAG),
+        header(reqwest::header::LAST_MODIFIED),
+        header(reqwest::header::CONTENT_TYPE),
+    );
+    let status = response.status().as_u16();
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| classify(e, timeout, url))?
+    {
+        if body.len() + chunk.len() > max_bytes {
+            return Err(OutboundError::Request(format!(
+                "the answer is longer than {max_bytes} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Fetched {
+        status,
+        etag,
+        last_modified,
+        content_type,
+        body,
+    })
 }
 
 /// Maps a reqwest failure onto our errors, finding a resolver refusal in its chain.

@@ -1,0 +1,337 @@
+//! Connectors: the [`Provider`] trait every source implements (one module per provider), the
+//! [`Catalog`] of the providers this instance offers, credentials checked against each
+//! provider's JSON Schema and sealed at rest ([`Sealer`]), and the providers themselves.
+//!
+//! A provider only reads its source. Syncing (what changed since the last pass, dispatching
+//! objects as items, deleting what left the source, the run's record and the connector's health)
+//! is engram-app's, the same for every provider.
+
+mod feed;
+mod folder;
+mod vault;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+pub use feed::FeedProvider;
+pub use folder::FolderProvider;
+pub use vault::{SealError, Sealer, KEY_FILE};
+
+/// How often a provider's connectors may sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalBounds {
+    pub min_s: u32,
+    pub max_s: u32,
+    pub default_s: u32,
+}
+
+impl IntervalBounds {
+    /// The interval a request asks for: 0 or none is the default; out of bounds is refused.
+    pub fn resolve(self, asked: Option<i64>) -> Result<u32, String> {
+        match asked {
+            None | Some(0) => Ok(self.default_s),
+            Some(s) if s >= i64::from(self.min_s) && s <= i64::from(self.max_s) => {
+                Ok(u32::try_from(s).unwrap_or(self.default_s))
+            }
+            Some(s) => Err(format!(
+                "`sync_interval_seconds` {s} is outside {}..={} for this provider (0 for the default, {})",
+                self.min_s, self.max_s, self.default_s
+            )),
+        }
+    }
+}
+
+/// A field of synced documents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldInfo {
+    pub name: &'static str,
+    pub data_type: &'static str,
+    pub description: &'static str,
+    /// Where a filter on it goes (`additional_metadata.<name>` or a top-level metadata key);
+    /// `None` for a field that is only searchable.
+    pub filter_key: Option<&'static str>,
+}
+
+/// What the catalog says of a provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderInfo {
+    pub provider: &'static str,
+    pub category: &'static str,
+    pub connector_type: &'static str,
+    pub rank: Option<u32>,
+    pub rbac_support: bool,
+    pub is_beta: bool,
+    pub indexed_object_types: &'static [&'static str],
+    pub fields: Vec<FieldInfo>,
+    /// JSON Schema of `credentials`.
+    pub credential_schema: Value,
+    pub setup_guide: &'static str,
+    pub interval: IntervalBounds,
+}
+
+/// Where a connector's source is and how to read it: its credentials (checked against the
+/// schema) and the outbound client every network read goes through.
+#[derive(Clone)]
+pub struct Access {
+    pub credentials: Map<String, Value>,
+    pub outbound: engram_outbound::Outbound,
+}
+
+/// A resource the account offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscoveredResource {
+    pub id: String,
+    pub name: String,
+    pub resource_type: String,
+    pub metadata: Value,
+}
+
+/// A resource to read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceRef {
+    pub id: String,
+    pub resource_type: String,
+    pub filters: Value,
+    pub provider_metadata: Value,
+}
+
+/// Where a pass over a resource is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Position {
+    /// The provider's cursor after the last completed pass; empty before the first.
+    pub cursor: String,
+    /// Where the pass in progress has got to; empty at its start.
+    pub within: String,
+}
+
+/// An object at the source, as listed: enough to tell whether it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The provider's own id of the object (part of the dedupe key).
+    pub native_id: String,
+    /// Changes whenever the object does (an ETag, a modification time and size, a hash).
+    pub version: String,
+    pub title: String,
+    /// A file name whose extension says the format; empty for text.
+    pub file_name: String,
+    pub url: String,
+    /// When the object last changed, RFC 3339; empty when unknown.
+    pub modified_at: String,
+    /// The provider's own fields, written into the item's `additional_metadata`.
+    pub fields: Map<String, Value>,
+    /// The object's content when listing already read it (feeds); `None` to fetch it.
+    pub content: Option<Content>,
+}
+
+/// What an object holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// A file, parsed like an upload.
+    File(Vec<u8>),
+    /// Text, indexed like app knowledge.
+    Text(String),
+}
+
+/// One page of a pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page {
+    pub entries: Vec<Entry>,
+    /// Native ids deleted at the source (from a change feed).
+    pub deleted: Vec<String>,
+    /// Where the pass goes on from; `None` when this page ends it.
+    pub next: Option<String>,
+    /// The provider's cursor once the pass ends.
+    pub cursor: String,
+    /// The pass lists every object of the resource: objects it did not list left the source.
+    pub complete_listing: bool,
+}
+
+/// Why a provider could not read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// The source rejected the credentials: the user must reconnect.
+    #[error("the source rejected the credentials: {message}")]
+    Unauthorized { message: String, http_status: u16 },
+    /// This resource cannot be read and waiting will not help (gone, forbidden, refused).
+    #[error("{message}")]
+    Resource { message: String, http_status: u16 },
+    /// Worth retrying later (unreachable, timed out, overloaded).
+    #[error("{message}")]
+    Transient { message: String, http_status: u16 },
+    /// One object cannot be read (too large, unreadable): it is counted failed, the rest go on.
+    #[error("{0}")]
+    Object(String),
+    /// The connector's settings are wrong; only the user can fix them.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ProviderError {
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::Unauthorized { http_status, .. }
+            | Self::Resource { http_status, .. }
+            | Self::Transient { http_status, .. } => *http_status,
+            Self::Object(_) | Self::Invalid(_) => 0,
+        }
+    }
+}
+
+/// A source engram syncs from.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    fn info(&self) -> &ProviderInfo;
+
+    /// The resources the account offers, checking the credentials on the way.
+    async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError>;
+
+    /// The next page of a pass over `resource` from `position`.
+    async fn list(
+        &self,
+        access: &Access,
+        resource: &ResourceRef,
+        position: &Position,
+    ) -> Result<Page, ProviderError>;
+
+    /// The content of an entry listed without it, at most `max_bytes`.
+    async fn fetch(
+        &self,
+        access: &Access,
+        resource: &ResourceRef,
+        entry: &Entry,
+        max_bytes: usize,
+    ) -> Result<Content, ProviderError>;
+}
+
+/// The providers this instance offers, in display order.
+pub struct Catalog {
+    providers: Vec<Box<dyn Provider>>,
+}
+
+/// What the operator lets connectors reach.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogOptions {
+    /// Directories the folder provider may read; without any it is not offered.
+    pub folder_roots: Vec<std::path::PathBuf>,
+}
+
+impl Catalog {
+    pub fn new(options: &CatalogOptions) -> Self {
+        let mut providers: Vec<Box<dyn Provider>> = vec![Box::new(FeedProvider::new())];
+        if !options.folder_roots.is_empty() {
+            providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));
+        }
+        providers.sort_by(|a, b| {
+            let (a, b) = (a.info(), b.info());
+            (a.rank.is_none(), a.rank, a.provider).cmp(&(b.rank.is_none(), b.rank, b.provider))
+        });
+        Self { providers }
+    }
+
+    pub fn providers(&self) -> impl Iterator<Item = &dyn Provider> {
+        self.providers.iter().map(|p| p.as_ref())
+    }
+
+    pub fn get(&self, provider: &str) -> Option<&dyn Provider> {
+        self.providers().find(|p| p.info().provider == provider)
+    }
+}
+
+/// Checks credentials against the provider's schema; the message names every failing place
+/// (never a value).
+pub fn check_credentials(info: &ProviderInfo, credentials: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(&info.credential_schema)
+        .map_err(|e| format!("the provider's credential schema is invalid: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(credentials)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            let place = if at.is_empty() {
+                "credentials".to_owned()
+            } else {
+                format!("credentials{at}")
+            };
+            format!("{place}: {}", describe(&error))
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// A validation error in words that never repeat the value (it may be a secret).
+fn describe(error: &jsonschema::ValidationError<'_>) -> String {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    match error.kind() {
+        Kind::Required { property } => {
+            format!("`{}` is required", property.as_str().unwrap_or("?"))
+        }
+        Kind::AdditionalProperties { unexpected } => {
+            format!("unexpected field(s) {}", unexpected.join(", "))
+        }
+        Kind::Type { .. } => "has the wrong type".to_owned(),
+        Kind::MinLength { limit } => format!("must hold at least {limit} characters"),
+        Kind::MaxLength { limit } => format!("must hold at most {limit} characters"),
+        Kind::Format { format } => format!("must be a {format}"),
+        Kind::Enum { .. } => "is not one of the allowed values".to_owned(),
+        _ => "does not match the schema".to_owned(),
+    }
+}
+
+/// The item id of a synced object: the dedupe key (provider, account scope, native id) hashed,
+/// so a changed object replaces its item and a second sync never duplicates it.
+pub fn item_id(provider: &str, account_scope: &str, native_id: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{provider}\u{0}{account_scope}\u{0}{native_id}").as_bytes(),
+    );
+    let hex: String = digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("cx_{provider}_{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_take_the_default_for_zero_and_refuse_what_is_out_of_bounds() {
+        let bounds = IntervalBounds {
+            min_s: 60,
+            max_s: 86_400,
+            default_s: 3600,
+        };
+        assert_eq!(bounds.resolve(None), Ok(3600));
+        assert_eq!(bounds.resolve(Some(0)), Ok(3600));
+        assert_eq!(bounds.resolve(Some(60)), Ok(60));
+        assert!(bounds.resolve(Some(59)).is_err());
+        assert!(bounds.resolve(Some(86_401)).is_err());
+        assert!(bounds.resolve(Some(-5)).is_err());
+    }
+
+    #[test]
+    fn credential_errors_name_the_place_never_the_value() {
+        let catalog = Catalog::new(&CatalogOptions::default());
+        let info = catalog.get("rss").unwrap().info();
+        let bad = serde_json::json!({"password": "hunter2-secret", "unknown": "s3cr3t"});
+        let message = check_credentials(info, &bad).unwrap_err();
+        assert!(message.contains("unknown"), "{message}");
+        assert!(
+            !message.contains("hunter2") && !message.contains("s3cr3t"),
+            "{message}"
+        );
+        assert!(check_credentials(info, &serde_json::json!({})).is_ok());
+    }
+
+    #[test]
+    fn item_ids_are_stable_and_keyed_by_scope() {
+        let a = item_id("rss", "acct", "guid-1");
+        assert_eq!(a, item_id("rss", "acct", "guid-1"));
+        assert_ne!(a, item_id("rss", "other", "guid-1"));
+        assert!(a.len() <= 64 && a.starts_with("cx_rss_"));
+    }
+}
