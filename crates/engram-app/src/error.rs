@@ -41,6 +41,19 @@ pub enum AppError {
         "delivery `{id}` is {status}; only failed and permanently_failed deliveries can be retried"
     )]
     DeliveryNotRetryable { id: String, status: &'static str },
+    #[error("no provider `{0}` is offered; GET /connectors/providers lists them")]
+    ProviderNotFound(String),
+    #[error("no connector `{0}` in this organization")]
+    ConnectorNotFound(String),
+    #[error("{0}")]
+    ConnectorExists(String),
+    #[error("connector `{0}` is paused; resume it first")]
+    ConnectorPaused(String),
+    #[error("{0}")]
+    PlanLimit(String),
+    /// The connector's source could not be read; the message says why (never a secret).
+    #[error("{0}")]
+    Provider(String),
     /// A dependency (the embedding model, …) cannot serve the request now.
     #[error("{0}")]
     Unavailable(String),
@@ -69,6 +82,12 @@ impl AppError {
             Self::WebhookNotFound => ErrorCode::WebhookNotFound,
             Self::DeliveryNotFound(_) => ErrorCode::DeliveryNotFound,
             Self::DeliveryNotRetryable { .. } => ErrorCode::DeliveryNotRetryable,
+            Self::ConnectorNotFound(_) => ErrorCode::ConnectorNotFound,
+            Self::ProviderNotFound(_) => ErrorCode::NotFound,
+            Self::ConnectorExists(_) => ErrorCode::ConnectorAlreadyExists,
+            Self::ConnectorPaused(_) => ErrorCode::ConnectorPaused,
+            Self::PlanLimit(_) => ErrorCode::PlanLimitExceeded,
+            Self::Provider(_) => ErrorCode::ProviderError,
             Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
             Self::Internal(_) | Self::Startup(_) => ErrorCode::InternalError,
         }

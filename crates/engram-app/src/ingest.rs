@@ -75,6 +75,22 @@ pub struct MemoryInput {
     pub relations: Value,
 }
 
+/// An object a connector synced, as an item.
+#[derive(Debug, Clone)]
+pub(crate) struct SyncedItem {
+    pub id: String,
+    pub collection: CollectionName,
+    pub title: String,
+    pub file_name: String,
+    pub url: String,
+    pub timestamp: String,
+    pub content: engram_connectors::Content,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
+    /// The connector's and resource's instructions (the database's are added on the way in).
+    pub instructions: String,
+}
+
 /// Knowledge to ingest: files, app content, or both.
 #[derive(Debug, Clone, Default)]
 pub struct KnowledgeRequest {
@@ -704,6 +720,87 @@ impl App {
                 ItemErrorCode::OverBudget.as_str()
             )
         })
+    }
+
+    /// Queues objects a connector synced, replacing the items they were before: files are
+    /// sniffed and parsed like uploads, text is indexed like app knowledge. The metadata is
+    /// engram's own (`provider`) over values checked when the resource was configured.
+    pub(crate) async fn enqueue_synced(
+        &self,
+        db: &DatabaseRecord,
+        objects: Vec<SyncedItem>,
+    ) -> AppResult<Vec<ItemResult>> {
+        let mut batch = Batch::default();
+        let (mut files, texts): (Vec<_>, Vec<_>) = objects
+            .into_iter()
+            .partition(|o| matches!(o.content, engram_connectors::Content::File(_)));
+        // The bytes move into the uploads; the objects keep the rest.
+        let uploads = files
+            .iter_mut()
+            .map(|o| UploadedFile {
+                filename: o.file_name.clone(),
+                media_type: None,
+                bytes: match &mut o.content {
+                    engram_connectors::Content::File(bytes) => std::mem::take(bytes),
+                    engram_connectors::Content::Text(_) => Vec::new(),
+                },
+            })
+            .collect();
+        for (object, (file, detected)) in files.into_iter().zip(sniff(uploads).await?) {
+            let result = ItemResult::accepted(
+                object.id.clone(),
+                object.file_name.clone(),
+                object.title.clone(),
+                false,
+            );
+            let Ok(format) = detected else {
+                let code = ItemErrorCode::UnsupportedFormat.as_str();
+                let message = format!("{code}: unsupported file format: {}", object.file_name);
+                batch.refuse(result.refused(code, message));
+                continue;
+            };
+            let meta = FileMetadata {
+                id: Some(object.id.clone()),
+                metadata: object.metadata,
+                additional_metadata: object.additional_metadata,
+                relations: Value::Object(Map::new()),
+            };
+            let mut item = file_item(&object.collection, object.id, file, meta, format);
+            item.fields.title = object.title;
+            item.fields.url = object.url;
+            item.fields.timestamp = object.timestamp;
+            item.fields.instructions = object.instructions;
+            batch.accept(result, item);
+        }
+        for object in texts {
+            let engram_connectors::Content::Text(text) = object.content else {
+                continue;
+            };
+            let result = ItemResult::accepted(
+                object.id.clone(),
+                String::new(),
+                object.title.clone(),
+                false,
+            );
+            if let Some(refusal) = self.over_text_budget(&object.id, text.len()) {
+                batch.refuse(result.refused(ItemErrorCode::OverBudget.as_str(), refusal));
+                continue;
+            }
+            let app = AppSource {
+                id: Some(object.id.clone()),
+                title: object.title,
+                url: object.url,
+                timestamp: object.timestamp,
+                text,
+                metadata: object.metadata,
+                additional_metadata: object.additional_metadata,
+                ..AppSource::default()
+            };
+            let mut item = app_item(object.collection, object.id, app);
+            item.fields.instructions = object.instructions;
+            batch.accept(result, item);
+        }
+        self.enqueue(db, batch, true).await
     }
 
     /// Stores the accepted items in one transaction and wakes the pipeline.

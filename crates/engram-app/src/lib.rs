@@ -8,6 +8,7 @@
 
 mod auth;
 mod clock;
+mod connectors;
 mod databases;
 mod error;
 mod feedback;
@@ -39,13 +40,19 @@ use tokio::sync::Notify;
 
 pub use auth::Principal;
 pub use clock::{format_ms, Clock, SystemClock, UnixMs};
+pub use connectors::{
+    ConnectorStatus, ConnectorView, CreateConnector, Health, ResourceMapping, UpdateConnector,
+    VaultEntry,
+};
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
+pub use engram_connectors::{DiscoveredResource, IntervalBounds, ProviderInfo};
 pub use engram_index::{IndexFilter, TermOperator};
 pub use engram_search::{Method, Mode, RankedChunk, SearchTuning};
 pub use engram_store::ChunkHit;
 pub use engram_store::DeliveryRecord;
+pub use engram_store::{ConnectorRecord, ResourceRecord, ResourceUpdate, RunRecord};
 pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,
     ItemStatus,
@@ -129,6 +136,8 @@ struct Inner {
     /// Ingest request bodies read at once (`ingest.concurrent_uploads`): the bound on the memory
     /// uploads take, whatever the number of clients.
     upload_slots: Arc<tokio::sync::Semaphore>,
+    /// The connector catalog, the credentials sealer and the scheduler's wake-up.
+    connectors: connectors::Connectors,
     config: Config,
 }
 
@@ -213,6 +222,7 @@ impl App {
                 upload_slots: Arc::new(tokio::sync::Semaphore::new(
                     config.ingest.concurrent_uploads,
                 )),
+                connectors: connectors::Connectors::new(&config.connectors),
                 config,
             }),
         })

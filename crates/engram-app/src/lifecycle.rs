@@ -78,6 +78,9 @@ impl App {
             self.webhook_dispatcher()
                 .run(self.inner.webhook_wake.clone(), token.clone()),
         );
+        let app = self.clone();
+        let connector_token = token.clone();
+        tracker.spawn(async move { app.run_connectors(connector_token).await });
         if let Some(models) = &self.inner.models {
             let config = &self.config().pipeline;
             let options = PipelineOptions::new(config, &self.config().budgets);

@@ -43,6 +43,7 @@ pub struct Config {
     pub storage: StorageConfig,
     pub graph: GraphConfig,
     pub llm: LlmConfig,
+    pub connectors: ConnectorsConfig,
 }
 
 impl Default for Config {
@@ -65,6 +66,7 @@ impl Default for Config {
             graph: GraphConfig::default(),
             llm: LlmConfig::default(),
             storage: StorageConfig::default(),
+            connectors: ConnectorsConfig::default(),
         }
     }
 }
@@ -485,6 +487,78 @@ impl std::fmt::Debug for LlmConfig {
     }
 }
 
+/// Connectors: syncing knowledge from external providers on a schedule.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectorsConfig {
+    /// Directories the `folder` provider may sync from (and below); empty: it is not offered.
+    pub folder_roots: Vec<PathBuf>,
+    /// The key sealing stored credentials: 64 hexadecimal characters. Empty: one is generated
+    /// into `data_dir` (owner-only) on first use. Instances sharing PostgreSQL must all be given
+    /// the same key.
+    pub credentials_key: String,
+    /// Connectors one organization may have (more is 402).
+    pub max_per_org: u32,
+    /// Objects one connector may sync; a sync that reaches it stops, `capped`.
+    pub max_documents_per_connector: u64,
+    /// Objects all connectors of one organization may sync together.
+    pub max_documents_per_org: u64,
+    /// Syncs one instance runs at once.
+    pub concurrency: u32,
+    /// How often the scheduler looks for due syncs (ms).
+    #[serde(rename = "poll_ms", with = "millis")]
+    pub poll: Duration,
+    /// How long a claimed sync stays claimed without renewal (ms): after a crash another
+    /// instance (or this one, restarted) takes it over once this has passed.
+    #[serde(rename = "lease_ms", with = "millis")]
+    pub lease: Duration,
+    /// Delay before a failed sync is tried again (ms); doubles per failure up to the interval.
+    #[serde(rename = "retry_base_ms", with = "millis")]
+    pub retry_base: Duration,
+}
+
+impl std::fmt::Debug for ConnectorsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectorsConfig")
+            .field("folder_roots", &self.folder_roots)
+            .field(
+                "credentials_key",
+                &if self.credentials_key.is_empty() {
+                    ""
+                } else {
+                    "<set>"
+                },
+            )
+            .field("max_per_org", &self.max_per_org)
+            .field(
+                "max_documents_per_connector",
+                &self.max_documents_per_connector,
+            )
+            .field("max_documents_per_org", &self.max_documents_per_org)
+            .field("concurrency", &self.concurrency)
+            .field("poll", &self.poll)
+            .field("lease", &self.lease)
+            .field("retry_base", &self.retry_base)
+            .finish()
+    }
+}
+
+impl Default for ConnectorsConfig {
+    fn default() -> Self {
+        Self {
+            folder_roots: Vec::new(),
+            credentials_key: String::new(),
+            max_per_org: 50,
+            max_documents_per_connector: 1_000_000,
+            max_documents_per_org: 5_000_000,
+            concurrency: 2,
+            poll: Duration::from_millis(1_000),
+            lease: Duration::from_millis(60_000),
+            retry_base: Duration::from_millis(30_000),
+        }
+    }
+}
+
 /// Prometheus metrics (`GET /metrics`, text format).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -614,6 +688,21 @@ impl Config {
 
     /// Checks what types alone cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let c = &self.connectors;
+        if c.concurrency == 0 || c.poll.is_zero() || c.lease < Duration::from_secs(2) {
+            return Err(ConfigError::Invalid(
+                "connectors.concurrency and poll_ms must be positive and lease_ms at least 2000"
+                    .into(),
+            ));
+        }
+        if !c.credentials_key.is_empty()
+            && (c.credentials_key.len() != 64
+                || !c.credentials_key.chars().all(|ch| ch.is_ascii_hexdigit()))
+        {
+            return Err(ConfigError::Invalid(
+                "connectors.credentials_key must be 64 hexadecimal characters".into(),
+            ));
+        }
         if self.rate_limit.enabled
             && (self.rate_limit.requests_per_second == 0 || self.rate_limit.burst == 0)
         {

@@ -53,6 +53,10 @@ registry! {
     WebhookNotFound = "WEBHOOK_NOT_FOUND", 404;
     /// No delivery with that id in the organization's history.
     DeliveryNotFound = "DELIVERY_NOT_FOUND", 404;
+    /// No connector (or connector resource) with that id in the organization.
+    ConnectorNotFound = "CONNECTOR_NOT_FOUND", 404;
+    /// Creating a connector past the organization's connector limit (the spec's 402).
+    PlanLimitExceeded = "PLAN_LIMIT_EXCEEDED", 402;
     MethodNotAllowed = "METHOD_NOT_ALLOWED", 405;
     TenantAlreadyExists = "TENANT_ALREADY_EXISTS", 409;
     DatabaseAlreadyExists = "DATABASE_ALREADY_EXISTS", 409;
@@ -60,12 +64,18 @@ registry! {
     InvalidInput = "INVALID_INPUT", 409;
     /// A manual retry of a delivery that is not `failed` or `permanently_failed`.
     DeliveryNotRetryable = "DELIVERY_NOT_RETRYABLE", 409;
+    /// A connector of that provider and account scope exists in the organization.
+    ConnectorAlreadyExists = "CONNECTOR_ALREADY_EXISTS", 409;
+    /// A sync asked of a paused connector.
+    ConnectorPaused = "CONNECTOR_PAUSED", 409;
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413;
     ValidationError = "VALIDATION_ERROR", 422;
     InvalidMemoryFormat = "INVALID_MEMORY_FORMAT", 422;
     InvalidEmbeddingFormat = "INVALID_EMBEDDING_FORMAT", 422;
     RateLimited = "RATE_LIMITED", 429;
     InternalError = "INTERNAL_ERROR", 500;
+    /// The connector's provider could not be read (discovery before or after creation).
+    ProviderError = "PROVIDER_ERROR", 502;
     ServiceUnavailable = "SERVICE_UNAVAILABLE", 503;
 }
 
@@ -166,6 +176,7 @@ mod tests {
         assert_eq!(ErrorCode::RateLimited.http_status(), 429);
         assert_eq!(ErrorCode::Unauthorized.http_status(), 401);
         assert_eq!(ErrorCode::Forbidden.http_status(), 403);
+        assert_eq!(ErrorCode::PlanLimitExceeded.http_status(), 402);
         for code in ErrorCode::ALL {
             assert!((400..600).contains(&code.http_status()));
         }
