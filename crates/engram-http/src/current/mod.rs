@@ -3,6 +3,8 @@
 //! spec's documented contract), errors in the current error envelope. Its routes, its wire types
 //! and its router live here.
 
+mod connectors;
+mod connectors_wire;
 mod context;
 mod databases;
 mod feedback;
@@ -37,6 +39,7 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
         .merge(graph::routes())
         .merge(query::routes())
         .merge(webhooks::routes())
+        .merge(connectors::routes())
         .layer(from_fn(api_version))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(map_response(mark))

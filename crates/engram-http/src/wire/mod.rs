@@ -275,6 +275,14 @@ pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
     String::deserialize(deserializer).map(Some)
 }
 
+/// Deserializes a JSON field that is present as `Some`, null included (`Some(Value::Null)`), so
+/// "absent" and "set to null" differ. Use with `#[serde(default, deserialize_with = ..)]`.
+pub(crate) fn present_value<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(deserializer).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
