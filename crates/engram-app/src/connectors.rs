@@ -1090,7 +1090,14 @@ impl App {
                 } else {
                     page.next.clone().unwrap_or_else(|| position.within.clone())
                 },
-                finished_cursor: ends.then(|| page.cursor.clone()),
+                // A provider without a cursor of its own (a full listing) is at "this pass done".
+                finished_cursor: ends.then(|| {
+                    if page.cursor.is_empty() {
+                        pass_id.clone()
+                    } else {
+                        page.cursor.clone()
+                    }
+                }),
                 ..record
             };
             let lease_until = self.now().after(limits.lease);

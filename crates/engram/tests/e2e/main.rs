@@ -6,6 +6,7 @@ mod common;
 
 mod auth;
 mod clients;
+mod connectors;
 mod databases;
 mod graph;
 mod ingest;

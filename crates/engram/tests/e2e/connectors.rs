@@ -1,0 +1,845 @@
+//! Connectors from outside: a folder of the host and RSS feeds on a real local HTTP server,
+//! synced into a database through the connector routes, with every lifecycle and health
+//! transition provoked through the source itself (credentials revoked, the server gone, a
+//! resource removed, a document limit reached), a crash mid-sync, and the spec's error rows.
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::common::feeds::FeedServer;
+use crate::common::{eventually, Server, INDEXING_WAIT};
+
+const SYNC_WAIT: Duration = Duration::from_secs(60);
+
+fn folder_env(root: &Path) -> Vec<(String, String)> {
+    vec![(
+        "ENGRAM_CONNECTORS__FOLDER_ROOTS".to_owned(),
+        format!("[\"{}\"]", root.display()),
+    )]
+}
+
+fn start(envs: &[(String, String)]) -> Server {
+    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Server::start_with(&envs)
+}
+
+async fn patch(server: &Server, path: &str, key: &str, body: Value) -> crate::common::Reply {
+    server
+        .call(Method::PATCH, path, Some(key), Some(body))
+        .await
+}
+
+/// A plain-object success: the status and the body.
+fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
+    assert_eq!(reply.status.as_u16(), status, "{reply:#?}");
+    assert!(
+        reply.body.get("success").is_none(),
+        "plain, not the envelope: {reply:#?}"
+    );
+    &reply.body
+}
+
+async fn create(server: &Server, key: &str, body: Value) -> String {
+    let reply = server.post("/connectors", key, body).await;
+    plain(&reply, 201)["connector_id"]
+        .as_str()
+        .expect("connector_id")
+        .to_owned()
+}
+
+/// Waits until the connector has finished a run after `runs_before` runs, and returns its status.
+async fn after_run(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
+    let path = format!("/connectors/{id}/status");
+    eventually(SYNC_WAIT, "a sync to finish", || {
+        let path = path.clone();
+        async move {
+            let status = server.get(&path, key).await;
+            let body = plain(&status, 200).clone();
+            let runs = body["runs"].as_array().expect("runs");
+            let finished = runs
+                .iter()
+                .filter(|r| r["state"] == "succeeded" || r["state"] == "failed")
+                .count();
+            (finished > runs_before && body["sync_status"] == "idle").then_some(body)
+        }
+    })
+    .await
+}
+
+fn finished_runs(status: &Value) -> usize {
+    status["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|r| r["state"] == "succeeded" || r["state"] == "failed")
+        .count()
+}
+
+async fn listed(server: &Server, key: &str, database: &str) -> Vec<Value> {
+    let reply = server
+        .post(
+            "/context/list",
+            key,
+            json!({"database": database, "page_size": 100}),
+        )
+        .await;
+    reply.current_ok(200)["sources"]
+        .as_array()
+        .expect("sources")
+        .clone()
+}
+
+async fn query_ids(server: &Server, key: &str, body: Value) -> Vec<String> {
+    let reply = server.post("/query", key, body).await;
+    reply.current_ok(200)["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .map(|c| c["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches_nothing() {
+    let root = tempfile::tempdir().expect("root");
+    let docs = root.path().join("handbook");
+    std::fs::create_dir_all(docs.join("policies")).expect("dirs");
+    std::fs::write(
+        docs.join("policies/vacation.md"),
+        "# Vacation\nEmployees get 25 days of paid vacation a year.",
+    )
+    .expect("write");
+    std::fs::write(
+        docs.join("kitchen.txt"),
+        "The espresso machine is descaled on Fridays.",
+    )
+    .expect("write");
+    std::fs::write(
+        docs.join("parking.txt"),
+        "Visitors park on level B2 of the garage.",
+    )
+    .expect("write");
+    let server = start(&folder_env(root.path()));
+    let key = server.key("conn-folder", &[]);
+    server.ready_database(&key, "handbook").await;
+
+    // The catalog offers the folder provider (its roots are configured) and describes it.
+    let providers = server.get("/connectors/providers", &key).await;
+    let names: Vec<&str> = plain(&providers, 200)["providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .filter_map(|p| p["provider"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"folder") && names.contains(&"rss"),
+        "{names:?}"
+    );
+    let described = server.get("/connectors/providers?id=folder", &key).await;
+    assert_eq!(
+        plain(&described, 200)["credential_schema"]["type"],
+        "object"
+    );
+
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "folder", "database": "handbook", "name": "Handbook", "sync_interval_seconds": 0}),
+    )
+    .await;
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    let connector = plain(&connector, 200);
+    assert_eq!(connector["lifecycle"], "pending_setup");
+    assert_eq!(
+        connector["sync_interval_seconds"], 3600,
+        "0 is the provider default"
+    );
+    let discovered = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    let docs_id = docs.display().to_string();
+    assert!(
+        plain(&discovered, 200)["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .any(|r| r["id"] == docs_id.as_str()),
+        "{discovered:#?}"
+    );
+    let configured = server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": docs_id, "name": "Handbook",
+                                  "additional_metadata": {"team": "people"}}]}),
+        )
+        .await;
+    assert_eq!(plain(&configured, 200)["configured"], 1);
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["lifecycle"], "active", "{status:#?}");
+    assert_eq!(status["resources"][0]["status"], "ok");
+    assert_eq!(status["resources"][0]["last_row_count"], 3);
+    assert_eq!(status["runs"][0]["added"], 3, "{status:#?}");
+
+    // The objects are items like any upload: listed, indexed, found, filtered by connector.
+    let sources = listed(&server, &key, "handbook").await;
+    assert_eq!(sources.len(), 3, "{sources:#?}");
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "handbook", None, &ids).await;
+    let vacation = sources
+        .iter()
+        .find(|s| s["title"] == "vacation.md")
+        .unwrap_or_else(|| panic!("{sources:#?}"));
+    assert_eq!(vacation["additional_metadata"]["connector_id"], id.as_str());
+    assert_eq!(vacation["additional_metadata"]["provider"], "folder");
+    assert_eq!(vacation["additional_metadata"]["team"], "people");
+    assert_eq!(
+        vacation["additional_metadata"]["relative_path"],
+        "policies/vacation.md"
+    );
+    let vacation_id = vacation["id"].as_str().expect("id").to_owned();
+    let found = query_ids(
+        &server,
+        &key,
+        json!({"database": "handbook", "query": "how many vacation days", "max_results": 1,
+               "metadata_filters": {"additional_metadata": {"connector_id": id}}}),
+    )
+    .await;
+    assert_eq!(found, [vacation_id.clone()]);
+
+    // A change replaces its item, a new file is added, a deleted file leaves engram.
+    std::fs::write(
+        docs.join("policies/vacation.md"),
+        "# Vacation\nEmployees get 30 days of paid vacation a year.",
+    )
+    .expect("write");
+    std::fs::remove_file(docs.join("kitchen.txt")).expect("remove");
+    std::fs::write(
+        docs.join("desks.txt"),
+        "Hot desks are booked in the office app.",
+    )
+    .expect("write");
+    let before = finished_runs(&status);
+    let queued = server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let queued = plain(&queued, 202);
+    assert!(queued["run_id"].as_str().is_some_and(|r| !r.is_empty()));
+    assert_eq!(queued["workflow_id"], queued["run_id"]);
+    let status = after_run(&server, &key, &id, before).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["trigger"].clone(),
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!("manual"), json!(1), json!(1), json!(1)),
+        "{status:#?}"
+    );
+    let sources = listed(&server, &key, "handbook").await;
+    let titles: Vec<&str> = sources.iter().filter_map(|s| s["title"].as_str()).collect();
+    assert_eq!(sources.len(), 3, "{titles:?}");
+    assert!(
+        !titles.contains(&"kitchen.txt") && titles.contains(&"desks.txt"),
+        "{titles:?}"
+    );
+    assert!(
+        sources.iter().any(|s| s["id"] == vacation_id.as_str()),
+        "the changed file kept its item"
+    );
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "handbook", None, &ids).await;
+    let reply = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "handbook", "query": "vacation days", "max_results": 1}),
+        )
+        .await;
+    let text = reply.current_ok(200)["chunks"][0]["chunk_content"].to_string();
+    assert!(text.contains("30 days"), "{text}");
+
+    // Nothing changed: the next sync dispatches nothing and the resource reads `empty`.
+    let before = finished_runs(&status);
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, before).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(0), json!(0), json!(0))
+    );
+    assert_eq!(status["resources"][0]["status"], "empty", "{status:#?}");
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    assert_eq!(plain(&connector, 200)["documents_dispatched"], 5);
+
+    // Deleting the connector stops it; what it synced stays.
+    let deleted = server.delete(&format!("/connectors/{id}"), &key).await;
+    assert_eq!(plain(&deleted, 200)["deleted"], true);
+    server
+        .get(&format!("/connectors/{id}"), &key)
+        .await
+        .assert_current_error(404, "CONNECTOR_NOT_FOUND");
+    assert_eq!(listed(&server, &key, "handbook").await.len(), 3);
+}
+
+#[tokio::test]
+async fn feed_connectors_go_through_every_health_transition_by_what_the_source_does() {
+    let feeds = FeedServer::start("token-1").await;
+    feeds.set_feed(
+        "eng",
+        &[
+            ("p1", "Release 4.2", "The indexer now streams batches."),
+            (
+                "p2",
+                "Postmortem",
+                "The outage was caused by an expired certificate.",
+            ),
+        ],
+    );
+    feeds.set_feed("gone", &[("g1", "Soon gone", "This feed will be removed.")]);
+    let server = Server::start_with(&[
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+        ("ENGRAM_CONNECTORS__MAX_DOCUMENTS_PER_CONNECTOR", "3"),
+        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "500"),
+    ]);
+    let key = server.key("conn-feeds", &[]);
+    server.ready_database(&key, "news").await;
+
+    // Credentials are checked against the schema before anything is stored; never returned.
+    let refused = server
+        .post(
+            "/connectors",
+            &key,
+            json!({"provider": "rss", "database": "news", "credentials": {"tokn": "x"}}),
+        )
+        .await;
+    refused.assert_current_error(422, "VALIDATION_ERROR");
+    assert!(!refused.body.to_string().contains("\"x\""));
+    let preview = server
+        .post(
+            "/connector-discovery",
+            &key,
+            json!({"provider": "rss", "credentials": {"token": "token-1", "feeds": [feeds.url("eng")]}}),
+        )
+        .await;
+    assert_eq!(plain(&preview, 200)["resources"][0]["name"], "eng feed");
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "rss", "database": "news", "credentials": {"token": "token-1"},
+               "provider_account_scope": "blog", "sync_interval_seconds": 60}),
+    )
+    .await;
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    assert!(
+        !connector.body.to_string().contains("token-1"),
+        "credentials never come back"
+    );
+    let vault = server.get("/credential-vault", &key).await;
+    let vault = plain(&vault, 200);
+    assert_eq!(vault["credentials"][0]["fields"], json!(["token"]));
+    assert!(!vault.to_string().contains("token-1"));
+    let revealed = server
+        .post(
+            &format!("/credential-vault/{id}/reveal"),
+            &key,
+            json!({"field": "token"}),
+        )
+        .await;
+    assert_eq!(plain(&revealed, 200)["value"], "token-1");
+    assert_eq!(revealed.header("cache-control"), Some("no-store"));
+
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": feeds.url("eng")}, {"resource_id": feeds.url("gone")}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["runs"][0]["added"], 3);
+
+    // An unchanged feed costs a 304 and dispatches nothing.
+    let served_304 = feeds.not_modified();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    assert_eq!(status["runs"][0]["added"], 0);
+    assert!(
+        feeds.not_modified() >= served_304 + 2,
+        "conditional requests"
+    );
+
+    // A resource removed at the source fails alone, not retryable; the connector is degraded.
+    feeds.remove_feed("gone");
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    let gone = status["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource_id"] == feeds.url("gone").as_str())
+        .expect("the removed feed")
+        .clone();
+    assert_eq!(
+        (
+            gone["status"].clone(),
+            gone["retryable"].clone(),
+            gone["http_status"].clone()
+        ),
+        (json!("failed"), json!(false), json!(404)),
+        "{status:#?}"
+    );
+    assert_eq!(status["status"], "degraded", "{status:#?}");
+    server
+        .delete(
+            &format!(
+                "/connectors/{id}/resources/{}",
+                urlencode(&feeds.url("gone"))
+            ),
+            &key,
+        )
+        .await;
+
+    // Revoked credentials: reconnect, failed, with what to do; new credentials clear it.
+    feeds.set_token("token-2");
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 3).await;
+    assert_eq!(
+        (status["lifecycle"].clone(), status["status"].clone()),
+        (json!("reconnect"), json!("failed")),
+        "{status:#?}"
+    );
+    assert!(
+        status["error"]["action"]
+            .as_str()
+            .is_some_and(|a| a.contains("credentials")),
+        "{status:#?}"
+    );
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    assert_eq!(plain(&connector, 200)["needs_reauth"], true);
+    let updated = patch(
+        &server,
+        &format!("/credential-vault/{id}"),
+        &key,
+        json!({"credentials": {"token": "token-2"}}),
+    )
+    .await;
+    assert_eq!(plain(&updated, 200)["updated"], true);
+    let status = after_run(&server, &key, &id, 4).await;
+    assert_eq!(
+        (status["lifecycle"].clone(), status["status"].clone()),
+        (json!("active"), json!("healthy")),
+        "{status:#?}"
+    );
+
+    // A document limit: the sync stops at it and the connector reads `capped`.
+    feeds.set_feed(
+        "eng",
+        &[
+            ("p1", "Release 4.2", "The indexer now streams batches."),
+            (
+                "p2",
+                "Postmortem",
+                "The outage was caused by an expired certificate.",
+            ),
+            ("p3", "Hiring", "We are hiring two engineers."),
+            ("p4", "Offsite", "The offsite is in Lisbon."),
+        ],
+    );
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 5).await;
+    assert_eq!(status["status"], "capped", "{status:#?}");
+    assert_eq!(
+        status["plan_cap"]["meter"], "documents_per_connector",
+        "{status:#?}"
+    );
+    assert_eq!(
+        status["runs"][0]["added"], 1,
+        "2 held after the removed feed's went: room for 1 under 3: {status:#?}"
+    );
+
+    // The server gone: the sync fails, is retried with backoff, the connector is degraded.
+    feeds.stop();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 6).await;
+    assert_eq!(status["status"], "degraded", "{status:#?}");
+    assert_eq!(status["lifecycle"], "active");
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{status:#?}"
+    );
+    assert_eq!(status["resources"][0]["retryable"], true);
+    // Retried on its own (the retry base is half a second here).
+    let status = after_run(&server, &key, &id, 7).await;
+    assert_eq!(status["runs"][0]["trigger"], "scheduled");
+
+    // Paused: manual syncs are refused, nothing runs; resumed, it is due at once.
+    let paused = server
+        .post(&format!("/connectors/{id}/pause"), &key, json!({}))
+        .await;
+    assert_eq!(plain(&paused, 200)["paused"], true);
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await
+        .assert_current_error(409, "CONNECTOR_PAUSED");
+    let status = server.get(&format!("/connectors/{id}/status"), &key).await;
+    assert_eq!(plain(&status, 200)["status"], "paused");
+    let resumed = server
+        .post(&format!("/connectors/{id}/resume"), &key, json!({}))
+        .await;
+    assert_eq!(plain(&resumed, 200)["paused"], false);
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sync_killed_mid_way_resumes_where_it_stopped_and_duplicates_nothing() {
+    let root = tempfile::tempdir().expect("root");
+    let docs = root.path().join("many");
+    std::fs::create_dir_all(&docs).expect("dir");
+    for i in 0..900 {
+        std::fs::write(
+            docs.join(format!("note-{i:04}.txt")),
+            format!("Note number {i} about topic {}.", i % 17),
+        )
+        .expect("write");
+    }
+    let mut envs = folder_env(root.path());
+    envs.push(("ENGRAM_CONNECTORS__LEASE_MS".into(), "3000".into()));
+    // Indexing is not what this test is about: one worker keeps the machine for the sync.
+    envs.push(("ENGRAM_PIPELINE__WORKERS".into(), "1".into()));
+    let mut server = start(&envs);
+    let key = server.key("conn-crash", &[]);
+    server.ready_database(&key, "notes").await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "folder", "database": "notes"}),
+    )
+    .await;
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": docs.display().to_string()}]}),
+        )
+        .await;
+    // Killed as soon as the first page is saved (often before the pass ends).
+    let path = format!("/connectors/{id}");
+    eventually(SYNC_WAIT, "the first page", || {
+        let path = path.clone();
+        let server = &server;
+        let key = &key;
+        async move {
+            let reply = server.get(&path, key).await;
+            (plain(&reply, 200)["documents_dispatched"]
+                .as_i64()
+                .unwrap_or(0)
+                > 0)
+            .then_some(())
+        }
+    })
+    .await;
+    server.kill();
+    server.restart();
+    // The lease lapses, the sync is taken over and the pass completes.
+    let status = eventually(SYNC_WAIT, "the pass to complete after the crash", || {
+        let (server, key, id) = (&server, &key, &id);
+        async move {
+            let reply = server
+                .get(&format!("/connectors/{id}/resources"), key)
+                .await;
+            let cursor_set = plain(&reply, 200)["resources"][0]["provider_cursor"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty());
+            let status = server.get(&format!("/connectors/{id}/status"), key).await;
+            let status = plain(&status, 200).clone();
+            (cursor_set
+                && status["sync_status"] == "idle"
+                && status["last_successful_sync_at"].is_string())
+            .then_some(status)
+        }
+    })
+    .await;
+    let added: i64 = status["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["added"].as_i64().unwrap_or(0))
+        .sum();
+    // A page queued but not saved before the crash is queued again (the same item ids).
+    assert!(
+        added >= 900,
+        "every file added across the runs: {status:#?}"
+    );
+    // Every file is exactly one item.
+    let reply = server
+        .post(
+            "/context/list",
+            &key,
+            json!({"database": "notes", "page_size": 100}),
+        )
+        .await;
+    assert_eq!(
+        reply.current_ok(200)["total"],
+        900,
+        "{:#?}",
+        reply.body["data"]["pagination"]
+    );
+    let _ = INDEXING_WAIT;
+}
+
+#[tokio::test]
+async fn connector_routes_answer_the_spec_error_rows() {
+    let root = tempfile::tempdir().expect("root");
+    std::fs::create_dir_all(root.path().join("a")).expect("dir");
+    let outside = tempfile::tempdir().expect("outside");
+    let mut envs = folder_env(root.path());
+    envs.push(("ENGRAM_CONNECTORS__MAX_PER_ORG".into(), "2".into()));
+    let server = start(&envs);
+    let key = server.key("conn-errors", &[]);
+    let other = server.key("conn-errors-other", &[]);
+    let restricted = server.key("conn-errors", &["elsewhere"]);
+    server.ready_database(&key, "main").await;
+
+    let cases = [
+        (json!({"database": "main"}), 400, "INVALID_PARAMETERS"),
+        (json!({"provider": "folder"}), 400, "INVALID_PARAMETERS"),
+        (
+            json!({"provider": "dropbox", "database": "main"}),
+            400,
+            "INVALID_PARAMETERS",
+        ),
+        (
+            json!({"provider": "folder", "database": "main", "sync_interval_seconds": 5}),
+            400,
+            "INVALID_PARAMETERS",
+        ),
+        (
+            json!({"provider": "folder", "database": "main", "sync_interval_seconds": 999_999_999}),
+            400,
+            "INVALID_PARAMETERS",
+        ),
+        (
+            json!({"provider": "folder", "database": "main", "credentials": {"password": "x"}}),
+            422,
+            "VALIDATION_ERROR",
+        ),
+        (
+            json!({"provider": "folder", "database": "main", "credentials": "x"}),
+            422,
+            "VALIDATION_ERROR",
+        ),
+        (
+            json!({"provider": "folder", "database": "nowhere"}),
+            404,
+            "DATABASE_NOT_FOUND",
+        ),
+        (
+            json!({"provider": "folder", "database": "main", "custom_instructions": "x".repeat(4001)}),
+            400,
+            "INVALID_PARAMETERS",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let reply = server.post("/connectors", &key, body.clone()).await;
+        assert_eq!(reply.status.as_u16(), status, "{body}: {reply:#?}");
+        reply.assert_current_error(status, code);
+    }
+    server
+        .post(
+            "/connectors",
+            &restricted,
+            json!({"provider": "folder", "database": "main"}),
+        )
+        .await
+        .assert_current_error(403, "FORBIDDEN");
+    server
+        .get("/connectors/providers?id=nope", &key)
+        .await
+        .assert_current_error(404, "NOT_FOUND");
+
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "folder", "database": "main", "provider_account_scope": "one"}),
+    )
+    .await;
+    server
+        .post(
+            "/connectors",
+            &key,
+            json!({"provider": "folder", "database": "main", "provider_account_scope": "one"}),
+        )
+        .await
+        .assert_current_error(409, "CONNECTOR_ALREADY_EXISTS");
+    create(
+        &server,
+        &key,
+        json!({"provider": "folder", "database": "main", "provider_account_scope": "two"}),
+    )
+    .await;
+    server
+        .post(
+            "/connectors",
+            &key,
+            json!({"provider": "folder", "database": "main", "provider_account_scope": "three"}),
+        )
+        .await
+        .assert_current_error(402, "PLAN_LIMIT_EXCEEDED");
+
+    // Another organization, and a key restricted to another database, see none of it.
+    for (path, method) in [
+        (format!("/connectors/{id}"), Method::GET),
+        (format!("/connectors/{id}"), Method::DELETE),
+        (format!("/connectors/{id}/status"), Method::GET),
+        (format!("/connectors/{id}/resources"), Method::GET),
+        (format!("/connectors/{id}/sync"), Method::POST),
+        (format!("/connectors/{id}/pause"), Method::POST),
+        (format!("/credential-vault/{id}/reveal"), Method::POST),
+    ] {
+        for who in [&other, &restricted] {
+            let body = (method == Method::POST).then(|| json!({"field": "x"}));
+            let reply = server.call(method.clone(), &path, Some(who), body).await;
+            reply.assert_current_error(404, "CONNECTOR_NOT_FOUND");
+        }
+    }
+    let listed = server.get("/connectors", &other).await;
+    assert_eq!(plain(&listed, 200)["connectors"], json!([]));
+    let listed = server.get("/connectors", &key).await;
+    assert_eq!(plain(&listed, 200)["connector_limit"]["limit"], 2);
+
+    // Bad settings.
+    patch(
+        &server,
+        &format!("/connectors/{id}"),
+        &key,
+        json!({"sync_interval_seconds": 1}),
+    )
+    .await
+    .assert_current_error(400, "INVALID_PARAMETERS");
+    let reset = patch(
+        &server,
+        &format!("/connectors/{id}"),
+        &key,
+        json!({"sync_interval_seconds": 0}),
+    )
+    .await;
+    let reset = plain(&reset, 200);
+    assert_eq!(
+        (
+            reset["sync_interval_seconds"].clone(),
+            reset["min_sync_interval_seconds"].clone()
+        ),
+        (json!(3600), json!(10))
+    );
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await
+        .assert_current_error(400, "INVALID_PARAMETERS");
+    for body in [
+        json!({}),
+        json!({"resources": []}),
+        json!({"resources": [{"name": "no id"}]}),
+        json!({"resources": [{"resource_id": "/x", "sync_mode": "sometimes"}]}),
+    ] {
+        server
+            .post(&format!("/connectors/{id}/configure"), &key, body)
+            .await
+            .assert_current_error(400, "INVALID_PARAMETERS");
+    }
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": "/x", "metadata": {"undeclared": 1}}]}),
+        )
+        .await
+        .assert_current_error(422, "VALIDATION_ERROR");
+    patch(
+        &server,
+        &format!("/connectors/{id}/resources/nope"),
+        &key,
+        json!({}),
+    )
+    .await
+    .assert_current_error(400, "INVALID_PARAMETERS");
+    patch(
+        &server,
+        &format!("/connectors/{id}/resources/nope"),
+        &key,
+        json!({"acl": ["a@example.com"]}),
+    )
+    .await
+    .assert_current_error(404, "CONNECTOR_NOT_FOUND");
+    server
+        .call(
+            Method::PATCH,
+            &format!("/connectors/{id}/credentials"),
+            Some(&key),
+            Some(json!({"refresh_token": "x"})),
+        )
+        .await
+        .assert_current_error(403, "FORBIDDEN");
+
+    // A folder outside the roots blocks its resource; the rest of the connector goes on.
+    let configured = server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": outside.path().display().to_string()},
+                                   {"resource_id": root.path().join("a").display().to_string()}]}),
+        )
+        .await;
+    plain(&configured, 200);
+    let status = after_run(&server, &key, &id, 0).await;
+    let blocked = status["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource_id"] == outside.path().display().to_string().as_str())
+        .expect("the outside folder")
+        .clone();
+    assert_eq!(blocked["sync_blocked"], true, "{status:#?}");
+    assert!(
+        blocked["sync_blocked_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("outside")),
+        "{status:#?}"
+    );
+    assert_eq!(status["status"], "degraded", "{status:#?}");
+}
