@@ -209,7 +209,7 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
                "metadata_filters": {"additional_metadata": {"connector_id": id}}}),
     )
     .await;
-    assert_eq!(found, [vacation_id.clone()]);
+    assert_eq!(found, std::slice::from_ref(&vacation_id));
 
     // A change replaces its item, a new file is added, a deleted file leaves engram.
     std::fs::write(
