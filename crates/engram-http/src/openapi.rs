@@ -21,6 +21,13 @@ pub(crate) fn base() -> OpenApi {
 
 /// Adds what applies to every route: bearer authentication.
 pub(crate) fn finish(mut doc: OpenApi) -> OpenApi {
+    // A catch-all segment (`{*name}`, an id that may hold `/`) is an ordinary path parameter in
+    // the document.
+    let paths = std::mem::take(&mut doc.paths.paths);
+    doc.paths.paths = paths
+        .into_iter()
+        .map(|(path, item)| (path.replace("{*", "{"), item))
+        .collect();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(

@@ -519,7 +519,7 @@ async fn create_resource(
 }
 
 /// Change one resource's access rule or instructions.
-#[utoipa::path(patch, path = "/connectors/{id}/resources/{resource_id}", tag = "connectors",
+#[utoipa::path(patch, path = "/connectors/{id}/resources/{*resource_id}", tag = "connectors",
     params(("id" = String, Path), ("resource_id" = String, Path)),
     request_body = ResourcePatch,
     responses(
@@ -561,7 +561,7 @@ async fn update_resource(
 }
 
 /// Stop syncing one resource; what it synced stays.
-#[utoipa::path(delete, path = "/connectors/{id}/resources/{resource_id}", tag = "connectors",
+#[utoipa::path(delete, path = "/connectors/{id}/resources/{*resource_id}", tag = "connectors",
     params(("id" = String, Path), ("resource_id" = String, Path)),
     responses(
         (status = 200, body = ResourceDeleted),

@@ -71,6 +71,43 @@ async fn official_python_client_works_unchanged() {
 }
 
 #[tokio::test]
+async fn official_python_client_drives_connectors() {
+    let root = tempfile::tempdir().expect("root");
+    let folder = root.path().join("runbooks");
+    std::fs::create_dir_all(&folder).expect("folder");
+    std::fs::write(
+        folder.join("restart.md"),
+        "# Restarting the API\nDrain the node, then restart.",
+    )
+    .expect("write");
+    std::fs::write(
+        folder.join("certs.txt"),
+        "Certificates renew on the first of each month.",
+    )
+    .expect("write");
+    let roots = format!("[\"{}\"]", root.path().display());
+    let mut env = ENV.to_vec();
+    env.push(("ENGRAM_CONNECTORS__FOLDER_ROOTS", &roots));
+    let server = Server::start_with(&env);
+    let key = server.key("org-connector-clients", &[]);
+    let other = server.key("org-connector-clients-other", &[]);
+    let suite = tokio::task::spawn_blocking(move || {
+        run_suite(
+            &server,
+            "hydradb-sdk",
+            "hydra_connectors_suite.py",
+            &[
+                ("ENGRAM_KEY", key),
+                ("ENGRAM_OTHER_KEY", other),
+                ("ENGRAM_FOLDER", folder.display().to_string()),
+            ],
+        );
+        drop(root);
+    });
+    suite.await.expect("the suite");
+}
+
+#[tokio::test]
 async fn legacy_python_client_works_unchanged() {
     let server = Server::start_with(ENV);
     let key = server.key("org-legacy-clients", &[]);
