@@ -99,6 +99,9 @@ enum BenchCommand {
     Webhooks(bench::webhooks::WebhookBench),
     /// Parsing throughput: pages per second (PDF), rows per second (spreadsheet).
     Parse(bench::parse::ParseBench),
+    /// A folder synced and indexed by the folder connector beside the same files uploaded; an
+    /// unchanged re-sync; memory.
+    Connectors(bench::connectors::ConnectorBench),
 }
 
 impl ConfigArgs {
@@ -145,6 +148,10 @@ fn main() -> anyhow::Result<()> {
                 command: BenchCommand::Parse(args),
                 ..
             } => bench::parse::parse(args),
+            Command::Bench {
+                command: BenchCommand::Connectors(args),
+                config,
+            } => bench::connectors::connectors(args, config.load(None)?).await,
             Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
             Command::Openapi => {
                 println!(

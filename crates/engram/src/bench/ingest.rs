@@ -32,7 +32,7 @@ pub(crate) struct IngestBench {
 }
 
 /// Pieces of about `words` words from the corpus' abstracts.
-fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<String>> {
+pub(crate) fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Result<Vec<String>> {
     let text =
         std::fs::read_to_string(corpus).with_context(|| format!("reading {}", corpus.display()))?;
     let mut out = Vec::with_capacity(count);

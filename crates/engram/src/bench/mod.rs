@@ -1,6 +1,7 @@
 //! `engram bench`: throughput and latency of the real service, each beside a baseline run side
 //! by side (ingestion, queries at scale, webhook deliveries, parsing).
 
+pub(crate) mod connectors;
 pub(crate) mod fairness;
 pub(crate) mod ingest;
 pub(crate) mod parse;
@@ -14,6 +15,19 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
+}
+
+/// The process' resident memory and its peak, in MiB.
+pub(crate) fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// The real service for a benchmark: the app over a temporary data directory, its workers and

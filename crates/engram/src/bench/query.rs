@@ -288,7 +288,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         "  vector recall@10 against the exact scan: {recall:.3} ({} queries)",
         args.recall_queries.min(queries.len())
     );
-    let (rss, peak) = memory();
+    let (rss, peak) = super::memory();
     println!("  memory: RSS {rss} MiB, peak {peak} MiB");
     token.cancel();
     workers.shutdown(Duration::from_secs(10)).await;
@@ -416,19 +416,6 @@ async fn vector_recall(
         total += hit.min(exact.len()) as f64 / exact.len().max(1) as f64;
     }
     Ok(total / vectors.len().max(1) as f64)
-}
-
-/// The process' resident memory and its peak, in MiB.
-fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb / 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// A `fast` top-10 query; `filtered`: restricted to half the items by an

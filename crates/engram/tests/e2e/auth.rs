@@ -60,7 +60,20 @@ fn assert_legacy(reply: &Reply, status: u16, code: &str) {
 /// Which generation a path belongs to (the spec's route lists), for the error shape to assert.
 fn is_current(path: &str) -> bool {
     let first = path.trim_start_matches('/').split(['/', '?']).next();
-    first.is_some_and(|f| ["databases", "context", "query", "webhooks", "feedback"].contains(&f))
+    first.is_some_and(|f| {
+        [
+            "databases",
+            "context",
+            "query",
+            "webhooks",
+            "feedback",
+            "connectors",
+            "connector-catalog",
+            "connector-discovery",
+            "credential-vault",
+        ]
+        .contains(&f)
+    })
 }
 
 fn assert_error(reply: &Reply, path: &str, status: u16, code: &str) {
