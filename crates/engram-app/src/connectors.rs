@@ -256,6 +256,21 @@ fn credentials_object(value: Option<Value>) -> AppResult<Map<String, Value>> {
     }
 }
 
+/// An access rule as stored: `__public__` dominates, an empty list is readable by nobody
+/// (`__private__`), duplicates go.
+fn normalize_acl(acl: Option<Vec<String>>) -> Option<Vec<String>> {
+    let mut principals = acl?;
+    if principals.iter().any(|p| p == crate::filters::PUBLIC) {
+        return Some(vec![crate::filters::PUBLIC.to_owned()]);
+    }
+    if principals.is_empty() {
+        return Some(vec!["__private__".to_owned()]);
+    }
+    principals.sort();
+    principals.dedup();
+    Some(principals)
+}
+
 fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
@@ -732,10 +747,17 @@ impl App {
         if let Some(instructions) = &update.custom_instructions {
             check_instructions("custom_instructions", instructions)?;
         }
-        self.store()
+        let update = ResourceUpdate {
+            acl: update.acl.map(normalize_acl),
+            ..update
+        };
+        let updated = self
+            .store()
             .update_resource(&who.org, id, resource_id, &update, self.now())
             .await?
-            .ok_or_else(|| AppError::ConnectorNotFound(format!("{id}/resources/{resource_id}")))
+            .ok_or_else(|| AppError::ConnectorNotFound(format!("{id}/resources/{resource_id}")))?;
+        self.inner.connectors.wake.notify_one();
+        Ok(updated)
     }
 
     pub async fn delete_resource(

@@ -40,6 +40,7 @@ impl FilterBudget {
         };
         self.values += match &value {
             FilterValue::In(values) => values.len(),
+            FilterValue::Readable(principals) => principals.len(),
             FilterValue::Eq(_) => 1,
         };
         if self.values > FILTER_VALUES_MAX {
@@ -49,6 +50,30 @@ impl FilterBudget {
         }
         Ok(value)
     }
+}
+
+/// Where a synced source's access rule is kept (`additional_metadata.acl`).
+pub(crate) const ACL_FIELD: &str = "acl";
+/// A principal every caller is: a rule naming it is readable by all.
+pub(crate) const PUBLIC: &str = "__public__";
+
+/// The condition an `acl` of principals puts on sources: readable by one of them (or public,
+/// or without a rule). `None` when the list is empty or `["*"]` (no filtering).
+pub(crate) fn readable_by(acl: &[String]) -> AppResult<Option<(String, FilterValue)>> {
+    if acl.is_empty() || acl.iter().any(|p| p == "*") {
+        return Ok(None);
+    }
+    if acl.len() > FILTER_VALUES_MAX || acl.iter().any(|p| p.is_empty() || p.len() > 320) {
+        return Err(AppError::InvalidParameters(format!(
+            "`acl` holds at most {FILTER_VALUES_MAX} principals of 1 to 320 characters"
+        )));
+    }
+    let mut principals = acl.to_vec();
+    principals.push(PUBLIC.to_owned());
+    Ok(Some((
+        ACL_FIELD.to_owned(),
+        FilterValue::Readable(principals),
+    )))
 }
 
 #[cfg(test)]

@@ -109,6 +109,9 @@ pub struct QueryRequest {
     /// `graph_vector_prune`: widen the pool with the graph lane and rank it by vector
     /// similarity alone.
     pub graph_vector_prune: bool,
+    /// Principals the caller acts for: only sources whose access rule lets one of them read
+    /// are searched (`acl`). Empty, or `["*"]`: no filtering.
+    pub acl: Vec<String>,
 }
 
 /// How a query asks for temporal reasoning.
@@ -257,6 +260,7 @@ fn filter_value(
     let scalars = match &value {
         FilterValue::In(values) => values.iter().all(scalar),
         FilterValue::Eq(value) => scalar(value),
+        FilterValue::Readable(_) => true,
     };
     if !scalars {
         return Err(bad(format!(
@@ -475,7 +479,11 @@ impl Plan {
     ) -> AppResult<(SearchRequest, Vec<String>)> {
         let (collections, weights) =
             resolve_collections(db, request.collection.as_deref(), request.collections)?;
-        let (metadata, additional_metadata, ignored) = split_filters(db, request.metadata_filters)?;
+        let (metadata, mut additional_metadata, ignored) =
+            split_filters(db, request.metadata_filters)?;
+        if let Some(readable) = crate::filters::readable_by(&request.acl)? {
+            additional_metadata.push(readable);
+        }
         let search = SearchRequest {
             scope: db.scope(),
             filter: ChunkFilter {

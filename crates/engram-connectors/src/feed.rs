@@ -83,7 +83,7 @@ impl FeedProvider {
 }
 
 /// The request headers the credentials call for.
-fn auth_headers(credentials: &Map<String, Value>) -> Vec<(&'static str, String)> {
+pub(crate) fn auth_headers(credentials: &Map<String, Value>) -> Vec<(&'static str, String)> {
     let text = |key: &str| credentials.get(key).and_then(Value::as_str);
     if let Some(token) = text("token") {
         return vec![("authorization", format!("Bearer {token}"))];

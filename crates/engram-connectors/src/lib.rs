@@ -9,6 +9,7 @@
 mod feed;
 mod folder;
 mod vault;
+mod web;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -16,6 +17,7 @@ use serde_json::{Map, Value};
 pub use feed::FeedProvider;
 pub use folder::FolderProvider;
 pub use vault::{SealError, Sealer, KEY_FILE};
+pub use web::WebProvider;
 
 /// How often a provider's connectors may sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,7 +219,8 @@ pub struct CatalogOptions {
 
 impl Catalog {
     pub fn new(options: &CatalogOptions) -> Self {
-        let mut providers: Vec<Box<dyn Provider>> = vec![Box::new(FeedProvider::new())];
+        let mut providers: Vec<Box<dyn Provider>> =
+            vec![Box::new(FeedProvider::new()), Box::new(WebProvider::new())];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));
         }

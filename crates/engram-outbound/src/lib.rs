@@ -329,6 +329,8 @@ pub struct Fetched {
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub content_type: Option<String>,
+    /// Where a redirect points (not followed).
+    pub location: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -346,10 +348,11 @@ async fn read_bounded(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let (etag, last_modified, content_type) = (
+    let (etag, last_modified, content_type, location) = (
         header(reqwest::header::ETAG),
         header(reqwest::header::LAST_MODIFIED),
         header(reqwest::header::CONTENT_TYPE),
+        header(reqwest::header::LOCATION),
     );
     let status = response.status().as_u16();
     let mut body = Vec::new();
@@ -370,6 +373,7 @@ async fn read_bounded(
         etag,
         last_modified,
         content_type,
+        location,
         body,
     })
 }

@@ -333,6 +333,8 @@ pub trait ConnectorStore: Send + Sync {
         org: &OrgId,
         id: &str,
     ) -> StoreResult<Option<Vec<ResourceRecord>>>;
+    /// A changed access rule makes the resource's objects due for dispatch again (they carry
+    /// it) and the connector due at once.
     async fn update_resource(
         &self,
         org: &OrgId,
@@ -919,6 +921,20 @@ impl crate::ConnectorStore for $store {
         .fetch_optional(&mut *tx)
         .await?;
         let record = row.as_ref().map(crate::connectors::resource).transpose()?;
+        if record.is_some() && set_acl == 1 {
+            // Synced objects carry their resource's rule: every one is dispatched again by the
+            // next sync, which is due at once.
+            sqlx::query("UPDATE connector_objects SET version = '' WHERE connector_id = $1 AND resource_id = $2")
+                .bind(id)
+                .bind(resource_id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE connectors SET next_sync_at = $2 WHERE connector_id = $1")
+                .bind(id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(record)
     }

@@ -258,6 +258,9 @@ impl ItemRecord {
 pub enum FilterValue {
     Eq(Value),
     In(Vec<Value>),
+    /// An access rule readable by one of these principals: the value is absent, null or an
+    /// empty list (no rule), or a list holding one of them.
+    Readable(Vec<String>),
 }
 
 /// What to list. All filters are ANDed.

@@ -295,6 +295,10 @@ pub(super) struct QueryBody {
     /// Not supported: reported in `meta.ignored_parameters`.
     pub code_search: Option<Value>,
     pub attributes: Option<Value>,
+    /// Principals the caller acts for: only sources they may read (their access rule, from a
+    /// connector resource, names one of them or `__public__`, or there is none). Absent, empty
+    /// or `["*"]`: no filtering.
+    #[schema(value_type = Option<Vec<String>>)]
     pub acl: Option<Value>,
     /// Widen the candidates with the graph lane and rank them by vector similarity to the
     /// query alone (hybrid); default false.
@@ -604,11 +608,19 @@ pub(super) struct ScopedQuery {
 
 /// Why each query field engram accepts but does not act on is not acted on.
 const NOT_YET: &[(&str, &str)] = &[
-    ("temporal_intent", "engram classifies the query itself; a caller's classification is not taken"),
+    (
+        "temporal_intent",
+        "engram classifies the query itself; a caller's classification is not taken",
+    ),
     ("code_search", "engram has no code-search branch"),
-    ("attributes", "operator filters are not supported; use metadata_filters (exact matches and lists)"),
-    ("acl", "document access lists come with connectors; every key of the organization sees every source"),
-    ("graph_vector_prune_spacy_entities", "engram's graph extractor does not use spaCy"),
+    (
+        "attributes",
+        "operator filters are not supported; use metadata_filters (exact matches and lists)",
+    ),
+    (
+        "graph_vector_prune_spacy_entities",
+        "engram's graph extractor does not use spaCy",
+    ),
 ];
 
 impl QueryBody {
@@ -634,7 +646,6 @@ impl QueryBody {
             self.temporal_intent.is_some(),
             self.code_search.is_some(),
             self.attributes.is_some(),
-            self.acl.is_some(),
             self.graph_vector_prune_spacy_entities.is_some(),
         ];
         for ((field, reason), sent) in NOT_YET.iter().zip(sent) {
@@ -665,6 +676,7 @@ impl QueryBody {
             graph_rank: None,
             forceful_relations: self.query_forceful_relations,
             graph_vector_prune: self.graph_vector_prune.unwrap_or(false),
+            acl: principals(self.acl)?,
         };
         Ok(ScopedQuery {
             database,
@@ -673,6 +685,15 @@ impl QueryBody {
             response_format: self.response_format,
             ignored,
         })
+    }
+}
+
+/// `acl`: a list of principals (strings); null or absent is none.
+fn principals(acl: Option<Value>) -> Result<Vec<String>, ApiError> {
+    match acl {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(value) => serde_json::from_value(value)
+            .map_err(|_| ApiError::invalid("`acl` must be a list of principals (strings)")),
     }
 }
 

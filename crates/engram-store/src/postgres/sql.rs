@@ -81,6 +81,19 @@ pub(crate) fn push_filter(
                 .push_bind(values.clone())
                 .push("::jsonb[])");
         }
+        FilterValue::Readable(principals) => {
+            // No rule (absent, null, not a list, an empty list), or a principal in the list.
+            builder.push(" AND (jsonb_typeof(");
+            field(builder);
+            builder.push(") <> 'array' OR jsonb_array_length(");
+            field(builder);
+            builder.push(") = 0 OR");
+            field(builder);
+            builder
+                .push(" ?| ")
+                .push_bind(principals.clone())
+                .push("::text[])");
+        }
     }
 }
 

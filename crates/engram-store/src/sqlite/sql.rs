@@ -42,6 +42,22 @@ pub(crate) fn push_filter(
     value: &FilterValue,
 ) -> StoreResult<()> {
     let path = format!("$.\"{}\"", key.replace('"', ""));
+    if let FilterValue::Readable(principals) = value {
+        builder
+            .push(format!(" AND (COALESCE(json_array_length(i.{column}, "))
+            .push_bind(path.clone())
+            .push(format!(
+                "), 0) = 0 OR EXISTS (SELECT 1 FROM json_each(i.{column}, "
+            ))
+            .push_bind(path)
+            .push(") WHERE value IN (");
+        let mut sep = builder.separated(", ");
+        for principal in principals {
+            sep.push_bind(principal.clone());
+        }
+        builder.push(")))");
+        return Ok(());
+    }
     builder
         .push(format!(" AND json_extract(i.{column}, "))
         .push_bind(path)
@@ -64,6 +80,7 @@ pub(crate) fn push_filter(
             }
             builder.push(")");
         }
+        FilterValue::Readable(_) => {}
     }
     Ok(())
 }

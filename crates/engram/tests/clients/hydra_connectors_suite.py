@@ -75,10 +75,10 @@ eventually("the database", lambda: client.databases.status(database="synced").da
 
 step("catalog and providers")
 catalog = client.catalog()
-assert [c.provider for c in catalog.connectors] == ["folder", "rss"], catalog
+assert [c.provider for c in catalog.connectors] == ["folder", "rss", "web"], catalog
 assert all(c.supported for c in catalog.connectors)
 providers = client.list_providers()
-assert {p.provider for p in providers.providers} == {"folder", "rss"}, providers
+assert {p.provider for p in providers.providers} == {"folder", "rss", "web"}, providers
 described = client.list_providers(id="rss")
 assert described.provider == "rss" and described.credential_schema["type"] == "object", described
 assert any(f["filter_key"] == "additional_metadata.feed_url" for f in described.filterable_fields)
@@ -132,11 +132,11 @@ resources = client.connectors.list_resources(folder.connector_id).resources
 assert [r.resource_id for r in resources] == [FOLDER] and resources[0].provider_cursor, resources
 assert resources[0].additional_metadata == {"kind": "runbook"}
 
-step("resources: create one, set its access rule, sync by hand")
-made = client.connectors.create_resource(feed.connector_id, resource_id=FEED_URL, display_name="Ops", metadata={})
-assert made.resource_id == FEED_URL and made.display_name == "Ops" and made.acl is None, made
-ruled = client.connectors.update_resource_acl(feed.connector_id, FEED_URL, request={"acl": ["ops@example.com"]})
-assert ruled["acl"] == ["ops@example.com"], ruled
+step("resources: create one with an access rule, sync by hand, query as principals")
+made = client.connectors.create_resource(
+    feed.connector_id, resource_id=FEED_URL, display_name="Ops", metadata={}, acl=["ops@example.com"],
+)
+assert made.resource_id == FEED_URL and made.display_name == "Ops" and made.acl == ["ops@example.com"], made
 raises(400, lambda: client.connectors.update_resource_acl(feed.connector_id, FEED_URL, request={}))
 status = after_run(feed.connector_id, 0)
 assert status.runs[0]["added"] == 2, status
@@ -145,14 +145,24 @@ assert run.run_id and run.workflow_id == run.run_id, run
 status = after_run(feed.connector_id, 1)
 assert status.runs[0]["run_id"] == run.run_id and status.runs[0]["added"] == 0, status
 
-step("what was synced is found, filtered by connector")
-answer = client.query(
-    database="synced", collection="ops", query="when do backups run?",
-    metadata_filters={"additional_metadata": {"connector_id": feed.connector_id}},
-)
-hit = answer.data.chunks[0]
+step("what was synced is found, filtered by connector and by who may read it")
+eventually("the entries indexed", lambda: all(
+    s.indexing_status == "completed"
+    for s in client.context.status(database="synced", collection="ops",
+                                   ids=[x.id for x in client.context.list(database="synced", collection="ops").data.sources]).data.statuses
+))
+ask = dict(database="synced", collection="ops", query="when do backups run?",
+           metadata_filters={"additional_metadata": {"connector_id": feed.connector_id}})
+hit = client.query(**ask, acl=["ops@example.com"]).data.chunks[0]
 assert "02:00" in hit.chunk_content, hit
 assert hit.additional_metadata["provider"] == "rss" and hit.additional_metadata["connector_id"] == feed.connector_id, hit
+assert hit.additional_metadata["acl"] == ["ops@example.com"], hit
+assert client.query(**ask, acl=["eve@example.com"]).data.chunks == []
+ruled = client.connectors.update_resource_acl(feed.connector_id, FEED_URL, request={"acl": ["__public__", "x@example.com"]})
+assert ruled["acl"] == ["__public__"], ruled
+status = after_run(feed.connector_id, 2)
+assert status.runs[0]["updated"] == 2, status
+eventually("public to everyone", lambda: client.query(**ask, acl=["eve@example.com"]).data.chunks)
 
 step("credential vault: names, reveal, update")
 vault = client.connectors.list_connector_credentials()
@@ -167,11 +177,11 @@ raises(403, lambda: client.connectors.rotate_a_connectors_stored_o_auth_refresh_
 step("revoked credentials: reconnect, then fixed through the vault")
 TOKEN["value"] = "feed-token-2"
 client.connectors.sync(feed.connector_id)
-status = after_run(feed.connector_id, 2)
+status = after_run(feed.connector_id, 3)
 assert status.lifecycle == "reconnect" and status.status == "failed" and status.error.action, status
 assert client.connectors.get(feed.connector_id).needs_reauth is True
 assert client.connectors.update_connector_credentials(feed.connector_id, credentials={"token": "feed-token-2"}).updated
-status = after_run(feed.connector_id, 3)
+status = after_run(feed.connector_id, 4)
 assert status.lifecycle == "active" and status.status == "healthy", status
 assert client.connectors.reveal_a_connector_credential_value(feed.connector_id, field="token").value == "feed-token-2"
 

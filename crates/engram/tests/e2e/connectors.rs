@@ -284,6 +284,46 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
     let connector = server.get(&format!("/connectors/{id}"), &key).await;
     assert_eq!(plain(&connector, 200)["documents_dispatched"], 5);
 
+    // An access rule on the resource: its objects carry it (dispatched again at once), and a
+    // query acting for principals sees only what one of them may read.
+    let before = finished_runs(&status);
+    let ruled = patch(
+        &server,
+        &format!("/connectors/{id}/resources/{}", urlencode(&docs_id)),
+        &key,
+        json!({"acl": ["alice@example.com", "group:hr"]}),
+    )
+    .await;
+    assert_eq!(
+        plain(&ruled, 200)["acl"],
+        json!(["alice@example.com", "group:hr"])
+    );
+    let status = after_run(&server, &key, &id, before).await;
+    assert_eq!(status["runs"][0]["updated"], 3, "{status:#?}");
+    let ids: Vec<String> = listed(&server, &key, "handbook")
+        .await
+        .iter()
+        .filter_map(|s| s["id"].as_str().map(str::to_owned))
+        .collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    crate::common::wait_completed(&server, &key, "handbook", None, &ids).await;
+    let asked = |acl: Value| json!({"database": "handbook", "query": "vacation days", "max_results": 3, "acl": acl});
+    assert!(query_ids(&server, &key, asked(json!(["bob@example.com"])))
+        .await
+        .is_empty());
+    assert_eq!(
+        query_ids(&server, &key, asked(json!(["group:hr"])))
+            .await
+            .len(),
+        3
+    );
+    assert_eq!(query_ids(&server, &key, asked(json!(["*"]))).await.len(), 3);
+    assert_eq!(query_ids(&server, &key, asked(Value::Null)).await.len(), 3);
+    server
+        .post("/query", &key, asked(json!("alice")))
+        .await
+        .assert_current_error(400, "INVALID_PARAMETERS");
+
     // Deleting the connector stops it; what it synced stays.
     let deleted = server.delete(&format!("/connectors/{id}"), &key).await;
     assert_eq!(plain(&deleted, 200)["deleted"], true);
@@ -842,4 +882,181 @@ async fn connector_routes_answer_the_spec_error_rows() {
         "{status:#?}"
     );
     assert_eq!(status["status"], "degraded", "{status:#?}");
+}
+
+#[tokio::test]
+async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only_what_changed() {
+    let site = FeedServer::start("site-token").await;
+    site.set_page(
+        "/robots.txt",
+        "text/plain",
+        "User-agent: *\nDisallow: /private/\n",
+    );
+    site.set_page(
+        "/docs/",
+        "text/html",
+        r#"<html><head><title>Docs</title></head><body><h1>Docs home</h1>
+           <a href="install.html">Install</a> <a href="/docs/faq.html#top">FAQ</a>
+           <a href="/private/keys.html">Keys</a> <a href="https://elsewhere.example.com/">Out</a></body></html>"#,
+    );
+    site.set_page(
+        "/docs/install.html",
+        "text/html",
+        r#"<html><body><h1>Install</h1><p>Run the installer with the --offline flag.</p>
+           <a href="deep/one.html">Deeper</a></body></html>"#,
+    );
+    site.set_page(
+        "/docs/faq.html",
+        "text/html",
+        "<html><body><h1>FAQ</h1><p>Ports 7000 to 7010 must be open.</p></body></html>",
+    );
+    site.set_page(
+        "/docs/deep/one.html",
+        "text/html",
+        "<html><body><p>Too deep to be crawled at depth 1.</p></body></html>",
+    );
+    site.set_page(
+        "/private/keys.html",
+        "text/html",
+        "<html><body><p>Robots keep this out.</p></body></html>",
+    );
+    let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
+    let key = server.key("conn-web", &[]);
+    server.ready_database(&key, "site").await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "web", "database": "site", "credentials": {"token": "site-token"}}),
+    )
+    .await;
+    let start = format!("{}/docs/", site.base);
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": start, "filters": {"max_depth": 1}}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    let urls = |sources: &[Value]| {
+        let mut urls: Vec<String> = sources
+            .iter()
+            .filter_map(|s| s["additional_metadata"]["url"].as_str().map(str::to_owned))
+            .collect();
+        urls.sort();
+        urls
+    };
+    let pages = listed(&server, &key, "site").await;
+    let base = &site.base;
+    assert_eq!(
+        urls(&pages),
+        [
+            format!("{base}/docs/"),
+            format!("{base}/docs/faq.html"),
+            format!("{base}/docs/install.html")
+        ],
+        "same origin, depth 1, robots.txt honoured"
+    );
+    assert!(
+        !site.requested().iter().any(|p| p.starts_with("/private/")),
+        "{:?}",
+        site.requested()
+    );
+    let ids: Vec<&str> = pages.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "site", None, &ids).await;
+    let found = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "site", "query": "which ports must be open", "max_results": 1}),
+        )
+        .await;
+    assert!(found.current_ok(200)["chunks"][0]["chunk_content"]
+        .to_string()
+        .contains("7000"));
+
+    // A page no longer linked leaves engram after a complete crawl; an unchanged one is not
+    // dispatched again.
+    site.set_page(
+        "/docs/",
+        "text/html",
+        r#"<html><body><h1>Docs home</h1><a href="install.html">Install</a></body></html>"#,
+    );
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(0), json!(1), json!(1)),
+        "{status:#?}"
+    );
+    assert_eq!(
+        urls(&listed(&server, &key, "site").await),
+        [format!("{base}/docs/"), format!("{base}/docs/install.html")]
+    );
+
+    // A sitemap: pages are listed with their lastmod; only a changed lastmod is fetched again.
+    site.set_page(
+        "/sitemap.xml",
+        "application/xml",
+        &format!(
+            r#"<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+               <url><loc>{base}/docs/faq.html</loc><lastmod>2026-11-01</lastmod></url>
+               <url><loc>{base}/docs/deep/one.html</loc><lastmod>2026-11-02</lastmod></url></urlset>"#
+        ),
+    );
+    let mapped = create(
+        &server,
+        &key,
+        json!({"provider": "web", "database": "site", "collection": "mapped", "provider_account_scope": "map",
+               "credentials": {"token": "site-token"}}),
+    )
+    .await;
+    server
+        .post(
+            &format!("/connectors/{mapped}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": format!("{base}/sitemap.xml")}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &mapped, 0).await;
+    assert_eq!(status["runs"][0]["added"], 2, "{status:#?}");
+    let fetched_before = site
+        .requested()
+        .iter()
+        .filter(|p| p.as_str() == "/docs/faq.html")
+        .count();
+    server
+        .post(&format!("/connectors/{mapped}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &mapped, 1).await;
+    assert_eq!(status["runs"][0]["added"], 0);
+    let fetched_after = site
+        .requested()
+        .iter()
+        .filter(|p| p.as_str() == "/docs/faq.html")
+        .count();
+    assert_eq!(
+        fetched_before, fetched_after,
+        "an unchanged lastmod is not fetched again"
+    );
+
+    // The start page refusing the credentials is a reconnect.
+    site.set_token("rotated");
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    assert_eq!(
+        (status["lifecycle"].clone(), status["status"].clone()),
+        (json!("reconnect"), json!("failed")),
+        "{status:#?}"
+    );
 }

@@ -1,6 +1,6 @@
-//! A real HTTP server on loopback serving RSS feeds for connector tests: a bearer token guards
-//! them (and can be revoked), each feed's entries can change or the feed can go, `ETag` and
-//! `If-None-Match` work, and the server can stop (unreachable).
+//! A real HTTP server on loopback serving RSS feeds and a small web site for connector tests: a
+//! bearer token guards them (and can be revoked), each feed's entries and each page can change
+//! or go, `ETag` and `If-None-Match` work on feeds, and the server can stop (unreachable).
 #![allow(clippy::unwrap_used)] // test code
 
 use std::collections::BTreeMap;
@@ -17,6 +17,10 @@ struct Shared {
     token: String,
     /// Feed name to its entries (guid, title, text).
     feeds: BTreeMap<String, Vec<(String, String, String)>>,
+    /// Site paths to (content type, body).
+    pages: BTreeMap<String, (String, String)>,
+    /// Paths requested, in order.
+    log: Vec<String>,
     /// Requests per feed, and how many were answered `304`.
     requests: usize,
     not_modified: usize,
@@ -79,6 +83,30 @@ async fn serve(
         .into_response()
 }
 
+async fn page(
+    State(shared): State<Arc<Mutex<Shared>>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let mut shared = shared.lock().unwrap();
+    shared.log.push(uri.path().to_owned());
+    let expected = format!("Bearer {}", shared.token);
+    let authorized =
+        headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str());
+    if uri.path() != "/robots.txt" && !authorized {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    match shared.pages.get(uri.path()) {
+        Some((kind, body)) => (
+            StatusCode::OK,
+            [("content-type", kind.clone())],
+            body.clone(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 impl FeedServer {
     pub(crate) async fn start(token: &str) -> Self {
         let shared = Arc::new(Mutex::new(Shared {
@@ -87,6 +115,7 @@ impl FeedServer {
         }));
         let router = Router::new()
             .route("/feeds/{name}", axum::routing::get(serve))
+            .fallback(axum::routing::get(page))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -116,6 +145,24 @@ impl FeedServer {
                 .map(|(g, t, x)| ((*g).to_owned(), (*t).to_owned(), (*x).to_owned()))
                 .collect(),
         );
+    }
+
+    /// Serves `body` at `path` of the site.
+    pub(crate) fn set_page(&self, path: &str, content_type: &str, body: &str) {
+        self.shared
+            .lock()
+            .unwrap()
+            .pages
+            .insert(path.to_owned(), (content_type.to_owned(), body.to_owned()));
+    }
+
+    pub(crate) fn remove_page(&self, path: &str) {
+        self.shared.lock().unwrap().pages.remove(path);
+    }
+
+    /// Paths requested so far, in order.
+    pub(crate) fn requested(&self) -> Vec<String> {
+        self.shared.lock().unwrap().log.clone()
     }
 
     pub(crate) fn remove_feed(&self, feed: &str) {
