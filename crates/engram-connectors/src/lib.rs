@@ -8,6 +8,7 @@
 
 mod feed;
 mod folder;
+mod postgres;
 mod vault;
 mod web;
 
@@ -16,6 +17,7 @@ use serde_json::{Map, Value};
 
 pub use feed::FeedProvider;
 pub use folder::FolderProvider;
+pub use postgres::PostgresProvider;
 pub use vault::{SealError, Sealer, KEY_FILE};
 pub use web::WebProvider;
 
@@ -219,8 +221,11 @@ pub struct CatalogOptions {
 
 impl Catalog {
     pub fn new(options: &CatalogOptions) -> Self {
-        let mut providers: Vec<Box<dyn Provider>> =
-            vec![Box::new(FeedProvider::new()), Box::new(WebProvider::new())];
+        let mut providers: Vec<Box<dyn Provider>> = vec![
+            Box::new(FeedProvider::new()),
+            Box::new(WebProvider::new()),
+            Box::new(PostgresProvider::new()),
+        ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));
         }

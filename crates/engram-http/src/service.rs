@@ -85,9 +85,19 @@ mod tests {
     #[test]
     fn unknown_paths_answer_in_the_shape_of_the_generation_owning_their_first_segment() {
         let current = first_segments(&crate::current::routes());
-        let expected: HashSet<String> = ["databases", "context", "query", "webhooks", "feedback"]
-            .map(str::to_owned)
-            .into();
+        let expected: HashSet<String> = [
+            "databases",
+            "context",
+            "query",
+            "webhooks",
+            "feedback",
+            "connectors",
+            "connector-catalog",
+            "connector-discovery",
+            "credential-vault",
+        ]
+        .map(str::to_owned)
+        .into();
         assert_eq!(
             current, expected,
             "taken from the routes, never a hand list"
