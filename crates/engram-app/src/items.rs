@@ -28,6 +28,9 @@ pub struct ListRequest {
     pub metadata: Map<String, Value>,
     pub additional_metadata: Map<String, Value>,
     pub source_fields: Map<String, Value>,
+    /// Principals the caller acts for: only sources one of them may read (`acl`); empty or
+    /// `["*"]`: all.
+    pub acl: Vec<String>,
 }
 
 /// One page with the numbers of the pagination object.
@@ -277,16 +280,20 @@ impl App {
         )?];
         let (page, page_size) = (page as u32, page_size as u32);
         let mut budget = FilterBudget::default();
+        let mut additional_metadata = filters(
+            &mut budget,
+            request.additional_metadata,
+            "additional_metadata",
+        )?;
+        if let Some(readable) = crate::filters::readable_by(&request.acl)? {
+            additional_metadata.push(readable);
+        }
         let query = ItemQuery {
             kind: request.kind,
             collections,
             ids: request.ids,
             metadata: filters(&mut budget, request.metadata, "tenant_metadata")?,
-            additional_metadata: filters(
-                &mut budget,
-                request.additional_metadata,
-                "additional_metadata",
-            )?,
+            additional_metadata,
             fields,
             page,
             page_size,

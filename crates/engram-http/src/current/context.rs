@@ -231,6 +231,10 @@ pub(super) struct ListBody {
     pub filters: ListFiltersDto,
     #[serde(default)]
     pub include_fields: Vec<String>,
+    /// Principals the caller acts for: only sources one of them may read (their access rule
+    /// names one of them or `__public__`, or there is none). Absent, empty or `["*"]`: all.
+    #[schema(value_type = Option<Vec<String>>)]
+    pub acl: Option<serde_json::Value>,
     /// Fields this route does not know: reported in `meta.ignored_parameters`.
     #[serde(flatten)]
     #[schema(ignore)]
@@ -265,7 +269,7 @@ impl ListBody {
             .pick(self.ids, self.source_ids, "ids", "source_ids")?
             .unwrap_or_default();
         check_include_fields(&self.include_fields)?;
-        let request = list_request(
+        let mut request = list_request(
             deprecations,
             self.filters,
             kind,
@@ -274,6 +278,7 @@ impl ListBody {
             self.page,
             self.page_size,
         )?;
+        request.acl = super::wire::principals(self.acl)?;
         Ok(ScopedList {
             database,
             collection,

@@ -689,7 +689,7 @@ impl QueryBody {
 }
 
 /// `acl`: a list of principals (strings); null or absent is none.
-fn principals(acl: Option<Value>) -> Result<Vec<String>, ApiError> {
+pub(super) fn principals(acl: Option<Value>) -> Result<Vec<String>, ApiError> {
     match acl {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(value) => serde_json::from_value(value)

@@ -678,6 +678,7 @@ pub(crate) fn list_request(
         metadata: metadata.unwrap_or_default(),
         additional_metadata: additional.unwrap_or_default(),
         source_fields: filters.source_fields.unwrap_or_default(),
+        acl: Vec::new(),
     })
 }
 

@@ -319,6 +319,25 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
     );
     assert_eq!(query_ids(&server, &key, asked(json!(["*"]))).await.len(), 3);
     assert_eq!(query_ids(&server, &key, asked(Value::Null)).await.len(), 3);
+    let visible = |acl: Value| {
+        let (server, key) = (&server, &key);
+        async move {
+            let reply = server
+                .post(
+                    "/context/list",
+                    key,
+                    json!({"database": "handbook", "acl": acl}),
+                )
+                .await;
+            reply.current_ok(200)["total"].as_u64().expect("total")
+        }
+    };
+    assert_eq!(
+        visible(json!(["bob@example.com"])).await,
+        0,
+        "listings honour the rule too"
+    );
+    assert_eq!(visible(json!(["alice@example.com"])).await, 3);
     server
         .post("/query", &key, asked(json!("alice")))
         .await
