@@ -112,6 +112,10 @@ mod tests {
         assert_eq!(generation_of("/databases/nope"), Some(Generation::Current));
         assert_eq!(generation_of("/databasesx"), Some(Generation::Legacy));
         assert_eq!(generation_of("/tenants/nope"), Some(Generation::Legacy));
-        assert_eq!(generation_of("/connectors"), Some(Generation::Legacy));
+        assert_eq!(
+            generation_of("/connectors/nope/x"),
+            Some(Generation::Current)
+        );
+        assert_eq!(generation_of("/recall/nope"), Some(Generation::Legacy));
     }
 }

@@ -11,6 +11,7 @@ use crate::{
 pub(super) async fn run_all<S: Store>(store: &S) {
     connectors_are_confined_to_their_organization(store).await;
     a_sync_runs_under_one_lease_and_resumes_where_it_stopped(store).await;
+    access_rules_filter_what_a_principal_may_read(store).await;
 }
 
 fn connector(id: &str, org: &str, db: &str, scope: &str) -> NewConnector {
@@ -542,4 +543,66 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
         .unwrap());
     store.purge_database(&scope.id).await.unwrap();
     assert!(store.list_connectors(&org, None).await.unwrap().is_empty());
+}
+
+/// An access rule filter reads `additional_metadata.acl`: no rule, an empty or non-list value,
+/// or a list naming one of the principals passes; a list naming none of them does not.
+async fn access_rules_filter_what_a_principal_may_read<S: Store>(store: &S) {
+    use super::{item, setup};
+    use crate::{FilterValue, ItemQuery};
+    let scope = setup(store, "db_conn_acl", "conn-org-acl").await;
+    let rules = [
+        ("open", serde_json::json!({})),
+        ("null", serde_json::json!({"acl": null})),
+        ("alice", serde_json::json!({"acl": ["alice@example.com"]})),
+        (
+            "group",
+            serde_json::json!({"acl": ["group:eng", "bob@example.com"]}),
+        ),
+        ("public", serde_json::json!({"acl": ["__public__"]})),
+        ("private", serde_json::json!({"acl": ["__private__"]})),
+    ];
+    for (n, (id, extra)) in rules.iter().enumerate() {
+        let mut it = item("c", id, "text");
+        it.fields.additional_metadata = extra.clone();
+        store
+            .enqueue_items(&scope, std::slice::from_ref(&it), true, moment(n as i64))
+            .await
+            .unwrap();
+    }
+    let readable = |principals: &[&str]| ItemQuery {
+        kind: Some(engram_types::ItemKind::Knowledge),
+        page: 1,
+        page_size: 50,
+        additional_metadata: vec![(
+            "acl".into(),
+            FilterValue::Readable(principals.iter().map(|p| (*p).to_owned()).collect()),
+        )],
+        ..ItemQuery::default()
+    };
+    for (principals, expected) in [
+        (
+            vec!["alice@example.com", "__public__"],
+            vec!["alice", "null", "open", "public"],
+        ),
+        (
+            vec!["group:eng", "__public__"],
+            vec!["group", "null", "open", "public"],
+        ),
+        (
+            vec!["eve@example.com", "__public__"],
+            vec!["null", "open", "public"],
+        ),
+    ] {
+        let mut ids: Vec<String> = store
+            .list_items(&scope, &readable(&principals), moment(100))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, expected, "{principals:?}");
+    }
 }
