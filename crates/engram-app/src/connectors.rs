@@ -451,12 +451,9 @@ impl App {
         }
     }
 
-    pub async fn list_connectors(
-        &self,
-        who: &Principal,
-        provider: Option<&str>,
-    ) -> AppResult<Vec<ConnectorView>> {
-        let records = self.store().list_connectors(&who.org, provider).await?;
+    /// The connectors of the databases the key may use, oldest first.
+    pub async fn list_connectors(&self, who: &Principal) -> AppResult<Vec<ConnectorView>> {
+        let records = self.store().list_connectors(&who.org, None).await?;
         Ok(records
             .into_iter()
             .filter(|r| who.may_use(&DatabaseName::from_trusted(&r.database_name)))
@@ -821,7 +818,7 @@ impl App {
     pub async fn vault(&self, who: &Principal) -> AppResult<(Vec<VaultEntry>, usize)> {
         let mut entries = Vec::new();
         let mut unavailable = 0;
-        for record in self.list_connectors(who, None).await? {
+        for record in self.list_connectors(who).await? {
             let record = record.record;
             if record.credentials.is_none() {
                 continue;
@@ -1093,6 +1090,7 @@ impl App {
                     access,
                     connector,
                     resource,
+                    &rref,
                     &target,
                     &pass_id,
                     &page,
@@ -1202,6 +1200,7 @@ impl App {
         access: &Access,
         connector: &ConnectorRecord,
         resource: &ResourceRecord,
+        rref: &ResourceRef,
         target: &Target,
         pass_id: &str,
         page: &Page,
@@ -1281,17 +1280,7 @@ impl App {
             let content = match &entry.content {
                 Some(content) => content.clone(),
                 None => match provider
-                    .fetch(
-                        access,
-                        &ResourceRef {
-                            id: rid.clone(),
-                            resource_type: resource.resource.resource_type.clone(),
-                            filters: resource.resource.filters.clone(),
-                            provider_metadata: resource.resource.provider_metadata.clone(),
-                        },
-                        entry,
-                        self.config().ingest.max_upload_bytes,
-                    )
+                    .fetch(access, rref, entry, self.config().ingest.max_upload_bytes)
                     .await
                 {
                     Ok(content) => content,

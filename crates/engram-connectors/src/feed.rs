@@ -109,28 +109,6 @@ fn validators(cursor: &str) -> Vec<(&'static str, String)> {
     headers
 }
 
-fn classify(status: u16, url: &str) -> Option<ProviderError> {
-    match status {
-        200..=299 | 304 => None,
-        401 | 403 => Some(ProviderError::Unauthorized {
-            message: format!("{url} answered {status}"),
-            http_status: status,
-        }),
-        404 | 410 => Some(ProviderError::Resource {
-            message: format!("{url} answered {status}: the feed is gone"),
-            http_status: status,
-        }),
-        408 | 429 | 500..=599 => Some(ProviderError::Transient {
-            message: format!("{url} answered {status}"),
-            http_status: status,
-        }),
-        _ => Some(ProviderError::Resource {
-            message: format!("{url} answered {status}"),
-            http_status: status,
-        }),
-    }
-}
-
 /// Reads a feed: `None` when it has not changed since `cursor`.
 async fn read(
     access: &Access,
@@ -152,7 +130,7 @@ async fn read(
             message: format!("feed `{url}`: {e}"),
             http_status: 0,
         })?;
-    if let Some(err) = classify(fetched.status, url) {
+    if let Some(err) = crate::http_failure(fetched.status, url, true) {
         return Err(err);
     }
     if fetched.status == 304 {
@@ -205,11 +183,7 @@ fn entry(feed_url: &str, item: &feed_rs::model::Entry) -> Entry {
             format!("<p>By {}</p>", escape(&authors.join(", ")))
         },
     );
-    let digest = ring::digest::digest(&ring::digest::SHA256, html.as_bytes());
-    let version: String = digest.as_ref()[..12]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let version = crate::short_hash(html.as_bytes());
     let mut fields = Map::new();
     fields.insert("feed_url".into(), Value::from(feed_url));
     fields.insert("entry_id".into(), Value::from(item.id.clone()));
@@ -238,17 +212,7 @@ impl Provider for FeedProvider {
     }
 
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError> {
-        let feeds: Vec<String> = access
-            .credentials
-            .get("feeds")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let feeds = crate::credential_list(access, "feeds");
         let mut found = Vec::with_capacity(feeds.len());
         for url in feeds {
             // A read without validators is never answered "not modified" by a sane server.
@@ -338,17 +302,22 @@ mod tests {
     #[test]
     fn statuses_map_to_what_the_connector_must_do() {
         assert!(matches!(
-            classify(401, "u"),
+            crate::http_failure(401, "u", true),
             Some(ProviderError::Unauthorized { .. })
         ));
         assert!(matches!(
-            classify(410, "u"),
+            crate::http_failure(410, "u", true),
             Some(ProviderError::Resource { .. })
         ));
         assert!(matches!(
-            classify(503, "u"),
+            crate::http_failure(503, "u", true),
             Some(ProviderError::Transient { .. })
         ));
-        assert_eq!(classify(304, "u"), None);
+        assert_eq!(crate::http_failure(304, "u", true), None);
+        // A page of a site refused or gone concerns that page, not the credentials.
+        assert!(matches!(
+            crate::http_failure(403, "u", false),
+            Some(ProviderError::Resource { .. })
+        ));
     }
 }

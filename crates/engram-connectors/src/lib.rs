@@ -289,6 +289,55 @@ fn describe(error: &jsonschema::ValidationError<'_>) -> String {
     }
 }
 
+/// A short hex digest of `bytes` (SHA-256, 12 bytes): a version that changes with the content.
+pub(crate) fn short_hash(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A list of strings in the credentials (`feeds`, `sites`): what discovery offers.
+pub(crate) fn credential_list(access: &Access, key: &str) -> Vec<String> {
+    access
+        .credentials
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What an HTTP status from a source means for the connector. For the resource's own address
+/// (`resource`: a feed, a site's start page) 401/403 are rejected credentials and 404/410 a
+/// resource gone; elsewhere (a page of a site) they concern that page alone.
+pub(crate) fn http_failure(status: u16, url: &str, resource: bool) -> Option<ProviderError> {
+    match status {
+        200..=299 | 304 => None,
+        401 | 403 if resource => Some(ProviderError::Unauthorized {
+            message: format!("{url} answered {status}"),
+            http_status: status,
+        }),
+        404 | 410 if resource => Some(ProviderError::Resource {
+            message: format!("{url} answered {status}: it is gone"),
+            http_status: status,
+        }),
+        408 | 429 | 500..=599 => Some(ProviderError::Transient {
+            message: format!("{url} answered {status}"),
+            http_status: status,
+        }),
+        _ => Some(ProviderError::Resource {
+            message: format!("{url} answered {status}"),
+            http_status: status,
+        }),
+    }
+}
+
 /// The item id of a synced object: the dedupe key (provider, account scope, native id) hashed,
 /// so a changed object replaces its item and a second sync never duplicates it.
 pub fn item_id(provider: &str, account_scope: &str, native_id: &str) -> String {

@@ -349,11 +349,7 @@ impl Provider for PostgresProvider {
             let Some(rid) = rid else { continue };
             let object: Map<String, Value> = serde_json::from_str(&json_text).unwrap_or_default();
             let (title, text) = row_text(&object, title_column);
-            let digest = ring::digest::digest(&ring::digest::SHA256, json_text.as_bytes());
-            let version: String = digest.as_ref()[..12]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let version = crate::short_hash(json_text.as_bytes());
             let mut fields = Map::new();
             fields.insert("table".into(), Value::from(resource.id.clone()));
             fields.insert("row_id".into(), Value::from(rid.clone()));

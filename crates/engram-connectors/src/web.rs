@@ -113,28 +113,6 @@ fn same_origin(a: &url::Url, b: &url::Url) -> bool {
         && a.port_or_known_default() == b.port_or_known_default()
 }
 
-fn classify(status: u16, url: &str, start: bool) -> Option<ProviderError> {
-    match status {
-        200..=299 => None,
-        401 | 403 if start => Some(ProviderError::Unauthorized {
-            message: format!("{url} answered {status}"),
-            http_status: status,
-        }),
-        404 | 410 if start => Some(ProviderError::Resource {
-            message: format!("{url} answered {status}: the site is gone"),
-            http_status: status,
-        }),
-        408 | 429 | 500..=599 => Some(ProviderError::Transient {
-            message: format!("{url} answered {status}"),
-            http_status: status,
-        }),
-        _ => Some(ProviderError::Resource {
-            message: format!("{url} answered {status}"),
-            http_status: status,
-        }),
-    }
-}
-
 /// The links of an HTML page, resolved against its URL, fragments dropped.
 fn links(base: &url::Url, html: &[u8]) -> Vec<url::Url> {
     use html5gum::{Token, Tokenizer};
@@ -210,14 +188,6 @@ async fn get(access: &Access, url: &url::Url) -> Result<engram_outbound::Fetched
         })
 }
 
-fn digest(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest.as_ref()[..12]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A page as an entry: HTML is parsed as a page, anything else by its name.
 fn page_entry(
     site: &str,
@@ -266,7 +236,7 @@ impl WebProvider {
 
     async fn list_sitemap(&self, access: &Access, start: &url::Url) -> Result<Page, ProviderError> {
         let fetched = get(access, start).await?;
-        if let Some(err) = classify(fetched.status, start.as_str(), true) {
+        if let Some(err) = crate::http_failure(fetched.status, start.as_str(), true) {
             return Err(err);
         }
         let entries = sitemap(&fetched.body)
@@ -380,7 +350,7 @@ impl WebProvider {
                 }
                 continue;
             }
-            match classify(fetched.status, url.as_str(), is_start) {
+            match crate::http_failure(fetched.status, url.as_str(), is_start) {
                 Some(err) if is_start => return Err(err),
                 // A page gone is simply not listed; anything else makes the listing partial.
                 Some(_) if matches!(fetched.status, 404 | 410) => continue,
@@ -411,7 +381,7 @@ impl WebProvider {
             let version = fetched
                 .etag
                 .clone()
-                .unwrap_or_else(|| digest(&fetched.body));
+                .unwrap_or_else(|| crate::short_hash(&fetched.body));
             entries.push(page_entry(start.as_str(), &url, fetched, version));
         }
         let done = crawl.queue.is_empty();
@@ -435,22 +405,12 @@ impl Provider for WebProvider {
     }
 
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError> {
-        let sites: Vec<String> = access
-            .credentials
-            .get("sites")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let sites = crate::credential_list(access, "sites");
         let mut found = Vec::with_capacity(sites.len());
         for site in sites {
             let start = self.start(access, &site).await?;
             let fetched = get(access, &start).await?;
-            if let Some(err) = classify(fetched.status, start.as_str(), true) {
+            if let Some(err) = crate::http_failure(fetched.status, start.as_str(), true) {
                 return Err(err);
             }
             let sitemap = start.path().ends_with(".xml");
@@ -490,7 +450,7 @@ impl Provider for WebProvider {
         let fetched = get(access, &url)
             .await
             .map_err(|e| ProviderError::Object(e.to_string()))?;
-        if let Some(err) = classify(fetched.status, url.as_str(), false) {
+        if let Some(err) = crate::http_failure(fetched.status, url.as_str(), false) {
             return Err(ProviderError::Object(err.to_string()));
         }
         let _ = resource;

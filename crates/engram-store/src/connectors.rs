@@ -379,14 +379,6 @@ pub trait ConnectorStore: Send + Sync {
         pass_id: &str,
         limit: u32,
     ) -> StoreResult<Vec<SyncedObject>>;
-    /// Every object of the resource, at most `limit` after `after` (native id order).
-    async fn resource_objects(
-        &self,
-        connector_id: &str,
-        resource_id: &str,
-        after: &str,
-        limit: u32,
-    ) -> StoreResult<Vec<SyncedObject>>;
     /// Writes a page under the lease, renewing it; false (nothing written) when it was lost.
     async fn record_page(
         &self,
@@ -1126,27 +1118,6 @@ impl crate::ConnectorStore for $store {
         .bind(connector_id)
         .bind(resource_id)
         .bind(pass_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(crate::connectors::synced_object).collect()
-    }
-
-    async fn resource_objects(
-        &self,
-        connector_id: &str,
-        resource_id: &str,
-        after: &str,
-        limit: u32,
-    ) -> crate::StoreResult<Vec<crate::SyncedObject>> {
-        let rows = sqlx::query(
-            "SELECT * FROM connector_objects
-             WHERE connector_id = $1 AND resource_id = $2 AND native_id > $3
-             ORDER BY native_id LIMIT $4",
-        )
-        .bind(connector_id)
-        .bind(resource_id)
-        .bind(after)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;

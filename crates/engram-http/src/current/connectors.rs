@@ -172,10 +172,11 @@ async fn list_connectors(
     Auth(who): Auth,
     NotedQuery(params, ignored): NotedQuery<ListParams>,
 ) -> Result<Response, ApiError> {
-    let views = app
-        .list_connectors(&who, params.provider.as_deref())
-        .await?;
-    let all = app.list_connectors(&who, None).await?.len();
+    let mut views = app.list_connectors(&who).await?;
+    let all = views.len();
+    if let Some(provider) = params.provider.as_deref().filter(|p| !p.is_empty()) {
+        views.retain(|v| v.record.provider == provider);
+    }
     let limit = app.config().connectors.max_per_org;
     let list = ConnectorList {
         connectors: views.iter().map(ConnectorDto::from).collect(),

@@ -351,7 +351,7 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
         .await
         .unwrap());
     let left = store
-        .resource_objects("con_a", "docs", "", 10)
+        .unseen_objects("con_a", "docs", "no-pass", 10)
         .await
         .unwrap();
     assert_eq!(
