@@ -51,6 +51,8 @@ if $for_tests; then
   # server headers to build pgvector.
   [ -x /usr/lib/postgresql/15/bin/initdb ] || packages+=(postgresql-15)
   [ -f /usr/include/postgresql/15/server/postgres.h ] || packages+=(postgresql-server-dev-15)
+  # The git connector's tests serve repositories with `git daemon` (Debian's git package).
+  git daemon --help >/dev/null 2>&1 || [ $? -eq 129 ] || packages+=(git)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
   if ! $for_tests && ! need apt-get; then

@@ -48,10 +48,14 @@ pub(crate) struct Connectors {
 }
 
 impl Connectors {
-    pub(crate) fn new(config: &engram_config::ConnectorsConfig) -> Self {
+    pub(crate) fn new(
+        config: &engram_config::ConnectorsConfig,
+        data_dir: &std::path::Path,
+    ) -> Self {
         Self {
             catalog: Catalog::new(&CatalogOptions {
                 folder_roots: config.folder_roots.clone(),
+                work_dir: data_dir.join("connectors"),
             }),
             sealer: tokio::sync::OnceCell::new(),
             wake: tokio::sync::Notify::new(),
@@ -338,10 +342,11 @@ impl App {
         serde_json::from_slice(&plain).map_err(|e| AppError::Internal(Box::new(e)))
     }
 
-    fn access(&self, credentials: Map<String, Value>) -> Access {
+    fn access(&self, owner: &str, credentials: Map<String, Value>) -> Access {
         Access {
             credentials,
             outbound: self.inner.outbound.clone(),
+            owner: owner.to_owned(),
         }
     }
 
@@ -563,7 +568,7 @@ impl App {
         })?;
         let credentials = self.open_credentials(&record).await?;
         let found = provider
-            .discover(&self.access(credentials))
+            .discover(&self.access(&record.id, credentials))
             .await
             .map_err(provider_failure)?;
         Ok((record.provider, found))
@@ -583,7 +588,7 @@ impl App {
         engram_connectors::check_credentials(source.info(), &Value::Object(credentials.clone()))
             .map_err(AppError::Validation)?;
         source
-            .discover(&self.access(credentials))
+            .discover(&self.access("", credentials))
             .await
             .map_err(provider_failure)
     }
@@ -964,7 +969,7 @@ impl App {
             Ok(credentials) => credentials,
             Err(err) => return Ok(Some(blocked(err.to_string()))),
         };
-        let access = self.access(credentials);
+        let access = self.access(&connector.id, credentials);
         let resources = self
             .store()
             .list_resources(&connector.org, &connector.id)

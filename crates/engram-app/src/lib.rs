@@ -222,7 +222,7 @@ impl App {
                 upload_slots: Arc::new(tokio::sync::Semaphore::new(
                     config.ingest.concurrent_uploads,
                 )),
-                connectors: connectors::Connectors::new(&config.connectors),
+                connectors: connectors::Connectors::new(&config.connectors, &config.data_dir),
                 config,
             }),
         })

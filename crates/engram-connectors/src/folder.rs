@@ -331,6 +331,7 @@ mod tests {
                 allow_private: false,
             })
             .unwrap(),
+            owner: String::new(),
         }
     }
 

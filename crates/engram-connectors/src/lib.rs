@@ -8,6 +8,7 @@
 
 mod feed;
 mod folder;
+mod git;
 mod postgres;
 mod vault;
 mod web;
@@ -17,6 +18,7 @@ use serde_json::{Map, Value};
 
 pub use feed::FeedProvider;
 pub use folder::FolderProvider;
+pub use git::GitProvider;
 pub use postgres::PostgresProvider;
 pub use vault::{SealError, Sealer, KEY_FILE};
 pub use web::WebProvider;
@@ -79,6 +81,9 @@ pub struct ProviderInfo {
 pub struct Access {
     pub credentials: Map<String, Value>,
     pub outbound: engram_outbound::Outbound,
+    /// The connector reading (keeps its local state, such as a git mirror, apart); empty when
+    /// no connector exists yet (discovery before creating).
+    pub owner: String,
 }
 
 /// A resource the account offers.
@@ -217,6 +222,8 @@ pub struct Catalog {
 pub struct CatalogOptions {
     /// Directories the folder provider may read; without any it is not offered.
     pub folder_roots: Vec<std::path::PathBuf>,
+    /// Where providers keep local state (git mirrors).
+    pub work_dir: std::path::PathBuf,
 }
 
 impl Catalog {
@@ -228,6 +235,16 @@ impl Catalog {
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));
+        }
+        // The git provider needs the `git` program.
+        let git = std::process::Command::new("git")
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if git {
+            providers.push(Box::new(GitProvider::new(options.work_dir.join("git"))));
         }
         providers.sort_by(|a, b| {
             let (a, b) = (a.info(), b.info());

@@ -1234,3 +1234,184 @@ async fn table_rows_sync_incrementally_by_their_replication_key_and_a_full_pass_
     );
     assert_eq!(status["lifecycle"], "active", "{status:#?}");
 }
+
+/// Runs `git` in `dir` with a fixed identity; panics when it fails.
+fn run_git(dir: &Path, args: &[&str]) {
+    let done = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(done.status.success(), "git {args:?}: {done:?}");
+}
+
+/// `git daemon` serving every repository under `base` on a loopback port; killed when dropped.
+struct GitDaemon {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl GitDaemon {
+    async fn start(base: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a free port")
+            .local_addr()
+            .expect("its address")
+            .port();
+        let child = std::process::Command::new("git")
+            .arg("daemon")
+            .arg("--reuseaddr")
+            .arg("--export-all")
+            .arg("--listen=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon");
+        eventually(
+            Duration::from_secs(20),
+            "git daemon to listen",
+            || async move {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            },
+        )
+        .await;
+        Self { child, port }
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
+    let base = tempfile::tempdir().expect("base");
+    let repo = base.path().join("handbook");
+    std::fs::create_dir_all(repo.join("docs")).expect("dirs");
+    std::fs::create_dir_all(repo.join("src")).expect("dirs");
+    std::fs::write(
+        repo.join("README.md"),
+        "# Handbook\nThe deploy window is Tuesday at 10:00.",
+    )
+    .expect("write");
+    std::fs::write(
+        repo.join("docs/oncall.md"),
+        "# On call\nPage the secondary after 15 minutes.",
+    )
+    .expect("write");
+    std::fs::write(
+        repo.join("src/main.rs"),
+        "fn main() { println!(\"retry budget: 3\"); }",
+    )
+    .expect("write");
+    run_git(&repo, &["init", "-q"]);
+    run_git(&repo, &["add", "-A"]);
+    run_git(&repo, &["commit", "-q", "-m", "first"]);
+    let daemon = GitDaemon::start(base.path()).await;
+    let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
+    let key = server.key("conn-git", &[]);
+    server.ready_database(&key, "code").await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "git", "database": "code"}),
+    )
+    .await;
+    let remote = format!("git://127.0.0.1:{}/handbook", daemon.port);
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": remote, "filters": {"branch": "main"}}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["runs"][0]["added"], 3, "{status:#?}");
+    let sources = listed(&server, &key, "code").await;
+    let mut paths: Vec<&str> = sources
+        .iter()
+        .filter_map(|s| s["additional_metadata"]["path"].as_str())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["README.md", "docs/oncall.md", "src/main.rs"]);
+
+    // A commit: one file changed, one deleted, one added. Only those are read.
+    std::fs::write(
+        repo.join("README.md"),
+        "# Handbook\nThe deploy window moved to Thursday at 14:00.",
+    )
+    .expect("write");
+    std::fs::remove_file(repo.join("src/main.rs")).expect("remove");
+    std::fs::write(
+        repo.join("docs/faq.md"),
+        "# FAQ\nBuild caches live for seven days.",
+    )
+    .expect("write");
+    run_git(&repo, &["add", "-A"]);
+    run_git(&repo, &["commit", "-q", "-m", "second"]);
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(1), json!(1), json!(1)),
+        "{status:#?}"
+    );
+    assert_eq!(
+        status["resources"][0]["last_row_count"], 2,
+        "the diff's files only: {status:#?}"
+    );
+    let sources = listed(&server, &key, "code").await;
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    assert_eq!(ids.len(), 3);
+    crate::common::wait_completed(&server, &key, "code", None, &ids).await;
+    let reply = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "code", "query": "when is the deploy window", "max_results": 1}),
+        )
+        .await;
+    assert!(reply.current_ok(200)["chunks"][0]["chunk_content"]
+        .to_string()
+        .contains("Thursday"));
+
+    // The repository gone from the server: that resource fails, not retryable.
+    std::fs::remove_dir_all(&repo).expect("remove the repository");
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    assert_eq!(
+        (
+            status["resources"][0]["status"].clone(),
+            status["resources"][0]["retryable"].clone()
+        ),
+        (json!("failed"), json!(false)),
+        "{status:#?}"
+    );
+}
