@@ -10,6 +10,7 @@ mod feed;
 mod folder;
 mod git;
 mod postgres;
+mod s3;
 mod vault;
 mod web;
 mod webdav;
@@ -21,6 +22,7 @@ pub use feed::FeedProvider;
 pub use folder::FolderProvider;
 pub use git::GitProvider;
 pub use postgres::PostgresProvider;
+pub use s3::S3Provider;
 pub use vault::{SealError, Sealer, KEY_FILE};
 pub use web::WebProvider;
 pub use webdav::WebDavProvider;
@@ -235,6 +237,7 @@ impl Catalog {
             Box::new(WebProvider::new()),
             Box::new(PostgresProvider::new()),
             Box::new(WebDavProvider::new()),
+            Box::new(S3Provider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));

