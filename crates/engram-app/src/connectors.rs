@@ -1292,11 +1292,18 @@ impl App {
                     Err(ProviderError::Object(reason)) => {
                         tracing::warn!(connector = %connector.id, object = %entry.native_id, %reason, "object skipped");
                         record.failed += 1;
+                        // Still at the source: its item stays (the next pass tries again).
+                        if !is_new {
+                            record.unchanged.push(entry.native_id.clone());
+                        }
                         continue;
                     }
                     Err(err) => {
                         tracing::warn!(connector = %connector.id, object = %entry.native_id, error = %err, "object not read");
                         record.failed += 1;
+                        if !is_new {
+                            record.unchanged.push(entry.native_id.clone());
+                        }
                         continue;
                     }
                 },
@@ -1315,6 +1322,9 @@ impl App {
                 if result.status.is_none() {
                     tracing::warn!(connector = %connector.id, object = %entry.native_id, error = %result.error, "object refused");
                     record.failed += 1;
+                    if !is_new {
+                        record.unchanged.push(entry.native_id.clone());
+                    }
                     continue;
                 }
                 if is_new {

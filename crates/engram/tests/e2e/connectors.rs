@@ -122,7 +122,10 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
         "Visitors park on level B2 of the garage.",
     )
     .expect("write");
-    let server = start(&folder_env(root.path()));
+    // Files over 4 KiB cannot be read (the ingest limit), to show a failed read keeps its item.
+    let mut envs = folder_env(root.path());
+    envs.push(("ENGRAM_INGEST__MAX_UPLOAD_BYTES".into(), "4096".into()));
+    let server = start(&envs);
     let key = server.key("conn-folder", &[]);
     server.ready_database(&key, "handbook").await;
 
@@ -342,6 +345,27 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
         .post("/query", &key, asked(json!("alice")))
         .await
         .assert_current_error(400, "INVALID_PARAMETERS");
+
+    // A changed file that cannot be read this time (over the size limit) is counted failed and
+    // keeps its item: it is still at the source.
+    std::fs::write(docs.join("desks.txt"), "Hot desks. ".repeat(500)).expect("write");
+    let before = finished_runs(&status);
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, before).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (run["failed"].clone(), run["deleted"].clone()),
+        (json!(1), json!(0)),
+        "{status:#?}"
+    );
+    let titles: Vec<String> = listed(&server, &key, "handbook")
+        .await
+        .iter()
+        .filter_map(|s| s["title"].as_str().map(str::to_owned))
+        .collect();
+    assert!(titles.iter().any(|t| t == "desks.txt"), "{titles:?}");
 
     // Deleting the connector stops it; what it synced stays.
     let deleted = server.delete(&format!("/connectors/{id}"), &key).await;
