@@ -58,17 +58,7 @@ impl FeedProvider {
                         filter_key: None,
                     },
                 ],
-                credential_schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "feeds": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
-                        "username": {"type": "string", "minLength": 1},
-                        "password": {"type": "string"},
-                        "token": {"type": "string", "minLength": 1}
-                    },
-                    "dependentRequired": {"username": ["password"], "password": ["username"]},
-                    "additionalProperties": false
-                }),
+                credential_schema: crate::http_credential_schema("feeds"),
                 setup_guide: "Give the feeds to offer in `credentials.feeds` (discovery lists them with their titles), \
                     or configure any feed URL as a resource. Private feeds take `username` and `password` \
                     (HTTP Basic) or a bearer `token`.",

@@ -57,17 +57,7 @@ impl GitProvider {
                         filter_key: None,
                     },
                 ],
-                credential_schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "repositories": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
-                        "username": {"type": "string", "minLength": 1},
-                        "password": {"type": "string"},
-                        "token": {"type": "string", "minLength": 1}
-                    },
-                    "dependentRequired": {"username": ["password"], "password": ["username"]},
-                    "additionalProperties": false
-                }),
+                credential_schema: crate::http_credential_schema("repositories"),
                 setup_guide: "Configure a resource per repository: its remote URL (https://, http:// or git://); \
                     `filters.branch` picks the branch (default: the remote's HEAD). Private repositories over \
                     HTTP take `username` and `password` (or an access token as the password), or a bearer `token`.",

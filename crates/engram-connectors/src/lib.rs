@@ -321,6 +321,22 @@ pub(crate) fn short_hash(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The credential schema of an HTTP source: HTTP Basic (`username` and `password`) or a bearer
+/// `token`, both optional, and `list` (`feeds`, `sites`, …): addresses discovery offers.
+pub(crate) fn http_credential_schema(list: &str) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            list: {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
+            "username": {"type": "string", "minLength": 1},
+            "password": {"type": "string"},
+            "token": {"type": "string", "minLength": 1}
+        },
+        "dependentRequired": {"username": ["password"], "password": ["username"]},
+        "additionalProperties": false
+    })
+}
+
 /// A list of strings in the credentials (`feeds`, `sites`): what discovery offers.
 pub(crate) fn credential_list(access: &Access, key: &str) -> Vec<String> {
     access

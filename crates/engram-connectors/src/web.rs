@@ -63,17 +63,7 @@ impl WebProvider {
                         filter_key: Some("additional_metadata.site"),
                     },
                 ],
-                credential_schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "sites": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
-                        "username": {"type": "string", "minLength": 1},
-                        "password": {"type": "string"},
-                        "token": {"type": "string", "minLength": 1}
-                    },
-                    "dependentRequired": {"username": ["password"], "password": ["username"]},
-                    "additionalProperties": false
-                }),
+                credential_schema: crate::http_credential_schema("sites"),
                 setup_guide: "Configure a resource per site: its start URL (crawled on the same origin) or its \
                     sitemap (a URL ending in .xml). `filters.max_pages` (default 500) and `filters.max_depth` \
                     (default 3) bound a crawl. Sites behind a login take `username` and `password` (HTTP Basic) \

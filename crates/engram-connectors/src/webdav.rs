@@ -61,17 +61,7 @@ impl WebDavProvider {
                         filter_key: None,
                     },
                 ],
-                credential_schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "shares": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
-                        "username": {"type": "string", "minLength": 1},
-                        "password": {"type": "string"},
-                        "token": {"type": "string", "minLength": 1}
-                    },
-                    "dependentRequired": {"username": ["password"], "password": ["username"]},
-                    "additionalProperties": false
-                }),
+                credential_schema: crate::http_credential_schema("shares"),
                 setup_guide: "Configure a resource per folder of the share: its WebDAV URL (for Nextcloud, \
                     https://host/remote.php/dav/files/<user>/<folder>/). Give `username` and `password` (an app \
                     password) or a bearer `token`; `credentials.shares` lists folders for discovery.",

