@@ -76,6 +76,21 @@ pub(crate) fn readable_by(acl: &[String]) -> AppResult<Option<(String, FilterVal
     )))
 }
 
+/// Whether a source's access rule (`additional_metadata.acl`) lets one of `acl` read it: the
+/// same rule as [`readable_by`]'s filter in the store, for one source already read.
+pub(crate) fn may_read(additional_metadata: &Value, acl: &[String]) -> bool {
+    if acl.is_empty() || acl.iter().any(|p| p == "*") {
+        return true;
+    }
+    match additional_metadata.get(ACL_FIELD) {
+        Some(Value::Array(rule)) if !rule.is_empty() => rule.iter().any(|p| {
+            p.as_str()
+                .is_some_and(|p| p == PUBLIC || acl.iter().any(|a| a == p))
+        }),
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -98,6 +113,23 @@ mod tests {
         budget.condition("f", "list", many).unwrap();
         let err = budget.condition("f", "next", json!("v")).unwrap_err();
         assert!(err.to_string().contains("1024 values"), "{err}");
+    }
+
+    #[test]
+    fn a_source_is_read_under_its_rule() {
+        let ruled = json!({"acl": ["alice@example.com"]});
+        let alice = vec!["alice@example.com".to_owned()];
+        let eve = vec!["eve@example.com".to_owned()];
+        assert!(may_read(&ruled, &alice));
+        assert!(!may_read(&ruled, &eve));
+        assert!(may_read(&ruled, &[]), "no principals: no filtering");
+        assert!(may_read(&ruled, &["*".to_owned()]));
+        assert!(may_read(&json!({"acl": ["__public__"]}), &eve));
+        assert!(may_read(&json!({}), &eve), "no rule");
+        assert!(
+            may_read(&json!({"acl": []}), &eve),
+            "an empty list is no rule"
+        );
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl App {
         collection: Option<&str>,
         id: &str,
         expiry_secs: Option<i64>,
+        acl: &[String],
     ) -> AppResult<SourceView> {
         if id.is_empty() {
             return Err(AppError::InvalidParameters(
@@ -127,6 +128,8 @@ impl App {
             .store()
             .item_source(&scope, &collection, id, now)
             .await?
+            // A source the principals may not read is not there for them.
+            .filter(|s| crate::filters::may_read(&s.item.fields.additional_metadata, acl))
             .ok_or_else(|| AppError::SourceNotFound(id.to_owned()))?;
         // Files get their extracted text when indexed; before that there is none.
         let content = source.item.fields.text.clone().unwrap_or_default();

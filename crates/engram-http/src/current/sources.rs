@@ -37,8 +37,8 @@ pub(super) struct InspectParams {
     pub expiry_seconds: Option<i64>,
     /// `content` (the text), `url` (the download link) or `both` (default).
     pub mode: Option<String>,
-    /// Accepted and reported in `meta.ignored_parameters`: document access lists come with
-    /// connectors.
+    /// Principals to answer as (comma-separated): a source none of them may read (its access
+    /// rule names none of them and is not `__public__`) is 404.
     pub acl: Option<String>,
     #[serde(flatten)]
     #[param(ignore)]
@@ -86,16 +86,20 @@ async fn inspect(
     State(app): State<App>,
     Auth(who): Auth,
     headers: HeaderMap,
-    NotedQuery(params, mut ignored): NotedQuery<InspectParams>,
+    NotedQuery(params, ignored): NotedQuery<InspectParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
     let mode = FetchMode::parse(params.mode.as_deref())?;
-    ignored.note_if(
-        params.acl.is_some(),
-        "acl",
-        "document access lists are not supported yet; every key of the organization sees the source",
-    );
+    let acl: Vec<String> = params
+        .acl
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
     let view = app
         .inspect_source(
             &who,
@@ -103,6 +107,7 @@ async fn inspect(
             collection.as_deref(),
             &params.id,
             params.expiry_seconds,
+            &acl,
         )
         .await?;
     let content_type = view.content_type().to_owned();

@@ -67,6 +67,7 @@ async fn fetch_content(
             body.sub_tenant_id.as_deref(),
             &body.source_id,
             body.expiry_seconds,
+            &[],
         )
         .await
         .map_err(content)?;

@@ -341,6 +341,16 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
         "listings honour the rule too"
     );
     assert_eq!(visible(json!(["alice@example.com"])).await, 3);
+    let inspect =
+        |acl: &str| format!("/context/inspect?database=handbook&id={vacation_id}&acl={acl}");
+    server
+        .get(&inspect("bob@example.com"), &key)
+        .await
+        .assert_current_error(404, "SOURCE_NOT_FOUND");
+    server
+        .get(&inspect("eve@example.com,group:hr"), &key)
+        .await
+        .current_ok(200);
     server
         .post("/query", &key, asked(json!("alice")))
         .await
