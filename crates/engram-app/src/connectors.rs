@@ -260,21 +260,6 @@ fn credentials_object(value: Option<Value>) -> AppResult<Map<String, Value>> {
     }
 }
 
-/// An access rule as stored: `__public__` dominates, an empty list is readable by nobody
-/// (`__private__`), duplicates go.
-fn normalize_acl(acl: Option<Vec<String>>) -> Option<Vec<String>> {
-    let mut principals = acl?;
-    if principals.iter().any(|p| p == crate::filters::PUBLIC) {
-        return Some(vec![crate::filters::PUBLIC.to_owned()]);
-    }
-    if principals.is_empty() {
-        return Some(vec!["__private__".to_owned()]);
-    }
-    principals.sort();
-    principals.dedup();
-    Some(principals)
-}
-
 fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
@@ -645,13 +630,10 @@ impl App {
             &format!("{whose}.custom_instructions"),
             &m.custom_instructions,
         )?;
-        if let Some(acl) = &m.acl {
-            if acl.len() > 1000 || acl.iter().any(|p| p.is_empty() || p.len() > 320) {
-                return Err(AppError::InvalidParameters(format!(
-                    "{whose}.acl holds at most 1000 principals of 1 to 320 characters"
-                )));
-            }
-        }
+        let acl = m
+            .acl
+            .map(|acl| crate::filters::access_rule(&format!("{whose}.acl"), acl))
+            .transpose()?;
         let db_name = if m.database.is_empty() {
             record.database_name.clone()
         } else {
@@ -696,7 +678,7 @@ impl App {
             } else {
                 m.filters
             },
-            acl: m.acl,
+            acl,
             sync_mode: sync_mode.to_owned(),
             provider_metadata: if m.provider_metadata.is_null() {
                 json!({})
@@ -750,7 +732,10 @@ impl App {
             check_instructions("custom_instructions", instructions)?;
         }
         let update = ResourceUpdate {
-            acl: update.acl.map(normalize_acl),
+            acl: match update.acl {
+                Some(Some(acl)) => Some(Some(crate::filters::access_rule("acl", acl)?)),
+                other => other,
+            },
             ..update
         };
         let updated = self

@@ -76,6 +76,25 @@ pub(crate) fn readable_by(acl: &[String]) -> AppResult<Option<(String, FilterVal
     )))
 }
 
+/// An access rule as stored, checked: at most 1000 principals of 1 to 320 characters;
+/// `__public__` dominates, an empty list is readable by nobody (`__private__`), duplicates go.
+pub(crate) fn access_rule(field: &str, mut principals: Vec<String>) -> AppResult<Vec<String>> {
+    if principals.len() > 1000 || principals.iter().any(|p| p.is_empty() || p.len() > 320) {
+        return Err(AppError::InvalidParameters(format!(
+            "`{field}` holds at most 1000 principals of 1 to 320 characters"
+        )));
+    }
+    if principals.iter().any(|p| p == PUBLIC) {
+        return Ok(vec![PUBLIC.to_owned()]);
+    }
+    if principals.is_empty() {
+        return Ok(vec!["__private__".to_owned()]);
+    }
+    principals.sort();
+    principals.dedup();
+    Ok(principals)
+}
+
 /// Whether a source's access rule (`additional_metadata.acl`) lets one of `acl` read it: the
 /// same rule as [`readable_by`]'s filter in the store, for one source already read.
 pub(crate) fn may_read(additional_metadata: &Value, acl: &[String]) -> bool {

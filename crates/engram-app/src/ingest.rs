@@ -51,6 +51,8 @@ pub struct AppSource {
     pub additional_metadata: Map<String, Value>,
     pub attachments: Value,
     pub relations: Value,
+    /// Principals who may retrieve it; `None`: everyone.
+    pub acl: Option<Vec<String>>,
 }
 
 /// One memory.
@@ -571,6 +573,12 @@ impl App {
         }
         for (i, app) in request.app_knowledge.iter_mut().enumerate() {
             let whose = format!("app_knowledge[{i}]");
+            // The access rule is kept with the free-form metadata, within its limits.
+            if let Some(acl) = app.acl.take() {
+                let rule = crate::filters::access_rule(&format!("{whose}.acl"), acl)?;
+                app.additional_metadata
+                    .insert(crate::filters::ACL_FIELD.to_owned(), Value::from(rule));
+            }
             check_item_limits(&whose, &app.title, &app.metadata, &app.additional_metadata)?;
             check_metadata(&db, &app.metadata, &format!("{whose}.metadata"))?;
             app.relations = check_relations(&whose, std::mem::take(&mut app.relations))?;

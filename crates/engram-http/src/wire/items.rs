@@ -62,6 +62,9 @@ pub(crate) struct AppSourceDto {
     pub attachments: Value,
     #[schema(value_type = Object)]
     pub relations: Value,
+    /// Principals who may retrieve the item (`acl` on queries, listings and inspection); `[]`:
+    /// nobody; omitted: everyone. Stored as `additional_metadata.acl`.
+    pub acl: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -187,6 +190,7 @@ impl AppSourceDto {
             additional_metadata: additional_metadata.unwrap_or_default(),
             attachments: self.attachments,
             relations: self.relations,
+            acl: self.acl,
         })
     }
 }

@@ -1679,3 +1679,53 @@ async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_recon
         "{status:#?}"
     );
 }
+
+#[tokio::test]
+async fn app_knowledge_items_carry_their_own_access_rules() {
+    let server = Server::start();
+    let key = server.key("acl-apps", &[]);
+    server.ready_database(&key, "kb").await;
+    let mut secret = crate::common::app("hr-1", "Salaries", "Salary bands are reviewed in June.");
+    secret["acl"] = json!(["group:hr", "group:hr"]);
+    let mut nobody = crate::common::app(
+        "vault-1",
+        "Vault",
+        "The vault code is reviewed in June too.",
+    );
+    nobody["acl"] = json!([]);
+    let open = crate::common::app("all-1", "Holidays", "Office holidays are reviewed in June.");
+    let form = reqwest::multipart::Form::new()
+        .text("type", "knowledge")
+        .text("database", "kb")
+        .text("app_knowledge", json!([secret, nobody, open]).to_string());
+    crate::common::send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    crate::common::wait_completed(&server, &key, "kb", None, &["hr-1", "vault-1", "all-1"]).await;
+    let ask = |acl: Value| json!({"database": "kb", "query": "reviewed in June", "max_results": 5, "acl": acl});
+    let mut seen = query_ids(&server, &key, ask(json!(["group:hr"]))).await;
+    seen.sort();
+    assert_eq!(seen, ["all-1", "hr-1"]);
+    assert_eq!(
+        query_ids(&server, &key, ask(json!(["someone"]))).await,
+        ["all-1"]
+    );
+    assert_eq!(query_ids(&server, &key, ask(Value::Null)).await.len(), 3);
+    let listed = listed(&server, &key, "kb").await;
+    let hr = listed.iter().find(|s| s["id"] == "hr-1").expect("hr-1");
+    assert_eq!(
+        hr["additional_metadata"]["acl"],
+        json!(["group:hr"]),
+        "stored normalised"
+    );
+    let too_long = crate::common::app("x", "x", "x");
+    let mut bad = too_long;
+    bad["acl"] = json!(["x".repeat(400)]);
+    let form = reqwest::multipart::Form::new()
+        .text("type", "knowledge")
+        .text("database", "kb")
+        .text("app_knowledge", json!([bad]).to_string());
+    crate::common::send_form(&server, "/context/ingest", &key, form)
+        .await
+        .assert_current_error(400, "INVALID_PARAMETERS");
+}
