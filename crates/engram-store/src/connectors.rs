@@ -400,6 +400,15 @@ pub trait ConnectorStore: Send + Sync {
     async fn object_counts(&self, org: &OrgId, id: &str) -> StoreResult<(u64, u64)>;
 }
 
+/// The most overdue connector a sync may claim at `$1`: due, not paused, held for credentials
+/// or blocked, not under a live lease, with resources.
+pub(crate) const DUE_CONNECTOR: &str = "SELECT c.connector_id FROM connectors c
+    WHERE c.next_sync_at IS NOT NULL AND c.next_sync_at <= $1
+      AND c.paused_at IS NULL AND c.needs_reauth_at IS NULL AND c.sync_blocked_at IS NULL
+      AND (c.lease_until IS NULL OR c.lease_until < $1)
+      AND EXISTS (SELECT 1 FROM connector_resources r WHERE r.connector_id = c.connector_id)
+    ORDER BY c.next_sync_at, c.connector_id LIMIT 1";
+
 /// The columns of a connector read with its database name and resource counts (`c`, `d`).
 pub(crate) const CONNECTOR_SELECT: &str = "SELECT c.*, d.name AS database_name,
     (SELECT COUNT(*) FROM connector_resources r WHERE r.connector_id = c.connector_id) AS active_resources,
@@ -1006,23 +1015,30 @@ impl crate::ConnectorStore for $store {
         now: engram_types::UnixMs,
         lease_until: engram_types::UnixMs,
     ) -> crate::StoreResult<Option<crate::ClaimedSync>> {
+        // Polled every second by every instance: a read first, so that nothing due takes no
+        // write lock (on SQLite the write lock is the whole store's).
+        let due: Option<String> = sqlx::query_scalar(&format!(
+            "SELECT connector_id FROM ({}) due",
+            crate::connectors::DUE_CONNECTOR
+        ))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(None);
+        }
         let mut tx = self.pool.$($begin)+.await?;
-        let row = sqlx::query(
-            "UPDATE connectors SET run_id = COALESCE(requested_run_id, $1), requested_run_id = NULL,
-                 lease_until = $3, last_attempted_sync_at = $2
-             WHERE connector_id = (
-                 SELECT c.connector_id FROM connectors c
-                 WHERE c.next_sync_at IS NOT NULL AND c.next_sync_at <= $2
-                   AND c.paused_at IS NULL AND c.needs_reauth_at IS NULL AND c.sync_blocked_at IS NULL
-                   AND (c.lease_until IS NULL OR c.lease_until < $2)
-                   AND EXISTS (SELECT 1 FROM connector_resources r WHERE r.connector_id = c.connector_id)
-                 ORDER BY c.next_sync_at, c.connector_id LIMIT 1)
-               AND (lease_until IS NULL OR lease_until < $2)
+        let row = sqlx::query(&format!(
+            "UPDATE connectors SET run_id = COALESCE(requested_run_id, $3), requested_run_id = NULL,
+                 lease_until = $2, last_attempted_sync_at = $1
+             WHERE connector_id = ({})
+               AND (lease_until IS NULL OR lease_until < $1)
              RETURNING connector_id, org_id, run_id",
-        )
-        .bind(run_id)
+            crate::connectors::DUE_CONNECTOR
+        ))
         .bind(now)
         .bind(lease_until)
+        .bind(run_id)
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
