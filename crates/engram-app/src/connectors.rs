@@ -19,9 +19,9 @@ use engram_connectors::{
     ProviderInfo, ResourceRef, Sealer,
 };
 use engram_store::{
-    ClaimedSync, ConnectorRecord, ConnectorUpdate, NewConnector, NewResource, ResourceRecord,
-    ResourceState, ResourceUpdate, RunRecord, StoreError, SyncLease, SyncOutcome, SyncPage,
-    SyncRequest, SyncedObject,
+    ClaimedSync, ConnectorRecord, ConnectorSnapshot, ConnectorUpdate, NewConnector, NewResource,
+    ResourceRecord, ResourceState, ResourceUpdate, RunRecord, StoreError, SyncLease, SyncOutcome,
+    SyncPage, SyncRequest, SyncedObject,
 };
 use engram_types::limits::INSTRUCTIONS_MAX_CHARS;
 use engram_types::{CollectionName, DatabaseName, UnixMs};
@@ -788,13 +788,16 @@ impl App {
     }
 
     pub async fn connector_status(&self, who: &Principal, id: &str) -> AppResult<ConnectorStatus> {
-        let record = self.own_connector(who, id).await?;
-        let resources = self
-            .store()
-            .list_resources(&who.org, id)
-            .await?
-            .unwrap_or_default();
-        let runs = self.store().list_runs(&who.org, id, 20).await?;
+        let snapshot = self.store().connector_snapshot(&who.org, id, 20).await?;
+        let Some(ConnectorSnapshot {
+            connector: record,
+            resources,
+            runs,
+        }) = snapshot
+            .filter(|s| who.may_use(&DatabaseName::from_trusted(&s.connector.database_name)))
+        else {
+            return Err(AppError::ConnectorNotFound(id.to_owned()));
+        };
         let mut view = self.view(record);
         view.health = with_resources(view.health, &resources);
         Ok(ConnectorStatus {

@@ -266,6 +266,14 @@ pub struct SyncOutcome {
     pub resources: Vec<ResourceState>,
 }
 
+/// A connector read at one moment with its resources and latest runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectorSnapshot {
+    pub connector: ConnectorRecord,
+    pub resources: Vec<ResourceRecord>,
+    pub runs: Vec<RunRecord>,
+}
+
 /// One sync run as recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
@@ -396,6 +404,14 @@ pub trait ConnectorStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// The connector's runs, newest first.
     async fn list_runs(&self, org: &OrgId, id: &str, limit: u32) -> StoreResult<Vec<RunRecord>>;
+    /// The connector, its resources and its last `runs` runs as of one moment (one read
+    /// transaction), so a status never pairs one run's outcome with another's.
+    async fn connector_snapshot(
+        &self,
+        org: &OrgId,
+        id: &str,
+        runs: u32,
+    ) -> StoreResult<Option<ConnectorSnapshot>>;
     /// Objects synced by the connector, and by every connector of the organization.
     async fn object_counts(&self, org: &OrgId, id: &str) -> StoreResult<(u64, u64)>;
 }
@@ -555,9 +571,11 @@ pub(crate) fn acl_text(acl: &Option<Vec<String>>) -> Option<String> {
         .map(|principals| Value::from(principals.clone()).to_string())
 }
 
-/// The shared body of both backends' [`ConnectorStore`]: `$begin` opens a write transaction.
+/// The shared body of both backends' [`ConnectorStore`]: `$snapshot` is the statement that makes
+/// a read transaction one snapshot (empty where every transaction is one), `$begin` opens a write
+/// transaction.
 macro_rules! connector_store_impl {
-    ($store:ty, $db:ty, $($begin:tt)+) => {
+    ($store:ty, $db:ty, $snapshot:expr, $($begin:tt)+) => {
 async fn connector_by_id(
     conn: &mut <$db as sqlx::Database>::Connection,
     org: &engram_types::OrgId,
@@ -1325,6 +1343,47 @@ impl crate::ConnectorStore for $store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(crate::connectors::run).collect()
+    }
+
+    async fn connector_snapshot(
+        &self,
+        org: &engram_types::OrgId,
+        id: &str,
+        runs: u32,
+    ) -> crate::StoreResult<Option<crate::ConnectorSnapshot>> {
+        let mut tx = self.pool.begin().await?;
+        if !$snapshot.is_empty() {
+            sqlx::query($snapshot).execute(&mut *tx).await?;
+        }
+        let Some(connector) = connector_by_id(&mut tx, org, id).await? else {
+            return Ok(None);
+        };
+        let resources = sqlx::query(
+            "SELECT * FROM connector_resources WHERE connector_id = $1 ORDER BY resource_id",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(crate::connectors::resource)
+        .collect::<crate::StoreResult<Vec<_>>>()?;
+        let runs = sqlx::query(
+            "SELECT * FROM connector_runs WHERE connector_id = $1
+             ORDER BY queued_at DESC, run_id DESC LIMIT $2",
+        )
+        .bind(id)
+        .bind(i64::from(runs))
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(crate::connectors::run)
+        .collect::<crate::StoreResult<Vec<_>>>()?;
+        tx.commit().await?;
+        Ok(Some(crate::ConnectorSnapshot {
+            connector,
+            resources,
+            runs,
+        }))
     }
 
     async fn object_counts(

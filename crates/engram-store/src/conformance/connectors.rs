@@ -156,6 +156,10 @@ async fn connectors_are_confined_to_their_organization<S: Store>(store: &S) {
         .unwrap()
         .is_empty());
     assert_eq!(
+        store.connector_snapshot(&other, "con_a", 10).await.unwrap(),
+        None
+    );
+    assert_eq!(
         store
             .get_connector(&org, "con_a")
             .await
@@ -386,6 +390,17 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
         "notes has not finished a pass"
     );
     let runs = store.list_runs(&org, "con_a", 10).await.unwrap();
+    let snapshot = store
+        .connector_snapshot(&org, "con_a", 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snapshot.connector, record);
+    assert_eq!(snapshot.runs, runs);
+    assert_eq!(
+        snapshot.resources,
+        store.list_resources(&org, "con_a").await.unwrap().unwrap()
+    );
     let run_m = runs.iter().find(|r| r.run_id == "run_m").unwrap();
     assert_eq!(
         (run_m.state.as_str(), run_m.added, run_m.deleted),

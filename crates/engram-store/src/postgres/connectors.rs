@@ -5,4 +5,9 @@
 
 use super::PgStore;
 
-crate::connectors::connector_store_impl!(PgStore, sqlx::Postgres, begin());
+crate::connectors::connector_store_impl!(
+    PgStore,
+    sqlx::Postgres,
+    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+    begin()
+);

@@ -4,4 +4,4 @@
 use super::sql::BEGIN_WRITE;
 use super::SqliteStore;
 
-crate::connectors::connector_store_impl!(SqliteStore, sqlx::Sqlite, begin_with(BEGIN_WRITE));
+crate::connectors::connector_store_impl!(SqliteStore, sqlx::Sqlite, "", begin_with(BEGIN_WRITE));
