@@ -139,6 +139,41 @@ pub struct VaultEntry {
     pub fields: Vec<String>,
 }
 
+/// What the store holds of one resource's objects, as providers ask for it.
+struct StoredObjects<'a> {
+    store: &'a dyn engram_store::Store,
+    connector_id: &'a str,
+    resource_id: &'a str,
+}
+
+#[async_trait::async_trait]
+impl engram_connectors::Known for StoredObjects<'_> {
+    async fn objects(
+        &self,
+        native_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, engram_connectors::KnownObject>, ProviderError>
+    {
+        let stored = self
+            .store
+            .object_versions(self.connector_id, self.resource_id, native_ids)
+            .await
+            .map_err(|e| ProviderError::Transient {
+                message: format!("reading what was synced before failed: {e}"),
+                http_status: 0,
+            })?;
+        Ok(stored
+            .into_iter()
+            .map(|(id, o)| {
+                let known = engram_connectors::KnownObject {
+                    version: o.version,
+                    state: o.state,
+                };
+                (id, known)
+            })
+            .collect())
+    }
+}
+
 fn health(record: &ConnectorRecord, now: UnixMs) -> Health {
     let running = record.run_id.is_some() && record.lease_until.is_some_and(|until| until > now);
     let lifecycle = if record.paused_at.is_some() {
@@ -1072,7 +1107,12 @@ impl App {
             if stop.is_cancelled() {
                 return Ok(ResourceRun::Lost);
             }
-            let page = match provider.list(access, &rref, &position).await {
+            let known = StoredObjects {
+                store: self.store(),
+                connector_id: &connector.id,
+                resource_id: &resource.resource.resource_id,
+            };
+            let page = match provider.list(access, &rref, &position, &known).await {
                 Ok(page) => page,
                 Err(err) => return Ok(ResourceRun::Failed(err)),
             };
@@ -1216,7 +1256,7 @@ impl App {
         let mut fresh: Vec<&Entry> = Vec::new();
         for entry in &page.entries {
             match known.get(&entry.native_id) {
-                Some(version) if *version == entry.version || new_only => {
+                Some(stored) if stored.version == entry.version || new_only => {
                     record.unchanged.push(entry.native_id.clone());
                 }
                 _ => fresh.push(entry),
@@ -1326,6 +1366,7 @@ impl App {
                     database_id: target.db.id.clone(),
                     collection: target.collection.to_string(),
                     version: entry.version.clone(),
+                    state: entry.state.clone(),
                 });
             }
         }

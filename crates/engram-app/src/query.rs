@@ -492,6 +492,7 @@ impl Plan {
                 metadata,
                 additional_metadata,
                 origin: None,
+                apps: false,
                 ids: request.ids,
                 titles: request.titles,
             },

@@ -192,6 +192,7 @@ fn entry(feed_url: &str, item: &feed_rs::model::Entry) -> Entry {
         modified_at: when.map(|w| w.to_rfc3339()).unwrap_or_default(),
         fields,
         content: Some(Content::File(html.into_bytes())),
+        state: String::new(),
     }
 }
 
@@ -228,6 +229,7 @@ impl Provider for FeedProvider {
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        _known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let Some((feed, cursor)) = read(access, &resource.id, &position.cursor).await? else {
             return Ok(Page {

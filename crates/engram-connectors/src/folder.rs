@@ -200,6 +200,7 @@ fn walk_page(dir: &Path, root: &Path, after: &str) -> Result<Page, ProviderError
             modified_at: modified.map(rfc3339).unwrap_or_default(),
             fields,
             content: None,
+            state: String::new(),
         });
         last = Some(relative);
         if entries.len() == PAGE {
@@ -269,6 +270,7 @@ impl Provider for FolderProvider {
         _access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        _known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let (dir, root) = self.directory(&resource.id)?;
         let after = position.within.clone();
@@ -349,7 +351,7 @@ mod tests {
         let mut seen = Vec::new();
         loop {
             let page = provider
-                .list(&access(), &resource(dir), &position)
+                .list(&access(), &resource(dir), &position, &crate::NothingKnown)
                 .await
                 .unwrap();
             seen.extend(
@@ -401,7 +403,12 @@ mod tests {
         assert!(discovered.iter().any(|r| r.id == docs.to_string_lossy()));
         // Outside the roots, or climbing out of them, is refused.
         let refused = provider
-            .list(&access(), &resource(outside.path()), &Position::default())
+            .list(
+                &access(),
+                &resource(outside.path()),
+                &Position::default(),
+                &crate::NothingKnown,
+            )
             .await;
         assert!(
             matches!(refused, Err(ProviderError::Invalid(_))),
@@ -409,7 +416,12 @@ mod tests {
         );
         let climbing = docs.join("../../");
         let refused = provider
-            .list(&access(), &resource(&climbing), &Position::default())
+            .list(
+                &access(),
+                &resource(&climbing),
+                &Position::default(),
+                &crate::NothingKnown,
+            )
             .await;
         assert!(
             matches!(refused, Err(ProviderError::Invalid(_))),
@@ -421,6 +433,7 @@ mod tests {
                 &access(),
                 &resource(&root.path().join("gone")),
                 &Position::default(),
+                &crate::NothingKnown,
             )
             .await;
         assert!(
@@ -435,7 +448,12 @@ mod tests {
         );
         // Content, bounded.
         let page = provider
-            .list(&access(), &resource(&docs), &Position::default())
+            .list(
+                &access(),
+                &resource(&docs),
+                &Position::default(),
+                &crate::NothingKnown,
+            )
             .await
             .unwrap();
         let entry = &page.entries[0];

@@ -241,6 +241,7 @@ fn entry(path: &str, blob: &str, commit: &str, url: &url::Url) -> Entry {
         modified_at: String::new(),
         fields,
         content: None,
+        state: String::new(),
     }
 }
 
@@ -326,6 +327,7 @@ impl Provider for GitProvider {
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        _known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let url = self.remote(access, &resource.id).await?;
         let dir = self.mirror(access, resource, &url).await?;

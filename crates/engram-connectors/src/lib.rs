@@ -134,6 +134,27 @@ pub struct Entry {
     pub fields: Map<String, Value>,
     /// The object's content when listing already read it (feeds); `None` to fetch it.
     pub content: Option<Content>,
+    /// What the provider keeps of the object until the next pass (the web crawler: a page's
+    /// validators and links); engram stores it with the object when it dispatches it and hands
+    /// it back through [`Known`].
+    pub state: String,
+}
+
+/// What engram holds of an object listed before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownObject {
+    pub version: String,
+    pub state: String,
+}
+
+/// The objects of the resource engram holds, for providers that read conditionally.
+#[async_trait]
+pub trait Known: Send + Sync {
+    /// The version and state of each of `native_ids` engram holds (absent ones are new).
+    async fn objects(
+        &self,
+        native_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, KnownObject>, ProviderError>;
 }
 
 /// What an object holds.
@@ -190,6 +211,19 @@ impl ProviderError {
     }
 }
 
+/// Nothing known: a first pass, or a listing outside a sync.
+pub struct NothingKnown;
+
+#[async_trait]
+impl Known for NothingKnown {
+    async fn objects(
+        &self,
+        _native_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, KnownObject>, ProviderError> {
+        Ok(std::collections::HashMap::new())
+    }
+}
+
 /// A source engram syncs from.
 #[async_trait]
 pub trait Provider: Send + Sync {
@@ -198,12 +232,14 @@ pub trait Provider: Send + Sync {
     /// The resources the account offers, checking the credentials on the way.
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError>;
 
-    /// The next page of a pass over `resource` from `position`.
+    /// The next page of a pass over `resource` from `position`; `known` tells what engram
+    /// holds of the objects listed before.
     async fn list(
         &self,
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        known: &dyn Known,
     ) -> Result<Page, ProviderError>;
 
     /// The content of an entry listed without it, at most `max_bytes`.

@@ -261,6 +261,7 @@ impl Provider for PostgresProvider {
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        _known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let pool = self.connect(access).await?;
         let (schema, name, id_column) = self.table(&pool, resource).await?;
@@ -366,6 +367,7 @@ impl Provider for PostgresProvider {
                 modified_at: String::new(),
                 fields,
                 content: Some(Content::Text(text)),
+                state: String::new(),
             });
             last_key = rk.unwrap_or_default();
             last_row = rid;

@@ -208,6 +208,7 @@ impl Provider for S3Provider {
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        _known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let page = self
             .list_page(access, &resource.id, &position.within, 1000)
@@ -244,6 +245,7 @@ impl Provider for S3Provider {
                     modified_at: object.last_modified.clone().unwrap_or_default(),
                     fields,
                     content: None,
+                    state: String::new(),
                 }
             })
             .collect();

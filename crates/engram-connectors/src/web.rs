@@ -2,7 +2,10 @@
 //! pages are listed with their `<lastmod>` as version, so an unchanged page is never fetched
 //! again. Any other start URL is crawled breadth first, same origin only, within `max_depth`
 //! links and `max_pages` pages (the resource's `filters`), honouring the site's `robots.txt`;
-//! a page's version is its content's hash, so an unchanged page is not indexed again. A crawl
+//! a page's version is its `ETag`, else its content's hash, so an unchanged page is not indexed
+//! again. A page served with validators keeps them and its links with its object: the next pass
+//! asks for it with `If-None-Match` / `If-Modified-Since`, and a `304` costs no body while the
+//! crawl still follows the links the page had. A crawl
 //! that reached every page it found within the limits is a complete listing: pages no longer
 //! linked leave engram; a crawl cut short by a limit or an error deletes nothing.
 //!
@@ -78,6 +81,35 @@ impl WebProvider {
     }
 }
 
+/// What a crawled page keeps until the next pass: its validators, for a conditional GET, and
+/// its same-origin links, so a page answered `304 Not Modified` is still crawled through.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct PageState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_modified: Option<String>,
+    #[serde(default)]
+    links: Vec<String>,
+}
+
+/// Links kept per page (a page linking to more is read again in full next pass).
+const LINKS_KEPT: usize = 1_000;
+
+impl PageState {
+    /// The headers that ask for the page only if it changed.
+    fn conditions(&self) -> Vec<(&'static str, String)> {
+        let mut headers = Vec::new();
+        if let Some(etag) = &self.etag {
+            headers.push(("if-none-match", etag.clone()));
+        }
+        if let Some(date) = &self.last_modified {
+            headers.push(("if-modified-since", date.clone()));
+        }
+        headers
+    }
+}
+
 /// The crawl in progress, kept as the pass position.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Crawl {
@@ -87,6 +119,31 @@ struct Crawl {
     fetched: u64,
     /// Something was skipped (a limit, an error): the listing is not complete.
     partial: bool,
+}
+
+impl Crawl {
+    /// Queues the same-origin links not seen yet at `depth`; past the frontier's bound the crawl
+    /// is partial.
+    fn follow(
+        &mut self,
+        start: &url::Url,
+        links: impl Iterator<Item = String>,
+        depth: u64,
+        max_pages: u64,
+    ) {
+        for link in links {
+            let same = url::Url::parse(&link).is_ok_and(|l| same_origin(start, &l));
+            if !same || self.seen.contains(&link) {
+                continue;
+            }
+            if self.seen.len() as u64 >= max_pages * 4 {
+                self.partial = true;
+                break;
+            }
+            self.seen.push(link.clone());
+            self.queue.push_back((link, depth));
+        }
+    }
 }
 
 fn limit(filters: &Value, name: &str, default: u64, most: u64) -> u64 {
@@ -168,9 +225,20 @@ fn auth(access: &Access) -> Vec<(&'static str, String)> {
 }
 
 async fn get(access: &Access, url: &url::Url) -> Result<engram_outbound::Fetched, ProviderError> {
+    get_with(access, url, Vec::new()).await
+}
+
+/// A GET with the connector's credentials and `extra` headers.
+async fn get_with(
+    access: &Access,
+    url: &url::Url,
+    extra: Vec<(&'static str, String)>,
+) -> Result<engram_outbound::Fetched, ProviderError> {
+    let mut headers = auth(access);
+    headers.extend(extra);
     access
         .outbound
-        .get_read(url, &auth(access), TIMEOUT, PAGE_MAX_BYTES)
+        .get_read(url, &headers, TIMEOUT, PAGE_MAX_BYTES)
         .await
         .map_err(|e| ProviderError::Transient {
             message: format!("{url}: {e}"),
@@ -182,12 +250,12 @@ async fn get(access: &Access, url: &url::Url) -> Result<engram_outbound::Fetched
 fn page_entry(
     site: &str,
     url: &url::Url,
-    fetched: engram_outbound::Fetched,
+    fetched: Option<engram_outbound::Fetched>,
     version: String,
 ) -> Entry {
     let html = fetched
-        .content_type
-        .as_deref()
+        .as_ref()
+        .and_then(|f| f.content_type.as_deref())
         .is_none_or(|t| t.contains("html"));
     let name = url
         .path_segments()
@@ -211,7 +279,8 @@ fn page_entry(
         url: url.to_string(),
         modified_at: String::new(),
         fields,
-        content: Some(Content::File(fetched.body)),
+        content: fetched.map(|f| Content::File(f.body)),
+        state: String::new(),
     }
 }
 
@@ -253,6 +322,7 @@ impl WebProvider {
                     modified_at: lastmod,
                     fields,
                     content: None,
+                    state: String::new(),
                 }
             })
             .collect();
@@ -269,6 +339,7 @@ impl WebProvider {
         resource: &ResourceRef,
         start: &url::Url,
         position: &Position,
+        known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let max_pages = limit(
             &resource.filters,
@@ -316,7 +387,20 @@ impl WebProvider {
                 continue;
             }
             let is_start = crawl.fetched == 0 && depth == 0;
-            let fetched = match get(access, &url).await {
+            // A page synced before is asked for only if it changed.
+            let before = known
+                .objects(std::slice::from_ref(&next))
+                .await?
+                .remove(&next)
+                .and_then(|k| {
+                    let state = serde_json::from_str::<PageState>(&k.state).ok()?;
+                    Some((k, state))
+                });
+            let conditions = before
+                .as_ref()
+                .map(|(_, state)| state.conditions())
+                .unwrap_or_default();
+            let fetched = match get_with(access, &url, conditions).await {
                 Ok(fetched) => fetched,
                 Err(err) if is_start => return Err(err),
                 Err(_) => {
@@ -325,6 +409,19 @@ impl WebProvider {
                 }
             };
             crawl.fetched += 1;
+            if fetched.status == 304 {
+                let Some((known, state)) = before else {
+                    crawl.partial = true;
+                    continue;
+                };
+                if depth < max_depth {
+                    crawl.follow(start, state.links.iter().cloned(), depth + 1, max_pages);
+                }
+                let mut entry = page_entry(start.as_str(), &url, None, known.version);
+                entry.state = known.state;
+                entries.push(entry);
+                continue;
+            }
             if (300..400).contains(&fetched.status) {
                 // Redirects are followed on the same origin only, as a link of the same depth.
                 if let Some(target) = fetched
@@ -354,25 +451,35 @@ impl WebProvider {
                 .content_type
                 .as_deref()
                 .is_none_or(|t| t.contains("html"));
-            if html && depth < max_depth {
-                for link in links(&url, &fetched.body) {
-                    let link_text = link.to_string();
-                    if !same_origin(start, &link) || crawl.seen.contains(&link_text) {
-                        continue;
-                    }
-                    if crawl.seen.len() as u64 >= max_pages * 4 {
-                        crawl.partial = true;
-                        break;
-                    }
-                    crawl.seen.push(link_text.clone());
-                    crawl.queue.push_back((link_text, depth + 1));
-                }
+            let mut page_links: Vec<String> = if html {
+                links(&url, &fetched.body)
+                    .into_iter()
+                    .filter(|link| same_origin(start, link))
+                    .map(String::from)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let mut unique = std::collections::HashSet::new();
+            page_links.retain(|link| unique.insert(link.clone()));
+            if depth < max_depth {
+                crawl.follow(start, page_links.iter().cloned(), depth + 1, max_pages);
             }
             let version = fetched
                 .etag
                 .clone()
                 .unwrap_or_else(|| crate::short_hash(&fetched.body));
-            entries.push(page_entry(start.as_str(), &url, fetched, version));
+            let state = PageState {
+                etag: fetched.etag.clone(),
+                last_modified: fetched.last_modified.clone(),
+                links: page_links,
+            };
+            let validated = state.etag.is_some() || state.last_modified.is_some();
+            let mut entry = page_entry(start.as_str(), &url, Some(fetched), version);
+            if validated && state.links.len() <= LINKS_KEPT {
+                entry.state = serde_json::to_string(&state).unwrap_or_default();
+            }
+            entries.push(entry);
         }
         let done = crawl.queue.is_empty();
         Ok(Page {
@@ -419,12 +526,14 @@ impl Provider for WebProvider {
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let start = self.start(access, &resource.id).await?;
         if start.path().ends_with(".xml") {
             self.list_sitemap(access, &start).await
         } else {
-            self.crawl_page(access, resource, &start, position).await
+            self.crawl_page(access, resource, &start, position, known)
+                .await
         }
     }
 

@@ -238,6 +238,7 @@ impl Provider for WebDavProvider {
         access: &Access,
         resource: &ResourceRef,
         position: &Position,
+        _known: &dyn crate::Known,
     ) -> Result<Page, ProviderError> {
         let root = self.root(access, &resource.id).await?;
         let mut walk: Walk = if position.within.is_empty() {
@@ -302,6 +303,7 @@ impl Provider for WebDavProvider {
                     modified_at: member.modified,
                     fields,
                     content: None,
+                    state: String::new(),
                 });
             }
         }

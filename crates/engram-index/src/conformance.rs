@@ -21,6 +21,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     let store = store.as_ref();
     keyword_ranking_operators_and_scope(store, &indexes).await;
     filters_liveness_and_joined_chunks(store, &indexes).await;
+    app_sources_are_app_knowledge_and_synced_items(store, &indexes).await;
     matches_beyond_other_databases_are_found(store, &indexes).await;
     keyword_hits_read_past_what_fails(store, &indexes).await;
     titles_are_searched(store, &indexes).await;
@@ -298,6 +299,54 @@ async fn titles_are_searched<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
         [key_of(&keys, "file")],
         "a file without a title is found by its file name"
     );
+}
+
+/// `query_apps` draws from app sources: app knowledge and whatever a connector synced (files
+/// included), never plain uploads or memories.
+async fn app_sources_are_app_knowledge_and_synced_items<S: Store + ?Sized>(
+    store: &S,
+    indexes: &Indexes,
+) {
+    let scope = setup(store, "db_search_apps", "conf-search-apps").await;
+    let app = item("c", "app", "pears from an app");
+    let mut synced = item("c", "synced", "pears synced from a share");
+    synced.origin = ItemOrigin::File;
+    synced.fields.additional_metadata = json!({"connector_id": "con_1", "path": "a.txt"});
+    let mut upload = item("c", "upload", "pears uploaded");
+    upload.origin = ItemOrigin::File;
+    upload.fields.additional_metadata = json!({"path": "b.txt"});
+    let mut memory = item("c", "mem", "pears remembered");
+    memory.kind = ItemKind::Memory;
+    memory.origin = ItemOrigin::Memory;
+    let keys = index(store, &scope, vec![app, synced, upload, memory], moment(10)).await;
+    let apps = ChunkFilter {
+        apps: true,
+        ..ChunkFilter::default()
+    };
+    assert!(apps.has_item_conditions());
+    let mut found: Vec<ChunkKey> = keyword(
+        indexes,
+        &scope,
+        &apps,
+        &terms(&["pears"], TermOperator::Or),
+        10,
+        moment(20),
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|f| f.0)
+    .collect();
+    found.sort_unstable();
+    let mut expected = vec![key_of(&keys, "app"), key_of(&keys, "synced")];
+    expected.sort_unstable();
+    assert_eq!(found, expected);
+    let mut keyed = store
+        .filtered_chunk_keys(&scope, &apps, 10, moment(20))
+        .await
+        .unwrap();
+    keyed.sort_unstable();
+    assert_eq!(keyed, expected);
 }
 
 async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexes: &Indexes) {

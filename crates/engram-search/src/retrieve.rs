@@ -559,7 +559,7 @@ impl Retriever<'_> {
         restriction: Option<&Arc<HashSet<ChunkKey>>>,
     ) -> Result<(Vec<ChunkKey>, Vec<(ChunkKey, f32)>), SearchError> {
         let apps = ChunkFilter {
-            origin: Some(engram_store::ItemOrigin::App),
+            apps: true,
             ..request.filter.clone()
         };
         let found = if lexical.is_empty() {

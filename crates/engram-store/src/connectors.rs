@@ -228,6 +228,15 @@ pub struct SyncedObject {
     pub database_id: DatabaseId,
     pub collection: String,
     pub version: String,
+    /// What the provider keeps of the object between passes (opaque to engram).
+    pub state: String,
+}
+
+/// What the store holds of an object a provider lists again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownObject {
+    pub version: String,
+    pub state: String,
 }
 
 /// One page of a resource's sync, written at once: what was dispatched, what was seen
@@ -372,13 +381,13 @@ pub trait ConnectorStore: Send + Sync {
     ) -> StoreResult<Option<ClaimedSync>>;
     /// Extends the lease; false when it was lost (taken over, paused, deleted): stop.
     async fn renew_sync(&self, lease: &SyncLease, until: UnixMs) -> StoreResult<bool>;
-    /// Versions of the resource's objects among `native_ids`.
+    /// Versions and provider state of the resource's objects among `native_ids`.
     async fn object_versions(
         &self,
         connector_id: &str,
         resource_id: &str,
         native_ids: &[String],
-    ) -> StoreResult<HashMap<String, String>>;
+    ) -> StoreResult<HashMap<String, KnownObject>>;
     /// Objects of the resource the pass has not seen, at most `limit`.
     async fn unseen_objects(
         &self,
@@ -538,6 +547,7 @@ pub(crate) fn synced_object(row: &impl Columns) -> StoreResult<SyncedObject> {
         database_id: DatabaseId::from_trusted(row.text("database_id")?),
         collection: row.text("collection")?,
         version: row.text("version")?,
+        state: row.text("state")?,
     })
 }
 
@@ -1112,7 +1122,7 @@ impl crate::ConnectorStore for $store {
         connector_id: &str,
         resource_id: &str,
         native_ids: &[String],
-    ) -> crate::StoreResult<std::collections::HashMap<String, String>> {
+    ) -> crate::StoreResult<std::collections::HashMap<String, crate::KnownObject>> {
         let mut versions = std::collections::HashMap::new();
         for slice in native_ids.chunks(500) {
             let list = (3..3 + slice.len())
@@ -1120,7 +1130,7 @@ impl crate::ConnectorStore for $store {
                 .collect::<Vec<_>>()
                 .join(", ");
             let sql = format!(
-                "SELECT native_id, version FROM connector_objects
+                "SELECT native_id, version, state FROM connector_objects
                  WHERE connector_id = $1 AND resource_id = $2 AND native_id IN ({list})"
             );
             let mut query = sqlx::query(&sql).bind(connector_id).bind(resource_id);
@@ -1130,7 +1140,10 @@ impl crate::ConnectorStore for $store {
             for row in query.fetch_all(&self.pool).await? {
                 versions.insert(
                     sqlx::Row::try_get(&row, "native_id")?,
-                    sqlx::Row::try_get(&row, "version")?,
+                    crate::KnownObject {
+                        version: sqlx::Row::try_get(&row, "version")?,
+                        state: sqlx::Row::try_get(&row, "state")?,
+                    },
                 );
             }
         }
@@ -1173,12 +1186,13 @@ impl crate::ConnectorStore for $store {
         for object in &page.dispatched {
             sqlx::query(
                 "INSERT INTO connector_objects (connector_id, resource_id, native_id, item_id, database_id,
-                     collection, version, pass_id, synced_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     collection, version, pass_id, synced_at, state)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (connector_id, resource_id, native_id) DO UPDATE SET
                      item_id = excluded.item_id, database_id = excluded.database_id,
                      collection = excluded.collection, version = excluded.version,
-                     pass_id = excluded.pass_id, synced_at = excluded.synced_at",
+                     pass_id = excluded.pass_id, synced_at = excluded.synced_at,
+                     state = excluded.state",
             )
             .bind(connector)
             .bind(resource)
@@ -1189,6 +1203,7 @@ impl crate::ConnectorStore for $store {
             .bind(&object.version)
             .bind(&page.pass_id)
             .bind(now)
+            .bind(&object.state)
             .execute(&mut *tx)
             .await?;
         }

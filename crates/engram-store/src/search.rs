@@ -24,6 +24,9 @@ pub struct ChunkFilter {
     pub additional_metadata: Vec<(String, FilterValue)>,
     /// Only items that arrived this way.
     pub origin: Option<ItemOrigin>,
+    /// Only app sources: app knowledge, and items a connector synced (files included; they
+    /// carry `additional_metadata.connector_id`).
+    pub apps: bool,
     /// Only these items (by id); empty means any.
     pub ids: Vec<String>,
     /// Only items with one of these titles, compared case-insensitively (Unicode lowercase);
@@ -38,6 +41,7 @@ impl ChunkFilter {
         !self.metadata.is_empty()
             || !self.additional_metadata.is_empty()
             || self.origin.is_some()
+            || self.apps
             || !self.ids.is_empty()
             || !self.titles.is_empty()
     }

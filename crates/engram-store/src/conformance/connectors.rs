@@ -4,8 +4,8 @@ use engram_types::{DatabaseId, OrgId};
 
 use super::{moment, new_db};
 use crate::{
-    ConnectorUpdate, NewConnector, NewResource, ResourceState, ResourceUpdate, Store, StoreError,
-    SyncLease, SyncOutcome, SyncPage, SyncRequest, SyncedObject,
+    ConnectorUpdate, KnownObject, NewConnector, NewResource, ResourceState, ResourceUpdate, Store,
+    StoreError, SyncLease, SyncOutcome, SyncPage, SyncRequest, SyncedObject,
 };
 
 pub(super) async fn run_all<S: Store>(store: &S) {
@@ -49,6 +49,7 @@ fn object(native: &str, version: &str) -> SyncedObject {
         database_id: DatabaseId::from_trusted("db_conn_1"),
         collection: "docs".to_owned(),
         version: version.to_owned(),
+        state: format!("state of {native}"),
     }
 }
 
@@ -282,7 +283,13 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
     let ids = vec!["a.txt".to_owned(), "b.txt".to_owned(), "c.txt".to_owned()];
     let versions = store.object_versions("con_a", "docs", &ids).await.unwrap();
     assert_eq!(versions.len(), 2);
-    assert_eq!(versions["a.txt"], "v1");
+    assert_eq!(
+        versions["a.txt"],
+        KnownObject {
+            version: "v1".into(),
+            state: "state of a.txt".into()
+        }
+    );
 
     // The instance dies; after the lease lapses another takes over where the pass had got to.
     let taken = store

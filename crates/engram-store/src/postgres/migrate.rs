@@ -44,6 +44,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "connectors",
         sql: include_str!("../../migrations/postgres/0007_connectors.sql"),
     },
+    Migration {
+        version: 8,
+        name: "connector_object_state",
+        sql: include_str!("../../migrations/postgres/0008_connector_object_state.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

@@ -35,6 +35,9 @@ fn push_chunk_where(
     if let Some(origin) = filter.origin {
         builder.push(" AND i.origin = ").push_bind(origin.as_str());
     }
+    if filter.apps {
+        builder.push(" AND (i.origin = 'app' OR i.additional_metadata ? 'connector_id')");
+    }
     push_any(builder, "i.id", filter.ids.clone());
     push_any(
         builder,

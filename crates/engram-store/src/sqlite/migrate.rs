@@ -83,6 +83,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "connectors",
         sql: include_str!("../../migrations/sqlite/0015_connectors.sql"),
     },
+    Migration {
+        version: 16,
+        name: "connector_object_state",
+        sql: include_str!("../../migrations/sqlite/0016_connector_object_state.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

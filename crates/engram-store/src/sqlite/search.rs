@@ -26,6 +26,9 @@ fn push_chunk_where(
     if let Some(origin) = filter.origin {
         builder.push(" AND i.origin = ").push_bind(origin.as_str());
     }
+    if filter.apps {
+        builder.push(" AND (i.origin = 'app' OR json_extract(i.additional_metadata, '$.connector_id') IS NOT NULL)");
+    }
     push_in(builder, "i.id", filter.ids.iter().cloned());
     push_in(
         builder,

@@ -213,6 +213,16 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
     )
     .await;
     assert_eq!(found, std::slice::from_ref(&vacation_id));
+    // Synced files are app sources: `query_apps` draws them (the store's filter is tested in
+    // the index conformance suite).
+    let found = query_ids(
+        &server,
+        &key,
+        json!({"database": "handbook", "query": "how many vacation days", "max_results": 1,
+               "query_apps": true}),
+    )
+    .await;
+    assert_eq!(found, std::slice::from_ref(&vacation_id));
 
     // A change replaces its item, a new file is added, a deleted file leaves engram.
     std::fs::write(
@@ -1054,6 +1064,35 @@ async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only
         urls(&listed(&server, &key, "site").await),
         [format!("{base}/docs/"), format!("{base}/docs/install.html")]
     );
+    assert_eq!(
+        site.not_modified(),
+        1,
+        "the unchanged page was asked for with its ETag and answered 304"
+    );
+
+    // Nothing changed: every page is answered 304, the crawl still goes through them (their
+    // links were kept), nothing is dispatched or deleted.
+    let requested = site.requested().len();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(0), json!(0), json!(0)),
+        "{status:#?}"
+    );
+    assert_eq!(site.not_modified(), 3, "{:?}", site.requested());
+    assert!(site.requested()[requested..].contains(&"/docs/install.html".to_owned()));
+    assert_eq!(
+        urls(&listed(&server, &key, "site").await),
+        [format!("{base}/docs/"), format!("{base}/docs/install.html")]
+    );
 
     // A sitemap: pages are listed with their lastmod; only a changed lastmod is fetched again.
     site.set_page(
@@ -1106,7 +1145,7 @@ async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only
     server
         .post(&format!("/connectors/{id}/sync"), &key, json!({}))
         .await;
-    let status = after_run(&server, &key, &id, 2).await;
+    let status = after_run(&server, &key, &id, 3).await;
     assert_eq!(
         (status["lifecycle"].clone(), status["status"].clone()),
         (json!("reconnect"), json!("failed")),

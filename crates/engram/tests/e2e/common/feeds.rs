@@ -1,6 +1,7 @@
 //! A real HTTP server on loopback serving RSS feeds and a small web site for connector tests: a
 //! bearer token guards them (and can be revoked), each feed's entries and each page can change
-//! or go, `ETag` and `If-None-Match` work on feeds, and the server can stop (unreachable).
+//! or go, `ETag` and `If-None-Match` work on feeds and pages, and the server can stop
+//! (unreachable).
 #![allow(clippy::unwrap_used)] // test code
 
 use std::collections::BTreeMap;
@@ -48,6 +49,14 @@ fn render(name: &str, entries: &[(String, String, String)]) -> String {
     )
 }
 
+/// A weak stand-in for a content hash, enough to tell the bodies of a test apart.
+fn etag_of(body: &str) -> String {
+    format!(
+        "\"{:x}\"",
+        body.len() * 31 + body.bytes().map(usize::from).sum::<usize>()
+    )
+}
+
 async fn serve(
     State(shared): State<Arc<Mutex<Shared>>>,
     Path(name): Path<String>,
@@ -64,10 +73,7 @@ async fn serve(
         return StatusCode::NOT_FOUND.into_response();
     };
     let body = render(&name, entries);
-    let etag = format!(
-        "\"{:x}\"",
-        body.len() * 31 + body.bytes().map(usize::from).sum::<usize>()
-    );
+    let etag = etag_of(&body);
     if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
         shared.not_modified += 1;
         return (StatusCode::NOT_MODIFIED, [("etag", etag)]).into_response();
@@ -96,15 +102,23 @@ async fn page(
     if uri.path() != "/robots.txt" && !authorized {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    match shared.pages.get(uri.path()) {
-        Some((kind, body)) => (
-            StatusCode::OK,
-            [("content-type", kind.clone())],
-            body.clone(),
-        )
-            .into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
+    let Some((kind, body)) = shared.pages.get(uri.path()).cloned() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if uri.path() == "/robots.txt" {
+        return (StatusCode::OK, [("content-type", kind)], body).into_response();
     }
+    let etag = etag_of(&body);
+    if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+        shared.not_modified += 1;
+        return (StatusCode::NOT_MODIFIED, [("etag", etag)]).into_response();
+    }
+    (
+        StatusCode::OK,
+        [("content-type", kind), ("etag", etag)],
+        body,
+    )
+        .into_response()
 }
 
 impl FeedServer {
