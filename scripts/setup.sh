@@ -53,6 +53,9 @@ if $for_tests; then
   [ -f /usr/include/postgresql/15/server/postgres.h ] || packages+=(postgresql-server-dev-15)
   # The git connector's tests serve repositories with `git daemon` (Debian's git package).
   git daemon --help >/dev/null 2>&1 || [ $? -eq 129 ] || packages+=(git)
+  # The imap connector's tests run their own dovecot (Debian's dovecot-imapd) on a loopback
+  # port; the system service the package starts is stopped below.
+  [ -x /usr/sbin/dovecot ] || { packages+=(dovecot-imapd); new_dovecot=true; }
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
   if ! $for_tests && ! need apt-get; then
@@ -64,6 +67,9 @@ if [ "${#packages[@]}" -gt 0 ]; then
     echo "setup: installing ${packages[*]}" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+    if ${new_dovecot:-false} && need systemctl; then
+      $sudo systemctl disable --now dovecot >/dev/null 2>&1 || true
+    fi
   else
     echo "setup: please install ${packages[*]} (tesseract, poppler, libreoffice, qpdf)" >&2
     exit 1

@@ -9,6 +9,7 @@
 mod feed;
 mod folder;
 mod git;
+mod imap;
 mod postgres;
 mod s3;
 mod vault;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value};
 pub use feed::FeedProvider;
 pub use folder::FolderProvider;
 pub use git::GitProvider;
+pub use imap::ImapProvider;
 pub use postgres::PostgresProvider;
 pub use s3::S3Provider;
 pub use vault::{SealError, Sealer, KEY_FILE};
@@ -274,6 +276,7 @@ impl Catalog {
             Box::new(PostgresProvider::new()),
             Box::new(WebDavProvider::new()),
             Box::new(S3Provider::new()),
+            Box::new(ImapProvider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));

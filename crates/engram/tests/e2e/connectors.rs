@@ -1326,6 +1326,33 @@ fn run_git(dir: &Path, args: &[&str]) {
     assert!(done.status.success(), "git {args:?}: {done:?}");
 }
 
+/// Credentials the source refuses (set through `PATCH /connectors/{id}`) make the next sync
+/// (the connector's `runs`+1st) a reconnect.
+async fn rejected_credentials_are_a_reconnect(
+    server: &Server,
+    key: &str,
+    id: &str,
+    credentials: Value,
+    runs: usize,
+) {
+    patch(
+        server,
+        &format!("/connectors/{id}"),
+        key,
+        json!({ "credentials": credentials }),
+    )
+    .await;
+    server
+        .post(&format!("/connectors/{id}/sync"), key, json!({}))
+        .await;
+    let status = after_run(server, key, id, runs).await;
+    assert_eq!(
+        (status["lifecycle"].clone(), status["status"].clone()),
+        (json!("reconnect"), json!("failed")),
+        "{status:#?}"
+    );
+}
+
 /// A server process on a loopback port (its arguments name the port `{port}`), waited for until
 /// it listens; killed when dropped.
 struct Served {
@@ -1334,12 +1361,19 @@ struct Served {
 }
 
 impl Served {
-    async fn start(program: &Path, args: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
             .expect("a free port")
             .local_addr()
             .expect("its address")
-            .port();
+            .port()
+    }
+
+    async fn start(program: &Path, args: &[&str]) -> Self {
+        Self::spawn(program, args, Self::free_port()).await
+    }
+
+    async fn spawn(program: &Path, args: &[&str], port: u16) -> Self {
         let child = std::process::Command::new(program)
             .args(args.iter().map(|a| a.replace("{port}", &port.to_string())))
             .stdout(std::process::Stdio::null())
@@ -1605,22 +1639,7 @@ async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
     );
 
     // A wrong password is a reconnect.
-    patch(
-        &server,
-        &format!("/connectors/{id}"),
-        &key,
-        json!({"credentials": {"password": "wrong"}}),
-    )
-    .await;
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
-    assert_eq!(
-        (status["lifecycle"].clone(), status["status"].clone()),
-        (json!("reconnect"), json!("failed")),
-        "{status:#?}"
-    );
+    rejected_credentials_are_a_reconnect(&server, &key, &id, json!({"password": "wrong"}), 2).await;
 }
 
 #[tokio::test]
@@ -1701,22 +1720,14 @@ async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_recon
         "{status:#?}"
     );
 
-    patch(
+    rejected_credentials_are_a_reconnect(
         &server,
-        &format!("/connectors/{id}"),
         &key,
-        json!({"credentials": {"secret_access_key": "wrong"}}),
+        &id,
+        json!({"secret_access_key": "wrong"}),
+        2,
     )
     .await;
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
-    assert_eq!(
-        (status["lifecycle"].clone(), status["status"].clone()),
-        (json!("reconnect"), json!("failed")),
-        "{status:#?}"
-    );
 }
 
 #[tokio::test]
@@ -1767,4 +1778,283 @@ async fn app_knowledge_items_carry_their_own_access_rules() {
     crate::common::send_form(&server, "/context/ingest", &key, form)
         .await
         .assert_current_error(400, "INVALID_PARAMETERS");
+}
+
+/// A real IMAP server (Debian's dovecot, installed by `make setup-test`) on a loopback port, its
+/// mail under a temporary directory, one user `alice` with the password `secret`.
+struct Dovecot {
+    served: Served,
+    _dir: tempfile::TempDir,
+}
+
+type Mailbox = async_imap::Session<tokio::net::TcpStream>;
+
+impl Dovecot {
+    async fn start() -> Self {
+        let program = Path::new("/usr/sbin/dovecot");
+        assert!(
+            program.is_file(),
+            "{} is missing: run `make setup-test`",
+            program.display()
+        );
+        let dir = tempfile::tempdir().expect("dovecot dir");
+        let root = dir.path();
+        for sub in ["run", "state", "home"] {
+            std::fs::create_dir_all(root.join(sub)).expect("dirs");
+        }
+        let id = |flag: &str| {
+            let out = std::process::Command::new("id")
+                .arg(flag)
+                .output()
+                .expect("id");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        // As root, mail is kept by an unprivileged user (dovecot refuses uid 0) and dovecot's own
+        // users run its services; otherwise everything runs as the user running the tests.
+        let (uid, gid, services) = if id("-u") == "0" {
+            use std::os::unix::fs::PermissionsExt as _;
+            for path in [root.to_path_buf(), root.join("home")] {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))
+                    .expect("chmod");
+            }
+            ("65534".to_owned(), "65534".to_owned(), String::new())
+        } else {
+            let (user, group) = (id("-un"), id("-gn"));
+            (
+                id("-u"),
+                id("-g"),
+                format!(
+                    "default_internal_user = {user}\ndefault_internal_group = {group}\n\
+                     default_login_user = {user}\n"
+                ),
+            )
+        };
+        let port = Served::free_port();
+        let root_text = root.display();
+        let config = format!(
+            "protocols = imap\nlisten = 127.0.0.1\nbase_dir = {root_text}/run\nstate_dir = {root_text}/state\n\
+             log_path = {root_text}/dovecot.log\nssl = no\ndisable_plaintext_auth = no\n\
+             auth_mechanisms = plain login\nfirst_valid_uid = 0\nmail_location = maildir:~/Maildir\n{services}\
+             passdb {{\n  driver = passwd-file\n  args = scheme=PLAIN username_format=%u {root_text}/users\n}}\n\
+             userdb {{\n  driver = static\n  args = uid={uid} gid={gid} home={root_text}/home/%u\n}}\n\
+             service imap-login {{\n  inet_listener imap {{\n    port = {port}\n  }}\n  inet_listener imaps {{\n    port = 0\n  }}\n}}\n"
+        );
+        std::fs::write(root.join("dovecot.conf"), config).expect("config");
+        std::fs::write(root.join("users"), "alice:{PLAIN}secret\n").expect("users");
+        let conf = root.join("dovecot.conf").display().to_string();
+        let served = Served::spawn(program, &["-F", "-c", &conf], port).await;
+        Self { served, _dir: dir }
+    }
+
+    /// A session of alice's, to fill and change the mailbox as a mail client would.
+    async fn session(&self) -> Mailbox {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.served.port))
+            .await
+            .expect("connect");
+        let mut client = async_imap::Client::new(tcp);
+        client.read_response().await.expect("greeting");
+        client
+            .login("alice", "secret")
+            .await
+            .map_err(|e| e.0)
+            .expect("login")
+    }
+}
+
+fn mail(subject: &str, body: &str) -> String {
+    format!(
+        "From: Ana <ana@example.com>\r\nTo: ops@example.com\r\nSubject: {subject}\r\n\
+         Message-ID: <{}@example.com>\r\nDate: Mon, 02 Nov 2026 10:00:00 +0000\r\n\r\n{body}\r\n",
+        subject.replace(' ', "-").to_lowercase()
+    )
+}
+
+/// A mailbox `Archive` (a new UIDVALIDITY each time) holding one message.
+async fn new_archive(imap: &mut Mailbox) {
+    imap.create("Archive").await.expect("create");
+    imap.append(
+        "Archive",
+        None,
+        None,
+        mail("Old news", "The archive holds 2019 minutes."),
+    )
+    .await
+    .expect("append");
+}
+
+/// Flags of every message in `mailbox`, by UID.
+async fn flags(session: &mut Mailbox, mailbox: &str) -> Vec<(u32, Vec<String>)> {
+    use futures_util::TryStreamExt as _;
+    session.examine(mailbox).await.expect("examine");
+    let fetched: Vec<async_imap::types::Fetch> = session
+        .fetch("1:*", "(UID FLAGS)")
+        .await
+        .expect("fetch")
+        .try_collect()
+        .await
+        .expect("flags");
+    fetched
+        .iter()
+        .map(|f| {
+            (
+                f.uid.unwrap_or(0),
+                f.flags().map(|flag| format!("{flag:?}")).collect(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_mailbox_syncs_messages_and_attachments_by_uid_and_follows_expunges_and_uidvalidity() {
+    let dovecot = Dovecot::start().await;
+    let mut imap = dovecot.session().await;
+    imap.append(
+        "INBOX",
+        None,
+        None,
+        mail("Offsite plan", "The offsite is in Lisbon in March."),
+    )
+    .await
+    .expect("append");
+    let with_attachment = "From: Ben <ben@example.com>\r\nTo: ops@example.com\r\nSubject: Budget\r\n\
+        Message-ID: <budget@example.com>\r\nMIME-Version: 1.0\r\n\
+        Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n\
+        The budget is attached.\r\n--b\r\nContent-Type: text/csv\r\n\
+        Content-Disposition: attachment; filename=\"budget.csv\"\r\n\r\n\
+        team,amount\r\nlighthouse restoration,48000\r\n--b--\r\n";
+    imap.append("INBOX", None, None, with_attachment)
+        .await
+        .expect("append");
+    new_archive(&mut imap).await;
+
+    let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
+    let key = server.key("conn-imap", &[]);
+    server.ready_database(&key, "mail").await;
+    let credentials = json!({"host": "127.0.0.1", "port": dovecot.served.port, "username": "alice",
+                             "password": "secret", "security": "none"});
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "imap", "database": "mail", "credentials": credentials}),
+    )
+    .await;
+    let found = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    let mut mailboxes: Vec<String> = plain(&found, 200)["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["id"].as_str().map(str::to_owned))
+        .collect();
+    mailboxes.sort();
+    assert_eq!(mailboxes, ["Archive", "INBOX"]);
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": "INBOX"}, {"resource_id": "Archive"}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["runs"][0]["added"], 4, "{status:#?}");
+    let sources = listed(&server, &key, "mail").await;
+    let csv = sources
+        .iter()
+        .find(|s| s["additional_metadata"]["attachment"] == "budget.csv")
+        .unwrap_or_else(|| panic!("{sources:#?}"));
+    assert_eq!(csv["additional_metadata"]["from"], "ben@example.com");
+    assert_eq!(csv["additional_metadata"]["mailbox"], "INBOX");
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "mail", None, &ids).await;
+    let offsite = query_ids(
+        &server,
+        &key,
+        json!({"database": "mail", "query": "where is the offsite", "max_results": 1}),
+    )
+    .await;
+    let titled = |id: &str| {
+        sources
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["title"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(titled(&offsite[0]), "Offsite plan");
+    let restoration = query_ids(
+        &server,
+        &key,
+        json!({"database": "mail", "query": "lighthouse restoration amount", "max_results": 1}),
+    )
+    .await;
+    assert_eq!(
+        titled(&restoration[0]),
+        "budget.csv",
+        "the attachment, parsed as CSV"
+    );
+    assert!(
+        flags(&mut imap, "INBOX")
+            .await
+            .iter()
+            .all(|(_, f)| !f.iter().any(|flag| flag.contains("Seen"))),
+        "syncing never marks mail read"
+    );
+
+    // A new message and an expunged one; the archive rebuilt under a new UIDVALIDITY.
+    imap.append(
+        "INBOX",
+        None,
+        None,
+        mail("Parking", "Parking moves to level 2."),
+    )
+    .await
+    .expect("append");
+    imap.select("INBOX").await.expect("select");
+    {
+        use futures_util::TryStreamExt as _;
+        let _: Vec<_> = imap
+            .uid_store("1", "+FLAGS (\\Deleted)")
+            .await
+            .expect("store")
+            .try_collect()
+            .await
+            .expect("stored");
+        let _: Vec<_> = imap
+            .expunge()
+            .await
+            .expect("expunge")
+            .try_collect()
+            .await
+            .expect("expunged");
+    }
+    imap.close().await.expect("close");
+    imap.delete("Archive").await.expect("delete");
+    new_archive(&mut imap).await;
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(2), json!(0), json!(2)),
+        "a new message and the rebuilt archive's added; the expunged one and the archive's old \
+         one deleted; nothing already held read again: {status:#?}"
+    );
+    let mut titles: Vec<String> = listed(&server, &key, "mail")
+        .await
+        .iter()
+        .filter_map(|s| s["title"].as_str().map(str::to_owned))
+        .collect();
+    titles.sort();
+    assert_eq!(titles, ["Budget", "Old news", "Parking", "budget.csv"]);
+
+    // A wrong password is a reconnect.
+    rejected_credentials_are_a_reconnect(&server, &key, &id, json!({"password": "wrong"}), 2).await;
+    let _ = imap.logout().await;
 }
