@@ -75,6 +75,9 @@ pub struct ChunksRequest {
     /// Knowledge (default), memory, or both (`None`).
     pub kind: Option<ItemKind>,
     pub limit: Option<i64>,
+    /// Principals the caller acts for: chunks of sources none of them may read are left out
+    /// (empty or `["*"]`: all).
+    pub acl: Vec<String>,
 }
 
 /// What a direct chunk read found.
@@ -121,6 +124,9 @@ impl App {
         let filter = ChunkFilter {
             kinds: request.kind.into_iter().collect(),
             collections: vec![collection.clone()],
+            additional_metadata: crate::filters::readable_by(&request.acl)?
+                .into_iter()
+                .collect(),
             ..ChunkFilter::default()
         };
         let item_id;

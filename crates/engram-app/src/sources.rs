@@ -79,6 +79,8 @@ pub struct MetadataEditRequest {
     pub metadata: Map<String, Value>,
     /// Free-form values to merge into `additional_metadata` (null removes a key).
     pub additional_metadata: Map<String, Value>,
+    /// A new access rule replacing the source's (`additional_metadata.acl`); `None`: unchanged.
+    pub acl: Option<Vec<String>>,
 }
 
 /// The outcome of a metadata edit.
@@ -193,9 +195,24 @@ impl App {
         id: &str,
         request: MetadataEditRequest,
     ) -> AppResult<MetadataEdited> {
+        let mut request = request;
+        if let Some(acl) = request.acl.take() {
+            if request
+                .additional_metadata
+                .contains_key(crate::filters::ACL_FIELD)
+            {
+                return Err(AppError::InvalidParameters(
+                    "send the access rule as `acl`, not as `additional_metadata.acl` too".into(),
+                ));
+            }
+            let rule = crate::filters::access_rule("acl", acl)?;
+            request
+                .additional_metadata
+                .insert(crate::filters::ACL_FIELD.to_owned(), Value::from(rule));
+        }
         if request.metadata.is_empty() && request.additional_metadata.is_empty() {
             return Err(AppError::InvalidParameters(
-                "send `database_metadata`, `additional_metadata` or both".into(),
+                "send `database_metadata`, `additional_metadata`, `acl` or a mix".into(),
             ));
         }
         let db = self.authorize_database(who, database).await?;

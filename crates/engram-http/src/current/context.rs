@@ -206,6 +206,7 @@ async fn chunks(
         chunk_ids: split_ids(&params.chunk_ids),
         kind,
         limit: params.limit,
+        acl: split_ids(&params.acl),
     };
     let read = app.read_chunks(&who, &database, request).await?;
     let collection = collection.unwrap_or_else(|| read.database.default_collection.to_string());

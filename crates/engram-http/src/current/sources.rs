@@ -37,9 +37,10 @@ pub(super) struct InspectParams {
     pub expiry_seconds: Option<i64>,
     /// `content` (the text), `url` (the download link) or `both` (default).
     pub mode: Option<String>,
-    /// Principals to answer as (comma-separated): a source none of them may read (its access
-    /// rule names none of them and is not `__public__`) is 404.
-    pub acl: Option<String>,
+    /// Principals to answer as, repeated (`acl=a&acl=b`) or comma-separated: a source none of
+    /// them may read (its access rule names none of them and is not `__public__`) is 404.
+    #[serde(default)]
+    pub acl: Vec<String>,
     #[serde(flatten)]
     #[param(ignore)]
     pub scope: ScopeParams,
@@ -91,15 +92,7 @@ async fn inspect(
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
     let mode = FetchMode::parse(params.mode.as_deref())?;
-    let acl: Vec<String> = params
-        .acl
-        .as_deref()
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let acl = crate::wire::items::split_ids(&params.acl);
     let view = app
         .inspect_source(
             &who,
@@ -201,7 +194,9 @@ pub(super) struct MetadataEditBody {
     pub additional_metadata: Option<Map<String, Value>>,
     /// Not accepted here: send `additional_metadata`.
     pub document_metadata: Option<Value>,
-    /// Accepted and reported in `meta.ignored_parameters`: access lists come with connectors.
+    /// When present, replaces the source's access rule (the complete new list of principals;
+    /// `[]`: readable by nobody; `["__public__"]`: by everyone); absent or null: unchanged.
+    #[schema(value_type = Option<Vec<String>>)]
     pub acl: Option<Value>,
     /// Fields this route does not know: reported in `meta.ignored_parameters`.
     #[serde(flatten)]
@@ -260,12 +255,12 @@ async fn edit_metadata(
             "`document_metadata` is not accepted here; send `additional_metadata`",
         ));
     }
-    let mut ignored = Ignored::of_unknown(&body.unknown);
-    ignored.note_if(
-        body.acl.is_some(),
-        "acl",
-        "document access lists are not supported yet; the source's visibility is unchanged",
-    );
+    let ignored = Ignored::of_unknown(&body.unknown);
+    let acl = match body.acl {
+        None | Some(Value::Null) => None,
+        given @ Some(_) => Some(super::wire::principals(given)?),
+    };
+    let acl_updated = acl.is_some();
     let metadata = deprecations.pick(
         body.database_metadata,
         body.tenant_metadata,
@@ -276,6 +271,7 @@ async fn edit_metadata(
         collection,
         metadata: metadata.unwrap_or_default(),
         additional_metadata: body.additional_metadata.unwrap_or_default(),
+        acl,
     };
     let keys = |map: &Map<String, Value>| map.keys().cloned().collect::<Vec<_>>();
     let (database_keys, additional_keys) =
@@ -299,7 +295,7 @@ async fn edit_metadata(
         chunk_rows_matched: edited.chunks,
         chunk_rows_modified: edited.chunks,
         vector_sync_required: false,
-        acl_updated: false,
+        acl_updated,
     };
     Ok(Envelope::ok(&data)
         .scoped(&edited.database, Some(&collection))

@@ -320,6 +320,10 @@ pub(crate) struct ChunksParams {
     /// Most chunks to return, 1-1000 (default 100).
     #[serde(default)]
     pub limit: Option<i64>,
+    /// Principals to answer as, repeated (`acl=a&acl=b`) or comma-separated: chunks of sources
+    /// none of them may read are left out.
+    #[serde(default)]
+    pub acl: Vec<String>,
 }
 
 /// One chunk as read directly.

@@ -393,6 +393,11 @@ raises(400, lambda: client.context.update_source_metadata("k2", database="client
 raises(422, lambda: client.context.update_source_metadata("k2", database="clients", database_metadata={"tier": "high"}))
 assert code_of(raises(404, lambda: client.context.update_source_metadata(
     "missing", database="clients", database_metadata={"team": "ops"}))) == "SOURCE_NOT_FOUND"
+ruled = client.context.update_source_metadata("k2", database="clients", acl=["group:ops"]).data
+assert ruled.acl_updated and ruled.additional_metadata["acl"] == ["group:ops"], ruled
+assert client.context.chunks(database="clients", id="k2", acl=["eve@example.com"]).data.chunks == []
+assert client.context.chunks(database="clients", id="k2", acl=["eve@example.com", "group:ops"]).data.chunks
+assert client.context.update_source_metadata("k2", database="clients", acl=["__public__"]).data.acl_updated
 
 step("feedback: recorded against the answer's request id")
 feedback = client.feedback.submit(

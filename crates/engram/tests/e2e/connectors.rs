@@ -1778,6 +1778,59 @@ async fn app_knowledge_items_carry_their_own_access_rules() {
     crate::common::send_form(&server, "/context/ingest", &key, form)
         .await
         .assert_current_error(400, "INVALID_PARAMETERS");
+
+    // Chunk reads leave out sources the principals may not read; `acl` repeated or comma-separated.
+    let chunks = |acl: &str| {
+        let path = format!("/context/chunks?database=kb&id=hr-1{acl}");
+        let server = &server;
+        let key = &key;
+        async move {
+            server.get(&path, key).await.current_ok(200)["chunks"]
+                .as_array()
+                .expect("chunks")
+                .len()
+        }
+    };
+    assert_eq!(chunks("&acl=someone").await, 0);
+    assert!(chunks("&acl=someone&acl=group:hr").await > 0);
+    assert!(chunks("&acl=someone,group:hr").await > 0);
+    assert!(chunks("").await > 0);
+    server
+        .get(
+            "/context/inspect?database=kb&id=hr-1&acl=someone&acl=group:hr",
+            &key,
+        )
+        .await
+        .current_ok(200);
+
+    // A metadata edit replaces the rule in place: public, then nobody's; absent leaves it.
+    let edit = |body: Value| patch(&server, "/context/hr-1/metadata", &key, body);
+    let edited = edit(json!({"database": "kb", "acl": ["__public__", "group:hr"]})).await;
+    let edited = edited.current_ok(200);
+    assert_eq!(edited["acl_updated"], true);
+    assert_eq!(edited["additional_metadata"]["acl"], json!(["__public__"]));
+    let mut seen = query_ids(&server, &key, ask(json!(["someone"]))).await;
+    seen.sort();
+    assert_eq!(seen, ["all-1", "hr-1"], "public at once");
+    edit(json!({"database": "kb", "acl": []}))
+        .await
+        .current_ok(200);
+    assert_eq!(
+        query_ids(&server, &key, ask(json!(["group:hr"]))).await,
+        ["all-1"],
+        "readable by nobody"
+    );
+    let untouched =
+        edit(json!({"database": "kb", "additional_metadata": {"team": "people"}})).await;
+    let untouched = untouched.current_ok(200);
+    assert_eq!(untouched["acl_updated"], false);
+    assert_eq!(
+        untouched["additional_metadata"]["acl"],
+        json!(["__private__"])
+    );
+    edit(json!({"database": "kb", "acl": "group:hr"}))
+        .await
+        .assert_current_error(400, "INVALID_PARAMETERS");
 }
 
 /// A real IMAP server (Debian's dovecot, installed by `make setup-test`) on a loopback port, its
