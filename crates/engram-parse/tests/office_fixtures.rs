@@ -19,6 +19,72 @@ const REPORT: &str = "<html><body>
 <h2>Outlook</h2><p>Hiring continues &amp; costs stay flat.</p>
 </body></html>";
 
+/// A specification with numbered headings (outline numbering) and numbered lists (decimal with
+/// letters below, and roman numerals), as a flat ODT that LibreOffice turns into a DOCX whose
+/// numbers live in `numbering.xml`.
+const NUMBERED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
+ <office:styles>
+  <style:style style:name="Heading_20_1" style:display-name="Heading 1" style:family="paragraph" style:default-outline-level="1"/>
+  <style:style style:name="Heading_20_2" style:display-name="Heading 2" style:family="paragraph" style:default-outline-level="2"/>
+  <text:outline-style style:name="Outline">
+   <text:outline-level-style text:level="1" style:num-format="1"/>
+   <text:outline-level-style text:level="2" style:num-format="1" text:display-levels="2"/>
+  </text:outline-style>
+ </office:styles>
+ <office:automatic-styles>
+  <text:list-style style:name="L1">
+   <text:list-level-style-number text:level="1" style:num-format="1" style:num-suffix="."/>
+   <text:list-level-style-number text:level="2" style:num-format="a" style:num-suffix=")"/>
+  </text:list-style>
+  <text:list-style style:name="L2">
+   <text:list-level-style-number text:level="1" style:num-format="I" style:num-suffix="."/>
+  </text:list-style>
+ </office:automatic-styles>
+ <office:body>
+  <office:text>
+   <text:h text:style-name="Heading_20_1" text:outline-level="1">Scope</text:h>
+   <text:p>This standard covers lighthouse lamps.</text:p>
+   <text:h text:style-name="Heading_20_2" text:outline-level="2">Lamps</text:h>
+   <text:p>Lamps burn for ten hours.</text:p>
+   <text:h text:style-name="Heading_20_2" text:outline-level="2">Lenses</text:h>
+   <text:p>Lenses are cleaned weekly.</text:p>
+   <text:list text:style-name="L1">
+    <text:list-item><text:p>Remove the lens</text:p>
+     <text:list><text:list-item><text:p>Loosen the clamps</text:p></text:list-item><text:list-item><text:p>Lift it out</text:p></text:list-item></text:list>
+    </text:list-item>
+    <text:list-item><text:p>Wash the lens</text:p></text:list-item>
+   </text:list>
+   <text:h text:style-name="Heading_20_1" text:outline-level="1">Safety</text:h>
+   <text:list text:style-name="L2">
+    <text:list-item><text:p>Wear gloves</text:p></text:list-item>
+    <text:list-item><text:p>Wear goggles</text:p></text:list-item>
+   </text:list>
+  </office:text>
+ </office:body>
+</office:document>"#;
+
+/// A schedule whose cells are dates and date-times in date formats, as a flat ODS that
+/// LibreOffice saves as XLSX and XLS (which store dates as serial numbers).
+const SCHEDULE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:number="urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
+ <office:automatic-styles>
+  <number:date-style style:name="N1"><number:year number:style="long"/><number:text>-</number:text><number:month number:style="long"/><number:text>-</number:text><number:day number:style="long"/></number:date-style>
+  <number:date-style style:name="N2"><number:year number:style="long"/><number:text>-</number:text><number:month number:style="long"/><number:text>-</number:text><number:day number:style="long"/><number:text> </number:text><number:hours number:style="long"/><number:text>:</number:text><number:minutes number:style="long"/></number:date-style>
+  <style:style style:name="ce1" style:family="table-cell" style:data-style-name="N1"/>
+  <style:style style:name="ce2" style:family="table-cell" style:data-style-name="N2"/>
+ </office:automatic-styles>
+ <office:body>
+  <office:spreadsheet>
+   <table:table table:name="Schedule">
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Event</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>When</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Count</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Audit</text:p></table:table-cell><table:table-cell table:style-name="ce1" office:value-type="date" office:date-value="2024-01-01"><text:p>2024-01-01</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="3"><text:p>3</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Launch</text:p></table:table-cell><table:table-cell table:style-name="ce2" office:value-type="date" office:date-value="2024-03-15T09:30:00"><text:p>2024-03-15 09:30</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="12"><text:p>12</text:p></table:table-cell></table:table-row>
+   </table:table>
+  </office:spreadsheet>
+ </office:body>
+</office:document>"#;
+
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/markitdown")
@@ -144,4 +210,63 @@ fn libreoffice_documents_keep_their_structure() {
         .find(|b| b.kind == BlockKind::Table)
         .unwrap();
     assert!(table.layout.sheet.is_some() && table.layout.row_range.is_some());
+}
+
+#[test]
+fn word_numbering_is_read_from_the_numbering_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let fodt = dir.path().join("spec.fodt");
+    std::fs::write(&fodt, NUMBERED).unwrap();
+    let Some(docx) = convert(dir.path(), &fodt, "docx:MS Word 2007 XML") else {
+        return;
+    };
+    let doc = read(&docx, "spec.docx", Format::Docx);
+    let text = doc.text();
+    for expected in [
+        "# 1 Scope",
+        "## 1.1 Lamps",
+        "## 1.2 Lenses",
+        "1. Remove the lens",
+        "a) Loosen the clamps",
+        "b) Lift it out",
+        "2. Wash the lens",
+        "# 2 Safety",
+        "I. Wear gloves",
+        "II. Wear goggles",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+    }
+    let lenses = doc
+        .blocks
+        .iter()
+        .find(|b| b.text.contains("cleaned weekly"))
+        .unwrap();
+    assert_eq!(lenses.layout.headings, ["1 Scope", "1.2 Lenses"]);
+}
+
+#[test]
+fn spreadsheet_dates_read_as_dates() {
+    let dir = tempfile::tempdir().unwrap();
+    let fods = dir.path().join("schedule.fods");
+    std::fs::write(&fods, SCHEDULE).unwrap();
+    let Some(xlsx) = convert(dir.path(), &fods, "xlsx:Calc MS Excel 2007 XML") else {
+        return;
+    };
+    let xls = convert(dir.path(), &fods, "xls:MS Excel 97").unwrap();
+    for (bytes, name, format) in [
+        (xlsx, "schedule.xlsx", Format::Xlsx),
+        (xls, "schedule.xls", Format::Xls),
+    ] {
+        let text = read(&bytes, name, format).text();
+        for expected in [
+            "| Audit | 2024-01-01 | 3 |",
+            "| Launch | 2024-03-15 09:30 | 12 |",
+        ] {
+            assert!(
+                text.contains(expected),
+                "{name}: {expected:?} missing from\n{text}"
+            );
+        }
+        assert!(!text.contains("45292"), "{name}: a serial number\n{text}");
+    }
 }

@@ -11,6 +11,7 @@ pub(crate) mod iwork;
 pub(crate) mod json;
 pub(crate) mod markdown;
 pub(crate) mod msg;
+pub(crate) mod numbering;
 pub(crate) mod odf;
 pub(crate) mod office97;
 pub(crate) mod ooxml;

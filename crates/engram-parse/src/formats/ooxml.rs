@@ -16,6 +16,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
 use crate::document::{BlockKind, Builder, Layout};
+use crate::formats::numbering::{Label, Numbering};
 use crate::formats::table;
 use crate::formats::zipped::Container;
 use crate::{Document, Limits, ParseError};
@@ -117,9 +118,16 @@ fn resolve(base: &str, target: &str) -> String {
 // ------------------------------------------------------------------------------------------
 // Word
 
-/// Heading levels of paragraph style ids, from `styles.xml` ("heading 1" → 1, "Title" → 1).
-fn heading_styles(zip: &mut Container<'_>) -> Result<HashMap<String, usize>, ParseError> {
-    let mut out = HashMap::new();
+/// What paragraph styles say, from `styles.xml`: heading levels ("heading 1" → 1, "Title" → 1)
+/// and the numbering a style carries (numbered headings), by style id.
+#[derive(Debug, Default)]
+struct Styles {
+    headings: HashMap<String, usize>,
+    numbering: HashMap<String, (String, usize)>,
+}
+
+fn paragraph_styles(zip: &mut Container<'_>) -> Result<Styles, ParseError> {
+    let mut out = Styles::default();
     let Some(xml) = zip.text("word/styles.xml")? else {
         return Ok(out);
     };
@@ -130,10 +138,23 @@ fn heading_styles(zip: &mut Container<'_>) -> Result<HashMap<String, usize>, Par
             Event::Start(e) if local(e.name().as_ref()) == b"style" => {
                 current = attr(&e, b"styleId")
             }
+            Event::End(e) if local(e.name().as_ref()) == b"style" => current = None,
             Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"name" => {
                 if let (Some(id), Some(name)) = (&current, attr(&e, b"val")) {
                     if let Some(level) = heading_level(&name) {
-                        out.insert(id.clone(), level);
+                        out.headings.insert(id.clone(), level);
+                    }
+                }
+            }
+            Event::Start(e) | Event::Empty(e)
+                if matches!(local(e.name().as_ref()), b"numId" | b"ilvl") =>
+            {
+                if let (Some(id), Some(value)) = (&current, attr(&e, b"val")) {
+                    let entry = out.numbering.entry(id.clone()).or_default();
+                    if local(e.name().as_ref()) == b"numId" {
+                        entry.0 = value;
+                    } else {
+                        entry.1 = value.parse().unwrap_or(0);
                     }
                 }
             }
@@ -156,7 +177,8 @@ fn heading_level(style: &str) -> Option<usize> {
 
 /// Reads one Word XML part (body, footnotes, endnotes or comments) into blocks.
 struct WordReader<'s> {
-    styles: &'s HashMap<String, usize>,
+    styles: &'s Styles,
+    numbering: &'s mut Numbering,
     headings: Vec<(usize, String)>,
 }
 
@@ -168,6 +190,9 @@ impl WordReader<'_> {
     fn read(&mut self, xml: &str, part: &str, out: &mut Builder<'_>) -> Result<(), ParseError> {
         let mut reader = Reader::from_str(xml);
         let (mut para, mut level, mut list, mut in_text) = (String::new(), None, false, false);
+        // The paragraph's style and its own numbering (list instance, level).
+        let (mut style, mut num_id, mut ilvl): (Option<String>, Option<String>, Option<usize>) =
+            (None, None, None);
         let mut tables = table::Tables::default();
         loop {
             let event = reader.read_event().map_err(|e| corrupt(part, e))?;
@@ -177,6 +202,7 @@ impl WordReader<'_> {
                         para.clear();
                         level = None;
                         list = false;
+                        (style, num_id, ilvl) = (None, None, None);
                     }
                     b"t" => in_text = true,
                     b"oMath" => para.push('$'),
@@ -187,11 +213,18 @@ impl WordReader<'_> {
                 },
                 Event::Empty(e) => match local(e.name().as_ref()) {
                     b"pStyle" => {
-                        level = attr(&e, b"val").and_then(|v| {
-                            self.styles.get(&v).copied().or_else(|| heading_level(&v))
+                        style = attr(&e, b"val");
+                        level = style.as_ref().and_then(|v| {
+                            self.styles
+                                .headings
+                                .get(v)
+                                .copied()
+                                .or_else(|| heading_level(v))
                         });
                     }
                     b"numPr" => list = true,
+                    b"numId" => num_id = attr(&e, b"val"),
+                    b"ilvl" => ilvl = attr(&e, b"val").and_then(|v| v.parse().ok()),
                     b"tab" => para.push('\t'),
                     b"br" | b"cr" => para.push('\n'),
                     _ => {}
@@ -203,10 +236,17 @@ impl WordReader<'_> {
                     b"oMath" => para.push('$'),
                     b"numPr" => list = true,
                     b"p" => {
-                        let text = para.trim().to_owned();
+                        let label = self.label(style.as_deref(), num_id.take(), ilvl.take());
+                        let mut text = para.trim().to_owned();
                         para.clear();
+                        match &label {
+                            Some(Label::Number(n)) if !n.is_empty() && !text.is_empty() => {
+                                text = format!("{n} {text}");
+                            }
+                            _ => {}
+                        }
                         if !tables.text(&text) {
-                            self.paragraph(&text, level, list, out)?;
+                            self.paragraph(&text, level, list || label.is_some(), label, out)?;
                         }
                     }
                     b"tc" => tables.end_cell(),
@@ -225,11 +265,31 @@ impl WordReader<'_> {
         Ok(())
     }
 
+    /// The numbering label of a paragraph: its own numbering, else its style's; counted.
+    fn label(
+        &mut self,
+        style: Option<&str>,
+        num_id: Option<String>,
+        ilvl: Option<usize>,
+    ) -> Option<Label> {
+        let styled = style.and_then(|s| self.styles.numbering.get(s));
+        let (num_id, ilvl) = match (num_id, styled) {
+            (Some(id), styled) => (id, ilvl.or(styled.map(|s| s.1)).unwrap_or(0)),
+            (None, Some((id, l))) => (id.clone(), ilvl.unwrap_or(*l)),
+            (None, None) => return None,
+        };
+        if num_id == "0" {
+            return None;
+        }
+        self.numbering.next(&num_id, ilvl)
+    }
+
     fn paragraph(
         &mut self,
         text: &str,
         level: Option<usize>,
         list: bool,
+        label: Option<Label>,
         out: &mut Builder<'_>,
     ) -> Result<(), ParseError> {
         if text.is_empty() {
@@ -242,11 +302,12 @@ impl WordReader<'_> {
             return out.push(BlockKind::Heading, &heading, Layout::under(&self.path()));
         }
         if list {
-            return out.push(
-                BlockKind::ListItem,
-                &format!("- {text}"),
-                Layout::under(&self.path()),
-            );
+            // A numbered item shows its number (already before the text); others a dash.
+            let item = match label {
+                Some(Label::Number(n)) if !n.is_empty() => text.to_owned(),
+                _ => format!("- {text}"),
+            };
+            return out.push(BlockKind::ListItem, &item, Layout::under(&self.path()));
         }
         out.push(BlockKind::Paragraph, text, Layout::under(&self.path()))
     }
@@ -254,13 +315,19 @@ impl WordReader<'_> {
 
 pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
     let mut zip = Container::open(bytes, limits)?;
-    let styles = heading_styles(&mut zip)?;
+    let styles = paragraph_styles(&mut zip)?;
+    // Numbering the document cannot define is left out, never a reason to lose the document.
+    let mut numbering = match zip.text("word/numbering.xml")? {
+        Some(xml) => Numbering::parse(&xml).unwrap_or_default(),
+        None => Numbering::default(),
+    };
     let body = zip
         .text("word/document.xml")?
         .ok_or_else(|| ParseError::Corrupt("a Word document without word/document.xml".into()))?;
     let mut out = Builder::new(limits);
     let mut reader = WordReader {
         styles: &styles,
+        numbering: &mut numbering,
         headings: Vec::new(),
     };
     reader.read(&body, "document", &mut out)?;
@@ -273,6 +340,7 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             let mut section = Builder::new(limits);
             let mut notes = WordReader {
                 styles: &styles,
+                numbering: &mut numbering,
                 headings: vec![(1, title.to_owned())],
             };
             notes.read(&xml, part, &mut section)?;

@@ -14,7 +14,64 @@ fn cell_text(cell: &Data) -> String {
     match cell {
         Data::Empty => String::new(),
         Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
+        Data::DateTime(d) => date_text(d),
         other => other.to_string(),
+    }
+}
+
+/// A cell formatted as a date, time or duration, as a reader expects to see it (ISO 8601:
+/// `2024-01-01`, `2024-01-01 09:30`, `09:30:15`, a duration `36:00:00`), never the serial number
+/// the file stores.
+fn date_text(value: &calamine::ExcelDateTime) -> String {
+    let serial = value.as_f64();
+    if !(0.0..=2_958_465.0).contains(&serial) {
+        return serial.to_string();
+    }
+    let clock = |h: u64, m: u64, s: u64| {
+        if s == 0 {
+            format!("{h:02}:{m:02}")
+        } else {
+            format!("{h:02}:{m:02}:{s:02}")
+        }
+    };
+    if value.is_duration() {
+        let seconds = (serial * 86_400.0).round() as u64;
+        return clock(seconds / 3600, seconds / 60 % 60, seconds % 60);
+    }
+    // The stored serial is a float: 09:30 may read as 09:29:59.999, so it is rounded to the
+    // second (carrying into the day).
+    let (year, month, day, hour, minute, second, milli) = value.to_ymd_hms_milli();
+    let Some(at) = time::Month::try_from(month)
+        .ok()
+        .and_then(|m| time::Date::from_calendar_date(i32::from(year), m, day).ok())
+        .and_then(|d| d.with_hms(hour, minute, second).ok())
+        .map(|at| {
+            if milli >= 500 {
+                at.saturating_add(time::Duration::SECOND)
+            } else {
+                at
+            }
+        })
+    else {
+        return serial.to_string();
+    };
+    let time = clock(
+        u64::from(at.hour()),
+        u64::from(at.minute()),
+        u64::from(at.second()),
+    );
+    let date = format!(
+        "{:04}-{:02}-{:02}",
+        at.year(),
+        u8::from(at.month()),
+        at.day()
+    );
+    if serial < 1.0 {
+        time
+    } else if at.hour() == 0 && at.minute() == 0 && at.second() == 0 {
+        date
+    } else {
+        format!("{date} {time}")
     }
 }
 
