@@ -73,6 +73,10 @@ pub struct Layout {
     /// first element is 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub row_range: Option<(u32, u32)>,
+    /// `plain` when the format's own reader failed and the block comes from the plain reading
+    /// of the file (its words without structure); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<String>,
 }
 
 impl Layout {
@@ -82,6 +86,7 @@ impl Layout {
             && self.slide.is_none()
             && self.headings.is_empty()
             && self.row_range.is_none()
+            && self.reader.is_none()
     }
 
     pub(crate) fn under(headings: &[String]) -> Self {

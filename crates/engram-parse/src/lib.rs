@@ -43,6 +43,11 @@ pub use error::{error_code, ParseError, Unsupported};
 pub use format::Format;
 
 /// Extracts the text of `bytes`, which `detect` found to be `format`.
+///
+/// No file is lost to a reader's bug: when the format's own reader fails on a file (an error
+/// that is not about its size, time, a password or a missing tool, or a panic) and the format
+/// has a plain reading (the text of its XML parts, or of an HTML page), that reading is
+/// returned instead, its blocks marked `layout.reader = "plain"`.
 pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document, ParseError> {
     if bytes.len() > limits.max_bytes {
         return Err(ParseError::TooLarge {
@@ -50,6 +55,26 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
             limit: limits.max_bytes,
         });
     }
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        read_as(bytes, format, limits)
+    }));
+    let failure = match read {
+        Ok(Ok(document)) => return Ok(document),
+        Ok(Err(err)) => err,
+        Err(_) => ParseError::Corrupt(format!("the {} reader failed on this file", format.name())),
+    };
+    let recoverable = matches!(&failure, ParseError::Corrupt(why) if !why.contains("password"))
+        || matches!(failure, ParseError::NoText);
+    if recoverable && formats::fallback::covers(format) {
+        if let Ok(document) = formats::fallback::extract(bytes, format, limits) {
+            return Ok(document);
+        }
+    }
+    Err(failure)
+}
+
+/// The format's own reader.
+fn read_as(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document, ParseError> {
     match format {
         Format::PlainText => formats::plain::extract(&text(bytes)?, limits),
         Format::Markdown => formats::markdown::extract(&text(bytes)?, limits),

@@ -270,3 +270,55 @@ fn spreadsheet_dates_read_as_dates() {
         assert!(!text.contains("45292"), "{name}: a serial number\n{text}");
     }
 }
+
+/// `docx` with its `word/document.xml` cut short (a damaged file the Word reader rejects).
+fn damaged(docx: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut input = zip::ZipArchive::new(std::io::Cursor::new(docx)).unwrap();
+    let mut output = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for i in 0..input.len() {
+        let mut entry = input.by_index(i).unwrap();
+        let name = entry.name().to_owned();
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).unwrap();
+        if name == "word/document.xml" {
+            let cut = bytes.len() - 40;
+            bytes.truncate(cut);
+            bytes.extend_from_slice(b"<w:p></w:tbl>");
+        }
+        output
+            .start_file(name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        output.write_all(&bytes).unwrap();
+    }
+    output.finish().unwrap().into_inner()
+}
+
+#[test]
+fn a_file_its_reader_fails_on_is_read_plainly_instead_of_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    std::fs::write(&html, REPORT).unwrap();
+    let Some(docx) = convert(dir.path(), &html, "docx:MS Word 2007 XML") else {
+        return;
+    };
+    let doc = read(&damaged(&docx), "report.docx", Format::Docx);
+    let text = doc.text();
+    for s in [
+        "Quarterly Report",
+        "Revenue grew in every region",
+        "North exceeded its target",
+        "1200",
+    ] {
+        assert!(text.contains(s), "{s} missing from\n{text}");
+    }
+    assert!(
+        doc.blocks
+            .iter()
+            .all(|b| b.layout.reader.as_deref() == Some("plain")),
+        "{doc:?}"
+    );
+    // The same file whole is read by the Word reader, structure and all.
+    let whole = read(&docx, "report.docx", Format::Docx);
+    assert!(whole.blocks.iter().all(|b| b.layout.reader.is_none()));
+}

@@ -5,6 +5,7 @@ pub(crate) mod archive;
 pub(crate) mod delimited;
 pub(crate) mod eml;
 pub(crate) mod epub;
+pub(crate) mod fallback;
 pub(crate) mod html;
 pub(crate) mod image;
 pub(crate) mod iwork;
