@@ -242,6 +242,25 @@ impl<'l> Builder<'l> {
     }
 
     /// Puts a heading in front of every block and under it all their heading paths.
+    /// Puts a paragraph before every block (a page's title beside its own first heading).
+    pub(crate) fn prepend_paragraph(&mut self, text: &str) -> Result<(), ParseError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.check(text.len())?;
+        self.text_bytes += text.len();
+        self.blocks.insert(
+            0,
+            Block {
+                text: text.to_owned(),
+                kind: BlockKind::Paragraph,
+                layout: Layout::default(),
+            },
+        );
+        Ok(())
+    }
+
     pub(crate) fn prepend_heading(&mut self, title: &str) -> Result<(), ParseError> {
         let title = title.trim();
         if title.is_empty() {

@@ -70,7 +70,7 @@ fn wanted(name: &str) -> bool {
     let text_part = [".xml", ".xhtml", ".html", ".htm"]
         .iter()
         .any(|ext| lower.ends_with(ext));
-    const SKIP: [&str; 20] = [
+    const SKIP: [&str; 23] = [
         "[content_types]",
         ".rels",
         "theme",
@@ -90,7 +90,10 @@ fn wanted(name: &str) -> bool {
         "manifest.xml",
         "meta.xml",
         "docprops/app.xml",
+        "docprops/custom.xml",
         "calcchain",
+        "charts/style",
+        "charts/colors",
     ];
     text_part && !SKIP.iter().any(|s| lower.contains(s))
 }
@@ -158,14 +161,46 @@ fn breaks_line(name: &[u8]) -> bool {
             | b"br"
             | b"list-item"
             | b"section"
+            | b"dt"
+            | b"dd"
+            | b"blockquote"
+            | b"article"
+            | b"header"
+            | b"footer"
+            | b"main"
+            | b"nav"
+            | b"aside"
+            | b"figure"
+            | b"figcaption"
+            | b"address"
+            | b"summary"
+            | b"details"
+            | b"caption"
+            | b"option"
+            | b"legend"
     )
 }
 
-/// Elements whose end separates words (cells, tabs, chart values).
-fn breaks_word(name: &[u8]) -> bool {
+/// Elements within a word: runs and their text (Word splits words across runs), spans, links.
+/// The end of any other element separates words.
+fn inline(name: &[u8]) -> bool {
     matches!(
         name,
-        b"tc" | b"td" | b"th" | b"c" | b"table-cell" | b"tab" | b"v" | b"pt" | b"s"
+        b"t" | b"r"
+            | b"span"
+            | b"a"
+            | b"hyperlink"
+            | b"ins"
+            | b"smartTag"
+            | b"fldSimple"
+            | b"rPr"
+            | b"b"
+            | b"i"
+            | b"u"
+            | b"em"
+            | b"strong"
+            | b"sub"
+            | b"sup"
     )
 }
 
@@ -177,13 +212,41 @@ fn end_line(line: &mut String, lines: &mut Vec<String>) {
     line.clear();
 }
 
+/// Elements whose text is bookkeeping, not words of the document: formulas and number formats
+/// (charts, sheets; an equation's `m:f` is a fraction, and kept), revision counters, extension
+/// lists, table style ids.
+fn bookkeeping(qualified: &[u8]) -> bool {
+    match local(qualified) {
+        b"f" => !qualified.starts_with(b"m:"),
+        name => matches!(
+            name,
+            b"formatCode" | b"revision" | b"extLst" | b"tableStyleId"
+        ),
+    }
+}
+
 /// The character data of one XML part, a line per paragraph-like element. A malformed part
 /// gives what was read before the fault.
 fn xml_lines(xml: &str, lines: &mut Vec<String>) {
     let mut reader = Reader::from_str(xml);
     let mut line = String::new();
+    let mut skipped = 0usize;
+    // A sheet cell of type `s` holds an index into the shared strings, not a value.
+    let mut string_cell = false;
     loop {
         match reader.read_event() {
+            Ok(Event::Start(e))
+                if skipped > 0
+                    || bookkeeping(e.name().as_ref())
+                    || (string_cell && local(e.name().as_ref()) == b"v") =>
+            {
+                skipped += 1;
+            }
+            Ok(Event::Start(e)) if local(e.name().as_ref()) == b"c" => {
+                string_cell = crate::formats::ooxml::attr(&e, b"t").as_deref() == Some("s");
+            }
+            Ok(Event::End(_)) if skipped > 0 => skipped -= 1,
+            Ok(Event::Text(_) | Event::CData(_) | Event::GeneralRef(_)) if skipped > 0 => {}
             Ok(Event::Text(t)) => line.push_str(&text_of(&t)),
             Ok(Event::CData(t)) => line.push_str(&String::from_utf8_lossy(&t)),
             Ok(Event::GeneralRef(r)) => line.push_str(&reference_text(&r)),
@@ -192,7 +255,7 @@ fn xml_lines(xml: &str, lines: &mut Vec<String>) {
                 let name = local(name.as_ref());
                 if breaks_line(name) {
                     end_line(&mut line, lines);
-                } else if breaks_word(name) {
+                } else if !inline(name) {
                     line.push(' ');
                 }
             }

@@ -115,6 +115,67 @@ fn resolve(base: &str, target: &str) -> String {
     parts.join("/")
 }
 
+/// The package's core properties (`docProps/core.xml`: title, subject, author, keywords,
+/// description, category, who last changed it, when it was made and changed), a line each.
+pub(crate) fn document_properties(zip: &mut Container<'_>) -> Result<Vec<String>, ParseError> {
+    let Some(xml) = zip.text("docProps/core.xml")? else {
+        return Ok(Vec::new());
+    };
+    const SHOWN: [(&[u8], &str); 10] = [
+        (b"title", "Title"),
+        (b"subject", "Subject"),
+        (b"creator", "Author"),
+        (b"keywords", "Keywords"),
+        (b"description", "Description"),
+        (b"category", "Category"),
+        (b"lastModifiedBy", "Last modified by"),
+        (b"created", "Created"),
+        (b"modified", "Modified"),
+        (b"language", "Language"),
+    ];
+    let mut values: Vec<(usize, String)> = Vec::new();
+    let mut reader = Reader::from_str(&xml);
+    let mut current: Option<usize> = None;
+    loop {
+        // Properties are a courtesy: a malformed part gives what was read before the fault.
+        match reader.read_event() {
+            Ok(Event::Start(e)) => {
+                current = SHOWN
+                    .iter()
+                    .position(|(n, _)| *n == local(e.name().as_ref()));
+            }
+            Ok(Event::Text(t)) => {
+                if let Some(i) = current {
+                    let text = text_of(&t);
+                    let text = text.trim();
+                    if !text.is_empty() {
+                        values.push((i, text.to_owned()));
+                    }
+                }
+            }
+            Ok(Event::End(_)) => current = None,
+            Ok(Event::Eof) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    values.sort_by_key(|(i, _)| *i);
+    Ok(values
+        .into_iter()
+        .map(|(i, v)| format!("{}: {v}", SHOWN[i].1))
+        .collect())
+}
+
+/// Appends the document's properties as a last section.
+pub(crate) fn push_properties(lines: &[String], out: &mut Builder<'_>) -> Result<(), ParseError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let title = "Document properties".to_owned();
+    let layout = Layout::under(std::slice::from_ref(&title));
+    out.push(BlockKind::Heading, &format!("# {title}"), layout.clone())?;
+    out.push(BlockKind::Paragraph, &lines.join("\n"), layout)
+}
+
 // ------------------------------------------------------------------------------------------
 // Word
 
@@ -165,6 +226,29 @@ fn paragraph_styles(zip: &mut Container<'_>) -> Result<Styles, ParseError> {
     Ok(out)
 }
 
+/// What an OMML element opens with: fractions, scripts, radicals and arguments in LaTeX's
+/// notation, so `m/a` and `10^{-6}` do not read as `ma` and `10-6`.
+fn math_open(name: &[u8]) -> &'static str {
+    match name {
+        b"f" => "\\frac",
+        b"rad" => "\\sqrt",
+        b"num" | b"den" | b"e" => "{",
+        b"sup" => "^{",
+        b"sub" => "_{",
+        b"deg" => "[",
+        _ => "",
+    }
+}
+
+/// What an OMML element closes with (see [`math_open`]).
+fn math_close(name: &[u8]) -> &'static str {
+    match name {
+        b"num" | b"den" | b"e" | b"sup" | b"sub" => "}",
+        b"deg" => "]",
+        _ => "",
+    }
+}
+
 /// "heading 2", "Heading2" → 2; "Title" → 1.
 fn heading_level(style: &str) -> Option<usize> {
     let lower = style.to_ascii_lowercase().replace(' ', "");
@@ -190,6 +274,8 @@ impl WordReader<'_> {
     fn read(&mut self, xml: &str, part: &str, out: &mut Builder<'_>) -> Result<(), ParseError> {
         let mut reader = Reader::from_str(xml);
         let (mut para, mut level, mut list, mut in_text) = (String::new(), None, false, false);
+        // Inside an equation (OMML), whose structure is written as LaTeX-like text.
+        let mut math = 0usize;
         // The paragraph's style and its own numbering (list instance, level).
         let (mut style, mut num_id, mut ilvl): (Option<String>, Option<String>, Option<usize>) =
             (None, None, None);
@@ -205,7 +291,11 @@ impl WordReader<'_> {
                         (style, num_id, ilvl) = (None, None, None);
                     }
                     b"t" => in_text = true,
-                    b"oMath" => para.push('$'),
+                    b"oMath" => {
+                        math += 1;
+                        para.push('$');
+                    }
+                    name if math > 0 => para.push_str(math_open(name)),
                     b"tbl" => tables.open(),
                     b"tr" => tables.start_row(),
                     b"tc" => tables.start_cell(),
@@ -233,7 +323,11 @@ impl WordReader<'_> {
                 Event::GeneralRef(r) if in_text => para.push_str(&reference_text(&r)),
                 Event::End(e) => match local(e.name().as_ref()) {
                     b"t" => in_text = false,
-                    b"oMath" => para.push('$'),
+                    b"oMath" => {
+                        math = math.saturating_sub(1);
+                        para.push('$');
+                    }
+                    name if math > 0 => para.push_str(math_close(name)),
                     b"numPr" => list = true,
                     b"p" => {
                         let label = self.label(style.as_deref(), num_id.take(), ilvl.take());
@@ -356,6 +450,7 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             }
         }
     }
+    push_properties(&document_properties(&mut zip)?, &mut out)?;
     out.finish()
 }
 
@@ -515,6 +610,7 @@ pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             out.push(kind, &text, layout.clone())?;
         }
     }
+    push_properties(&document_properties(&mut zip)?, &mut out)?;
     out.finish()
 }
 

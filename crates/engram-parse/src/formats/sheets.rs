@@ -133,6 +133,11 @@ pub(crate) fn extract(
         let _ = header_number;
         blocks.finish(&mut out)?;
     }
+    if format == Format::Xlsx {
+        let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
+        let lines = crate::formats::ooxml::document_properties(&mut zip)?;
+        crate::formats::ooxml::push_properties(&lines, &mut out)?;
+    }
     out.finish()
 }
 

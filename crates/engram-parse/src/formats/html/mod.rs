@@ -7,7 +7,8 @@
 //! anything `hidden`, `aria-hidden`, styled `display: none` or of a hiding utility class, and
 //! containers whose class or id names page chrome (dropdowns, sidebars, cookie banners…)
 //! (`rules`). When the page has a `main` element (or `role="main"`), only its content is
-//! kept. A page without an `h1` gets its `<title>` as the top heading.
+//! kept. Image `alt` text is read where the image stands. A page without an `h1` gets its
+//! `<title>` as the top heading.
 
 mod rules;
 mod walker;
@@ -33,12 +34,17 @@ pub(crate) fn extract(text: &str, limits: &Limits) -> Result<Document, ParseErro
 }
 
 fn finish(mut out: Builder<'_>, title: &str) -> Result<Document, ParseError> {
-    if !out
+    let title = collapse(title);
+    let h1 = out
         .blocks()
         .iter()
-        .any(|b| b.kind == BlockKind::Heading && b.text.starts_with("# "))
-    {
-        out.prepend_heading(&collapse(title))?;
+        .find(|b| b.kind == BlockKind::Heading && b.text.starts_with("# "))
+        .map(|b| b.text.trim_start_matches("# ").to_owned());
+    match h1 {
+        None => out.prepend_heading(&title)?,
+        // The page's title says more than its first heading (a site's name, say): kept first.
+        Some(h1) if h1 != title => out.prepend_paragraph(&title)?,
+        Some(_) => {}
     }
     out.finish()
 }
@@ -106,7 +112,7 @@ mod tests {
 
     #[test]
     fn structure_headings_lists_tables_code() {
-        let html = r#"<!DOCTYPE html><html><head><title>Ignored: has h1</title><style>p{color:red}</style>
+        let html = r#"<!DOCTYPE html><html><head><title>Guide - Lamp Works</title><style>p{color:red}</style>
             <script>if (a < b) { document.write("<p>no</p>") }</script></head>
             <body><h1>Guide</h1><p>Hello <b>bold</b>
             world &amp; more.<br>Second line</p>
@@ -123,6 +129,7 @@ fn main() {
         assert_eq!(
             got,
             vec![
+                (BlockKind::Paragraph, "Guide - Lamp Works".into(), path(&[])),
                 (BlockKind::Heading, "# Guide".into(), path(&["Guide"])),
                 (
                     BlockKind::Paragraph,

@@ -148,6 +148,14 @@ impl Walker {
                 match name {
                     b"br" => self.line_break(),
                     b"hr" => self.flush(out)?,
+                    // An image's description is part of the text where the image stands.
+                    b"img" => {
+                        if let Some(alt) = attr(attrs, "alt").filter(|a| !a.trim_ascii().is_empty())
+                        {
+                            let alt = String::from_utf8_lossy(alt);
+                            self.text(&format!(" {alt} "));
+                        }
+                    }
                     _ => {}
                 }
             }
