@@ -3,12 +3,14 @@
 //! package; external targets (linked files, URLs) are never opened.
 //!
 //! - Word: paragraphs in order; headings from paragraph styles (`Heading1`…, `Title`, or any
-//!   style named "heading N" in `styles.xml`) with their path in `layout.headings`; list items;
-//!   tables as Markdown tables; equations (OMML) as `$…$`; then footnotes, endnotes and
-//!   comments, each under its own heading.
+//!   style named "heading N" in `styles.xml`) with their path in `layout.headings`; automatic
+//!   numbering (`numbering`); list items; tables as Markdown tables; equations (OMML) as `$…$`
+//!   in LaTeX's notation; charts as tables where they are anchored (`chart`); then footnotes,
+//!   endnotes and comments, each under its own heading.
 //! - PowerPoint: slides in presentation order, `layout.slide` numbered from 1; the title as a
-//!   heading, text frames, tables, picture descriptions (alt text), chart labels and values, and
+//!   heading, text frames, tables, picture descriptions (alt text), charts as tables, and
 //!   speaker notes.
+//! - Both, and Excel workbooks: the document's properties (title, author, dates) last.
 
 use std::collections::HashMap;
 
@@ -92,6 +94,56 @@ fn relationships(
             }
             Event::Eof => break,
             _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The charts a part links to, as text (see `chart::chart_text`), by relationship id.
+fn linked_charts(
+    zip: &mut Container<'_>,
+    rels: &str,
+    base: &str,
+) -> Result<HashMap<String, String>, ParseError> {
+    let mut out = HashMap::new();
+    for (id, target) in relationships(zip, rels, base)? {
+        if !target.contains("charts/chart") {
+            continue;
+        }
+        if let Some(text) = zip
+            .text(&target)?
+            .and_then(|xml| crate::formats::chart::chart_text(&xml))
+        {
+            out.insert(id, text);
+        }
+    }
+    Ok(out)
+}
+
+/// Every chart part of the package (`xl/charts/chart1.xml`, …) in natural order, as text: the
+/// charts of a workbook, on its sheets or chart sheets.
+pub(crate) fn package_charts(
+    zip: &mut Container<'_>,
+    folder: &str,
+) -> Result<Vec<String>, ParseError> {
+    let mut parts: Vec<String> = zip
+        .names()
+        .into_iter()
+        .filter(|n| {
+            n.starts_with(folder) && n.ends_with(".xml") && n[folder.len()..].starts_with("chart")
+        })
+        .collect();
+    parts.sort_by_key(|n| {
+        let digits: String = n.chars().filter(char::is_ascii_digit).collect();
+        (digits.len(), digits)
+    });
+    let mut out = Vec::new();
+    for part in parts {
+        if let Some(text) = zip
+            .text(&part)?
+            .and_then(|xml| crate::formats::chart::chart_text(&xml))
+        {
+            out.push(text);
         }
     }
     Ok(out)
@@ -263,6 +315,8 @@ fn heading_level(style: &str) -> Option<usize> {
 struct WordReader<'s> {
     styles: &'s Styles,
     numbering: &'s mut Numbering,
+    /// The part's charts as text, by relationship id.
+    charts: &'s HashMap<String, String>,
     headings: Vec<(usize, String)>,
 }
 
@@ -280,8 +334,17 @@ impl WordReader<'_> {
         let (mut style, mut num_id, mut ilvl): (Option<String>, Option<String>, Option<usize>) =
             (None, None, None);
         let mut tables = table::Tables::default();
+        // Charts anchored in the paragraph, written after it.
+        let mut charts: Vec<&str> = Vec::new();
         loop {
             let event = reader.read_event().map_err(|e| corrupt(part, e))?;
+            if let Event::Start(e) | Event::Empty(e) = &event {
+                if local(e.name().as_ref()) == b"chart" {
+                    if let Some(chart) = relationship_id(e).and_then(|id| self.charts.get(&id)) {
+                        charts.push(chart);
+                    }
+                }
+            }
             match event {
                 Event::Start(e) => match local(e.name().as_ref()) {
                     b"p" => {
@@ -341,6 +404,9 @@ impl WordReader<'_> {
                         }
                         if !tables.text(&text) {
                             self.paragraph(&text, level, list || label.is_some(), label, out)?;
+                        }
+                        for chart in charts.drain(..) {
+                            out.push(BlockKind::Table, chart, Layout::under(&self.path()))?;
                         }
                     }
                     b"tc" => tables.end_cell(),
@@ -418,10 +484,13 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
     let body = zip
         .text("word/document.xml")?
         .ok_or_else(|| ParseError::Corrupt("a Word document without word/document.xml".into()))?;
+    let charts = linked_charts(&mut zip, "word/_rels/document.xml.rels", "word")?;
+    let none = HashMap::new();
     let mut out = Builder::new(limits);
     let mut reader = WordReader {
         styles: &styles,
         numbering: &mut numbering,
+        charts: &charts,
         headings: Vec::new(),
     };
     reader.read(&body, "document", &mut out)?;
@@ -435,6 +504,7 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             let mut notes = WordReader {
                 styles: &styles,
                 numbering: &mut numbering,
+                charts: &none,
                 headings: vec![(1, title.to_owned())],
             };
             notes.read(&xml, part, &mut section)?;
@@ -579,21 +649,20 @@ pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             .collect();
         linked.sort();
         for target in linked {
-            if let Some(xml) = zip.text(target)? {
-                let mut more = Vec::new();
-                slide_text(&xml, target, &mut more)?;
-                let label = if target.contains("notesSlide") {
-                    "Notes"
-                } else {
-                    "Chart"
-                };
-                let text: Vec<String> = more.into_iter().map(|(_, t)| t).collect();
-                if !text.is_empty() {
-                    blocks.push((
-                        BlockKind::Paragraph,
-                        format!("{label}: {}", text.join("\n")),
-                    ));
+            let Some(xml) = zip.text(target)? else {
+                continue;
+            };
+            if target.contains("charts/chart") {
+                if let Some(chart) = crate::formats::chart::chart_text(&xml) {
+                    blocks.push((BlockKind::Table, chart));
                 }
+                continue;
+            }
+            let mut more = Vec::new();
+            slide_text(&xml, target, &mut more)?;
+            let text: Vec<String> = more.into_iter().map(|(_, t)| t).collect();
+            if !text.is_empty() {
+                blocks.push((BlockKind::Paragraph, format!("Notes: {}", text.join("\n"))));
             }
         }
         let heading = format!(
@@ -678,6 +747,20 @@ mod tests {
         let slides: Vec<u32> = doc.blocks.iter().filter_map(|b| b.layout.slide).collect();
         assert_eq!(slides.first(), Some(&1));
         assert_eq!(slides.iter().max(), Some(&6));
+        // The bar chart PowerPoint drew, as a table of what it plots.
+        let chart = doc
+            .blocks
+            .iter()
+            .find(|b| b.kind == BlockKind::Table && b.text.starts_with("Chart: "))
+            .expect("the chart");
+        assert!(
+            chart
+                .text
+                .contains("| Category | Series 1 |\n| --- | --- |\n| 2000 | 2000 |"),
+            "{}",
+            chart.text
+        );
+        assert!(chart.layout.slide.is_some());
     }
 
     #[test]

@@ -135,6 +135,15 @@ pub(crate) fn extract(
     }
     if format == Format::Xlsx {
         let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
+        let charts = crate::formats::ooxml::package_charts(&mut zip, "xl/charts/")?;
+        if !charts.is_empty() {
+            let title = "Charts".to_owned();
+            let layout = Layout::under(std::slice::from_ref(&title));
+            out.push(BlockKind::Heading, &format!("## {title}"), layout.clone())?;
+            for chart in charts {
+                out.push(BlockKind::Table, &chart, layout.clone())?;
+            }
+        }
         let lines = crate::formats::ooxml::document_properties(&mut zip)?;
         crate::formats::ooxml::push_properties(&lines, &mut out)?;
     }
