@@ -156,6 +156,33 @@ const CHARTED_BOOK: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:body>
 </office:document>"#;
 
+/// A budget with a note on a cell, as a flat ODS that LibreOffice saves as XLSX (a legacy
+/// comments part with its author).
+const NOTED_BOOK: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
+ <office:body>
+  <office:spreadsheet>
+   <table:table table:name="Budget">
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Item</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Cost</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Lamps</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="420"><office:annotation><dc:creator>Ana Silva</dc:creator><text:p>Quote from the March supplier visit</text:p></office:annotation><text:p>420</text:p></table:table-cell></table:table-row>
+   </table:table>
+  </office:spreadsheet>
+ </office:body>
+</office:document>"#;
+
+/// A slide with a comment, as a flat ODP that LibreOffice saves as PPTX.
+const COMMENTED_DECK: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" xmlns:officeooo="http://openoffice.org/2009/office" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.presentation">
+ <office:body>
+  <office:presentation>
+   <draw:page draw:name="page1">
+    <draw:frame svg:width="20cm" svg:height="3cm" svg:x="2cm" svg:y="2cm"><draw:text-box><text:p>Lighthouse budget</text:p></draw:text-box></draw:frame>
+    <officeooo:annotation svg:x="1cm" svg:y="1cm"><dc:creator>Cy Okafor</dc:creator><text:p>Add the lens replacement cost</text:p></officeooo:annotation>
+   </draw:page>
+  </office:presentation>
+ </office:body>
+</office:document>"#;
+
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/markitdown")
@@ -427,4 +454,40 @@ fn charts_read_as_tables_of_what_they_plot() {
         .unwrap_or_else(|| panic!("no chart in {}", book.text()));
     assert_eq!(chart.text, expected);
     assert_eq!(chart.layout.headings, ["Charts"]);
+}
+
+#[test]
+fn comments_keep_their_anchor_and_author() {
+    let dir = tempfile::tempdir().unwrap();
+    let fods = dir.path().join("noted.fods");
+    std::fs::write(&fods, NOTED_BOOK).unwrap();
+    let Some(xlsx) = convert(dir.path(), &fods, "xlsx:Calc MS Excel 2007 XML") else {
+        return;
+    };
+    let book = read(&xlsx, "noted.xlsx", Format::Xlsx);
+    let note = book
+        .blocks
+        .iter()
+        .find(|b| b.text.contains("supplier visit"))
+        .unwrap_or_else(|| panic!("no note in {}", book.text()));
+    assert_eq!(
+        note.text,
+        "Budget!B2 (Ana Silva): Quote from the March supplier visit"
+    );
+    assert_eq!(note.layout.headings, ["Comments"]);
+
+    let fodp = dir.path().join("commented.fodp");
+    std::fs::write(&fodp, COMMENTED_DECK).unwrap();
+    let pptx = convert(dir.path(), &fodp, "pptx:Impress MS PowerPoint 2007 XML").unwrap();
+    let deck = read(&pptx, "commented.pptx", Format::Pptx);
+    let comment = deck
+        .blocks
+        .iter()
+        .find(|b| b.text.contains("lens replacement"))
+        .unwrap_or_else(|| panic!("no comment in {}", deck.text()));
+    assert_eq!(
+        comment.text,
+        "Comment (Cy Okafor): Add the lens replacement cost"
+    );
+    assert_eq!(comment.layout.slide, Some(1));
 }

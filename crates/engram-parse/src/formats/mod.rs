@@ -3,6 +3,7 @@
 
 pub(crate) mod archive;
 pub(crate) mod chart;
+pub(crate) mod comments;
 pub(crate) mod delimited;
 pub(crate) mod eml;
 pub(crate) mod epub;

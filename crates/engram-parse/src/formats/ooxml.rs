@@ -8,8 +8,9 @@
 //!   in LaTeX's notation; charts as tables where they are anchored (`chart`); then footnotes,
 //!   endnotes and comments, each under its own heading.
 //! - PowerPoint: slides in presentation order, `layout.slide` numbered from 1; the title as a
-//!   heading, text frames, tables, picture descriptions (alt text), charts as tables, and
-//!   speaker notes.
+//!   heading, text frames, tables, picture descriptions (alt text), charts as tables, comments
+//!   (legacy and modern, replies included, with their authors) and speaker notes.
+//! - Excel (with `sheets`): charts, then notes and threaded comments as `Sheet!B2 (author)`.
 //! - Both, and Excel workbooks: the document's properties (title, author, dates) last.
 
 use std::collections::HashMap;
@@ -144,6 +145,60 @@ pub(crate) fn package_charts(
             .and_then(|xml| crate::formats::chart::chart_text(&xml))
         {
             out.push(text);
+        }
+    }
+    Ok(out)
+}
+
+/// A workbook's comments, notes and threads, sheet by sheet: `Sheet!B2 (Ana): text`. A note
+/// Excel keeps only as the legacy copy of a thread (`[Threaded comment]…`) is left out.
+pub(crate) fn workbook_comments(zip: &mut Container<'_>) -> Result<Vec<String>, ParseError> {
+    let sheets = relationships(zip, "xl/_rels/workbook.xml.rels", "xl")?;
+    let Some(xml) = zip.text("xl/workbook.xml")? else {
+        return Ok(Vec::new());
+    };
+    let mut named: Vec<(String, String)> = Vec::new();
+    let mut reader = Reader::from_str(&xml);
+    loop {
+        match reader.read_event().map_err(|e| corrupt("workbook", e))? {
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"sheet" => {
+                if let (Some(name), Some(target)) = (
+                    attr(&e, b"name"),
+                    relationship_id(&e).and_then(|id| sheets.get(&id)),
+                ) {
+                    named.push((name, target.clone()));
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    let people = match zip.text("xl/persons/person.xml")? {
+        Some(xml) => crate::formats::comments::authors(&xml),
+        None => HashMap::new(),
+    };
+    let mut out = Vec::new();
+    for (name, target) in named {
+        let (folder, file) = target.rsplit_once('/').unwrap_or(("", target.as_str()));
+        let rels = relationships(zip, &format!("{folder}/_rels/{file}.rels"), folder)?;
+        let mut parts: Vec<&String> = rels
+            .values()
+            .filter(|t| t.contains("comments") || t.contains("threadedComment"))
+            .collect();
+        // Threads first: their legacy copies are then recognized and skipped.
+        parts.sort_by_key(|t| (!t.contains("threadedComment"), (*t).clone()));
+        for part in parts {
+            let Some(xml) = zip.text(part)? else {
+                continue;
+            };
+            let mut authors = crate::formats::comments::authors(&xml);
+            authors.extend(people.clone());
+            for comment in crate::formats::comments::comments(&xml, &authors) {
+                if comment.text.starts_with("[Threaded comment]") {
+                    continue;
+                }
+                out.push(format!("{name}!{}", comment.line()));
+            }
         }
     }
     Ok(out)
@@ -634,6 +689,13 @@ fn push_descr(e: &BytesStart<'_>, out: &mut Vec<(BlockKind, String)>) {
 pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
     let mut zip = Container::open(bytes, limits)?;
     let slides = slide_order(&mut zip)?;
+    // Comment authors, legacy and modern.
+    let mut authors = HashMap::new();
+    for part in ["ppt/commentAuthors.xml", "ppt/authors.xml"] {
+        if let Some(xml) = zip.text(part)? {
+            authors.extend(crate::formats::comments::authors(&xml));
+        }
+    }
     let mut out = Builder::new(limits);
     for (index, part) in slides.iter().enumerate() {
         let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
@@ -645,7 +707,9 @@ pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
         let rels = relationships(&mut zip, &format!("{folder}/_rels/{file}.rels"), folder)?;
         let mut linked: Vec<&String> = rels
             .values()
-            .filter(|t| t.contains("charts/chart") || t.contains("notesSlide"))
+            .filter(|t| {
+                t.contains("charts/chart") || t.contains("notesSlide") || t.contains("comments/")
+            })
             .collect();
         linked.sort();
         for target in linked {
@@ -655,6 +719,12 @@ pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             if target.contains("charts/chart") {
                 if let Some(chart) = crate::formats::chart::chart_text(&xml) {
                     blocks.push((BlockKind::Table, chart));
+                }
+                continue;
+            }
+            if target.contains("comments/") {
+                for comment in crate::formats::comments::comments(&xml, &authors) {
+                    blocks.push((BlockKind::Paragraph, format!("Comment {}", comment.line())));
                 }
                 continue;
             }

@@ -144,6 +144,15 @@ pub(crate) fn extract(
                 out.push(BlockKind::Table, &chart, layout.clone())?;
             }
         }
+        let comments = crate::formats::ooxml::workbook_comments(&mut zip)?;
+        if !comments.is_empty() {
+            let title = "Comments".to_owned();
+            let layout = Layout::under(std::slice::from_ref(&title));
+            out.push(BlockKind::Heading, &format!("## {title}"), layout.clone())?;
+            for line in comments {
+                out.push(BlockKind::Paragraph, &line, layout.clone())?;
+            }
+        }
         let lines = crate::formats::ooxml::document_properties(&mut zip)?;
         crate::formats::ooxml::push_properties(&lines, &mut out)?;
     }
