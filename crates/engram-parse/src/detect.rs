@@ -370,19 +370,35 @@ fn zip(bytes: &[u8], extension: &str) -> Unsupported {
         return Unsupported::new(label, media.or(Some(Cow::Borrowed("application/zip"))));
     }
     let has = |name: &[u8]| memmem::find(bytes, name).is_some();
-    if has(b"word/document.xml") || has(b"word/_rels/") {
+    // Office Open XML by the package's own entries: a deck or a document embedding a workbook
+    // holds `xl/workbook.xml` inside one of its entries, which a search of the bytes would find
+    // (a PowerPoint deck with a chart read as a workbook). Only a file whose directory cannot be
+    // read falls back to that search.
+    let entries: Option<Vec<String>> = ::zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .ok()
+        .map(|z| z.file_names().map(str::to_owned).collect());
+    let main_part = |part: &str, folder: &str| match &entries {
+        Some(names) => names.iter().any(|n| n == part || n.starts_with(folder)),
+        None => has(part.as_bytes()) || has(folder.as_bytes()),
+    };
+    let (word, excel, powerpoint) = (
+        main_part("word/document.xml", "word/_rels/"),
+        main_part("xl/workbook.xml", "xl/_rels/"),
+        main_part("ppt/presentation.xml", "ppt/_rels/"),
+    );
+    if word {
         return found(
             "Word document",
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         );
     }
-    if has(b"xl/workbook.xml") || has(b"xl/_rels/") {
+    if excel {
         return found(
             "Excel workbook",
             "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
         );
     }
-    if has(b"ppt/presentation.xml") || has(b"ppt/_rels/") {
+    if powerpoint {
         return found(
             "PowerPoint presentation",
             "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -527,6 +543,24 @@ mod tests {
         let mut docx = b"PK\x03\x04\x14\0\x06\0\x08\0\0\0!\0".to_vec();
         docx.extend_from_slice(b"....[Content_Types].xml....word/document.xml....");
         assert_eq!(detect(&docx, "a", None), Ok(Format::Docx));
+        // A deck embedding a workbook (a chart's data) stored as is: its bytes hold
+        // `xl/workbook.xml`, its directory says PowerPoint.
+        let deck = {
+            use std::io::Write as _;
+            let stored = ::zip::write::SimpleFileOptions::default()
+                .compression_method(::zip::CompressionMethod::Stored);
+            let mut inner = ::zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            inner.start_file("xl/workbook.xml", stored).unwrap();
+            inner.write_all(b"<workbook/>").unwrap();
+            let workbook = inner.finish().unwrap().into_inner();
+            let mut outer = ::zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            outer.start_file("ppt/embeddings/Sheet1.xlsx", stored).unwrap();
+            outer.write_all(&workbook).unwrap();
+            outer.start_file("ppt/presentation.xml", stored).unwrap();
+            outer.write_all(b"<p:presentation/>").unwrap();
+            outer.finish().unwrap().into_inner()
+        };
+        assert_eq!(detect(&deck, "deck.pptx", None), Ok(Format::Pptx));
         let keynote = b"PK\x03\x04\x14\0\0\0\x08\0Index/Metadata.iwa";
         assert_eq!(detect(keynote, "deck.key", None), Ok(Format::Keynote));
         let unknown = b"PK\x03\x04\x14\0\0\0\x08\0Index/Document.iwa";

@@ -66,8 +66,16 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
                 if let (Some(s), Some(part)) = (series.last_mut(), part) {
                     match part {
                         Part::Name => s.name = text,
+                        // Multi-level categories (`c:lvl`) name a point once per level:
+                        // `London / GB`.
                         Part::Categories if s.categories.len() < POINTS_MAX => {
-                            s.categories.insert(point, text);
+                            s.categories
+                                .entry(point)
+                                .and_modify(|c| {
+                                    c.push_str(" / ");
+                                    c.push_str(&text);
+                                })
+                                .or_insert(text);
                         }
                         Part::Values if s.values.len() < POINTS_MAX => {
                             s.values.insert(point, text);

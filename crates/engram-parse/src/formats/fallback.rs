@@ -95,7 +95,9 @@ fn wanted(name: &str) -> bool {
         "charts/style",
         "charts/colors",
     ];
-    text_part && !SKIP.iter().any(|s| lower.contains(s))
+    // Of the package's properties only the core ones (title, author…) are words of it.
+    let properties = lower.starts_with("docprops/") && lower != "docprops/core.xml";
+    text_part && !properties && !SKIP.iter().any(|s| lower.contains(s))
 }
 
 /// The main content first (the body, the slides, the shared strings and sheets), then the rest.
@@ -220,14 +222,14 @@ fn bookkeeping(qualified: &[u8]) -> bool {
         b"f" => !qualified.starts_with(b"m:"),
         name => matches!(
             name,
-            b"formatCode" | b"revision" | b"extLst" | b"tableStyleId"
+            b"formatCode" | b"revision" | b"extLst" | b"tableStyleId" | b"lastPrinted"
         ),
     }
 }
 
 /// The character data of one XML part, a line per paragraph-like element. A malformed part
 /// gives what was read before the fault.
-fn xml_lines(xml: &str, lines: &mut Vec<String>) {
+pub(crate) fn xml_lines(xml: &str, lines: &mut Vec<String>) {
     let mut reader = Reader::from_str(xml);
     let mut line = String::new();
     let mut skipped = 0usize;

@@ -121,6 +121,31 @@ fn linked_charts(
     Ok(out)
 }
 
+/// The text of the diagrams (SmartArt) a part links to: each diagram's data part, a line per
+/// node, as `Diagram: a; b; c`.
+fn linked_diagrams(
+    zip: &mut Container<'_>,
+    rels: &str,
+    base: &str,
+) -> Result<Vec<String>, ParseError> {
+    let mut targets: Vec<String> = relationships(zip, rels, base)?
+        .into_values()
+        .filter(|t| t.contains("diagrams/data"))
+        .collect();
+    targets.sort();
+    let mut out = Vec::new();
+    for target in targets {
+        if let Some(xml) = zip.text(&target)? {
+            let mut lines = Vec::new();
+            crate::formats::fallback::xml_lines(&xml, &mut lines);
+            if !lines.is_empty() {
+                out.push(format!("Diagram: {}", lines.join("; ")));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Every chart part of the package (`xl/charts/chart1.xml`, …) in natural order, as text: the
 /// charts of a workbook, on its sheets or chart sheets.
 pub(crate) fn package_charts(
@@ -228,7 +253,7 @@ pub(crate) fn document_properties(zip: &mut Container<'_>) -> Result<Vec<String>
     let Some(xml) = zip.text("docProps/core.xml")? else {
         return Ok(Vec::new());
     };
-    const SHOWN: [(&[u8], &str); 10] = [
+    const SHOWN: [(&[u8], &str); 13] = [
         (b"title", "Title"),
         (b"subject", "Subject"),
         (b"creator", "Author"),
@@ -239,6 +264,9 @@ pub(crate) fn document_properties(zip: &mut Container<'_>) -> Result<Vec<String>
         (b"created", "Created"),
         (b"modified", "Modified"),
         (b"language", "Language"),
+        (b"contentStatus", "Status"),
+        (b"identifier", "Identifier"),
+        (b"version", "Version"),
     ];
     let mut values: Vec<(usize, String)> = Vec::new();
     let mut reader = Reader::from_str(&xml);
@@ -540,6 +568,7 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
         .text("word/document.xml")?
         .ok_or_else(|| ParseError::Corrupt("a Word document without word/document.xml".into()))?;
     let charts = linked_charts(&mut zip, "word/_rels/document.xml.rels", "word")?;
+    let diagrams = linked_diagrams(&mut zip, "word/_rels/document.xml.rels", "word")?;
     let none = HashMap::new();
     let mut out = Builder::new(limits);
     let mut reader = WordReader {
@@ -549,30 +578,63 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
         headings: Vec::new(),
     };
     reader.read(&body, "document", &mut out)?;
-    for (part, title) in [
+    // Page headers and footers (each part once, a line repeated across parts once).
+    let mut margins: Vec<String> = zip
+        .names()
+        .into_iter()
+        .filter(|n| {
+            let n = n.strip_prefix("word/").unwrap_or_default();
+            (n.starts_with("header") || n.starts_with("footer")) && n.ends_with(".xml")
+        })
+        .collect();
+    margins.sort_by_key(|n| (n.contains("footer"), n.len(), n.clone()));
+    let sections: Vec<(Vec<String>, &str)> = [
         ("word/footnotes.xml", "Footnotes"),
         ("word/endnotes.xml", "Endnotes"),
         ("word/comments.xml", "Comments"),
-    ] {
-        if let Some(xml) = zip.text(part)? {
-            let mut section = Builder::new(limits);
+    ]
+    .into_iter()
+    .map(|(part, title)| (vec![part.to_owned()], title))
+    .chain(std::iter::once((margins, "Headers and footers")))
+    .collect();
+    for (parts, title) in sections {
+        let mut section = Builder::new(limits);
+        let mut seen = std::collections::HashSet::new();
+        for part in &parts {
+            let Some(xml) = zip.text(part)? else {
+                continue;
+            };
+            let mut part_out = Builder::new(limits);
             let mut notes = WordReader {
                 styles: &styles,
                 numbering: &mut numbering,
                 charts: &none,
                 headings: vec![(1, title.to_owned())],
             };
-            notes.read(&xml, part, &mut section)?;
-            if let Ok(doc) = section.finish() {
-                out.push(
-                    BlockKind::Heading,
-                    &format!("# {title}"),
-                    Layout::under(&[title.to_owned()]),
-                )?;
-                for block in doc.blocks {
-                    out.push(block.kind, &block.text, block.layout)?;
+            notes.read(&xml, part, &mut part_out)?;
+            for block in part_out.finish().map(|d| d.blocks).unwrap_or_default() {
+                if seen.insert(block.text.clone()) {
+                    section.push(block.kind, &block.text, block.layout)?;
                 }
             }
+        }
+        if let Ok(doc) = section.finish() {
+            out.push(
+                BlockKind::Heading,
+                &format!("# {title}"),
+                Layout::under(&[title.to_owned()]),
+            )?;
+            for block in doc.blocks {
+                out.push(block.kind, &block.text, block.layout)?;
+            }
+        }
+    }
+    if !diagrams.is_empty() {
+        let title = "Diagrams".to_owned();
+        let layout = Layout::under(std::slice::from_ref(&title));
+        out.push(BlockKind::Heading, &format!("# {title}"), layout.clone())?;
+        for diagram in diagrams {
+            out.push(BlockKind::Paragraph, &diagram, layout.clone())?;
         }
     }
     push_properties(&document_properties(&mut zip)?, &mut out)?;
@@ -628,6 +690,13 @@ fn slide_text(
                 b"tr" => tables.start_row(),
                 b"tc" => tables.start_cell(),
                 b"cNvPr" => push_descr(&e, out),
+                // Line breaks and placeholders may hold children (run properties, extensions).
+                b"br" => para.push('\n'),
+                b"ph" => {
+                    shape_title =
+                        attr(&e, b"type").is_some_and(|t| t == "title" || t == "ctrTitle");
+                    is_title = shape_title;
+                }
                 _ => {}
             },
             Event::Empty(e) => match local(e.name().as_ref()) {
@@ -704,7 +773,11 @@ pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
         let title = slide_text(&xml, part, &mut blocks)?;
         // Charts and notes linked from the slide.
         let (folder, file) = part.rsplit_once('/').unwrap_or(("", part.as_str()));
-        let rels = relationships(&mut zip, &format!("{folder}/_rels/{file}.rels"), folder)?;
+        let rels_part = format!("{folder}/_rels/{file}.rels");
+        for diagram in linked_diagrams(&mut zip, &rels_part, folder)? {
+            blocks.push((BlockKind::Paragraph, diagram));
+        }
+        let rels = relationships(&mut zip, &rels_part, folder)?;
         let mut linked: Vec<&String> = rels
             .values()
             .filter(|t| {
