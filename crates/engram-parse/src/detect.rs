@@ -554,7 +554,9 @@ mod tests {
             inner.write_all(b"<workbook/>").unwrap();
             let workbook = inner.finish().unwrap().into_inner();
             let mut outer = ::zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            outer.start_file("ppt/embeddings/Sheet1.xlsx", stored).unwrap();
+            outer
+                .start_file("ppt/embeddings/Sheet1.xlsx", stored)
+                .unwrap();
             outer.write_all(&workbook).unwrap();
             outer.start_file("ppt/presentation.xml", stored).unwrap();
             outer.write_all(b"<p:presentation/>").unwrap();
