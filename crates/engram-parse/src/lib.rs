@@ -73,6 +73,17 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
     Err(failure)
 }
 
+/// The plain reading of a file whose format has one (Word, PowerPoint, Excel, OpenDocument,
+/// EPUB, HTML): the words of its content without structure, what a naive extraction finds.
+/// `None` for formats without one. The floor every reader is held to (see the eval command).
+pub fn plain_reading(
+    bytes: &[u8],
+    format: Format,
+    limits: &Limits,
+) -> Option<Result<Document, ParseError>> {
+    formats::fallback::covers(format).then(|| formats::fallback::extract(bytes, format, limits))
+}
+
 /// The format's own reader.
 fn read_as(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document, ParseError> {
     match format {

@@ -1,6 +1,11 @@
 //! `engram eval parsing DIR`: how much of each test file's expected text engram's parser
 //! extracts, over the markitdown test files (`DIR/test_files`, `DIR/expected.json`).
 //!
+//! A directory without `expected.json` (a corpus such as `.cache/corpus`, which `make
+//! setup-test` fetches) is measured against the plain reading instead: per format, how many
+//! files were read by their own reader, errored, or fell back to the plain reading, and the
+//! share of the plain reading's words the extracted text holds (the floor: 1.000).
+//!
 //! Per file: the fraction of `must_contain_text` found in the extracted text (backslashes
 //! removed, as markitdown's own check does); any `must_not_contain` hit scores 0. A file with
 //! nothing to find scores 1 when it is handled as expected: refused as unsupported when it is
@@ -63,7 +68,115 @@ fn parse(path: &Path, name: &str) -> anyhow::Result<Outcome> {
     })
 }
 
+/// Lowercase words of a text.
+fn words(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if path.is_dir() {
+            corpus_files(&path, out);
+        } else if !hidden {
+            out.push(path);
+        }
+    }
+}
+
+/// Per format: files, read by their own reader, without text, errored, fell back, plain words,
+/// words found.
+#[derive(Default)]
+struct Floor {
+    files: usize,
+    own: usize,
+    empty: usize,
+    errored: usize,
+    fell_back: usize,
+    plain: usize,
+    found: usize,
+}
+
+/// A corpus without expected strings, against the plain reading of each file.
+fn floor(dir: &Path) -> anyhow::Result<()> {
+    let mut files = Vec::new();
+    corpus_files(dir, &mut files);
+    files.sort();
+    let limits = Limits::default();
+    let mut by_format: BTreeMap<&'static str, Floor> = BTreeMap::new();
+    for path in &files {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
+        let Ok(format) = detect(&bytes, &name, None) else {
+            continue;
+        };
+        let row = by_format.entry(format.name()).or_default();
+        row.files += 1;
+        let text = match extract(&bytes, format, &limits) {
+            Ok(document) => {
+                if document.blocks.iter().any(|b| b.layout.reader.is_some()) {
+                    row.fell_back += 1;
+                } else {
+                    row.own += 1;
+                }
+                document.text()
+            }
+            Err(ParseError::NoText) => {
+                row.empty += 1;
+                String::new()
+            }
+            Err(err) => {
+                row.errored += 1;
+                println!("{name}: {err}");
+                continue;
+            }
+        };
+        if let Some(Ok(plain)) = engram_parse::plain_reading(&bytes, format, &limits) {
+            let (have, naive) = (words(&text), words(&plain.text()));
+            row.plain += naive.len();
+            row.found += naive.intersection(&have).count();
+            let lost: Vec<&String> = naive.difference(&have).take(8).collect();
+            if !lost.is_empty() {
+                println!("{name}: misses {lost:?}");
+            }
+        }
+    }
+    println!(
+        "\n{:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {:>12}",
+        "format", "files", "own", "empty", "errored", "fell back", "plain floor"
+    );
+    let (mut plain, mut found) = (0, 0);
+    for (format, row) in &by_format {
+        let share = if row.plain == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.3}", row.found as f64 / row.plain as f64)
+        };
+        println!(
+            "{format:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {share:>12}",
+            row.files, row.own, row.empty, row.errored, row.fell_back
+        );
+        plain += row.plain;
+        found += row.found;
+    }
+    println!(
+        "\noverall: {} files; {found} of the plain readings' {plain} words found ({:.4})",
+        files.len(),
+        found as f64 / plain.max(1) as f64
+    );
+    Ok(())
+}
+
 pub(super) fn run(args: ParsingArgs) -> anyhow::Result<()> {
+    if !args.dir.join("expected.json").is_file() {
+        return floor(&args.dir);
+    }
     let expected: Value = serde_json::from_str(
         &std::fs::read_to_string(args.dir.join("expected.json"))
             .context("reading expected.json")?,
