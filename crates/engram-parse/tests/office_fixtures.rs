@@ -183,6 +183,18 @@ const COMMENTED_DECK: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:body>
 </office:document>"#;
 
+/// Arabic and Hebrew paragraphs set right to left and an English line quoting an Arabic word,
+/// as a flat ODT that LibreOffice prints to PDF.
+const RIGHT_TO_LEFT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
+ <office:automatic-styles><style:style style:name="P1" style:family="paragraph"><style:paragraph-properties style:writing-mode="rl-tb"/></style:style></office:automatic-styles>
+ <office:body><office:text>
+  <text:p text:style-name="P1">مرحبا بكم في المكتبة</text:p>
+  <text:p text:style-name="P1">שלום עולם, זהו מסמך בדיקה</text:p>
+  <text:p>Mixed: the word كتاب means book.</text:p>
+ </office:text></office:body>
+</office:document>"#;
+
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/markitdown")
@@ -490,4 +502,26 @@ fn comments_keep_their_anchor_and_author() {
         "Comment (Cy Okafor): Add the lens replacement cost"
     );
     assert_eq!(comment.layout.slide, Some(1));
+}
+
+#[test]
+fn right_to_left_pdf_text_reads_in_logical_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let fodt = dir.path().join("rtl.fodt");
+    std::fs::write(&fodt, RIGHT_TO_LEFT).unwrap();
+    let Some(pdf) = convert(dir.path(), &fodt, "pdf") else {
+        return;
+    };
+    let text = read(&pdf, "rtl.pdf", Format::Pdf).text();
+    for expected in [
+        "مرحبا بكم في المكتبة",
+        "שלום עולם, זהו מסמך בדיקה",
+        "Mixed: the word كتاب means book.",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+    }
+    assert!(
+        !text.chars().any(|c| matches!(c as u32, 0x202A..=0x202E)),
+        "{text:?}"
+    );
 }

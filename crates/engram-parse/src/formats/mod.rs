@@ -2,6 +2,7 @@
 //! (PDF, Office, iWork, images, EPUB, e-mail) come as sibling modules taking the raw bytes.
 
 pub(crate) mod archive;
+pub(crate) mod bidi;
 pub(crate) mod chart;
 pub(crate) mod comments;
 pub(crate) mod delimited;

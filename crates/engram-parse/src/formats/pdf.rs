@@ -2,12 +2,14 @@
 //! at form feeds), each page's paragraphs with `layout.page`. Pages without a text layer (scans)
 //! are rendered by `pdftoppm` and read by Tesseract. Both run as subprocesses (`tools`): a
 //! malformed or hostile PDF fails, or is killed at the time-out, without touching the worker.
-//! Encrypted PDFs that need a password are `Corrupt` with that reason.
+//! Encrypted PDFs that need a password are `Corrupt` with that reason. Pages holding
+//! right-to-left text (Arabic, Hebrew) are read a second way, from Poppler's word boxes put in
+//! logical order (`bidi`), since its reading order scrambles lines that mix directions.
 
 use std::path::Path;
 
 use crate::document::{Builder, Layout};
-use crate::formats::{plain, tools};
+use crate::formats::{bidi, plain, tools};
 use crate::{Document, Limits, ParseError};
 
 pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
@@ -35,7 +37,11 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         };
         return Err(ParseError::Corrupt(reason));
     }
-    let text = String::from_utf8_lossy(&run.stdout);
+    // Embedding marks are invisible and only split words.
+    let text: String = String::from_utf8_lossy(&run.stdout)
+        .chars()
+        .filter(|c| !bidi::is_bidi_control(*c))
+        .collect();
     let mut pages: Vec<&str> = text.split('\u{c}').collect();
     // pdftotext ends the last page with a form feed too.
     if pages.last().is_some_and(|p| p.trim().is_empty()) && pages.len() > 1 {
@@ -50,6 +56,12 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
             limit: limits.max_ocr_pages,
         });
     }
+    let right_to_left = pages.iter().any(|p| p.chars().any(bidi::is_rtl));
+    let boxed = if right_to_left {
+        word_boxes(&input, dir.path(), limits)?
+    } else {
+        Vec::new()
+    };
     let mut out = Builder::new(limits);
     for (index, page_text) in pages.iter().enumerate() {
         let page = u32::try_from(index + 1).unwrap_or(u32::MAX);
@@ -60,11 +72,39 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         if page_text.trim().is_empty() {
             let scanned = ocr_page(&input, page, dir.path(), limits)?;
             plain::paragraphs(&crate::decode::normalize(&scanned), &mut out, &layout)?;
+        } else if let Some(paragraphs) = boxed
+            .get(index)
+            .filter(|_| page_text.chars().any(bidi::is_rtl))
+        {
+            let text = paragraphs.join("\n\n");
+            plain::paragraphs(&crate::decode::normalize(&text), &mut out, &layout)?;
         } else {
             plain::paragraphs(&crate::decode::normalize(page_text), &mut out, &layout)?;
         }
     }
     out.finish()
+}
+
+/// Each page's paragraphs from Poppler's word boxes, in logical order (`bidi`).
+fn word_boxes(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<Vec<String>>, ParseError> {
+    let run = tools::run(
+        tools::PDFTOTEXT,
+        &[
+            "-bbox-layout".as_ref(),
+            "-enc".as_ref(),
+            "UTF-8".as_ref(),
+            input.as_os_str(),
+            "-".as_ref(),
+        ],
+        dir,
+        // The boxes' markup is several times the text.
+        limits.max_text_bytes.saturating_mul(8),
+        &limits.interrupt,
+    )?;
+    if !run.success {
+        return Ok(Vec::new());
+    }
+    Ok(bidi::pages(&String::from_utf8_lossy(&run.stdout)))
 }
 
 /// The OCR text of one page, rendered at 300 dpi.
