@@ -195,6 +195,31 @@ const RIGHT_TO_LEFT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:text></office:body>
 </office:document>"#;
 
+/// Figures in percent, currency and grouped number formats, as a flat ODS that LibreOffice
+/// saves as XLSX.
+const FIGURES: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:number="urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
+ <office:automatic-styles>
+  <number:percentage-style style:name="N1"><number:number number:decimal-places="1" number:min-integer-digits="1"/><number:text>%</number:text></number:percentage-style>
+  <number:currency-style style:name="N2"><number:currency-symbol>$</number:currency-symbol><number:number number:decimal-places="2" number:min-integer-digits="1" number:grouping="true"/></number:currency-style>
+  <number:number-style style:name="N3"><number:number number:decimal-places="0" number:min-integer-digits="1" number:grouping="true"/></number:number-style>
+  <style:style style:name="ce1" style:family="table-cell" style:data-style-name="N1"/>
+  <style:style style:name="ce2" style:family="table-cell" style:data-style-name="N2"/>
+  <style:style style:name="ce3" style:family="table-cell" style:data-style-name="N3"/>
+ </office:automatic-styles>
+ <office:body>
+  <office:spreadsheet>
+   <table:table table:name="Figures">
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Measure</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Value</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Growth</text:p></table:table-cell><table:table-cell table:style-name="ce1" office:value-type="percentage" office:value="0.125"><text:p>12.5%</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Price</text:p></table:table-cell><table:table-cell table:style-name="ce2" office:value-type="currency" office:currency="USD" office:value="1234.5"><text:p>$1,234.50</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Visitors</text:p></table:table-cell><table:table-cell table:style-name="ce3" office:value-type="float" office:value="1234567"><text:p>1,234,567</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Plain</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="0.5"><text:p>0.5</text:p></table:table-cell></table:table-row>
+   </table:table>
+  </office:spreadsheet>
+ </office:body>
+</office:document>"#;
+
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/markitdown")
@@ -524,4 +549,23 @@ fn right_to_left_pdf_text_reads_in_logical_order() {
         !text.chars().any(|c| matches!(c as u32, 0x202A..=0x202E)),
         "{text:?}"
     );
+}
+
+#[test]
+fn spreadsheet_numbers_read_as_the_sheet_shows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fods = dir.path().join("figures.fods");
+    std::fs::write(&fods, FIGURES).unwrap();
+    let Some(xlsx) = convert(dir.path(), &fods, "xlsx:Calc MS Excel 2007 XML") else {
+        return;
+    };
+    let text = read(&xlsx, "figures.xlsx", Format::Xlsx).text();
+    for expected in [
+        "| Growth | 12.5% |",
+        "| Price | $1,234.50 |",
+        "| Visitors | 1,234,567 |",
+        "| Plain | 0.5 |",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+    }
 }

@@ -16,6 +16,7 @@ pub(crate) mod json;
 pub(crate) mod markdown;
 pub(crate) mod msg;
 pub(crate) mod numbering;
+pub(crate) mod numfmt;
 pub(crate) mod odf;
 pub(crate) mod office97;
 pub(crate) mod ooxml;

@@ -178,26 +178,7 @@ pub(crate) fn package_charts(
 /// A workbook's comments, notes and threads, sheet by sheet: `Sheet!B2 (Ana): text`. A note
 /// Excel keeps only as the legacy copy of a thread (`[Threaded comment]…`) is left out.
 pub(crate) fn workbook_comments(zip: &mut Container<'_>) -> Result<Vec<String>, ParseError> {
-    let sheets = relationships(zip, "xl/_rels/workbook.xml.rels", "xl")?;
-    let Some(xml) = zip.text("xl/workbook.xml")? else {
-        return Ok(Vec::new());
-    };
-    let mut named: Vec<(String, String)> = Vec::new();
-    let mut reader = Reader::from_str(&xml);
-    loop {
-        match reader.read_event().map_err(|e| corrupt("workbook", e))? {
-            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"sheet" => {
-                if let (Some(name), Some(target)) = (
-                    attr(&e, b"name"),
-                    relationship_id(&e).and_then(|id| sheets.get(&id)),
-                ) {
-                    named.push((name, target.clone()));
-                }
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
+    let named = workbook_sheets(zip)?;
     let people = match zip.text("xl/persons/person.xml")? {
         Some(xml) => crate::formats::comments::authors(&xml),
         None => HashMap::new(),
@@ -227,6 +208,33 @@ pub(crate) fn workbook_comments(zip: &mut Container<'_>) -> Result<Vec<String>, 
         }
     }
     Ok(out)
+}
+
+/// A workbook's sheets in order: (name, worksheet part).
+pub(crate) fn workbook_sheets(
+    zip: &mut Container<'_>,
+) -> Result<Vec<(String, String)>, ParseError> {
+    let sheets = relationships(zip, "xl/_rels/workbook.xml.rels", "xl")?;
+    let Some(xml) = zip.text("xl/workbook.xml")? else {
+        return Ok(Vec::new());
+    };
+    let mut named: Vec<(String, String)> = Vec::new();
+    let mut reader = Reader::from_str(&xml);
+    loop {
+        match reader.read_event().map_err(|e| corrupt("workbook", e))? {
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"sheet" => {
+                if let (Some(name), Some(target)) = (
+                    attr(&e, b"name"),
+                    relationship_id(&e).and_then(|id| sheets.get(&id)),
+                ) {
+                    named.push((name, target.clone()));
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(named)
 }
 
 /// `target` relative to the folder `base` (`ppt/slides` + `../media/x` = `ppt/media/x`).

@@ -6,13 +6,17 @@ use std::io::Cursor;
 
 use calamine::{Data, Reader};
 
+use crate::formats::numfmt::NumberFormat;
+
 use crate::document::{BlockKind, Builder, Layout};
 use crate::formats::table;
 use crate::{Document, Format, Limits, ParseError};
 
-fn cell_text(cell: &Data) -> String {
+fn cell_text(cell: &Data, format: Option<&NumberFormat>) -> String {
     match cell {
         Data::Empty => String::new(),
+        Data::Float(f) if format.is_some() => format.map(|n| n.render(*f)).unwrap_or_default(),
+        Data::Int(i) if format.is_some() => format.map(|n| n.render(*i as f64)).unwrap_or_default(),
         Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
         Data::DateTime(d) => date_text(d),
         other => other.to_string(),
@@ -93,14 +97,34 @@ pub(crate) fn extract(
             calamine::Xlsx::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
         ),
     };
+    // Number formats (percent, currency, grouping) of XLSX cells, read from the package.
+    let formats = if format == Format::Xlsx {
+        let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
+        let sheets = crate::formats::ooxml::workbook_sheets(&mut zip)?;
+        crate::formats::numfmt::cell_formats(&mut zip, &sheets)?
+    } else {
+        std::collections::HashMap::new()
+    };
     let mut out = Builder::new(limits);
     for name in workbook.sheet_names() {
         let range = workbook.worksheet_range(&name).map_err(corrupt)?;
         let first_row = range.start().map_or(1, |(row, _)| row + 1);
+        let (top, left) = range.start().unwrap_or((0, 0));
+        let sheet_formats = formats.get(&name);
         let mut rows: Vec<(u32, Vec<String>)> = Vec::new();
         let mut text_bytes = 0usize;
         for (i, row) in range.rows().enumerate() {
-            let cells: Vec<String> = row.iter().map(cell_text).collect();
+            let cells: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(j, cell)| {
+                    let at = (
+                        top + u32::try_from(i).unwrap_or(u32::MAX),
+                        left + u32::try_from(j).unwrap_or(u32::MAX),
+                    );
+                    cell_text(cell, sheet_formats.and_then(|f| f.get(&at)))
+                })
+                .collect();
             if cells.iter().all(|c| c.trim().is_empty()) {
                 continue;
             }
