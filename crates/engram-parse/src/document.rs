@@ -242,6 +242,30 @@ impl<'l> Builder<'l> {
     }
 
     /// Puts a heading in front of every block and under it all their heading paths.
+    /// A closing section of the document: a heading of `level` named `title`, then each of
+    /// `texts` as a block of `kind` under it; nothing when `texts` is empty.
+    pub(crate) fn section(
+        &mut self,
+        level: usize,
+        title: &str,
+        kind: BlockKind,
+        texts: &[String],
+    ) -> Result<(), ParseError> {
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let layout = Layout::under(&[title.to_owned()]);
+        self.push(
+            BlockKind::Heading,
+            &format!("{} {title}", "#".repeat(level)),
+            layout.clone(),
+        )?;
+        for text in texts {
+            self.push(kind, text, layout.clone())?;
+        }
+        Ok(())
+    }
+
     /// Puts a paragraph before every block (a page's title beside its own first heading).
     pub(crate) fn prepend_paragraph(&mut self, text: &str) -> Result<(), ParseError> {
         let text = text.trim();

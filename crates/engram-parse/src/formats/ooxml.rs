@@ -310,13 +310,11 @@ pub(crate) fn document_properties(zip: &mut Container<'_>) -> Result<Vec<String>
 
 /// Appends the document's properties as a last section.
 pub(crate) fn push_properties(lines: &[String], out: &mut Builder<'_>) -> Result<(), ParseError> {
-    if lines.is_empty() {
-        return Ok(());
-    }
-    let title = "Document properties".to_owned();
-    let layout = Layout::under(std::slice::from_ref(&title));
-    out.push(BlockKind::Heading, &format!("# {title}"), layout.clone())?;
-    out.push(BlockKind::Paragraph, &lines.join("\n"), layout)
+    let text: Vec<String> = (!lines.is_empty())
+        .then(|| lines.join("\n"))
+        .into_iter()
+        .collect();
+    out.section(1, "Document properties", BlockKind::Paragraph, &text)
 }
 
 // ------------------------------------------------------------------------------------------
@@ -637,14 +635,7 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
             }
         }
     }
-    if !diagrams.is_empty() {
-        let title = "Diagrams".to_owned();
-        let layout = Layout::under(std::slice::from_ref(&title));
-        out.push(BlockKind::Heading, &format!("# {title}"), layout.clone())?;
-        for diagram in diagrams {
-            out.push(BlockKind::Paragraph, &diagram, layout.clone())?;
-        }
-    }
+    out.section(1, "Diagrams", BlockKind::Paragraph, &diagrams)?;
     push_properties(&document_properties(&mut zip)?, &mut out)?;
     out.finish()
 }

@@ -160,23 +160,9 @@ pub(crate) fn extract(
     if format == Format::Xlsx {
         let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
         let charts = crate::formats::ooxml::package_charts(&mut zip, "xl/charts/")?;
-        if !charts.is_empty() {
-            let title = "Charts".to_owned();
-            let layout = Layout::under(std::slice::from_ref(&title));
-            out.push(BlockKind::Heading, &format!("## {title}"), layout.clone())?;
-            for chart in charts {
-                out.push(BlockKind::Table, &chart, layout.clone())?;
-            }
-        }
+        out.section(2, "Charts", BlockKind::Table, &charts)?;
         let comments = crate::formats::ooxml::workbook_comments(&mut zip)?;
-        if !comments.is_empty() {
-            let title = "Comments".to_owned();
-            let layout = Layout::under(std::slice::from_ref(&title));
-            out.push(BlockKind::Heading, &format!("## {title}"), layout.clone())?;
-            for line in comments {
-                out.push(BlockKind::Paragraph, &line, layout.clone())?;
-            }
-        }
+        out.section(2, "Comments", BlockKind::Paragraph, &comments)?;
         let lines = crate::formats::ooxml::document_properties(&mut zip)?;
         crate::formats::ooxml::push_properties(&lines, &mut out)?;
     }
