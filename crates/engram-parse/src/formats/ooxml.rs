@@ -100,42 +100,41 @@ fn relationships(
     Ok(out)
 }
 
-/// The charts a part links to, as text (see `chart::chart_text`), by relationship id.
+/// The charts among a part's relationships (`rels`), as text (see `chart::chart_text`), by
+/// relationship id.
 fn linked_charts(
     zip: &mut Container<'_>,
-    rels: &str,
-    base: &str,
+    rels: &HashMap<String, String>,
 ) -> Result<HashMap<String, String>, ParseError> {
     let mut out = HashMap::new();
-    for (id, target) in relationships(zip, rels, base)? {
+    for (id, target) in rels {
         if !target.contains("charts/chart") {
             continue;
         }
         if let Some(text) = zip
-            .text(&target)?
+            .text(target)?
             .and_then(|xml| crate::formats::chart::chart_text(&xml))
         {
-            out.insert(id, text);
+            out.insert(id.clone(), text);
         }
     }
     Ok(out)
 }
 
-/// The text of the diagrams (SmartArt) a part links to: each diagram's data part, a line per
-/// node, as `Diagram: a; b; c`.
+/// The text of the diagrams (SmartArt) among a part's relationships: each diagram's data part,
+/// a line per node, as `Diagram: a; b; c`.
 fn linked_diagrams(
     zip: &mut Container<'_>,
-    rels: &str,
-    base: &str,
+    rels: &HashMap<String, String>,
 ) -> Result<Vec<String>, ParseError> {
-    let mut targets: Vec<String> = relationships(zip, rels, base)?
-        .into_values()
+    let mut targets: Vec<&String> = rels
+        .values()
         .filter(|t| t.contains("diagrams/data"))
         .collect();
     targets.sort();
     let mut out = Vec::new();
     for target in targets {
-        if let Some(xml) = zip.text(&target)? {
+        if let Some(xml) = zip.text(target)? {
             let mut lines = Vec::new();
             crate::formats::fallback::xml_lines(&xml, &mut lines);
             if !lines.is_empty() {
@@ -573,8 +572,9 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
     let body = zip
         .text("word/document.xml")?
         .ok_or_else(|| ParseError::Corrupt("a Word document without word/document.xml".into()))?;
-    let charts = linked_charts(&mut zip, "word/_rels/document.xml.rels", "word")?;
-    let diagrams = linked_diagrams(&mut zip, "word/_rels/document.xml.rels", "word")?;
+    let body_rels = relationships(&mut zip, "word/_rels/document.xml.rels", "word")?;
+    let charts = linked_charts(&mut zip, &body_rels)?;
+    let diagrams = linked_diagrams(&mut zip, &body_rels)?;
     let none = HashMap::new();
     let mut out = Builder::new(limits);
     let mut reader = WordReader {
@@ -772,11 +772,10 @@ pub(crate) fn extract_pptx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
         let title = slide_text(&xml, part, &mut blocks)?;
         // Charts and notes linked from the slide.
         let (folder, file) = part.rsplit_once('/').unwrap_or(("", part.as_str()));
-        let rels_part = format!("{folder}/_rels/{file}.rels");
-        for diagram in linked_diagrams(&mut zip, &rels_part, folder)? {
+        let rels = relationships(&mut zip, &format!("{folder}/_rels/{file}.rels"), folder)?;
+        for diagram in linked_diagrams(&mut zip, &rels)? {
             blocks.push((BlockKind::Paragraph, diagram));
         }
-        let rels = relationships(&mut zip, &rels_part, folder)?;
         let mut linked: Vec<&String> = rels
             .values()
             .filter(|t| {
