@@ -14,6 +14,17 @@ use crate::common::{eventually, Server, INDEXING_WAIT};
 
 const SYNC_WAIT: Duration = Duration::from_secs(60);
 
+/// Writes each (relative path, text) under `dir`, making the folders on the way.
+fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("dirs");
+        }
+        std::fs::write(path, text).expect("write");
+    }
+}
+
 fn folder_env(root: &Path) -> Vec<(String, String)> {
     vec![(
         "ENGRAM_CONNECTORS__FOLDER_ROOTS".to_owned(),
@@ -106,22 +117,20 @@ async fn query_ids(server: &Server, key: &str, body: Value) -> Vec<String> {
 async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches_nothing() {
     let root = tempfile::tempdir().expect("root");
     let docs = root.path().join("handbook");
-    std::fs::create_dir_all(docs.join("policies")).expect("dirs");
-    std::fs::write(
-        docs.join("policies/vacation.md"),
-        "# Vacation\nEmployees get 25 days of paid vacation a year.",
-    )
-    .expect("write");
-    std::fs::write(
-        docs.join("kitchen.txt"),
-        "The espresso machine is descaled on Fridays.",
-    )
-    .expect("write");
-    std::fs::write(
-        docs.join("parking.txt"),
-        "Visitors park on level B2 of the garage.",
-    )
-    .expect("write");
+    write_files(
+        &docs,
+        &[
+            (
+                "policies/vacation.md",
+                "# Vacation\nEmployees get 25 days of paid vacation a year.",
+            ),
+            (
+                "kitchen.txt",
+                "The espresso machine is descaled on Fridays.",
+            ),
+            ("parking.txt", "Visitors park on level B2 of the garage."),
+        ],
+    );
     // Files over 4 KiB cannot be read (the ingest limit), to show a failed read keeps its item.
     let mut envs = folder_env(root.path());
     envs.push(("ENGRAM_INGEST__MAX_UPLOAD_BYTES".into(), "4096".into()));
@@ -1417,23 +1426,23 @@ fn rclone() -> std::path::PathBuf {
 async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
     let base = tempfile::tempdir().expect("base");
     let repo = base.path().join("handbook");
-    std::fs::create_dir_all(repo.join("docs")).expect("dirs");
-    std::fs::create_dir_all(repo.join("src")).expect("dirs");
-    std::fs::write(
-        repo.join("README.md"),
-        "# Handbook\nThe deploy window is Tuesday at 10:00.",
-    )
-    .expect("write");
-    std::fs::write(
-        repo.join("docs/oncall.md"),
-        "# On call\nPage the secondary after 15 minutes.",
-    )
-    .expect("write");
-    std::fs::write(
-        repo.join("src/main.rs"),
-        "fn main() { println!(\"retry budget: 3\"); }",
-    )
-    .expect("write");
+    write_files(
+        &repo,
+        &[
+            (
+                "README.md",
+                "# Handbook\nThe deploy window is Tuesday at 10:00.",
+            ),
+            (
+                "docs/oncall.md",
+                "# On call\nPage the secondary after 15 minutes.",
+            ),
+            (
+                "src/main.rs",
+                "fn main() { println!(\"retry budget: 3\"); }",
+            ),
+        ],
+    );
     run_git(&repo, &["init", "-q"]);
     run_git(&repo, &["add", "-A"]);
     run_git(&repo, &["commit", "-q", "-m", "first"]);
@@ -1546,22 +1555,17 @@ async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
 async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
     let share = tempfile::tempdir().expect("share");
     let team = share.path().join("Team Docs");
-    std::fs::create_dir_all(team.join("plans/2027")).expect("dirs");
-    std::fs::write(
-        team.join("budget.md"),
-        "# Budget\nTravel is capped at 2,000 euros a quarter.",
-    )
-    .expect("write");
-    std::fs::write(
-        team.join("plans/roadmap.txt"),
-        "The search rewrite ships in March.",
-    )
-    .expect("write");
-    std::fs::write(
-        team.join("plans/2027/goals.txt"),
-        "Reach 99.95% availability.",
-    )
-    .expect("write");
+    write_files(
+        &team,
+        &[
+            (
+                "budget.md",
+                "# Budget\nTravel is capped at 2,000 euros a quarter.",
+            ),
+            ("plans/roadmap.txt", "The search rewrite ships in March."),
+            ("plans/2027/goals.txt", "Reach 99.95% availability."),
+        ],
+    );
     let shared = share.path().display().to_string();
     // Listings straight from the disk (no directory cache): the test changes files between syncs.
     let dav = Served::start(
@@ -1646,13 +1650,13 @@ async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
 async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_reconnect() {
     let root = tempfile::tempdir().expect("root");
     let bucket = root.path().join("reports");
-    std::fs::create_dir_all(bucket.join("2026")).expect("dirs");
-    std::fs::write(bucket.join("2026/q3.md"), "# Q3\nRevenue grew 12 percent.").expect("write");
-    std::fs::write(
-        bucket.join("readme.txt"),
-        "Reports are uploaded by finance.",
-    )
-    .expect("write");
+    write_files(
+        &bucket,
+        &[
+            ("2026/q3.md", "# Q3\nRevenue grew 12 percent."),
+            ("readme.txt", "Reports are uploaded by finance."),
+        ],
+    );
     let served = root.path().display().to_string();
     let s3 = Served::start(
         &rclone(),
