@@ -18,9 +18,13 @@ pub use payload::{CheckedPayload, GraphPayload, PayloadEntity, PayloadRelation};
 pub use rank::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
 pub use rules::RuleExtractor;
 
-/// What an extractor reads: an item's title and its passages (chunks, by position).
+/// What an extractor reads: an item's title and its passages (chunks, by position), and whose
+/// item it is (an extractor that keeps answers keeps them per database, so one organization's
+/// text never answers, or times, another's).
 #[derive(Debug, Clone, Copy)]
 pub struct ExtractRequest<'a> {
+    pub org: &'a str,
+    pub database: &'a str,
     pub title: &'a str,
     pub passages: &'a [Passage<'a>],
 }

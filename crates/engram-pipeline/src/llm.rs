@@ -1,9 +1,11 @@
 //! The LLM graph extractor: any OpenAI-compatible chat-completions endpoint (`[llm]`) reads an
 //! item's passages a batch at a time, first for its entities, then for the relations between
 //! them, each answer held to a JSON schema and then checked like a client's `graph_payload`.
-//! Answers are cached by content hash; 429 and 5xx answers (and unreachable endpoints) are
-//! retried with backoff, and when the endpoint stays unusable the rule extractor reads the item
-//! instead, so an item never waits on a model.
+//! Answers are cached by content hash within the item's database (never shared across
+//! organizations: a cached answer's speed would tell one organization what another indexed);
+//! 429 and 5xx answers (and unreachable endpoints) are retried with backoff, and when the
+//! endpoint stays unusable the rule extractor reads the item instead, so an item never waits on
+//! a model.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -198,7 +200,7 @@ impl LlmExtractor {
                 format!("Title: {}\n\n{text}", request.title)
             };
             let found = self
-                .call(ENTITY_PROMPT, &text, "entities", entity_schema())
+                .call(request, ENTITY_PROMPT, &text, "entities", entity_schema())
                 .await?;
             let entities: Vec<PayloadEntity> = found["entities"]
                 .as_array()
@@ -223,6 +225,7 @@ impl LlmExtractor {
                 .collect();
             let found = self
                 .call(
+                    request,
                     RELATION_PROMPT,
                     &format!("Entities:\n{listed}\nPassages:\n{text}"),
                     "relations",
@@ -261,15 +264,21 @@ impl LlmExtractor {
         Ok((graph, read))
     }
 
-    /// One chat completion held to `schema`, its content parsed; cached by content hash.
+    /// One chat completion held to `schema`, its content parsed; cached by content hash within
+    /// the item's database.
     async fn call(
         &self,
+        owner: &ExtractRequest<'_>,
         system: &str,
         user: &str,
         name: &str,
         schema: Value,
     ) -> Result<Value, CallError> {
         let key: [u8; 32] = Sha256::new()
+            .chain_update(owner.org.as_bytes())
+            .chain_update([0])
+            .chain_update(owner.database.as_bytes())
+            .chain_update([0])
             .chain_update(self.settings.model.as_bytes())
             .chain_update([0])
             .chain_update(system.as_bytes())
@@ -363,8 +372,8 @@ impl GraphExtractor for LlmExtractor {
             Ok((mut graph, read)) => {
                 // Passages past the item's cap are read by the rules.
                 let rest = ExtractRequest {
-                    title: request.title,
                     passages: &request.passages[read..],
+                    ..*request
                 };
                 let more = self.fallback.extract(&rest).await?;
                 merge(&mut graph, more);
@@ -516,6 +525,8 @@ mod tests {
         let endpoint = Endpoint::default();
         let llm = extractor(serve(endpoint.clone()).await, 8, 3);
         let request = ExtractRequest {
+            org: "org-a",
+            database: "db",
             title: "Staff",
             passages: &PASSAGES,
         };
@@ -554,10 +565,25 @@ mod tests {
             "{asked}"
         );
 
-        // The same content again is answered from the cache.
+        // The same content again is answered from the cache, within its database only: the
+        // same text in another organization's database (or another database) asks the model.
         let again = llm.extract(&request).await.unwrap();
         assert_eq!(again, graph);
         assert_eq!(endpoint.seen.lock().unwrap().len(), 2);
+        let elsewhere = ExtractRequest {
+            org: "org-b",
+            ..request
+        };
+        assert_eq!(llm.extract(&elsewhere).await.unwrap(), graph);
+        assert_eq!(endpoint.seen.lock().unwrap().len(), 4);
+        let other_database = ExtractRequest {
+            database: "db-2",
+            ..request
+        };
+        llm.extract(&other_database).await.unwrap();
+        assert_eq!(endpoint.seen.lock().unwrap().len(), 6);
+        llm.extract(&elsewhere).await.unwrap();
+        assert_eq!(endpoint.seen.lock().unwrap().len(), 6);
     }
 
     #[tokio::test]
@@ -566,6 +592,8 @@ mod tests {
         *endpoint.failures.lock().unwrap() = (2, 429);
         let llm = extractor(serve(endpoint.clone()).await, 8, 3);
         let request = ExtractRequest {
+            org: "org-a",
+            database: "db",
             title: "",
             passages: &PASSAGES,
         };
@@ -610,6 +638,8 @@ mod tests {
             },
         ];
         let request = ExtractRequest {
+            org: "org-a",
+            database: "db",
             title: "",
             passages: &passages,
         };

@@ -329,6 +329,8 @@ impl Pipeline {
             }
         } else if let Some(extractor) = &self.graph {
             let request = ExtractRequest {
+                org: item.org.as_str(),
+                database: item.database_id.as_str(),
                 title: &item.title,
                 passages,
             };
