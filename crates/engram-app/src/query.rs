@@ -540,7 +540,14 @@ impl App {
             }
         };
         let db = self.authorize_database(who, database).await?;
-        let graph_rank = request.graph_rank.unwrap_or(self.config().graph.rank);
+        let graph_rank = request.graph_rank.unwrap_or_else(|| {
+            let kinds = request.kind.kinds();
+            let searches = |kind| kinds.is_empty() || kinds.contains(&kind);
+            self.config()
+                .graph
+                .rank
+                .ranks(searches(ItemKind::Knowledge), searches(ItemKind::Memory))
+        });
         let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
         search.graph_lane = graph_rank;
         if temporal.is_some() {

@@ -421,17 +421,49 @@ pub struct GraphConfig {
     /// `graph_creation`, already searchable, to `completed`); false: items complete without a
     /// graph.
     pub extract: bool,
-    /// Merge the graph lane (a personalized PageRank from the entities a question names) into
-    /// the ranking of questions. Off by default: see README "Knowledge graph" for what it
-    /// measured.
-    pub rank: bool,
+    /// Which searches' questions the graph lane (bridges from the first hop, and a
+    /// personalized PageRank from the entities a question names) ranks: knowledge alone by
+    /// default, where it measured a gain (README, "Knowledge graph"); `true` every kind,
+    /// `false` none. A search over several kinds is ranked when every one of them is named.
+    pub rank: GraphRank,
 }
 
 impl Default for GraphConfig {
     fn default() -> Self {
         Self {
             extract: true,
-            rank: false,
+            rank: GraphRank::Kinds(vec![RankedKind::Knowledge]),
+        }
+    }
+}
+
+/// `[graph] rank`: `true`, `false`, or the kinds whose searches the graph lane ranks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GraphRank {
+    Every(bool),
+    Kinds(Vec<RankedKind>),
+}
+
+/// A kind of content the graph lane may rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RankedKind {
+    Knowledge,
+    Memory,
+}
+
+impl GraphRank {
+    /// Whether a search over `knowledge` and/or `memory` content is ranked with the lane
+    /// (every kind named must be ranked).
+    pub fn ranks(&self, knowledge: bool, memory: bool) -> bool {
+        match self {
+            Self::Every(every) => *every,
+            Self::Kinds(kinds) => {
+                (knowledge || memory)
+                    && (!knowledge || kinds.contains(&RankedKind::Knowledge))
+                    && (!memory || kinds.contains(&RankedKind::Memory))
+            }
         }
     }
 }
@@ -877,6 +909,36 @@ mod tests {
             jail.set_env("ENGRAM_STORAGE__URL", "mysql://x:pw@h/d");
             let err = Config::load(None, &Overrides::default()).unwrap_err();
             assert!(!err.to_string().contains("pw@"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_graph_lane_ranks_the_kinds_named_or_every_kind_or_none() {
+        figment::Jail::expect_with(|jail| {
+            let ranks = |config: &Config| {
+                [(true, false), (false, true), (true, true)]
+                    .map(|(knowledge, memory)| config.graph.rank.ranks(knowledge, memory))
+            };
+            let default = Config::load(None, &Overrides::default()).unwrap();
+            assert_eq!(ranks(&default), [true, false, false]);
+            jail.create_file("memory.toml", "[graph]\nrank = [\"memory\"]\n")?;
+            let memory = Config::load(Some(Path::new("memory.toml")), &Overrides::default());
+            assert_eq!(ranks(&memory.unwrap()), [false, true, false]);
+            jail.create_file("both.toml", "[graph]\nrank = [\"knowledge\", \"memory\"]\n")?;
+            let both = Config::load(Some(Path::new("both.toml")), &Overrides::default());
+            assert_eq!(ranks(&both.unwrap()), [true, true, true]);
+            jail.create_file("none.toml", "[graph]\nrank = []\n")?;
+            let none = Config::load(Some(Path::new("none.toml")), &Overrides::default());
+            assert_eq!(ranks(&none.unwrap()), [false, false, false]);
+            jail.create_file("bad.toml", "[graph]\nrank = [\"files\"]\n")?;
+            assert!(Config::load(Some(Path::new("bad.toml")), &Overrides::default()).is_err());
+            jail.set_env("ENGRAM_GRAPH__RANK", "true");
+            let every = Config::load(None, &Overrides::default()).unwrap();
+            assert_eq!(ranks(&every), [true, true, true]);
+            jail.set_env("ENGRAM_GRAPH__RANK", "false");
+            let off = Config::load(None, &Overrides::default()).unwrap();
+            assert_eq!(ranks(&off), [false, false, false]);
             Ok(())
         });
     }

@@ -206,6 +206,103 @@ async fn a_sources_relations_are_listed_by_both_generations_within_its_organizat
         .assert_current_error(404, "DATABASE_NOT_FOUND");
 }
 
+#[tokio::test]
+async fn a_knowledge_question_reaches_its_second_hop_through_the_entity_its_first_hop_names() {
+    // The question names the Bubye River; its answer is in a chunk that names the country the
+    // river's chunk names (Zimbabwe), not the river. Other waterfalls match the question's
+    // words better.
+    let mut server = Server::start();
+    let key = server.key("org_hops", &["hops"]);
+    server.ready_database(&key, "hops").await;
+    let items = Value::from(vec![
+        app(
+            "bubye",
+            "Bubye River",
+            "The Bubye River is a tributary of the Limpopo River. It rises in the south of \
+             Zimbabwe and flows through Beitbridge District.",
+        ),
+        app(
+            "victoria",
+            "Victoria Falls",
+            "Victoria Falls is a waterfall on the Zambezi River, on the border between Zambia \
+             and Zimbabwe.",
+        ),
+        app(
+            "angel",
+            "Angel Falls",
+            "Angel Falls is the highest waterfall found in the country of Venezuela, on a river \
+             of the Canaima park.",
+        ),
+        app(
+            "tugela",
+            "Tugela Falls",
+            "Tugela Falls is a waterfall found in the country of South Africa, where the Tugela \
+             river falls from the Drakensberg.",
+        ),
+        app(
+            "kaieteur",
+            "Kaieteur Falls",
+            "Kaieteur Falls is a waterfall found on the Potaro River in the country of Guyana.",
+        ),
+        app(
+            "gullfoss",
+            "Gullfoss",
+            "Gullfoss is a waterfall found in the canyon of the Hvita river in the country of \
+             Iceland.",
+        ),
+        app(
+            "niagara",
+            "Niagara Falls",
+            "Niagara Falls is a group of three waterfalls found on the Niagara River in the \
+             country of Canada and in the United States.",
+        ),
+    ]);
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "hops")
+        .text("app_knowledge", items.to_string());
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    let ids = [
+        "bubye", "victoria", "angel", "tugela", "kaieteur", "gullfoss", "niagara",
+    ];
+    wait_completed(&server, &key, "hops", None, &ids).await;
+
+    // Knowledge questions are ranked with the graph lane by default.
+    let with_lane = second_hop_ranking(&server, &key).await;
+    assert_eq!(
+        &with_lane[..2],
+        ["bubye", "victoria"],
+        "the bridge lifts the second hop above the other waterfalls: {with_lane:?}"
+    );
+    // Without it, waterfalls that match the words better rank first.
+    server.restart_with(&[("ENGRAM_GRAPH__RANK", "false")]);
+    let without = second_hop_ranking(&server, &key).await;
+    let position = |name: &str| without.iter().position(|s| s == name).unwrap_or(usize::MAX);
+    assert!(
+        ["angel", "tugela", "kaieteur", "gullfoss", "niagara"]
+            .iter()
+            .any(|other| position(other) < position("victoria")),
+        "{without:?}"
+    );
+}
+
+/// The sources of the first five chunks for the two-hop question, best first.
+async fn second_hop_ranking(server: &Server, key: &str) -> Vec<String> {
+    let question =
+        "What is the name of the waterfall in the country where the Bubye River is found?";
+    let body = serde_json::json!({"database": "hops", "query": question, "mode": "fast",
+                                  "max_results": 5, "graph_context": false});
+    let reply = server.post("/query", key, body).await;
+    reply.current_ok(200)["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 async fn listed(server: &Server, key: &str) -> Value {
     server
         .get("/context/relations?database=byog&id=rep", key)

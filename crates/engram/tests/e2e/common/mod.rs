@@ -253,6 +253,15 @@ impl Server {
         self.spawn();
     }
 
+    /// Starts the server again on the same data directory with `envs` instead of its own.
+    pub(crate) fn restart_with(&mut self, envs: &[(&str, &str)]) {
+        self.envs = envs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.restart();
+    }
+
     /// Runs `engram <args> --data-dir <dir>` on this server's store and returns (success,
     /// stdout, stderr).
     pub(crate) fn cli(&self, args: &[&str]) -> (bool, String, String) {
