@@ -25,7 +25,8 @@ const SEED_CHUNKS: usize = 20;
 const CHUNK_SEED_WEIGHT: f64 = 0.05;
 /// An entity mentioned by more chunks than this is too common to walk through.
 const MAX_MENTIONS: u64 = COMMON_ENTITY_MENTIONS;
-/// Most mentions read per hop.
+/// Most mentions read per hop (with common entities never read, 20 chunks' entities of at
+/// most 40 mentions each fit).
 const MENTIONS_READ: u32 = 20_000;
 /// Restart probability is `1 - DAMPING` (HippoRAG: 0.5; 0.7 walks further, which MuSiQue's
 /// two- to four-hop questions favour).
@@ -96,8 +97,8 @@ impl Retriever<'_> {
             .map(|r| (r.hit.chunk_key, r.score))
             .collect();
         // One read around the seeds: the mentions in the best chunks and of the seed
-        // entities, then every mention of the entities reached (for the walk's second step,
-        // and as each bridge's count of chunks).
+        // entities, then every mention of the entities reached that are specific enough to
+        // walk through (for the walk's second step, and as each bridge's count of chunks).
         let entities: Vec<i64> = seeds.keys().copied().collect();
         let chunks: Vec<ChunkKey> = seed_chunks.iter().map(|c| c.0).collect();
         let mut mentions = self
@@ -111,11 +112,15 @@ impl Retriever<'_> {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        mentions.extend(
-            self.graph
-                .mentions_touching(&request.scope, &reached, &[], MENTIONS_READ)
-                .await?,
-        );
+        let around = self
+            .graph
+            .specific_mentions(&request.scope, &reached, MAX_MENTIONS, MENTIONS_READ)
+            .await?;
+        // An entity reached but too common to be read is left out of the walk and the
+        // bridges: its few mentions in the best chunks would make it look specific.
+        let specific: HashSet<i64> = around.iter().map(|m| m.0).collect();
+        mentions.retain(|m| seeds.contains_key(&m.0) || specific.contains(&m.0));
+        mentions.extend(around);
         let mentions: Vec<(i64, ChunkKey)> = mentions
             .into_iter()
             .collect::<HashSet<_>>()

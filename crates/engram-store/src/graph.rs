@@ -152,6 +152,16 @@ pub trait GraphStore: Send + Sync {
         chunks: &[crate::ChunkKey],
         limit: u32,
     ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
+    /// The database's mentions `(entity, chunk)` of those of `entities` that at most
+    /// `most_mentions` chunks mention (a common entity's mentions are never read), at most
+    /// `limit`.
+    async fn specific_mentions(
+        &self,
+        scope: &DatabaseScope,
+        entities: &[i64],
+        most_mentions: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
     /// The facts inference stored about `user` from live memories of one collection of the
     /// database, oldest first; with `current_only`, those that still hold.
     async fn user_facts(
@@ -643,6 +653,49 @@ async fn write_facts(
                             .await?,
                     );
                 }
+                Ok(rows
+                    .into_iter()
+                    .map(|(entity, chunk)| (entity, crate::ChunkKey(chunk)))
+                    .collect())
+            }
+
+            async fn specific_mentions(
+                &self,
+                scope: &crate::DatabaseScope,
+                entities: &[i64],
+                most_mentions: u64,
+                limit: u32,
+            ) -> crate::StoreResult<Vec<(i64, crate::ChunkKey)>> {
+                if entities.is_empty() {
+                    return Ok(Vec::new());
+                }
+                // The entities are checked first (their mentions counted up to one past the
+                // bound), so a common entity's mentions are never walked.
+                let mut select = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT m.entity_key, m.chunk_key FROM graph_entities e
+                     CROSS JOIN databases d CROSS JOIN graph_mentions m
+                     WHERE d.id = e.database_id AND m.entity_key = e.entity_key AND d.id = ",
+                );
+                select
+                    .push_bind(scope.id.as_str().to_owned())
+                    .push(" AND d.org_id = ")
+                    .push_bind(scope.org.as_str().to_owned())
+                    .push(" AND e.entity_key IN (");
+                let mut list = select.separated(", ");
+                for key in entities {
+                    list.push_bind(*key);
+                }
+                select
+                    .push(
+                        ") AND (SELECT COUNT(*) FROM (SELECT 1 FROM graph_mentions c
+                                WHERE c.entity_key = e.entity_key LIMIT ",
+                    )
+                    .push_bind(i64::try_from(most_mentions.saturating_add(1)).unwrap_or(i64::MAX))
+                    .push(") counted) <= ")
+                    .push_bind(i64::try_from(most_mentions).unwrap_or(i64::MAX))
+                    .push(" LIMIT ")
+                    .push_bind(i64::from(limit));
+                let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
                 Ok(rows
                     .into_iter()
                     .map(|(entity, chunk)| (entity, crate::ChunkKey(chunk)))

@@ -235,6 +235,28 @@ async fn graph_creation_is_searchable_then_completed_with_its_graph<S: Store>(st
         .await
         .unwrap()
         .is_empty());
+    // Only the entities few enough chunks mention: acme (two chunks) is left out under a
+    // bound of one, and the other organization reads nothing.
+    let ana = named.iter().find(|n| n.0 != acme).unwrap();
+    let mut specific = store
+        .specific_mentions(&scope, &[acme, ana.0], 2, 100)
+        .await
+        .unwrap();
+    specific.sort();
+    assert_eq!(specific.len(), 2 + usize::try_from(ana.1).unwrap());
+    let specific = store
+        .specific_mentions(&scope, &[acme, ana.0], 1, 100)
+        .await
+        .unwrap();
+    assert!(
+        specific.iter().all(|m| m.0 == ana.0) && specific.len() == 1,
+        "{specific:?}"
+    );
+    assert!(store
+        .specific_mentions(&foreign, &[acme, ana.0], 2, 100)
+        .await
+        .unwrap()
+        .is_empty());
     assert!(store
         .entities_named(&foreign, &[ItemKind::Knowledge], &["acme".into()], 100)
         .await
