@@ -57,33 +57,48 @@ const BRIDGE_WEIGHT: f32 = 0.4;
 const BRIDGE_FETCH: usize = 10;
 
 impl Retriever<'_> {
-    /// Adds the lane's boosts to `ranked` (the first stage, best first, scores in 0..=1) and
-    /// sorts it again; chunks only the lane found are read in through the request's filter.
-    /// Leaves it as it is for a statement or where the graph holds nothing to follow.
-    pub(crate) async fn graph_lane(
+    /// The entities the query names, with how many chunks mention each (up to one past
+    /// [`MAX_MENTIONS`]): what the lane starts from. `None` for a statement, which the lane
+    /// leaves alone: statements (a claim to check, a description) are single-hop, and on
+    /// SciFact's claims the lane cost 4.4 points of nDCG@10 even with specific seeds.
+    /// Questions compose hops. Read beside the first stage, which it does not depend on.
+    pub(crate) async fn lane_entities(
         &self,
         request: &SearchRequest,
-        ranked: &mut Vec<RankedChunk>,
-    ) -> Result<(), SearchError> {
-        // Statements (a claim to check, a description) are single-hop: on SciFact's claims the
-        // lane cost 4.4 points of nDCG@10 even with specific seeds. Questions compose hops.
-        if !crate::analysis::profile(&request.query).question || ranked.is_empty() {
-            return Ok(());
+    ) -> Result<Option<Vec<(i64, u64)>>, SearchError> {
+        if !crate::analysis::profile(&request.query).question {
+            return Ok(None);
         }
         let kinds = if request.filter.kinds.is_empty() {
             vec![ItemKind::Knowledge, ItemKind::Memory]
         } else {
             request.filter.kinds.clone()
         };
-        let named = self
-            .graph
-            .entities_named(
-                &request.scope,
-                &kinds,
-                &query_keys(&request.query),
-                MAX_MENTIONS + 1,
-            )
-            .await?;
+        Ok(Some(
+            self.graph
+                .entities_named(
+                    &request.scope,
+                    &kinds,
+                    &query_keys(&request.query),
+                    MAX_MENTIONS + 1,
+                )
+                .await?,
+        ))
+    }
+
+    /// Adds the lane's boosts to `ranked` (the first stage, scores in 0..=1) from the entities
+    /// the query names (`named`, from [`Self::lane_entities`]) and sorts it again; chunks only
+    /// the lane found are read in through the request's filter. Leaves it as it is where the
+    /// graph holds nothing to follow.
+    pub(crate) async fn graph_lane(
+        &self,
+        request: &SearchRequest,
+        ranked: &mut Vec<RankedChunk>,
+        named: &[(i64, u64)],
+    ) -> Result<(), SearchError> {
+        if ranked.is_empty() {
+            return Ok(());
+        }
         let seeds: HashMap<i64, u64> = named
             .iter()
             .copied()

@@ -236,12 +236,23 @@ impl Retriever<'_> {
         tier: Tier,
     ) -> Result<Vec<RankedChunk>, SearchError> {
         let lexical = keyword_query(&request.query, request.operator);
-        let mut ranked = match request.method {
-            Method::Text => self.text(request, &lexical, tier.pool).await?,
-            Method::Hybrid => self.hybrid(request, &lexical, tier.pool).await?,
+        let first = async {
+            match request.method {
+                Method::Text => self.text(request, &lexical, tier.pool).await,
+                Method::Hybrid => self.hybrid(request, &lexical, tier.pool).await,
+            }
         };
-        if request.graph_lane || request.vector_prune {
-            self.graph_lane(request, &mut ranked).await?;
+        let lane = async {
+            if request.graph_lane || request.vector_prune {
+                self.lane_entities(request).await
+            } else {
+                Ok(None)
+            }
+        };
+        let (ranked, named) = tokio::join!(first, lane);
+        let mut ranked = ranked?;
+        if let Some(named) = named? {
+            self.graph_lane(request, &mut ranked, &named).await?;
         }
         if request.vector_prune && request.method == Method::Hybrid {
             self.vector_prune(request, &mut ranked, tier.prune_depth)
