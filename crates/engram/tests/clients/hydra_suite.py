@@ -218,8 +218,7 @@ assert history.count >= 3 and history.deliveries, history
 first = history.deliveries[0]
 # The newest delivery may still be pending (or waiting on a retry) when it is listed.
 one = eventually("the newest delivery delivered", lambda: (
-    lambda d: d if d.status == "delivered" else None)(
-        client.webhooks.get_delivery(first.delivery_id).data))
+    (d := client.webhooks.get_delivery(first.delivery_id).data).status == "delivered" and d))
 assert one.delivery_id == first.delivery_id and one.status == "delivered", one
 assert code_of(raises(404, lambda: client.webhooks.get_delivery("dlv_unknown"))) == "DELIVERY_NOT_FOUND"
 before = len(received)
