@@ -23,7 +23,6 @@ pub async fn run_all(store: Arc<dyn Store>) {
     filters_liveness_and_joined_chunks(store, &indexes).await;
     app_sources_are_app_knowledge_and_synced_items(store, &indexes).await;
     matches_beyond_other_databases_are_found(store, &indexes).await;
-    keyword_hits_read_past_what_fails(store, &indexes).await;
     titles_are_searched(store, &indexes).await;
     a_gone_memory_stops_being_context(store, &indexes).await;
     the_indexes_follow_every_write_path(shared, &indexes).await;
@@ -548,59 +547,6 @@ async fn matches_beyond_other_databases_are_found<S: Store + ?Sized>(store: &S, 
     .await
     .unwrap();
     assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), [keys[0].1]);
-}
-
-/// `keyword_hits` returns the chunks `keyword_search` ranks, read back, in its order: when the
-/// best matches of a page are expired or of another kind, it reads further rather than
-/// returning fewer than asked.
-async fn keyword_hits_read_past_what_fails<S: Store + ?Sized>(store: &S, indexes: &Indexes) {
-    let scope = setup(store, "db_search_hits", "conf-search-hits").await;
-    let mut items: Vec<NewItem> = (0..40)
-        .map(|i| {
-            let mut memory = item("c", &format!("m{i}"), "zebra zebra zebra stripes");
-            memory.kind = ItemKind::Memory;
-            memory.origin = ItemOrigin::Memory;
-            memory.fields.expires_at = Some(moment(1_000));
-            memory
-        })
-        .collect();
-    items.extend((0..3).map(|i| item("c", &format!("k{i}"), &format!("a zebra once {i}"))));
-    let keys = index(store, &scope, items, moment(10)).await;
-    let zebra = terms(&["zebra"], TermOperator::Or);
-    let knowledge = ChunkFilter {
-        kinds: vec![ItemKind::Knowledge],
-        ..ChunkFilter::default()
-    };
-    for (filter, now, expected) in [
-        (ChunkFilter::default(), moment(20), 2),
-        (ChunkFilter::default(), moment(2_000), 2),
-        (knowledge.clone(), moment(20), 2),
-        (knowledge, moment(2_000), 2),
-        (ChunkFilter::default(), moment(2_000), 3),
-    ] {
-        let ranked = keyword(indexes, &scope, &filter, &zebra, expected, now)
-            .await
-            .unwrap();
-        let hits = indexes
-            .keyword_hits(&scope, &filter, &zebra, expected, now)
-            .await
-            .unwrap();
-        assert_eq!(hits.len(), expected, "{filter:?} at {now:?}");
-        assert_eq!(
-            hits.iter()
-                .map(|(hit, score)| (hit.chunk_key, *score))
-                .collect::<Vec<_>>(),
-            ranked,
-            "{filter:?} at {now:?}"
-        );
-        if now == moment(2_000) || !filter.kinds.is_empty() {
-            assert!(
-                hits.iter().all(|(hit, _)| hit.item.id.starts_with('k')),
-                "only live knowledge: {filter:?} at {now:?}"
-            );
-        }
-    }
-    assert_eq!(keys.len(), 43);
 }
 
 /// A memory indexed with the one before it as context (see `preceding_memory`) loses that

@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engram_store::{ChunkChanges, ChunkFilter, ChunkHit, DatabaseScope, Store, StoreError};
+use engram_store::{ChunkChanges, ChunkFilter, DatabaseScope, Store, StoreError};
 use engram_types::{DatabaseId, ItemKind, UnixMs};
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
@@ -309,54 +309,43 @@ impl Indexes {
         }
     }
 
-    /// [`Self::keyword_search`] with the chunks read back: the best `limit` by BM25, best first.
-    /// Reads the rows of one page of matches a little deeper than `limit` at once, which the
-    /// store filters as it reads them, instead of checking the keys first and reading the rows
-    /// after; when too few of them pass, ranks as [`Self::keyword_search`] does.
-    pub async fn keyword_hits(
+    /// The best `limit` chunk keys by BM25 with their scores, best first, for a caller that
+    /// reads the rows it keeps through the store (which checks liveness as it reads): with item
+    /// conditions (metadata filters), [`Self::keyword_search`]; without, the index's ranking as
+    /// it stands, which may hold a chunk that expired since (until the sweeper purges it).
+    pub async fn keyword_ranked(
         &self,
         scope: &DatabaseScope,
         filter: &ChunkFilter,
         query: &LexicalQuery,
         limit: usize,
         now: UnixMs,
-    ) -> IndexResult<Vec<(ChunkHit, f32)>> {
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
+        if filter.has_item_conditions() {
+            return self.keyword_search(scope, filter, query, limit, now).await;
+        }
         if limit == 0 || query.is_empty() {
             return Ok(Vec::new());
         }
-        let read_back = |ranked: Vec<(ChunkKey, f32)>| async move {
-            let keys: Vec<ChunkKey> = ranked.iter().map(|r| r.0).collect();
-            let mut rows: HashMap<ChunkKey, ChunkHit> = self
-                .store
-                .fetch_chunks(scope, filter, &keys, now)
-                .await?
-                .into_iter()
-                .map(|hit| (hit.chunk_key, hit))
-                .collect();
-            Ok::<_, IndexError>(
-                ranked
-                    .into_iter()
-                    .filter_map(|(key, score)| rows.remove(&key).map(|hit| (hit, score)))
-                    .take(limit)
-                    .collect::<Vec<_>>(),
-            )
-        };
-        if !filter.has_item_conditions() {
-            let page = limit.saturating_add(limit / 4).max(16);
-            let ranked = self
-                .keyword
-                .search(&scope.id, query, &IndexFilter::from(filter), page)
-                .await?;
-            let exhausted = ranked.len() < page;
-            let hits = read_back(ranked).await?;
-            if hits.len() == limit || exhausted {
-                return Ok(hits);
-            }
-        }
-        let ranked = self
-            .keyword_search(scope, filter, query, limit, now)
-            .await?;
-        read_back(ranked).await
+        self.keyword
+            .search(&scope.id, query, &IndexFilter::from(filter), limit)
+            .await
+    }
+
+    /// The cosine of `query` with the vector of each of `keys` the index holds, as it holds
+    /// them (int8 codes): keys without a vector are left out.
+    pub async fn similarities(
+        &self,
+        scope: &DatabaseScope,
+        query: &[f32],
+        keys: &[ChunkKey],
+    ) -> IndexResult<HashMap<ChunkKey, f32>> {
+        Ok(self
+            .vectors
+            .similarities(&scope.id, query, keys)
+            .await?
+            .into_iter()
+            .collect())
     }
 
     /// The `k` nearest chunk keys of the scope's database passing `filter` (and in `only`, when

@@ -42,6 +42,15 @@ pub trait VectorIndex: Send + Sync {
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.nearest(database, query, k, filter, None).await
     }
+    /// The cosine of `query` with the vector of each of `keys` the database holds (the others
+    /// are left out), as the index keeps them: what ranking scores a candidate found by other
+    /// means with, instead of reading its stored vector.
+    async fn similarities(
+        &self,
+        database: &DatabaseId,
+        query: &[f32],
+        keys: &[ChunkKey],
+    ) -> IndexResult<Vec<(ChunkKey, f32)>>;
     /// Told after the index was rebuilt from every live chunk of the store: what it keeps of
     /// databases it no longer holds (saved graphs) can go.
     async fn rebuilt(&self) -> IndexResult<()> {
@@ -335,6 +344,16 @@ impl VectorIndex for Int8VectorIndex {
         filter: &IndexFilter,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.scan(database, query, k, filter, None, false).await
+    }
+
+    /// Inline: a few thousand dot products at most (a query's candidates).
+    async fn similarities(
+        &self,
+        database: &DatabaseId,
+        query: &[f32],
+        keys: &[ChunkKey],
+    ) -> IndexResult<Vec<(ChunkKey, f32)>> {
+        Ok(self.inner.similarities(database, query, keys))
     }
 
     async fn rebuilt(&self) -> IndexResult<()> {
@@ -756,6 +775,35 @@ impl Vectors {
         self.search_with(database, query, k, accept, only, true)
     }
 
+    /// The cosine of `query` (not quantised) with each key's code; keys the database lacks are
+    /// left out.
+    pub fn similarities(
+        &self,
+        database: &DatabaseId,
+        query: &[f32],
+        keys: &[ChunkKey],
+    ) -> Vec<(ChunkKey, f32)> {
+        let dimension = self.segments.dimension;
+        if query.len() != dimension {
+            return Vec::new();
+        }
+        let segments = self.segments.read();
+        let Some(segment) = segments.get(database) else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|key| {
+                let slot = *segment.slots.get(key)?;
+                let dot: f32 = query
+                    .iter()
+                    .zip(segment.code(slot, dimension))
+                    .map(|(q, c)| q * f32::from(*c))
+                    .sum();
+                Some((*key, dot * segment.scales[slot]))
+            })
+            .collect()
+    }
+
     /// [`Self::search`] by the exact scan alone (the reference of recall measurements).
     pub fn search_exact(
         &self,
@@ -911,6 +959,37 @@ mod tests {
             assert!((hits[0].1 - 1.0).abs() < 0.02, "{}", hits[0].1);
             assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
         }
+    }
+
+    /// A candidate's cosine from its code is within quantisation error of the f32 cosine; keys
+    /// of another database or without a vector are left out.
+    #[test]
+    fn similarities_match_f32_cosines_and_leave_out_unknown_keys() {
+        let index = Vectors::new(64);
+        index.insert(
+            &db("a"),
+            (0..100).map(|k| entry(k, "c", ItemKind::Knowledge, 64)),
+        );
+        index.insert(&db("b"), [entry(500, "c", ItemKind::Knowledge, 64)]);
+        let query = unit(1_000, 64);
+        let keys: Vec<ChunkKey> = [3, 50, 99, 500, 7_000].map(ChunkKey).to_vec();
+        let found = index.similarities(&db("a"), &query, &keys);
+        assert_eq!(
+            found.iter().map(|f| f.0).collect::<Vec<_>>(),
+            [3, 50, 99].map(ChunkKey)
+        );
+        for (key, cosine) in found {
+            let exact: f32 = query
+                .iter()
+                .zip(unit(key.0 as u64, 64))
+                .map(|(a, b)| a * b)
+                .sum();
+            assert!(
+                (cosine - exact).abs() < 0.01,
+                "{key:?}: {cosine} against {exact}"
+            );
+        }
+        assert!(index.similarities(&db("a"), &query[..8], &keys).is_empty());
     }
 
     #[test]

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use engram_index::analyzer::content_terms;
 use engram_index::LexicalQuery;
-use engram_store::ChunkKey;
+use engram_store::{ChunkHit, ChunkKey};
 
-use crate::retrieve::{Candidate, Evidence};
+use crate::retrieve::{add_candidates, best_keys, Evidence};
 use crate::{Retriever, SearchError, SearchRequest};
 
 impl Retriever<'_> {
@@ -25,21 +25,21 @@ impl Retriever<'_> {
         all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
         evidence: &mut Evidence,
     ) -> Result<(), SearchError> {
-        let mut best: Vec<&Candidate> = evidence.candidates.values().collect();
-        best.sort_by(|a, b| {
-            b.fused
-                .total_cmp(&a.fused)
-                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
-        });
-        best.truncate(self.tuning.feedback_chunks);
+        let feedback_chunks = self.tuning.feedback_chunks;
+        self.read_best(request, &mut evidence.candidates, feedback_chunks)
+            .await?;
+        let best: Vec<&ChunkHit> = best_keys(&evidence.candidates, feedback_chunks)
+            .iter()
+            .filter_map(|k| evidence.candidates[k].hit.as_ref())
+            .collect();
         let feedback = feedback_vector(
             &evidence.query_vectors[0],
-            best.iter().map(|c| c.hit.embedding.as_slice()),
+            best.iter().map(|hit| hit.embedding.as_slice()),
             self.tuning.feedback_vector_weight,
         );
         evidence.expansion.terms = expansion_terms(
             lexical,
-            best.iter().map(|c| c.hit.content.as_str()),
+            best.iter().map(|hit| hit.content.as_str()),
             self.tuning.expansion_terms,
         );
         let mut more = Vec::new();
@@ -60,8 +60,8 @@ impl Retriever<'_> {
             more.extend(found.iter().map(|f| f.0));
             evidence.expanded.extend(found);
         }
-        self.add_candidates(request, more, &mut evidence.candidates)
-            .await
+        add_candidates(&mut evidence.candidates, more);
+        Ok(())
     }
 }
 

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use engram_index::LexicalQuery;
 use engram_store::ChunkKey;
 
-use crate::rerank::{dot, RerankCandidate, RerankInput};
-use crate::retrieve::{Candidate, Evidence};
+use crate::rerank::{RerankCandidate, RerankInput};
+use crate::retrieve::{best_keys, Candidate, Evidence};
 use crate::{Fusion, Retriever, SearchError, SearchRequest};
 
 /// A linear map of scores onto 0..=1, fixed from one set of values.
@@ -51,8 +51,39 @@ impl Scale {
 }
 
 impl Retriever<'_> {
-    /// Sets every candidate's signals (BM25 from the keyword pools, exact cosine from the
-    /// stored vectors) and fuses them under `alpha`.
+    /// Sets every candidate's semantic signal from the vector index: its cosine with the query
+    /// vector, blended with its cosine with the feedback vector when `thinking` made one. A
+    /// candidate without a vector scores 0.
+    pub(crate) async fn measure(
+        &self,
+        request: &SearchRequest,
+        evidence: &mut Evidence,
+    ) -> Result<(), SearchError> {
+        let keys: Vec<ChunkKey> = evidence.candidates.keys().copied().collect();
+        let mut cosines = Vec::with_capacity(evidence.query_vectors.len());
+        for vector in &evidence.query_vectors {
+            cosines.push(
+                self.indexes
+                    .similarities(&request.scope, vector, &keys)
+                    .await?,
+            );
+        }
+        let w = self.tuning.feedback_vector_weight;
+        for (key, c) in evidence.candidates.iter_mut() {
+            let own = cosines.first().and_then(|m| m.get(key).copied());
+            c.semantic = match (own, cosines.get(1)) {
+                (None, _) => 0.0,
+                (Some(own), None) => own,
+                (Some(own), Some(feedback)) => {
+                    (own + w * feedback.get(key).copied().unwrap_or(0.0)) / (1.0 + w)
+                }
+            };
+        }
+        Ok(())
+    }
+
+    /// Sets every candidate's keyword signals (BM25 from the keyword pools) and fuses them
+    /// with its semantic one (see [`Self::measure`]) under `alpha`.
     pub(crate) fn score(
         &self,
         request: &SearchRequest,
@@ -64,23 +95,11 @@ impl Retriever<'_> {
             keyword,
             expanded,
             expansion,
-            query_vectors,
+            ..
         } = evidence;
         for (key, c) in candidates.iter_mut() {
             c.keyword = keyword.get(key).copied().unwrap_or(0.0);
             c.expansion_keyword = expanded.get(key).copied().unwrap_or(0.0);
-            c.semantic = if c.hit.embedding.len() == query_vectors[0].len() {
-                let own = dot(&query_vectors[0], &c.hit.embedding);
-                match query_vectors.get(1) {
-                    Some(feedback) => {
-                        let w = self.tuning.feedback_vector_weight;
-                        (own + w * dot(feedback, &c.hit.embedding)) / (1.0 + w)
-                    }
-                    None => own,
-                }
-            } else {
-                0.0
-            };
         }
         let keyword_scale = Scale::by_max(candidates.values().map(|c| c.keyword));
         let expansion_scale = Scale::by_max(candidates.values().map(|c| c.expansion_keyword));
@@ -139,8 +158,9 @@ impl Retriever<'_> {
         }
     }
 
-    /// Second stage: the reranker scores the best fused candidates; its scaled score takes
-    /// `rerank_weight` of theirs. Candidates below the depth keep their place below.
+    /// Second stage: the reranker scores the best fused candidates (their rows read first, see
+    /// [`Self::read_best`]); its scaled score takes `rerank_weight` of theirs. Candidates below
+    /// the depth keep their place below.
     pub(crate) fn rerank(
         &self,
         request: &SearchRequest,
@@ -151,24 +171,18 @@ impl Retriever<'_> {
             query_vectors,
             ..
         } = evidence;
-        let mut order: Vec<ChunkKey> = candidates.keys().copied().collect();
         // Ties broken by key: the same candidates always get the same depth.
-        order.sort_by(|a, b| {
-            candidates[b]
-                .fused
-                .total_cmp(&candidates[a].fused)
-                .then(a.cmp(b))
-        });
-        order.truncate(self.tuning.rerank_depth);
+        let order: Vec<ChunkKey> = best_keys(candidates, self.tuning.rerank_depth)
+            .into_iter()
+            .filter(|k| candidates[k].hit.is_some())
+            .collect();
         let inputs: Vec<RerankCandidate<'_>> = order
             .iter()
-            .map(|k| {
-                let hit = &candidates[k].hit;
-                RerankCandidate {
-                    title: &hit.item.fields.title,
-                    content: &hit.content,
-                    embedding: &hit.embedding,
-                }
+            .filter_map(|k| candidates[k].hit.as_ref())
+            .map(|hit| RerankCandidate {
+                title: &hit.item.fields.title,
+                content: &hit.content,
+                embedding: &hit.embedding,
             })
             .collect();
         let scores = self.reranker.rerank(&RerankInput {

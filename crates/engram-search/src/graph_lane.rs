@@ -17,7 +17,7 @@ use engram_graph::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
 use engram_store::ChunkKey;
 use engram_types::ItemKind;
 
-use crate::retrieve::{RankedChunk, Retriever, SearchError, SearchRequest};
+use crate::retrieve::{sort, Ranked, Retriever, SearchError, SearchRequest};
 
 /// First-stage chunks that seed the walk.
 const SEED_CHUNKS: usize = 20;
@@ -93,7 +93,7 @@ impl Retriever<'_> {
     pub(crate) async fn graph_lane(
         &self,
         request: &SearchRequest,
-        ranked: &mut Vec<RankedChunk>,
+        ranked: &mut Vec<Ranked>,
         named: &[(i64, u64)],
     ) -> Result<(), SearchError> {
         if ranked.is_empty() {
@@ -109,7 +109,7 @@ impl Retriever<'_> {
         let seed_chunks: Vec<(ChunkKey, f32)> = ranked
             .iter()
             .take(SEED_CHUNKS)
-            .map(|r| (r.hit.chunk_key, r.score))
+            .map(|r| (r.key, r.score))
             .collect();
         // One read around the seeds: the mentions in the best chunks and of the seed
         // entities, then every mention of the entities reached that are specific enough to
@@ -155,71 +155,55 @@ impl Retriever<'_> {
         if bridged.is_empty() && walked.is_empty() {
             return Ok(());
         }
-        self.merge(request, ranked, &bridged, &walked).await
-    }
-
-    /// Adds each chunk's bridge boost and its share of the walk's best score (the walk's best
-    /// chunk gains [`LANE_WEIGHT`]) to its first-stage score.
-    async fn merge(
-        &self,
-        request: &SearchRequest,
-        ranked: &mut Vec<RankedChunk>,
-        bridged: &[(ChunkKey, f32)],
-        walked: &[(ChunkKey, f64)],
-    ) -> Result<(), SearchError> {
-        let top = walked.first().map_or(1.0, |l| l.1).max(f64::MIN_POSITIVE);
-        let mut boost: HashMap<ChunkKey, f32> = HashMap::new();
-        for (key, score) in walked {
-            *boost.entry(*key).or_default() += LANE_WEIGHT * (*score / top) as f32;
-        }
-        for (key, score) in bridged {
-            *boost.entry(*key).or_default() += BRIDGE_WEIGHT * score;
-        }
-        // What the walk ranked, and the bridges' best, join the pool when they are not in it.
-        let known: HashSet<ChunkKey> = ranked.iter().map(|r| r.hit.chunk_key).collect();
-        let new: Vec<ChunkKey> = walked
-            .iter()
-            .map(|w| w.0)
-            .chain(
-                bridged
-                    .iter()
-                    .filter(|b| !known.contains(&b.0))
-                    .take(BRIDGE_FETCH)
-                    .map(|b| b.0),
-            )
-            .filter(|k| !known.contains(k))
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        if !new.is_empty() {
-            let hits = self
-                .store
-                .fetch_chunks(&request.scope, &request.filter, &new, request.now)
-                .await?;
-            ranked.extend(hits.into_iter().map(|hit| RankedChunk { hit, score: 0.0 }));
-        }
-        for r in ranked.iter_mut() {
-            r.score += boost.get(&r.hit.chunk_key).copied().unwrap_or(0.0);
-        }
-        let best = ranked
-            .iter()
-            .map(|r| r.score)
-            .fold(f32::MIN_POSITIVE, f32::max);
-        for r in ranked.iter_mut() {
-            r.score /= best;
-        }
-        sort(ranked);
+        merge(ranked, &bridged, &walked);
         Ok(())
     }
 }
 
-/// Best first, ties by key.
-fn sort(ranked: &mut [RankedChunk]) {
-    ranked.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
-    });
+/// Adds each chunk's bridge boost and its share of the walk's best score (the walk's best chunk
+/// gains [`LANE_WEIGHT`]) to its first-stage score; what the lane reached outside the pool joins
+/// it unread (read, through the request's filter, if it ranks among the results).
+fn merge(ranked: &mut Vec<Ranked>, bridged: &[(ChunkKey, f32)], walked: &[(ChunkKey, f64)]) {
+    let top = walked.first().map_or(1.0, |l| l.1).max(f64::MIN_POSITIVE);
+    let mut boost: HashMap<ChunkKey, f32> = HashMap::new();
+    for (key, score) in walked {
+        *boost.entry(*key).or_default() += LANE_WEIGHT * (*score / top) as f32;
+    }
+    for (key, score) in bridged {
+        *boost.entry(*key).or_default() += BRIDGE_WEIGHT * score;
+    }
+    // What the walk ranked, and the bridges' best, join the pool when they are not in it.
+    let known: HashSet<ChunkKey> = ranked.iter().map(|r| r.key).collect();
+    let new: Vec<ChunkKey> = walked
+        .iter()
+        .map(|w| w.0)
+        .chain(
+            bridged
+                .iter()
+                .filter(|b| !known.contains(&b.0))
+                .take(BRIDGE_FETCH)
+                .map(|b| b.0),
+        )
+        .filter(|k| !known.contains(k))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    ranked.extend(new.into_iter().map(|key| Ranked {
+        key,
+        score: 0.0,
+        hit: None,
+    }));
+    for r in ranked.iter_mut() {
+        r.score += boost.get(&r.key).copied().unwrap_or(0.0);
+    }
+    let best = ranked
+        .iter()
+        .map(|r| r.score)
+        .fold(f32::MIN_POSITIVE, f32::max);
+    for r in ranked.iter_mut() {
+        r.score /= best;
+    }
+    sort(ranked);
 }
 
 /// The chunks a bridge reaches, best boost first: for each entity named in one of `hops` (the

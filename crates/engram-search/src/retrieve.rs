@@ -1,7 +1,11 @@
 //! Query execution: keyword (BM25) and vector candidates, fused under `alpha`, with collection
 //! weights and recency; `thinking` adds query expansion (pseudo-relevance feedback on both
-//! sides) and a second-stage rerank. Everything returned has been read back from the store
-//! within the request's scope and filter, so the derived vector index can never leak a chunk.
+//! sides) and a second-stage rerank. Candidates are ranked by what the indexes hold (BM25 from
+//! the keyword index, cosine from the vector index's codes); rows are read from the store only
+//! for what ranking needs to see (the rerank's and the feedback's best, every candidate when
+//! collection weights or recency apply) and for the results. Everything returned has been read
+//! back from the store within the request's scope and filter, so a derived index can never leak
+//! a chunk, and a chunk that expired since it was indexed is passed over.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -165,25 +169,45 @@ pub(crate) struct Evidence {
 }
 
 /// One candidate and what is known about it.
+#[derive(Default)]
 pub(crate) struct Candidate {
-    pub hit: ChunkHit,
+    /// Its row, once read (see [`Retriever::read_best`]).
+    pub hit: Option<ChunkHit>,
     pub keyword: f32,
     pub expansion_keyword: f32,
     pub semantic: f32,
     pub fused: f32,
 }
 
-impl Candidate {
-    /// A chunk read back, not yet scored.
-    fn of(hit: ChunkHit) -> Self {
-        Self {
-            hit,
-            keyword: 0.0,
-            expansion_keyword: 0.0,
-            semantic: 0.0,
-            fused: 0.0,
-        }
+/// A candidate of one tier in its place: its key, its score, and its row when ranking read it.
+#[derive(Debug)]
+pub(crate) struct Ranked {
+    pub key: ChunkKey,
+    pub score: f32,
+    pub hit: Option<ChunkHit>,
+}
+
+/// Adds the keys not yet known to `candidates`, unread.
+pub(crate) fn add_candidates(
+    candidates: &mut HashMap<ChunkKey, Candidate>,
+    keys: impl IntoIterator<Item = ChunkKey>,
+) {
+    for key in keys {
+        candidates.entry(key).or_default();
     }
+}
+
+/// The best `n` of `candidates` by fused score (ties by key).
+pub(crate) fn best_keys(candidates: &HashMap<ChunkKey, Candidate>, n: usize) -> Vec<ChunkKey> {
+    let mut order: Vec<ChunkKey> = candidates.keys().copied().collect();
+    order.sort_by(|a, b| {
+        candidates[b]
+            .fused
+            .total_cmp(&candidates[a].fused)
+            .then(a.cmp(b))
+    });
+    order.truncate(n);
+    order
 }
 
 impl Retriever<'_> {
@@ -206,27 +230,129 @@ impl Retriever<'_> {
             .min(DEEPEST_POOL),
             prune_depth: VECTOR_PRUNE_DEPTH,
         };
-        let mut ranked = self.ranked(request, first).await?;
-        if ranked.len() < request.limit && first.pool < DEEPEST_POOL {
-            let floor = ranked.last().map_or(1.0, |r| r.score);
-            let seen: HashSet<ChunkKey> = ranked.iter().map(|r| r.hit.chunk_key).collect();
+        let ranked = self.ranked(request, first).await?;
+        let seen: HashSet<ChunkKey> = ranked.iter().map(|r| r.key).collect();
+        let mut found = self.read_in_order(request, ranked, request.limit).await?;
+        if found.len() < request.limit && first.pool < DEEPEST_POOL {
+            // Every chunk of the first tier is in `found` or no longer readable.
+            let floor = found.last().map_or(1.0, |r| r.score);
             let deepest = Tier {
                 pool: DEEPEST_POOL,
                 prune_depth: DEEPEST_POOL,
             };
-            let deeper = self.ranked(request, deepest).await?;
-            ranked.extend(
-                deeper
-                    .into_iter()
-                    .filter(|r| !seen.contains(&r.hit.chunk_key))
-                    .map(|r| RankedChunk {
-                        score: r.score * floor,
-                        hit: r.hit,
-                    }),
-            );
+            let deeper: Vec<Ranked> = self
+                .ranked(request, deepest)
+                .await?
+                .into_iter()
+                .filter(|r| !seen.contains(&r.key))
+                .map(|r| Ranked {
+                    score: r.score * floor,
+                    ..r
+                })
+                .collect();
+            let more = request.limit - found.len();
+            found.extend(self.read_in_order(request, deeper, more).await?);
         }
-        ranked.truncate(request.limit);
-        Ok(ranked)
+        Ok(found)
+    }
+
+    /// The first `limit` of `ranked` (in order) whose rows the store still gives within the
+    /// request's scope and filter, read a page at a time; a chunk it no longer gives (expired
+    /// since it was indexed) is passed over.
+    async fn read_in_order(
+        &self,
+        request: &SearchRequest,
+        ranked: Vec<Ranked>,
+        limit: usize,
+    ) -> Result<Vec<RankedChunk>, SearchError> {
+        let mut found = Vec::with_capacity(limit.min(ranked.len()));
+        let mut rest = ranked.into_iter();
+        while found.len() < limit {
+            let mut page: Vec<Ranked> = rest.by_ref().take(limit - found.len()).collect();
+            if page.is_empty() {
+                break;
+            }
+            self.read_ranked(request, &mut page).await?;
+            found.extend(page.into_iter().filter_map(|r| {
+                Some(RankedChunk {
+                    hit: r.hit?,
+                    score: r.score,
+                })
+            }));
+        }
+        Ok(found)
+    }
+
+    /// Reads the row of every chunk of `ranked` not read yet; a chunk whose row the store no
+    /// longer gives leaves.
+    async fn read_ranked(
+        &self,
+        request: &SearchRequest,
+        ranked: &mut Vec<Ranked>,
+    ) -> Result<(), SearchError> {
+        let unread: Vec<ChunkKey> = ranked
+            .iter()
+            .filter(|r| r.hit.is_none())
+            .map(|r| r.key)
+            .collect();
+        let mut rows = self.read_rows(request, &unread).await?;
+        ranked.retain_mut(|r| {
+            if r.hit.is_none() {
+                r.hit = rows.remove(&r.key);
+            }
+            r.hit.is_some()
+        });
+        Ok(())
+    }
+
+    /// The rows of `keys` the store gives within the request's scope and filter.
+    async fn read_rows(
+        &self,
+        request: &SearchRequest,
+        keys: &[ChunkKey],
+    ) -> Result<HashMap<ChunkKey, ChunkHit>, SearchError> {
+        if keys.is_empty() {
+            return Ok(HashMap::new());
+        }
+        Ok(self
+            .store
+            .fetch_chunks(&request.scope, &request.filter, keys, request.now)
+            .await?
+            .into_iter()
+            .map(|hit| (hit.chunk_key, hit))
+            .collect())
+    }
+
+    /// Reads the rows of the best `n` candidates (by fused score) until each of the best `n`
+    /// has its row: a candidate whose row the store no longer gives leaves the candidates.
+    pub(crate) async fn read_best(
+        &self,
+        request: &SearchRequest,
+        candidates: &mut HashMap<ChunkKey, Candidate>,
+        n: usize,
+    ) -> Result<(), SearchError> {
+        loop {
+            let unread: Vec<ChunkKey> = best_keys(candidates, n)
+                .into_iter()
+                .filter(|k| candidates[k].hit.is_none())
+                .collect();
+            if unread.is_empty() {
+                return Ok(());
+            }
+            let mut rows = self.read_rows(request, &unread).await?;
+            for key in unread {
+                match rows.remove(&key) {
+                    Some(hit) => {
+                        if let Some(c) = candidates.get_mut(&key) {
+                            c.hit = Some(hit);
+                        }
+                    }
+                    None => {
+                        candidates.remove(&key);
+                    }
+                }
+            }
+        }
     }
 
     /// Every candidate of one tier, in final order.
@@ -234,7 +360,7 @@ impl Retriever<'_> {
         &self,
         request: &SearchRequest,
         tier: Tier,
-    ) -> Result<Vec<RankedChunk>, SearchError> {
+    ) -> Result<Vec<Ranked>, SearchError> {
         let lexical = keyword_query(&request.query, request.operator);
         let first = async {
             match request.method {
@@ -258,7 +384,7 @@ impl Retriever<'_> {
             self.vector_prune(request, &mut ranked, tier.prune_depth)
                 .await?;
         }
-        self.finish(request, &mut ranked);
+        self.finish(request, &mut ranked).await?;
         Ok(ranked)
     }
 
@@ -268,20 +394,21 @@ impl Retriever<'_> {
         request: &SearchRequest,
         lexical: &LexicalQuery,
         pool: usize,
-    ) -> Result<Vec<RankedChunk>, SearchError> {
+    ) -> Result<Vec<Ranked>, SearchError> {
         if lexical.is_empty() {
             return Ok(Vec::new());
         }
         let found = self
             .indexes
-            .keyword_hits(&request.scope, &request.filter, lexical, pool, request.now)
+            .keyword_ranked(&request.scope, &request.filter, lexical, pool, request.now)
             .await?;
         let scale = Scale::by_max(found.iter().map(|f| f.1));
         Ok(found
             .into_iter()
-            .map(|(hit, score)| RankedChunk {
-                hit,
+            .map(|(key, score)| Ranked {
+                key,
                 score: scale.apply(score),
+                hit: None,
             })
             .collect())
     }
@@ -305,18 +432,19 @@ impl Retriever<'_> {
     async fn vector_prune(
         &self,
         request: &SearchRequest,
-        ranked: &mut Vec<RankedChunk>,
+        ranked: &mut Vec<Ranked>,
         depth: usize,
     ) -> Result<(), SearchError> {
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
-        });
+        sort(ranked);
         ranked.truncate(depth);
         let query = self.embed(&request.query).await?;
+        let keys: Vec<ChunkKey> = ranked.iter().map(|r| r.key).collect();
+        let similar = self
+            .indexes
+            .similarities(&request.scope, &query, &keys)
+            .await?;
         for r in ranked.iter_mut() {
-            r.score = engram_embed::cosine(&query, &r.hit.embedding).max(0.0);
+            r.score = similar.get(&r.key).copied().unwrap_or(0.0).max(0.0);
         }
         Ok(())
     }
@@ -431,38 +559,12 @@ impl Retriever<'_> {
         self.nearest(request, vector, pool, Some(only), false).await
     }
 
-    /// Adds the chunks of `keys` not yet known to `candidates` (read back within scope).
-    pub(crate) async fn add_candidates(
-        &self,
-        request: &SearchRequest,
-        keys: impl IntoIterator<Item = ChunkKey>,
-        candidates: &mut HashMap<ChunkKey, Candidate>,
-    ) -> Result<(), SearchError> {
-        let new: Vec<ChunkKey> = keys
-            .into_iter()
-            .filter(|k| !candidates.contains_key(k))
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        if new.is_empty() {
-            return Ok(());
-        }
-        for hit in self
-            .store
-            .fetch_chunks(&request.scope, &request.filter, &new, request.now)
-            .await?
-        {
-            candidates.insert(hit.chunk_key, Candidate::of(hit));
-        }
-        Ok(())
-    }
-
     async fn hybrid(
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
         pool: usize,
-    ) -> Result<Vec<RankedChunk>, SearchError> {
+    ) -> Result<Vec<Ranked>, SearchError> {
         let thinking = request.mode == Mode::Thinking;
         let restriction = self.restriction(request, lexical).await?;
         if restriction.as_ref().is_some_and(|r| r.is_empty()) {
@@ -478,6 +580,7 @@ impl Retriever<'_> {
                 &mut all_passing,
             )
             .await?;
+        self.measure(request, &mut evidence).await?;
         self.score(request, lexical, &mut evidence);
         if thinking && !evidence.candidates.is_empty() {
             self.expand(
@@ -489,22 +592,26 @@ impl Retriever<'_> {
                 &mut evidence,
             )
             .await?;
+            self.measure(request, &mut evidence).await?;
             self.score(request, lexical, &mut evidence);
+            self.read_best(request, &mut evidence.candidates, self.tuning.rerank_depth)
+                .await?;
             self.rerank(request, &mut evidence)?;
         }
         Ok(evidence
             .candidates
-            .into_values()
-            .map(|c| RankedChunk {
+            .into_iter()
+            .map(|(key, c)| Ranked {
+                key,
                 score: c.fused,
                 hit: c.hit,
             })
             .collect())
     }
 
-    /// Keyword and vector pools (and app-only pools when asked), read back as candidates.
-    /// BM25 comes from the keyword pools: a chunk outside them scores below the pool's last,
-    /// and counts as 0 (scoring it exactly costs a second pass over the postings). The keyword
+    /// Keyword and vector pools (and app-only pools when asked) as candidates, unread. BM25
+    /// comes from the keyword pools: a chunk outside them scores below the pool's last, and
+    /// counts as 0 (scoring it exactly costs a second pass over the postings). The keyword
     /// search runs while the model embeds the query.
     async fn first_stage(
         &self,
@@ -514,39 +621,30 @@ impl Retriever<'_> {
         restriction: Option<&Arc<HashSet<ChunkKey>>>,
         all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
     ) -> Result<Evidence, SearchError> {
-        // The keyword side reads its candidates back while the model embeds the query.
         let keyword_side = async {
             if lexical.is_empty() {
-                return Ok((Vec::new(), Vec::new()));
+                return Ok(Vec::new());
             }
-            let found = self
-                .indexes
-                .keyword_hits(&request.scope, &request.filter, lexical, pool, request.now)
-                .await?;
-            let scores: Vec<(ChunkKey, f32)> =
-                found.iter().map(|(hit, s)| (hit.chunk_key, *s)).collect();
-            let hits: Vec<ChunkHit> = found.into_iter().map(|(hit, _)| hit).collect();
-            Ok::<_, SearchError>((scores, hits))
+            self.indexes
+                .keyword_ranked(&request.scope, &request.filter, lexical, pool, request.now)
+                .await
         };
-        let (query_vector, keyword_side) = tokio::join!(self.embed(&request.query), keyword_side);
+        let (query_vector, found) = tokio::join!(self.embed(&request.query), keyword_side);
         let query_vector = query_vector?;
-        let (found, hits) = keyword_side?;
-        let mut keyword: HashMap<ChunkKey, f32> = found.into_iter().collect();
-        let mut candidates: HashMap<ChunkKey, Candidate> = hits
-            .into_iter()
-            .map(|hit| (hit.chunk_key, Candidate::of(hit)))
-            .collect();
-        let mut keys = self
+        let mut keyword: HashMap<ChunkKey, f32> = found?.into_iter().collect();
+        let mut candidates = HashMap::new();
+        add_candidates(&mut candidates, keyword.keys().copied());
+        let keys = self
             .nearest_passing(request, &query_vector, pool, restriction, all_passing)
             .await?;
+        add_candidates(&mut candidates, keys);
         if request.query_apps {
             let (app_keys, app_keyword) = self
                 .app_pools(request, lexical, &query_vector, pool, restriction)
                 .await?;
-            keys.extend(app_keys);
+            add_candidates(&mut candidates, app_keys);
             keyword.extend(app_keyword);
         }
-        self.add_candidates(request, keys, &mut candidates).await?;
         Ok(Evidence {
             candidates,
             keyword,
@@ -593,29 +691,44 @@ impl Retriever<'_> {
         Ok((keys, found))
     }
 
-    /// Collection weights and recency, then the final order (score, then key: deterministic).
-    fn finish(&self, request: &SearchRequest, ranked: &mut [RankedChunk]) {
+    /// Collection weights and recency (which read every candidate's row: a candidate whose
+    /// row the store no longer gives leaves), then the final order.
+    async fn finish(
+        &self,
+        request: &SearchRequest,
+        ranked: &mut Vec<Ranked>,
+    ) -> Result<(), SearchError> {
+        if !request.weights.is_empty() || request.recency_bias > 0.0 {
+            self.read_ranked(request, ranked).await?;
+        }
         let half_life_ms = f64::from(self.tuning.recency_half_life_days) * 86_400_000.0;
         for r in ranked.iter_mut() {
+            let Some(hit) = &r.hit else {
+                continue;
+            };
             let weight = request
                 .weights
-                .get(r.hit.item.collection.as_str())
+                .get(hit.item.collection.as_str())
                 .copied()
                 .unwrap_or(1.0);
             r.score *= weight;
             if request.recency_bias > 0.0 {
-                let age = request.now.since(item_time(&r.hit.item)).as_millis() as f64;
+                let age = request.now.since(item_time(&hit.item)).as_millis() as f64;
                 let freshness = 0.5f64.powf(age / half_life_ms) as f32;
                 r.score *= 1.0 - request.recency_bias + request.recency_bias * freshness;
             }
+        }
+        for r in ranked.iter_mut() {
             r.score = r.score.clamp(0.0, 1.0);
         }
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.hit.chunk_key.cmp(&b.hit.chunk_key))
-        });
+        sort(ranked);
+        Ok(())
     }
+}
+
+/// Best first, ties by key: the same state always gives the same order.
+pub(crate) fn sort(ranked: &mut [Ranked]) {
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
 }
 
 /// When an item happened: its own `timestamp` when it parses as RFC 3339, else when it was
@@ -732,6 +845,40 @@ mod tests {
 
         fn in_collection(coll: &str, id: &str, text: &str) -> NewItem {
             item(coll, id, text)
+        }
+
+        /// Ranking reads what the indexes hold; a chunk that expired since it was indexed (not
+        /// yet purged) is passed over when the results are read, and the request still gets
+        /// what is live, even when the expired fill the whole first tier.
+        #[tokio::test]
+        async fn chunks_expired_since_indexing_are_passed_over() {
+            let mut items: Vec<NewItem> = (0..20)
+                .map(|i| {
+                    let mut memory = item("c", &format!("m{i}"), "zebra zebra zebra stripes");
+                    memory.kind = ItemKind::Memory;
+                    memory.origin = engram_store::ItemOrigin::Memory;
+                    memory.fields.expires_at = Some(NOW.after(std::time::Duration::from_secs(1)));
+                    memory
+                })
+                .collect();
+            items.extend((0..3).map(|i| item("c", &format!("k{i}"), &format!("a zebra once {i}"))));
+            let mut kit = kit(items).await;
+            kit.tuning.fast_pool = 10;
+            for method in [Method::Hybrid, Method::Text] {
+                for mode in [Mode::Fast, Mode::Thinking] {
+                    let mut request = kit.request("zebra stripes");
+                    (request.method, request.mode) = (method, mode);
+                    let live = kit.ids(&request).await;
+                    assert_eq!(live.len(), 10, "{method:?} {mode:?} before expiry");
+                    request.now = NOW.after(std::time::Duration::from_secs(2));
+                    let after = kit.ids(&request).await;
+                    let mut ids: Vec<&str> = after.iter().map(|(id, _)| id.as_str()).collect();
+                    ids.sort_unstable();
+                    assert_eq!(ids, ["k0", "k1", "k2"], "{method:?} {mode:?}");
+                    request.limit = 2;
+                    assert_eq!(kit.ids(&request).await, after[..2], "{method:?} {mode:?}");
+                }
+            }
         }
 
         #[tokio::test]
