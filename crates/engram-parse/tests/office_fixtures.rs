@@ -176,6 +176,22 @@ const RIGHT_TO_LEFT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:text></office:body>
 </office:document>"#;
 
+/// A paper's results table between two paragraphs, as a flat ODT that LibreOffice prints to PDF.
+const RESULTS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
+ <office:body><office:text>
+  <text:p>Table 2 compares the three retrievers on the held-out questions.</text:p>
+  <table:table table:name="Results">
+   <table:table-column table:number-columns-repeated="4"/>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Model</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Precision</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Recall</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>F1</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>BM25</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.612</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.704</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.655</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Dense retriever</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.668</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.741</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.703</text:p></table:table-cell></table:table-row>
+    <table:table-row><table:table-cell office:value-type="string"><text:p>Hybrid (convex)</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.713</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.786</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>0.748</text:p></table:table-cell></table:table-row>
+  </table:table>
+  <text:p>The hybrid retriever leads on every measure.</text:p>
+ </office:text></office:body>
+</office:document>"#;
+
 /// Figures in percent, currency and grouped number formats, as a flat ODS that LibreOffice
 /// saves as XLSX.
 const FIGURES: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -530,6 +546,36 @@ fn right_to_left_pdf_text_reads_in_logical_order() {
         !text.chars().any(|c| matches!(c as u32, 0x202A..=0x202E)),
         "{text:?}"
     );
+}
+
+/// A ruled table LibreOffice prints reads as a Markdown table in its place (Poppler's reading
+/// order gives it column by column).
+#[test]
+fn a_pdf_table_reads_as_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let fodt = dir.path().join("results.fodt");
+    std::fs::write(&fodt, RESULTS).unwrap();
+    let Some(pdf) = convert(dir.path(), &fodt, "pdf") else {
+        return;
+    };
+    let doc = read(&pdf, "results.pdf", Format::Pdf);
+    let text = doc.text();
+    let table = doc
+        .blocks
+        .iter()
+        .find(|b| b.kind == engram_parse::BlockKind::Table)
+        .unwrap_or_else(|| panic!("no table in\n{text}"));
+    assert_eq!(
+        table.text,
+        "| Model | Precision | Recall | F1 |\n| --- | --- | --- | --- |\n\
+         | BM25 | 0.612 | 0.704 | 0.655 |\n\
+         | Dense retriever | 0.668 | 0.741 | 0.703 |\n\
+         | Hybrid (convex) | 0.713 | 0.786 | 0.748 |"
+    );
+    let before = text.find("Table 2 compares").unwrap();
+    let after = text.find("The hybrid retriever leads").unwrap();
+    let at = text.find("| Model |").unwrap();
+    assert!(before < at && at < after, "{text}");
 }
 
 #[test]

@@ -21,6 +21,7 @@ pub(crate) mod odf;
 pub(crate) mod office97;
 pub(crate) mod ooxml;
 pub(crate) mod pdf;
+pub(crate) mod pdf_table;
 pub(crate) mod plain;
 pub(crate) mod sheets;
 pub(crate) mod table;

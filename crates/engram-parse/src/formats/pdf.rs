@@ -4,11 +4,15 @@
 //! malformed or hostile PDF fails, or is killed at the time-out, without touching the worker.
 //! Encrypted PDFs that need a password are `Corrupt` with that reason. Pages holding
 //! right-to-left text (Arabic, Hebrew) are read a second way, from Poppler's word boxes put in
-//! logical order (`bidi`), since its reading order scrambles lines that mix directions.
+//! logical order (`bidi`), since its reading order scrambles lines that mix directions. Pages
+//! whose reading order looks like a table read as a stream of numbers are read a third way,
+//! from Poppler's layout reading, where aligned columns become Markdown tables (`pdf_table`).
 
 use std::path::Path;
 
 use crate::document::{Builder, Layout};
+use crate::formats::pdf_table::{self, Segment};
+use crate::formats::table::{header_lines, row_line, TableBlocks};
 use crate::formats::{bidi, plain, tools};
 use crate::{Document, Limits, ParseError};
 
@@ -62,6 +66,14 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
     } else {
         Vec::new()
     };
+    let laid_out = if pages
+        .iter()
+        .any(|p| !p.chars().any(bidi::is_rtl) && pdf_table::looks_tabular(p))
+    {
+        layout_pages(&input, dir.path(), limits)?
+    } else {
+        Vec::new()
+    };
     let mut out = Builder::new(limits);
     for (index, page_text) in pages.iter().enumerate() {
         let page = u32::try_from(index + 1).unwrap_or(u32::MAX);
@@ -78,11 +90,62 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         {
             let text = paragraphs.join("\n\n");
             plain::paragraphs(&crate::decode::normalize(&text), &mut out, &layout)?;
+        } else if let Some(segments) = laid_out
+            .get(index)
+            .filter(|_| pdf_table::looks_tabular(page_text))
+            .and_then(|page| pdf_table::segments(page))
+        {
+            for segment in segments {
+                match segment {
+                    Segment::Text(text) => {
+                        plain::paragraphs(&crate::decode::normalize(&text), &mut out, &layout)?;
+                    }
+                    Segment::Table(rows) => {
+                        let Some((header, rows)) = rows.split_first() else {
+                            continue;
+                        };
+                        let mut blocks = TableBlocks::new(header_lines(header), layout.clone());
+                        for row in rows {
+                            blocks.push(&mut out, &row_line(row), None)?;
+                        }
+                        blocks.finish(&mut out)?;
+                    }
+                }
+            }
         } else {
             plain::paragraphs(&crate::decode::normalize(page_text), &mut out, &layout)?;
         }
     }
     out.finish()
+}
+
+/// Each page of Poppler's layout reading (words at their horizontal place); none when it fails.
+fn layout_pages(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<String>, ParseError> {
+    let run = tools::run(
+        tools::PDFTOTEXT,
+        &[
+            "-layout".as_ref(),
+            "-enc".as_ref(),
+            "UTF-8".as_ref(),
+            input.as_os_str(),
+            "-".as_ref(),
+        ],
+        dir,
+        // Alignment spaces come on top of the text.
+        limits.max_text_bytes.saturating_mul(4),
+        &limits.interrupt,
+    )?;
+    if !run.success {
+        return Ok(Vec::new());
+    }
+    Ok(String::from_utf8_lossy(&run.stdout)
+        .split('\u{c}')
+        .map(|page| {
+            page.chars()
+                .filter(|c| !bidi::is_bidi_control(*c))
+                .collect()
+        })
+        .collect())
 }
 
 /// Each page's paragraphs from Poppler's word boxes, in logical order (`bidi`).
@@ -155,6 +218,30 @@ mod tests {
         assert_eq!(pages.last(), Some(&3), "pdfinfo: 3 pages");
         assert!(pages.windows(2).all(|w| w[0] <= w[1]));
         assert!(doc.text().contains("Gabriel Diaz"));
+    }
+
+    /// The estimate's totals are a table in the layout (its reading order gives the labels,
+    /// then the hours, the rates and the costs as separate streams).
+    #[test]
+    fn aligned_columns_are_read_as_a_table() {
+        let doc = text_of("REPAIR-2022-INV-001_multipage.pdf");
+        let text = doc.text();
+        let tables: String = doc
+            .blocks
+            .iter()
+            .filter(|b| b.kind == crate::BlockKind::Table && b.layout.page == Some(1))
+            .map(|b| b.text.as_str())
+            .collect();
+        for row in [
+            "| Insured name | Gabriel Diaz | Year | 2022 |",
+            "| Body Labor |  | 2 | 150 | 300 |",
+            "|  | Paint Supplies |  |  | 60 |",
+            "| Sales Tax |  |  | 10.20% | 278.46 |",
+            "| GRAND TOTAL |  |  |  | 5,738 |",
+        ] {
+            assert!(tables.contains(row), "{row} in {text}");
+        }
+        assert!(text.contains("preliminary estimate for the visible damage"));
     }
 
     #[test]
