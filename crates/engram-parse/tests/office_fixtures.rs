@@ -583,16 +583,24 @@ fn spreadsheet_numbers_read_as_the_sheet_shows_them() {
     let dir = tempfile::tempdir().unwrap();
     let fods = dir.path().join("figures.fods");
     std::fs::write(&fods, FIGURES).unwrap();
-    let Some(xlsx) = convert(dir.path(), &fods, "xlsx:Calc MS Excel 2007 XML") else {
-        return;
-    };
-    let text = read(&xlsx, "figures.xlsx", Format::Xlsx).text();
-    for expected in [
-        "| Growth | 12.5% |",
-        "| Price | $1,234.50 |",
-        "| Visitors | 1,234,567 |",
-        "| Plain | 0.5 |",
+    for (format, filter, name) in [
+        (Format::Xlsx, "xlsx:Calc MS Excel 2007 XML", "figures.xlsx"),
+        (Format::Xls, "xls:MS Excel 97", "figures.xls"),
     ] {
-        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+        let Some(book) = convert(dir.path(), &fods, filter) else {
+            return;
+        };
+        let text = read(&book, name, format).text();
+        for expected in [
+            "| Growth | 12.5% |",
+            "| Price | $1,234.50 |",
+            "| Visitors | 1,234,567 |",
+            "| Plain | 0.5 |",
+        ] {
+            assert!(
+                text.contains(expected),
+                "{name}: {expected:?} missing from\n{text}"
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Excel number formats, so a cell reads as the sheet shows it: `12.5%` rather than `0.125`,
 //! `$1,234.50` rather than `1234.5`, `1,234,567` rather than `1234567`. Formats come from
 //! `xl/styles.xml` (custom `numFmt`s and the built-in ids) through each cell's style (`s`) in
-//! the sheet's XML. Dates and times are calamine's (see `sheets`); text and `General` cells are
+//! the sheet's XML (XLS: `office97::xls_cell_formats`). Dates and times are calamine's (see `sheets`); text and `General` cells are
 //! left as they are. Only percent, decimals, thousands grouping and literal prefixes and
 //! suffixes (currency symbols, units) are rendered: colours, conditions and fractions are not.
 
@@ -25,7 +25,7 @@ pub(crate) struct NumberFormat {
 }
 
 /// The code of a built-in number format id that is not a date.
-fn builtin(id: u32) -> Option<&'static str> {
+pub(crate) fn builtin(id: u32) -> Option<&'static str> {
     Some(match id {
         1 => "0",
         2 => "0.00",

@@ -8,11 +8,17 @@
 //!   (`TextCharsAtom`, `TextBytesAtom`) are grouped by slide, in slide order (`layout.slide`);
 //!   masters and notes are skipped.
 //!
+//! - Excel: the number formats of cells (`xls_cell_formats`), which calamine does not give: the
+//!   workbook globals' `FORMAT` and `XF` records, then each worksheet's number cells (`NUMBER`,
+//!   `RK`, `MULRK`, `FORMULA`) by their `XF`.
+//!
 //! Every offset read from the file is bounds-checked; a malformed file is `Corrupt`.
 
+use std::collections::HashMap;
 use std::io::{Cursor, Read};
 
 use crate::document::{BlockKind, Builder, Layout};
+use crate::formats::numfmt::{builtin, NumberFormat, SheetFormats};
 use crate::{Document, Limits, ParseError};
 
 type Compound<'a> = cfb::CompoundFile<Cursor<&'a [u8]>>;
@@ -263,9 +269,163 @@ pub(crate) fn extract_ppt(bytes: &[u8], limits: &Limits) -> Result<Document, Par
     out.finish()
 }
 
+/// The number formats of an Excel 97-2003 workbook's cells that show numbers other than as
+/// stored, by sheet name and (row, column) from 0, like `numfmt::cell_formats` for XLSX. Empty
+/// for an encrypted workbook (its records cannot be read) and when no cell style has such a
+/// format.
+pub(crate) fn xls_cell_formats(bytes: &[u8], limits: &Limits) -> Result<SheetFormats, ParseError> {
+    const BOF: u16 = 0x0809;
+    const EOF: u16 = 0x000A;
+    const FILEPASS: u16 = 0x002F;
+    const FORMAT: u16 = 0x041E;
+    const XF: u16 = 0x00E0;
+    const BOUNDSHEET: u16 = 0x0085;
+    const NUMBER: u16 = 0x0203;
+    const RK: u16 = 0x027E;
+    const MULRK: u16 = 0x00BD;
+    const FORMULA: u16 = 0x0006;
+    let mut out = SheetFormats::new();
+    let mut file = open(bytes)?;
+    let book = match stream(&mut file, "Workbook", limits) {
+        Ok(book) => book,
+        Err(_) => stream(&mut file, "Book", limits)?,
+    };
+    // Records from `at`: (type, body, offset of the next).
+    let record = |at: usize| -> Option<(u16, &[u8], usize)> {
+        let kind = u16_at(&book, at)?;
+        let len = usize::from(u16_at(&book, at + 2)?);
+        let body = book.get(at + 4..at + 4 + len)?;
+        Some((kind, body, at + 4 + len))
+    };
+    let mut custom: HashMap<u16, String> = HashMap::new();
+    let mut xf_formats: Vec<u16> = Vec::new();
+    let mut sheets: Vec<(String, usize)> = Vec::new();
+    let mut at = 0;
+    while let Some((kind, body, next)) = record(at) {
+        match kind {
+            FILEPASS => return Ok(out),
+            FORMAT => {
+                if let (Some(id), Some(code)) = (
+                    u16_at(body, 0),
+                    body.get(2..).and_then(|b| biff_string(b, 2)),
+                ) {
+                    custom.insert(id, code);
+                }
+            }
+            XF => xf_formats.push(u16_at(body, 2).unwrap_or(0)),
+            BOUNDSHEET => {
+                // Worksheets only (dt 0), by where their substream starts.
+                if let (Some(position), Some(0), Some(name)) = (
+                    u32_at(body, 0),
+                    body.get(5).copied(),
+                    body.get(6..).and_then(|b| biff_string(b, 1)),
+                ) {
+                    sheets.push((name, usize::try_from(position).unwrap_or(usize::MAX)));
+                }
+            }
+            EOF => break,
+            _ => {}
+        }
+        at = next;
+    }
+    let by_xf: Vec<Option<NumberFormat>> = xf_formats
+        .iter()
+        .map(|id| {
+            let code = custom
+                .get(id)
+                .map(String::as_str)
+                .or(builtin(u32::from(*id)));
+            code.and_then(NumberFormat::parse)
+        })
+        .collect();
+    if by_xf.iter().all(Option::is_none) {
+        return Ok(out);
+    }
+    let format_of = |xf: Option<u16>| xf.and_then(|x| by_xf.get(usize::from(x)).cloned().flatten());
+    // A substream ends at its EOF or at the next BOF, and each start is read once: every record
+    // is read at most once however the sheet records point (hostile files included).
+    let mut started = std::collections::HashSet::new();
+    for (name, start) in sheets {
+        if !started.insert(start) {
+            continue;
+        }
+        let mut cells = HashMap::new();
+        let mut at = start;
+        match record(at) {
+            Some((BOF, _, next)) => at = next,
+            _ => continue,
+        }
+        while let Some((kind, body, next)) = record(at) {
+            let place = || Some((u32::from(u16_at(body, 0)?), u32::from(u16_at(body, 2)?)));
+            match kind {
+                NUMBER | RK | FORMULA => {
+                    if let (Some(at), Some(format)) = (place(), format_of(u16_at(body, 4))) {
+                        cells.insert(at, format);
+                    }
+                }
+                MULRK => {
+                    // rw, colFirst, then (ixfe, rk) per column, then colLast.
+                    if let Some((row, first)) = place() {
+                        let count = body.len().saturating_sub(6) / 6;
+                        for k in 0..count {
+                            if let Some(format) = format_of(u16_at(body, 4 + k * 6)) {
+                                cells.insert((row, first + k as u32), format);
+                            }
+                        }
+                    }
+                }
+                EOF | BOF => break,
+                _ => {}
+            }
+            at = next;
+        }
+        if !cells.is_empty() {
+            out.insert(name, cells);
+        }
+    }
+    Ok(out)
+}
+
+/// A BIFF8 string: its character count (`count_bytes` wide), a flags byte (bit 0: UTF-16,
+/// else compressed Latin-1), then the characters (rich text and phonetic runs come after them
+/// and are not read).
+fn biff_string(bytes: &[u8], count_bytes: usize) -> Option<String> {
+    let count = match count_bytes {
+        1 => usize::from(*bytes.first()?),
+        _ => usize::from(u16_at(bytes, 0)?),
+    };
+    let flags = *bytes.get(count_bytes)?;
+    let chars = bytes.get(count_bytes + 1..)?;
+    Some(if flags & 1 == 1 {
+        utf16(chars.get(..count * 2)?)
+    } else {
+        chars.get(..count)?.iter().map(|&b| char::from(b)).collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Short or cut strings and records read as nothing, never out of bounds; a workbook whose
+    /// cells all show numbers as stored has no formats to apply.
+    #[test]
+    fn biff_records_are_read_within_bounds() {
+        assert_eq!(
+            biff_string(&[3, 0, b'a', b'b', b'c'], 1).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            biff_string(&[2, 0, 1, b'h', 0, b'i', 0], 2).as_deref(),
+            Some("hi")
+        );
+        assert_eq!(biff_string(&[9, 0, b'a'], 1), None);
+        assert_eq!(biff_string(&[5, 0, 1, b'h', 0], 2), None);
+        assert_eq!(biff_string(&[], 2), None);
+        let book = std::fs::read(crate::tests::sample("test.xls")).unwrap();
+        assert!(xls_cell_formats(&book, &Limits::default()).is_ok());
+        assert!(xls_cell_formats(&book[..book.len() / 2], &Limits::default()).is_err());
+    }
 
     #[test]
     fn malformed_files_fail_cleanly() {

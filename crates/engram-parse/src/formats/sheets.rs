@@ -97,13 +97,16 @@ pub(crate) fn extract(
             calamine::Xlsx::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
         ),
     };
-    // Number formats (percent, currency, grouping) of XLSX cells, read from the package.
-    let formats = if format == Format::Xlsx {
-        let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
-        let sheets = crate::formats::ooxml::workbook_sheets(&mut zip)?;
-        crate::formats::numfmt::cell_formats(&mut zip, &sheets)?
-    } else {
-        std::collections::HashMap::new()
+    // Number formats (percent, currency, grouping) of cells, read from the package (XLSX) or
+    // the workbook's records (XLS).
+    let formats = match format {
+        Format::Xlsx => {
+            let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
+            let sheets = crate::formats::ooxml::workbook_sheets(&mut zip)?;
+            crate::formats::numfmt::cell_formats(&mut zip, &sheets)?
+        }
+        Format::Xls => crate::formats::office97::xls_cell_formats(bytes, limits)?,
+        _ => std::collections::HashMap::new(),
     };
     let mut out = Builder::new(limits);
     for name in workbook.sheet_names() {
