@@ -47,6 +47,8 @@ need pdftotext || packages+=(poppler-utils)
 if $for_tests; then
   need soffice || packages+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
   need qpdf || packages+=(qpdf)
+  # A Korean font, so that LibreOffice prints the Korean PDF fixture in Hangul.
+  fc-list :lang=ko 2>/dev/null | grep -q . || packages+=(fonts-nanum)
   # PostgreSQL for the PostgreSQL backend's tests (a throwaway cluster per test run), with its
   # server headers to build pgvector.
   [ -x /usr/lib/postgresql/15/bin/initdb ] || packages+=(postgresql-15)

@@ -176,6 +176,16 @@ const RIGHT_TO_LEFT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:text></office:body>
 </office:document>"#;
 
+/// Korean paragraphs (set in a Nanum font, which make setup-test installs), as a flat ODT that
+/// LibreOffice prints to PDF.
+const KOREAN: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
+ <office:body><office:text>
+  <text:p>대한민국의 수도는 서울특별시이며, 인구는 약 천만 명이다.</text:p>
+  <text:p>회의는 다음 주 화요일 오후 세 시에 본사 회의실에서 열립니다.</text:p>
+ </office:text></office:body>
+</office:document>"#;
+
 /// A paper's results table between two paragraphs, as a flat ODT that LibreOffice prints to PDF.
 const RESULTS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -576,6 +586,24 @@ fn a_pdf_table_reads_as_a_table() {
     let after = text.find("The hybrid retriever leads").unwrap();
     let at = text.find("| Model |").unwrap();
     assert!(before < at && at < after, "{text}");
+}
+
+/// Korean text keeps every word and its spacing (Hangul is written with spaces between words).
+#[test]
+fn korean_pdf_text_reads_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let fodt = dir.path().join("korean.fodt");
+    std::fs::write(&fodt, KOREAN).unwrap();
+    let Some(pdf) = convert(dir.path(), &fodt, "pdf") else {
+        return;
+    };
+    let text = read(&pdf, "korean.pdf", Format::Pdf).text();
+    for expected in [
+        "대한민국의 수도는 서울특별시이며, 인구는 약 천만 명이다.",
+        "회의는 다음 주 화요일 오후 세 시에 본사 회의실에서 열립니다.",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+    }
 }
 
 #[test]
