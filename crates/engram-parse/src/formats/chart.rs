@@ -20,6 +20,10 @@ struct Series {
     name: String,
     categories: BTreeMap<u32, String>,
     values: BTreeMap<u32, String>,
+    /// A bubble chart's bubble sizes.
+    sizes: BTreeMap<u32, String>,
+    /// Data labels given their own text (`c:dLbl` with rich text), by point.
+    labels: BTreeMap<u32, String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -27,6 +31,7 @@ enum Part {
     Name,
     Categories,
     Values,
+    Sizes,
 }
 
 /// A chart as text: `Chart: <title>` (and axis titles), then its table; `None` when the part
@@ -39,9 +44,16 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
     let (mut in_title, mut title) = (0usize, String::new());
     let (mut in_series, mut part, mut point, mut in_value) = (false, None, 0u32, false);
     let mut in_formula = false;
+    // Inside a series' `c:dLbl` (its point), and inside its rich text's `a:t`.
+    let (mut label, mut in_label_text) = (None::<u32>, false);
     loop {
         match reader.read_event() {
+            Ok(Event::Empty(e)) if label.is_some() && local(e.name().as_ref()) == b"idx" => {
+                label = attr(&e, b"val").and_then(|i| i.parse().ok());
+            }
             Ok(Event::Start(e)) => match local(e.name().as_ref()) {
+                b"dLbl" if in_series => label = Some(0),
+                b"t" if label.is_some() => in_label_text = true,
                 b"title" => in_title += 1,
                 b"ser" => {
                     in_series = series.len() < SERIES_MAX;
@@ -52,6 +64,7 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
                 b"tx" if in_series && in_title == 0 => part = Some(Part::Name),
                 b"cat" | b"xVal" if in_series => part = Some(Part::Categories),
                 b"val" | b"yVal" if in_series => part = Some(Part::Values),
+                b"bubbleSize" if in_series => part = Some(Part::Sizes),
                 b"pt" => {
                     point = attr(&e, b"idx").and_then(|i| i.parse().ok()).unwrap_or(0);
                 }
@@ -60,6 +73,13 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
                 _ => {}
             },
             Ok(Event::Text(t)) if in_formula => drop(t),
+            Ok(Event::Text(t)) if in_label_text => {
+                if let (Some(s), Some(point)) = (series.last_mut(), label) {
+                    if s.labels.len() < POINTS_MAX {
+                        s.labels.entry(point).or_default().push_str(&text_of(&t));
+                    }
+                }
+            }
             Ok(Event::Text(t)) if in_title > 0 => title.push_str(&text_of(&t)),
             Ok(Event::Text(t)) if in_value && in_series => {
                 let text = text_of(&t).trim().to_owned();
@@ -80,7 +100,10 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
                         Part::Values if s.values.len() < POINTS_MAX => {
                             s.values.insert(point, text);
                         }
-                        Part::Categories | Part::Values => {}
+                        Part::Sizes if s.sizes.len() < POINTS_MAX => {
+                            s.sizes.insert(point, text);
+                        }
+                        Part::Categories | Part::Values | Part::Sizes => {}
                     }
                 }
             }
@@ -96,7 +119,9 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
                     }
                 }
                 b"ser" => in_series = false,
-                b"tx" | b"cat" | b"xVal" | b"val" | b"yVal" => part = None,
+                b"dLbl" => label = None,
+                b"t" => in_label_text = false,
+                b"tx" | b"cat" | b"xVal" | b"val" | b"yVal" | b"bubbleSize" => part = None,
                 b"v" => in_value = false,
                 b"f" => in_formula = false,
                 _ => {}
@@ -125,29 +150,39 @@ pub(crate) fn chart_text(xml: &str) -> Option<String> {
         .unwrap_or_default();
     let mut points: Vec<u32> = categories.keys().copied().collect();
     for s in &series {
-        points.extend(s.values.keys().copied());
+        points.extend(s.values.keys().chain(s.labels.keys()).copied());
     }
     points.sort_unstable();
     points.dedup();
     let mut header = vec!["Category".to_owned()];
-    header.extend(series.iter().enumerate().map(|(i, s)| {
-        if s.name.is_empty() {
+    for (i, s) in series.iter().enumerate() {
+        let name = if s.name.is_empty() {
             format!("Series {}", i + 1)
         } else {
             s.name.clone()
+        };
+        header.push(name.clone());
+        if !s.sizes.is_empty() {
+            header.push(format!("{name} (size)"));
         }
-    }));
+        if !s.labels.is_empty() {
+            header.push(format!("{name} (label)"));
+        }
+    }
     let mut rows = vec![header];
     for p in points.into_iter().take(POINTS_MAX) {
         let mut row = vec![categories
             .get(&p)
             .cloned()
             .unwrap_or_else(|| (p + 1).to_string())];
-        row.extend(
-            series
-                .iter()
-                .map(|s| s.values.get(&p).cloned().unwrap_or_default()),
-        );
+        for s in &series {
+            row.push(s.values.get(&p).cloned().unwrap_or_default());
+            for extra in [&s.sizes, &s.labels] {
+                if !extra.is_empty() {
+                    row.push(extra.get(&p).cloned().unwrap_or_default());
+                }
+            }
+        }
         rows.push(row);
     }
     text.push_str("\n\n");
@@ -175,5 +210,20 @@ mod tests {
             "Chart: Revenue by region (axes: EUR)\n\n| Category | 2023 | 2024 |\n| --- | --- | --- |\n| North | 1200 | 1500 |\n| South | 800 | 900 |"
         );
         assert_eq!(chart_text("<c:chartSpace/>"), None);
+    }
+
+    #[test]
+    fn a_bubble_chart_reads_its_sizes_and_labels_beside_its_values() {
+        let xml = r#"<c:chartSpace xmlns:c="c" xmlns:a="a"><c:chart><c:plotArea><c:bubbleChart><c:ser>
+          <c:tx><c:v>Stores</c:v></c:tx>
+          <c:dLbls><c:dLbl><c:idx val="1"/><c:tx><c:rich><a:p><a:r><a:t>fast</a:t></a:r><a:r><a:t>est</a:t></a:r></a:p></c:rich></c:tx></c:dLbl></c:dLbls>
+          <c:xVal><c:numRef><c:numCache><c:pt idx="0"><c:v>1</c:v></c:pt><c:pt idx="1"><c:v>2</c:v></c:pt></c:numCache></c:numRef></c:xVal>
+          <c:yVal><c:numRef><c:numCache><c:pt idx="0"><c:v>-3.8</c:v></c:pt><c:pt idx="1"><c:v>0.8</c:v></c:pt></c:numCache></c:numRef></c:yVal>
+          <c:bubbleSize><c:numRef><c:numCache><c:pt idx="0"><c:v>10</c:v></c:pt><c:pt idx="1"><c:v>4</c:v></c:pt></c:numCache></c:numRef></c:bubbleSize>
+        </c:ser></c:bubbleChart></c:plotArea></c:chart></c:chartSpace>"#;
+        assert_eq!(
+            chart_text(xml).unwrap(),
+            "Chart\n\n| Category | Stores | Stores (size) | Stores (label) |\n| --- | --- | --- | --- |\n| 1 | -3.8 | 10 |  |\n| 2 | 0.8 | 4 | fastest |"
+        );
     }
 }

@@ -249,7 +249,14 @@ pub(crate) fn xml_lines(xml: &str, lines: &mut Vec<String>) {
             }
             Ok(Event::End(_)) if skipped > 0 => skipped -= 1,
             Ok(Event::Text(_) | Event::CData(_) | Event::GeneralRef(_)) if skipped > 0 => {}
-            Ok(Event::Text(t)) => line.push_str(&text_of(&t)),
+            Ok(Event::Text(t)) => {
+                // Indentation between elements of a pretty-printed part is not text: it
+                // would split a word whose runs it separates.
+                let text = text_of(&t);
+                if !(text.contains('\n') && text.trim().is_empty()) {
+                    line.push_str(&text);
+                }
+            }
             Ok(Event::CData(t)) => line.push_str(&String::from_utf8_lossy(&t)),
             Ok(Event::GeneralRef(r)) => line.push_str(&reference_text(&r)),
             Ok(Event::End(e)) => {
@@ -335,6 +342,12 @@ mod tests {
             &mut lines,
         );
         assert_eq!(lines, ["Lighthouse & lamp", "North", "1200", "broken"]);
+        let mut lines = Vec::new();
+        xml_lines(
+            "<w:p xmlns:w=\"w\">\n  <w:r>\n    <w:t>Base Parag</w:t>\n  </w:r>\n  <w:bookmarkEnd/>\n  <w:r><w:t>raph.</w:t></w:r><w:r><w:t xml:space=\"preserve\"> </w:t></w:r><w:r><w:t>Next</w:t></w:r>\n</w:p>",
+            &mut lines,
+        );
+        assert_eq!(lines, ["Base Paragraph. Next"], "indentation is not text");
     }
 
     #[test]
