@@ -230,7 +230,9 @@ impl Retriever<'_> {
             .min(DEEPEST_POOL),
             prune_depth: VECTOR_PRUNE_DEPTH,
         };
-        let ranked = self.ranked(request, first).await?;
+        // The query's entities (for the graph lane) are read once, beside the first tier.
+        let named = tokio::sync::OnceCell::new();
+        let ranked = self.ranked(request, first, &named).await?;
         let seen: HashSet<ChunkKey> = ranked.iter().map(|r| r.key).collect();
         let mut found = self.read_in_order(request, ranked, request.limit).await?;
         if found.len() < request.limit && first.pool < DEEPEST_POOL {
@@ -241,7 +243,7 @@ impl Retriever<'_> {
                 prune_depth: DEEPEST_POOL,
             };
             let deeper: Vec<Ranked> = self
-                .ranked(request, deepest)
+                .ranked(request, deepest, &named)
                 .await?
                 .into_iter()
                 .filter(|r| !seen.contains(&r.key))
@@ -356,10 +358,12 @@ impl Retriever<'_> {
     }
 
     /// Every candidate of one tier, in final order.
+    /// `named` holds the query's entities once read (see [`Self::lane_entities`]).
     async fn ranked(
         &self,
         request: &SearchRequest,
         tier: Tier,
+        named: &tokio::sync::OnceCell<Option<Vec<(i64, u64)>>>,
     ) -> Result<Vec<Ranked>, SearchError> {
         let lexical = keyword_query(&request.query, request.operator);
         let first = async {
@@ -368,17 +372,17 @@ impl Retriever<'_> {
                 Method::Hybrid => self.hybrid(request, &lexical, tier.pool).await,
             }
         };
-        let lane = async {
+        let lane = named.get_or_try_init(|| async {
             if request.graph_lane || request.vector_prune {
                 self.lane_entities(request).await
             } else {
                 Ok(None)
             }
-        };
+        });
         let (ranked, named) = tokio::join!(first, lane);
         let mut ranked = ranked?;
         if let Some(named) = named? {
-            self.graph_lane(request, &mut ranked, &named).await?;
+            self.graph_lane(request, &mut ranked, named).await?;
         }
         if request.vector_prune && request.method == Method::Hybrid {
             self.vector_prune(request, &mut ranked, tier.prune_depth)
