@@ -239,10 +239,143 @@ fn user_words(text: &str) -> String {
     words
 }
 
+/// The kinds of fact inference makes, as ingestion instructions name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Taste,
+    Place,
+    Work,
+    Trait,
+    Health,
+    Habit,
+    Detail,
+}
+
+impl Kind {
+    const ALL: [Kind; 7] = [
+        Kind::Taste,
+        Kind::Place,
+        Kind::Work,
+        Kind::Trait,
+        Kind::Health,
+        Kind::Habit,
+        Kind::Detail,
+    ];
+
+    /// Word stems that name the kind in instructions.
+    fn stems(self) -> &'static [&'static str] {
+        match self {
+            Kind::Taste => &[
+                "prefer", "taste", "like", "dislike", "food", "drink", "favou", "favor",
+            ],
+            Kind::Place => &[
+                "location", "where", "live", "living", "city", "cities", "address", "home", "move",
+                "moving", "relocat", "resid",
+            ],
+            Kind::Work => &[
+                "work",
+                "job",
+                "employ",
+                "career",
+                "occupation",
+                "profession",
+                "compan",
+            ],
+            Kind::Trait => &["trait", "personalit", "character"],
+            Kind::Health => &["allerg", "health", "medical", "diet"],
+            Kind::Habit => &["habit", "routine"],
+            Kind::Detail => &["detail", "attribute", "birthday", "email", "phone"],
+        }
+    }
+
+    fn of_slot(slot: &str) -> Kind {
+        match slot.split(':').next().unwrap_or_default() {
+            "taste" => Kind::Taste,
+            "lives_in" => Kind::Place,
+            "works_for" | "works_as" => Kind::Work,
+            "trait" => Kind::Trait,
+            "allergy" => Kind::Health,
+            "habit" => Kind::Habit,
+            _ => Kind::Detail,
+        }
+    }
+}
+
+/// What of a memory's facts its ingestion instructions (`custom_instructions`, with the
+/// database's and the collection's) let inference keep, as far as rules can read them: a
+/// sentence saying "only" keeps only the kinds of fact it names ("Only remember food
+/// preferences and where the user lives"); a sentence saying "don't", "do not", "never",
+/// "ignore", "skip", "exclude", "avoid" or "no" leaves out the kinds it names ("Never store
+/// health details"). Kinds: tastes, places, work, traits, health, habits, other details.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Focus {
+    only: Vec<Kind>,
+    never: Vec<Kind>,
+}
+
+impl Focus {
+    pub fn of(instructions: &str) -> Self {
+        let mut focus = Focus::default();
+        let lower = instructions.to_lowercase().replace('\u{2019}', "'");
+        for sentence in lower.split(['.', ';', '\n', '!']) {
+            let words: Vec<&str> = sentence
+                .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let named: Vec<Kind> = Kind::ALL
+                .into_iter()
+                .filter(|kind| {
+                    words
+                        .iter()
+                        .any(|w| kind.stems().iter().any(|stem| w.starts_with(stem)))
+                })
+                .collect();
+            if named.is_empty() {
+                continue;
+            }
+            let negated = words.iter().any(|w| {
+                matches!(
+                    *w,
+                    "don't"
+                        | "dont"
+                        | "not"
+                        | "never"
+                        | "ignore"
+                        | "skip"
+                        | "exclude"
+                        | "avoid"
+                        | "no"
+                        | "without"
+                )
+            });
+            let target = if negated {
+                &mut focus.never
+            } else if words.contains(&"only") {
+                &mut focus.only
+            } else {
+                continue;
+            };
+            for kind in named {
+                if !target.contains(&kind) {
+                    target.push(kind);
+                }
+            }
+        }
+        focus
+    }
+
+    /// Whether a fact in `slot` is kept.
+    pub fn keeps(&self, slot: &str) -> bool {
+        let kind = Kind::of_slot(slot);
+        !self.never.contains(&kind) && (self.only.is_empty() || self.only.contains(&kind))
+    }
+}
+
 /// The facts a memory's text states about its user (`user`, as the statements name them), in
-/// the order said; a later fact in a slot replaces an earlier one of the same memory. Questions
-/// are not statements.
-pub fn infer(text: &str, user: &str) -> Vec<Fact> {
+/// the order said, the kinds its `instructions` leave out dropped (see [`Focus`]); a later fact
+/// in a slot replaces an earlier one of the same memory. Questions are not statements.
+pub fn infer(text: &str, user: &str, instructions: &str) -> Vec<Fact> {
+    let focus = Focus::of(instructions);
     let user = if user.trim().is_empty() {
         "User"
     } else {
@@ -277,6 +410,9 @@ pub fn infer(text: &str, user: &str) -> Vec<Fact> {
                 }
                 let key = found.name("k").map_or("", |m| m.as_str());
                 let (slot, value, statement) = (rule.make)(user, key, &value);
+                if !focus.keeps(&slot) {
+                    break;
+                }
                 facts.retain(|f| f.slot != slot);
                 facts.push(Fact {
                     slot,
@@ -316,7 +452,7 @@ mod tests {
     use super::*;
 
     fn said(text: &str) -> Vec<(String, String, String)> {
-        infer(text, "Ana")
+        infer(text, "Ana", "")
             .into_iter()
             .map(|f| (f.slot, f.value, f.statement))
             .collect()
@@ -324,6 +460,41 @@ mod tests {
 
     fn fact(slot: &str, value: &str, statement: &str) -> (String, String, String) {
         (slot.into(), value.into(), statement.into())
+    }
+
+    /// `custom_instructions` keep or leave out kinds of fact; what rules cannot read of them
+    /// changes nothing.
+    #[test]
+    fn instructions_name_the_kinds_of_fact_kept() {
+        let text = "I love green tea. I live in Lisbon. I am allergic to peanuts. I work at Acme.";
+        let slots = |instructions: &str| -> Vec<String> {
+            infer(text, "Ana", instructions)
+                .into_iter()
+                .map(|f| f.slot)
+                .collect()
+        };
+        let all = [
+            "taste:green tea",
+            "lives_in",
+            "allergy:peanuts",
+            "works_for",
+        ];
+        assert_eq!(slots(""), all);
+        assert_eq!(slots("Be concise. Write in English."), all);
+        assert_eq!(slots("Only remember where the user lives."), ["lives_in"]);
+        assert_eq!(
+            slots("Only keep food preferences and the user's job."),
+            ["taste:green tea", "works_for"]
+        );
+        assert_eq!(
+            slots("Never store health details; ignore what they like.\nDon't note employers."),
+            ["lives_in"]
+        );
+        assert_eq!(
+            slots("Only remember preferences and allergies. Do not keep allergies."),
+            ["taste:green tea"],
+            "leaving out wins"
+        );
     }
 
     #[test]
@@ -377,7 +548,7 @@ mod tests {
         );
         assert!(said("Do I like jazz? She loves jazz. We moved to Oslo.").is_empty());
         assert_eq!(
-            infer("I live in Porto", " ")[0].statement,
+            infer("I live in Porto", " ", "")[0].statement,
             "User lives in Porto."
         );
     }

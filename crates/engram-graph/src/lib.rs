@@ -10,7 +10,7 @@ pub mod rules;
 
 use async_trait::async_trait;
 
-pub use infer::{infer, Fact, FACTS_PER_MEMORY_MAX};
+pub use infer::{infer, Fact, Focus, FACTS_PER_MEMORY_MAX};
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };
@@ -26,6 +26,8 @@ pub struct ExtractRequest<'a> {
     pub org: &'a str,
     pub database: &'a str,
     pub title: &'a str,
+    /// The item's ingestion instructions (see `ClaimedItem::instructions`); empty when none.
+    pub instructions: &'a str,
     pub passages: &'a [Passage<'a>],
 }
 

@@ -56,6 +56,19 @@ impl std::fmt::Debug for LlmSettings {
     }
 }
 
+/// `system` followed by the item's ingestion instructions, when it has any.
+fn with_instructions(system: &str, instructions: &str) -> String {
+    let instructions = instructions.trim();
+    if instructions.is_empty() {
+        system.to_owned()
+    } else {
+        format!(
+            "{system}\n\nThe user who stored this content gave these instructions; follow them \
+             where they apply to what you extract:\n{instructions}"
+        )
+    }
+}
+
 /// Answers by content hash, oldest dropped first.
 #[derive(Default)]
 struct Cache {
@@ -274,6 +287,8 @@ impl LlmExtractor {
         name: &str,
         schema: Value,
     ) -> Result<Value, CallError> {
+        // The item's instructions go with every call (and so into the cache key).
+        let system = &with_instructions(system, owner.instructions);
         let key: [u8; 32] = Sha256::new()
             .chain_update(owner.org.as_bytes())
             .chain_update([0])
@@ -528,6 +543,7 @@ mod tests {
             org: "org-a",
             database: "db",
             title: "Staff",
+            instructions: "",
             passages: &PASSAGES,
         };
         let graph = llm.extract(&request).await.unwrap();
@@ -582,8 +598,24 @@ mod tests {
         };
         llm.extract(&other_database).await.unwrap();
         assert_eq!(endpoint.seen.lock().unwrap().len(), 6);
+        // The item's instructions go with both calls (and make their own cache entries).
+        let instructed = ExtractRequest {
+            instructions: "Leave out phone numbers.",
+            ..request
+        };
+        llm.extract(&instructed).await.unwrap();
+        let seen = endpoint.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 8);
+        for (_, body) in &seen[6..] {
+            let system = body["messages"][0]["content"].as_str().unwrap();
+            assert!(system.ends_with("\nLeave out phone numbers."), "{system}");
+        }
+        assert!(!seen[0].1["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("instructions"));
         llm.extract(&elsewhere).await.unwrap();
-        assert_eq!(endpoint.seen.lock().unwrap().len(), 6);
+        assert_eq!(endpoint.seen.lock().unwrap().len(), 8, "still cached");
     }
 
     #[tokio::test]
@@ -595,6 +627,7 @@ mod tests {
             org: "org-a",
             database: "db",
             title: "",
+            instructions: "",
             passages: &PASSAGES,
         };
         let graph = llm.extract(&request).await.unwrap();
@@ -641,6 +674,7 @@ mod tests {
             org: "org-a",
             database: "db",
             title: "",
+            instructions: "",
             passages: &passages,
         };
         let graph = llm.extract(&request).await.unwrap();

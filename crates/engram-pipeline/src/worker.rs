@@ -332,6 +332,7 @@ impl Pipeline {
                 org: item.org.as_str(),
                 database: item.database_id.as_str(),
                 title: &item.title,
+                instructions: &item.instructions,
                 passages,
             };
             // An extractor may wait on a model for minutes: a deleted or replaced item stops it.
@@ -355,8 +356,11 @@ impl Pipeline {
         };
         let mut graph = graph;
         if infers(item) {
-            graph.facts =
-                engram_graph::infer(item.text.as_deref().unwrap_or_default(), &item.user_name);
+            graph.facts = engram_graph::infer(
+                item.text.as_deref().unwrap_or_default(),
+                &item.user_name,
+                &item.instructions,
+            );
         }
         match self
             .store
@@ -562,8 +566,11 @@ impl Pipeline {
                 inferred.push(None);
                 continue;
             }
-            let facts =
-                engram_graph::infer(item.text.as_deref().unwrap_or_default(), &item.user_name);
+            let facts = engram_graph::infer(
+                item.text.as_deref().unwrap_or_default(),
+                &item.user_name,
+                &item.instructions,
+            );
             let scope = engram_store::DatabaseScope {
                 org: item.org.clone(),
                 id: item.database_id.clone(),

@@ -162,6 +162,9 @@ pub struct ClaimedItem {
     /// Whose memory it is, and whether to infer what it says about them.
     pub user_name: String,
     pub infer: bool,
+    /// The ingestion instructions in force when it was accepted (database, collection, its
+    /// own `custom_instructions`), which inference and graph extraction follow.
+    pub instructions: String,
     /// Attempts so far, this one included.
     pub attempts: u32,
     /// What the claim is for.

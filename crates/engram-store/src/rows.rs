@@ -226,7 +226,7 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
 /// The columns a claim returns of the item it leased (`RETURNING`).
 pub(crate) const CLAIMED_COLUMNS: &str =
     "item_key, version, database_id, collection, id, kind, origin, title, filename,
-             media_type, text, graph_payload, user_name, infer, attempts, status,
+             media_type, text, graph_payload, user_name, infer, instructions, attempts, status,
              (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id";
 
 /// Whether a claimed item ends a light batch: a file, or given text over `light_bytes`.
@@ -261,6 +261,7 @@ pub(crate) fn claimed_item(
         graph_payload: row.opt_text("graph_payload")?,
         user_name: row.text("user_name")?,
         infer: row.flag("infer")?,
+        instructions: row.text("instructions")?,
         attempts: u32::try_from(row.int("attempts")?).unwrap_or(u32::MAX),
         stage: match row.text("status")?.as_str() {
             "graph_creation" => crate::Stage::Graph,

@@ -765,8 +765,9 @@ async fn inferred(server: &Server, key: &str, id: &str) -> String {
 }
 
 /// Memory inference: a memory with `infer: true` gets the facts its user states about
-/// themselves (inspected, listed, searchable with it); a later memory repeats none of the
-/// user's current facts; `infer: false` stores the text as given.
+/// themselves (inspected, listed, searchable with it), of the kinds its `custom_instructions`
+/// keep; a later memory repeats none of the user's current facts; `infer: false` stores the
+/// text as given.
 #[tokio::test]
 async fn inferred_facts_are_listed_searchable_and_not_repeated() {
     let server = Server::start();
@@ -778,16 +779,31 @@ async fn inferred_facts_are_listed_searchable_and_not_repeated() {
         serde_json::json!([
             {"id": "m1", "user_name": "Ana", "infer": true,
              "text": "I moved to Lisbon in March and I love green tea."},
-            {"id": "plain", "user_name": "Ana", "text": "I love jazz."}
+            {"id": "plain", "user_name": "Ana", "text": "I love jazz."},
+            {"id": "focused", "user_name": "Bo", "infer": true,
+             "custom_instructions": "Only remember where the user lives.",
+             "text": "I moved to Faro and I love black coffee."}
         ]),
     )
     .await;
-    wait_completed(&server, &key, "minds", Some("ana"), &["m1", "plain"]).await;
+    wait_completed(
+        &server,
+        &key,
+        "minds",
+        Some("ana"),
+        &["m1", "plain", "focused"],
+    )
+    .await;
     assert_eq!(
         inferred(&server, &key, "m1").await,
         "Ana lives in Lisbon. Ana likes green tea."
     );
     assert_eq!(inferred(&server, &key, "plain").await, "");
+    // Its custom_instructions keep where the user lives and leave out their tastes.
+    assert_eq!(
+        inferred(&server, &key, "focused").await,
+        "Bo lives in Faro."
+    );
 
     // A later conversation: the assistant's words are not the user's, a fact the user already
     // has is not repeated, a new one is.
