@@ -195,6 +195,7 @@ impl App {
                 // This instance's own copy (see ARCHITECTURE.md, the vector graph): checked
                 // against the store's vectors when loaded.
                 directory: Some(config.data_dir.join("vectors")),
+                expansion_search: config.search.vector_graph_breadth as usize,
                 ..engram_index::AnnOptions::default()
             },
         ));

@@ -290,6 +290,9 @@ pub struct SearchConfig {
     /// vectors (approximate; its candidates are rescored exactly), built in the background;
     /// smaller ones, and selective filters, are scanned exactly. 0 turns the graph off.
     pub vector_graph_min_chunks: u32,
+    /// Candidates the graph search keeps (HNSW's efSearch, 16 to 4096): more finds more of the
+    /// exact nearest at more cost.
+    pub vector_graph_breadth: u32,
 }
 
 impl Default for SearchConfig {
@@ -306,6 +309,7 @@ impl Default for SearchConfig {
             rerank_weight: 0.05,
             recency_half_life_days: 30.0,
             vector_graph_min_chunks: 50_000,
+            vector_graph_breadth: 1024,
         }
     }
 }
@@ -773,6 +777,11 @@ impl Config {
         if q.fast_pool == 0 || q.thinking_pool == 0 || q.rerank_depth == 0 {
             return Err(ConfigError::Invalid(
                 "search.fast_pool, thinking_pool and rerank_depth must be positive".into(),
+            ));
+        }
+        if !(16..=4096).contains(&q.vector_graph_breadth) {
+            return Err(ConfigError::Invalid(
+                "search.vector_graph_breadth must be within 16..4096".into(),
             ));
         }
         let unit = 0.0..=1.0;

@@ -55,7 +55,7 @@ impl Default for AnnOptions {
             min_vectors: 50_000,
             connectivity: 16,
             expansion_add: 128,
-            expansion_search: 384,
+            expansion_search: 1024,
             directory: None,
         }
     }
