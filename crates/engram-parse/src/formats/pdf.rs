@@ -119,55 +119,55 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
     out.finish()
 }
 
-/// Each page of Poppler's layout reading (words at their horizontal place); none when it fails.
-fn layout_pages(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<String>, ParseError> {
+/// Poppler's second reading of the whole file in `mode` (`-layout`, `-bbox-layout`), its
+/// output held to `expansion` times the text budget; `None` when Poppler fails on it.
+fn second_reading(
+    input: &Path,
+    dir: &Path,
+    limits: &Limits,
+    mode: &str,
+    expansion: usize,
+) -> Result<Option<String>, ParseError> {
     let run = tools::run(
         tools::PDFTOTEXT,
         &[
-            "-layout".as_ref(),
+            mode.as_ref(),
             "-enc".as_ref(),
             "UTF-8".as_ref(),
             input.as_os_str(),
             "-".as_ref(),
         ],
         dir,
-        // Alignment spaces come on top of the text.
-        limits.max_text_bytes.saturating_mul(4),
+        limits.max_text_bytes.saturating_mul(expansion),
         &limits.interrupt,
     )?;
-    if !run.success {
-        return Ok(Vec::new());
-    }
-    Ok(String::from_utf8_lossy(&run.stdout)
-        .split('\u{c}')
-        .map(|page| {
-            page.chars()
-                .filter(|c| !bidi::is_bidi_control(*c))
-                .collect()
-        })
-        .collect())
+    Ok(run
+        .success
+        .then(|| String::from_utf8_lossy(&run.stdout).into_owned()))
 }
 
-/// Each page's paragraphs from Poppler's word boxes, in logical order (`bidi`).
+/// Each page of Poppler's layout reading (words at their horizontal place; alignment spaces
+/// come on top of the text); none when it fails.
+fn layout_pages(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<String>, ParseError> {
+    Ok(second_reading(input, dir, limits, "-layout", 4)?
+        .map(|text| {
+            text.split('\u{c}')
+                .map(|page| {
+                    page.chars()
+                        .filter(|c| !bidi::is_bidi_control(*c))
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Each page's paragraphs from Poppler's word boxes (markup several times the text), in
+/// logical order (`bidi`).
 fn word_boxes(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<Vec<String>>, ParseError> {
-    let run = tools::run(
-        tools::PDFTOTEXT,
-        &[
-            "-bbox-layout".as_ref(),
-            "-enc".as_ref(),
-            "UTF-8".as_ref(),
-            input.as_os_str(),
-            "-".as_ref(),
-        ],
-        dir,
-        // The boxes' markup is several times the text.
-        limits.max_text_bytes.saturating_mul(8),
-        &limits.interrupt,
-    )?;
-    if !run.success {
-        return Ok(Vec::new());
-    }
-    Ok(bidi::pages(&String::from_utf8_lossy(&run.stdout)))
+    Ok(second_reading(input, dir, limits, "-bbox-layout", 8)?
+        .map(|text| bidi::pages(&text))
+        .unwrap_or_default())
 }
 
 /// The OCR text of one page, rendered at 300 dpi.
