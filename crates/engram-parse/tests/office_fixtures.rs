@@ -255,6 +255,15 @@ fn convert(dir: &Path, input: &Path, format: &str) -> Option<Vec<u8>> {
     Some(std::fs::read(dir.join(format!("{stem}.{extension}"))).unwrap())
 }
 
+/// A flat ODT printed to PDF by LibreOffice, read as a PDF; `None` when soffice is missing.
+fn printed(name: &str, fodt: &str) -> Option<Document> {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join(format!("{name}.fodt"));
+    std::fs::write(&source, fodt).unwrap();
+    let pdf = convert(dir.path(), &source, "pdf")?;
+    Some(read(&pdf, &format!("{name}.pdf"), Format::Pdf))
+}
+
 fn read(bytes: &[u8], name: &str, expected: Format) -> Document {
     let format = detect(bytes, name, None).unwrap();
     assert_eq!(format, expected, "{name}");
@@ -538,13 +547,10 @@ fn comments_keep_their_anchor_and_author() {
 
 #[test]
 fn right_to_left_pdf_text_reads_in_logical_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let fodt = dir.path().join("rtl.fodt");
-    std::fs::write(&fodt, RIGHT_TO_LEFT).unwrap();
-    let Some(pdf) = convert(dir.path(), &fodt, "pdf") else {
+    let Some(doc) = printed("rtl", RIGHT_TO_LEFT) else {
         return;
     };
-    let text = read(&pdf, "rtl.pdf", Format::Pdf).text();
+    let text = doc.text();
     for expected in [
         "مرحبا بكم في المكتبة",
         "שלום עולם, זהו מסמך בדיקה",
@@ -562,13 +568,9 @@ fn right_to_left_pdf_text_reads_in_logical_order() {
 /// order gives it column by column).
 #[test]
 fn a_pdf_table_reads_as_a_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let fodt = dir.path().join("results.fodt");
-    std::fs::write(&fodt, RESULTS).unwrap();
-    let Some(pdf) = convert(dir.path(), &fodt, "pdf") else {
+    let Some(doc) = printed("results", RESULTS) else {
         return;
     };
-    let doc = read(&pdf, "results.pdf", Format::Pdf);
     let text = doc.text();
     let table = doc
         .blocks
@@ -591,13 +593,10 @@ fn a_pdf_table_reads_as_a_table() {
 /// Korean text keeps every word and its spacing (Hangul is written with spaces between words).
 #[test]
 fn korean_pdf_text_reads_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let fodt = dir.path().join("korean.fodt");
-    std::fs::write(&fodt, KOREAN).unwrap();
-    let Some(pdf) = convert(dir.path(), &fodt, "pdf") else {
+    let Some(doc) = printed("korean", KOREAN) else {
         return;
     };
-    let text = read(&pdf, "korean.pdf", Format::Pdf).text();
+    let text = doc.text();
     for expected in [
         "대한민국의 수도는 서울특별시이며, 인구는 약 천만 명이다.",
         "회의는 다음 주 화요일 오후 세 시에 본사 회의실에서 열립니다.",
