@@ -49,6 +49,8 @@ if $for_tests; then
   need qpdf || packages+=(qpdf)
   # A Korean font, so that LibreOffice prints the Korean PDF fixture in Hangul.
   fc-list :lang=ko 2>/dev/null | grep -q . || packages+=(fonts-nanum)
+  # A Chinese and Japanese font (WenQuanYi Micro Hei, 1.6 MB) for the Chinese and Japanese one.
+  fc-list :lang=ja 2>/dev/null | grep -q . || packages+=(fonts-wqy-microhei)
   # PostgreSQL for the PostgreSQL backend's tests (a throwaway cluster per test run), with its
   # server headers to build pgvector.
   [ -x /usr/lib/postgresql/15/bin/initdb ] || packages+=(postgresql-15)

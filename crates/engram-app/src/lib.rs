@@ -196,6 +196,10 @@ impl App {
                 // against the store's vectors when loaded.
                 directory: Some(config.data_dir.join("vectors")),
                 expansion_search: config.search.vector_graph_breadth as usize,
+                build_threads: match config.search.vector_graph_build_threads {
+                    0 => engram_index::AnnOptions::default().build_threads,
+                    n => n as usize,
+                },
                 ..engram_index::AnnOptions::default()
             },
         ));

@@ -293,6 +293,8 @@ pub struct SearchConfig {
     /// Candidates the graph search keeps (HNSW's efSearch, 16 to 4096): more finds more of the
     /// exact nearest at more cost.
     pub vector_graph_breadth: u32,
+    /// Threads that add vectors to a graph at once (0 to 256); 0: every core but one.
+    pub vector_graph_build_threads: u32,
 }
 
 impl Default for SearchConfig {
@@ -310,6 +312,7 @@ impl Default for SearchConfig {
             recency_half_life_days: 30.0,
             vector_graph_min_chunks: 50_000,
             vector_graph_breadth: 1024,
+            vector_graph_build_threads: 0,
         }
     }
 }
@@ -784,6 +787,11 @@ impl Config {
                 "search.vector_graph_breadth must be within 16..4096".into(),
             ));
         }
+        if q.vector_graph_build_threads > 256 {
+            return Err(ConfigError::Invalid(
+                "search.vector_graph_build_threads must be within 0..256".into(),
+            ));
+        }
         let unit = 0.0..=1.0;
         if !unit.contains(&q.rerank_weight)
             || !(0.0..=10.0).contains(&q.feedback_vector_weight)
@@ -888,6 +896,18 @@ mod tests {
             assert!(Config::load(Some(Path::new("bad.toml")), &Overrides::default()).is_err());
             jail.create_file("zero.toml", "[rate_limit]\nburst = 0\n")?;
             assert!(Config::load(Some(Path::new("zero.toml")), &Overrides::default()).is_err());
+            for bad in [
+                "vector_graph_breadth = 8",
+                "vector_graph_breadth = 5000",
+                "vector_graph_build_threads = 1000",
+            ] {
+                jail.create_file("graph.toml", &format!("[search]\n{bad}\n"))?;
+                let loaded = Config::load(Some(Path::new("graph.toml")), &Overrides::default());
+                assert!(loaded.is_err(), "{bad} was accepted");
+            }
+            jail.create_file("graph.toml", "[search]\nvector_graph_build_threads = 4\n")?;
+            let loaded = Config::load(Some(Path::new("graph.toml")), &Overrides::default());
+            assert_eq!(loaded.unwrap().search.vector_graph_build_threads, 4);
             Ok(())
         });
     }

@@ -189,6 +189,7 @@ fn main() {
     }
     assert!(index.graph_searches() >= scans as u64, "the graph answered");
     println!(
-        "graph built {built:.1} s after the first insert (one thread), {total_rss:.0} MiB in all"
+        "graph built {built:.1} s after the first insert ({} threads), {total_rss:.0} MiB in all",
+        AnnOptions::default().build_threads
     );
 }

@@ -493,7 +493,10 @@ impl Segments {
             }
             return false;
         }
-        let failed: HashSet<u64> = graph.add(&keys, &codes, dimension).into_iter().collect();
+        let failed: HashSet<u64> = graph
+            .add(&keys, &codes, dimension, self.options.build_threads)
+            .into_iter()
+            .collect();
         let mut map = self.write();
         let Some(segment) = map.get_mut(database) else {
             return false;
@@ -1067,11 +1070,14 @@ mod tests {
         v
     }
 
+    /// Built by three threads whatever the machine's cores: the graph tests check additions
+    /// made at once.
     fn graph_index(dimension: usize, min_vectors: usize) -> Vectors {
         Vectors::with_options(
             dimension,
             AnnOptions {
                 min_vectors,
+                build_threads: 3,
                 ..AnnOptions::default()
             },
         )

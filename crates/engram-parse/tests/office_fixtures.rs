@@ -186,6 +186,18 @@ const KOREAN: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:text></office:body>
 </office:document>"#;
 
+/// Chinese and Japanese paragraphs (set in WenQuanYi Micro Hei, which make setup-test
+/// installs), as a flat ODT that LibreOffice prints to PDF.
+const CHINESE_JAPANESE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
+ <office:body><office:text>
+  <text:p>北京是中华人民共和国的首都，人口约两千万。</text:p>
+  <text:p>会议将于下周二下午三点在总部会议室举行。</text:p>
+  <text:p>東京は日本の首都であり、人口は約千四百万人です。</text:p>
+  <text:p>会議は来週の火曜日午後三時に本社の会議室で開かれます。</text:p>
+ </office:text></office:body>
+</office:document>"#;
+
 /// A paper's results table between two paragraphs, as a flat ODT that LibreOffice prints to PDF.
 const RESULTS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -590,18 +602,38 @@ fn a_pdf_table_reads_as_a_table() {
     assert!(before < at && at < after, "{text}");
 }
 
-/// Korean text keeps every word and its spacing (Hangul is written with spaces between words).
+/// Korean text keeps every word and its spacing (Hangul is written with spaces between words);
+/// Chinese and Japanese text (written without) gets no space between characters and loses none.
 #[test]
-fn korean_pdf_text_reads_whole() {
-    let Some(doc) = printed("korean", KOREAN) else {
-        return;
-    };
-    let text = doc.text();
-    for expected in [
-        "대한민국의 수도는 서울특별시이며, 인구는 약 천만 명이다.",
-        "회의는 다음 주 화요일 오후 세 시에 본사 회의실에서 열립니다.",
-    ] {
-        assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+fn cjk_pdf_text_reads_whole() {
+    let cases: [(&str, &str, &[&str]); 2] = [
+        (
+            "korean",
+            KOREAN,
+            &[
+                "대한민국의 수도는 서울특별시이며, 인구는 약 천만 명이다.",
+                "회의는 다음 주 화요일 오후 세 시에 본사 회의실에서 열립니다.",
+            ],
+        ),
+        (
+            "cjk",
+            CHINESE_JAPANESE,
+            &[
+                "北京是中华人民共和国的首都，人口约两千万。",
+                "会议将于下周二下午三点在总部会议室举行。",
+                "東京は日本の首都であり、人口は約千四百万人です。",
+                "会議は来週の火曜日午後三時に本社の会議室で開かれます。",
+            ],
+        ),
+    ];
+    for (name, document, expected) in cases {
+        let Some(doc) = printed(name, document) else {
+            return;
+        };
+        let text = doc.text();
+        for expected in expected {
+            assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+        }
     }
 }
 

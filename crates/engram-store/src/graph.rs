@@ -249,6 +249,38 @@ impl<'g> GraphWrite<'g> {
     }
 }
 
+/// ` AND {column} = ` the scope's database ` AND d.org_id = ` its organization: where every
+/// graph read is confined (`d`, the databases, joined), on either backend.
+pub(crate) fn push_scope<'a, DB: sqlx::Database>(
+    select: &mut sqlx::QueryBuilder<'a, DB>,
+    column: &str,
+    scope: &DatabaseScope,
+) where
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    select
+        .push(format!(" AND {column} = "))
+        .push_bind(scope.id.as_str().to_owned())
+        .push(" AND d.org_id = ")
+        .push_bind(scope.org.as_str().to_owned());
+}
+
+/// ` AND {column} IN (…)` of `values` (which the callers never leave empty), on either backend.
+pub(crate) fn push_list<'a, DB: sqlx::Database, T>(
+    select: &mut sqlx::QueryBuilder<'a, DB>,
+    column: &str,
+    values: impl IntoIterator<Item = T>,
+) where
+    T: 'a + sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    select.push(format!(" AND {column} IN ("));
+    let mut list = select.separated(", ");
+    for value in values {
+        list.push_bind(value);
+    }
+    select.push(")");
+}
+
 /// One implementation of [`GraphStore`] for both backends: the graph's SQL is the same on
 /// SQLite and PostgreSQL (`$N` parameters, `ON CONFLICT`), only how a writing transaction
 /// begins differs (`begin()`, or SQLite's `begin_with(BEGIN_WRITE)`) and the lock it takes
@@ -590,22 +622,11 @@ async fn write_facts(
                     .push(
                         ") counted) AS df
                          FROM graph_entities e JOIN databases d ON d.id = e.database_id
-                         WHERE d.id = ",
-                    )
-                    .push_bind(scope.id.as_str().to_owned())
-                    .push(" AND d.org_id = ")
-                    .push_bind(scope.org.as_str().to_owned())
-                    .push(" AND e.kind IN (");
-                let mut list = select.separated(", ");
-                for kind in kinds {
-                    list.push_bind(kind.as_str());
-                }
-                select.push(") AND e.key IN (");
-                let mut list = select.separated(", ");
-                for key in keys {
-                    list.push_bind(key.clone());
-                }
-                select.push(")");
+                         WHERE TRUE",
+                    );
+                crate::graph::push_scope(&mut select, "d.id", scope);
+                crate::graph::push_list(&mut select, "e.kind", kinds.iter().map(|k| k.as_str()));
+                crate::graph::push_list(&mut select, "e.key", keys.iter().cloned());
                 let rows: Vec<(i64, i64)> = select.build_query_as().fetch_all(&self.pool).await?;
                 Ok(rows
                     .into_iter()
@@ -634,18 +655,11 @@ async fn write_facts(
                     let mut select = sqlx::QueryBuilder::<$db>::new(
                         "SELECT m.entity_key, m.chunk_key FROM graph_mentions m
                          CROSS JOIN graph_entities e CROSS JOIN databases d
-                         WHERE e.entity_key = m.entity_key AND d.id = e.database_id AND d.id = ",
+                         WHERE e.entity_key = m.entity_key AND d.id = e.database_id",
                     );
-                    select
-                        .push_bind(scope.id.as_str().to_owned())
-                        .push(" AND d.org_id = ")
-                        .push_bind(scope.org.as_str().to_owned())
-                        .push(format!(" AND {column} IN ("));
-                    let mut list = select.separated(", ");
-                    for key in keys {
-                        list.push_bind(key);
-                    }
-                    select.push(") LIMIT ").push_bind(i64::from(limit));
+                    crate::graph::push_scope(&mut select, "d.id", scope);
+                    crate::graph::push_list(&mut select, column, keys);
+                    select.push(" LIMIT ").push_bind(i64::from(limit));
                     rows.extend(
                         select
                             .build_query_as::<(i64, i64)>()
@@ -674,20 +688,13 @@ async fn write_facts(
                 let mut select = sqlx::QueryBuilder::<$db>::new(
                     "SELECT m.entity_key, m.chunk_key FROM graph_entities e
                      CROSS JOIN databases d CROSS JOIN graph_mentions m
-                     WHERE d.id = e.database_id AND m.entity_key = e.entity_key AND d.id = ",
+                     WHERE d.id = e.database_id AND m.entity_key = e.entity_key",
                 );
-                select
-                    .push_bind(scope.id.as_str().to_owned())
-                    .push(" AND d.org_id = ")
-                    .push_bind(scope.org.as_str().to_owned())
-                    .push(" AND e.entity_key IN (");
-                let mut list = select.separated(", ");
-                for key in entities {
-                    list.push_bind(*key);
-                }
+                crate::graph::push_scope(&mut select, "d.id", scope);
+                crate::graph::push_list(&mut select, "e.entity_key", entities.iter().copied());
                 select
                     .push(
-                        ") AND (SELECT COUNT(*) FROM (SELECT 1 FROM graph_mentions c
+                        " AND (SELECT COUNT(*) FROM (SELECT 1 FROM graph_mentions c
                                 WHERE c.entity_key = e.entity_key LIMIT ",
                     )
                     .push_bind(i64::try_from(most_mentions.saturating_add(1)).unwrap_or(i64::MAX))
@@ -753,22 +760,17 @@ async fn write_facts(
                 }
                 let mut select = sqlx::QueryBuilder::<$db>::new(
                     "SELECT i.item_key, i.id, i.collection, i.title FROM items i
-                     CROSS JOIN databases d WHERE d.id = i.database_id AND i.database_id = ",
+                     CROSS JOIN databases d WHERE d.id = i.database_id",
                 );
+                crate::graph::push_scope(&mut select, "i.database_id", scope);
                 select
-                    .push_bind(scope.id.as_str().to_owned())
-                    .push(" AND d.org_id = ")
-                    .push_bind(scope.org.as_str().to_owned())
                     .push(" AND d.state <> 'deleting' AND i.kind = ")
                     .push_bind(kind.as_str())
                     .push(" AND (i.expires_at IS NULL OR i.expires_at > ")
                     .push_bind(now)
-                    .push(") AND i.id IN (");
-                let mut list = select.separated(", ");
-                for id in ids {
-                    list.push_bind(id.clone());
-                }
-                select.push(") ORDER BY i.item_key");
+                    .push(")");
+                crate::graph::push_list(&mut select, "i.id", ids.iter().cloned());
+                select.push(" ORDER BY i.item_key");
                 let rows: Vec<(i64, String, String, String)> =
                     select.build_query_as().fetch_all(&self.pool).await?;
                 Ok(rows
@@ -808,25 +810,20 @@ async fn write_facts(
                          WHERE l.item_key = f.item_key AND t.database_id = l.database_id
                            AND t.id = l.target_id AND t.kind = l.kind AND t.item_key <> f.item_key
                            AND d.id = l.database_id AND d.state <> 'deleting'
-                           AND f.database_id = l.database_id AND l.database_id = "
+                           AND f.database_id = l.database_id"
                     ));
+                    crate::graph::push_scope(&mut select, "l.database_id", scope);
                     select
-                        .push_bind(scope.id.as_str().to_owned())
-                        .push(" AND d.org_id = ")
-                        .push_bind(scope.org.as_str().to_owned())
                         .push(" AND l.kind = ")
                         .push_bind(kind.as_str())
                         .push(" AND (f.expires_at IS NULL OR f.expires_at > ")
                         .push_bind(now)
                         .push(") AND (t.expires_at IS NULL OR t.expires_at > ")
                         .push_bind(now)
-                        .push(format!(") AND {column} IN ("));
-                    let mut list = select.separated(", ");
-                    for id in ids {
-                        list.push_bind(id.clone());
-                    }
+                        .push(")");
+                    crate::graph::push_list(&mut select, column, ids.iter().cloned());
                     select
-                        .push(") ORDER BY f.item_key, t.item_key LIMIT ")
+                        .push(" ORDER BY f.item_key, t.item_key LIMIT ")
                         .push_bind(i64::from(limit));
                     let rows: Vec<(i64, String, String, String, i64, String, String, String)> =
                         select.build_query_as().fetch_all(&self.pool).await?;
@@ -866,19 +863,12 @@ async fn write_facts(
                      FROM chunks c CROSS JOIN graph_mentions m CROSS JOIN graph_entities e
                      CROSS JOIN databases d
                      WHERE m.chunk_key = c.chunk_key AND e.entity_key = m.entity_key
-                       AND d.id = c.database_id AND c.database_id = ",
+                       AND d.id = c.database_id",
                 );
+                crate::graph::push_scope(&mut select, "c.database_id", scope);
+                crate::graph::push_list(&mut select, "c.item_key", items.iter().copied());
                 select
-                    .push_bind(scope.id.as_str().to_owned())
-                    .push(" AND d.org_id = ")
-                    .push_bind(scope.org.as_str().to_owned())
-                    .push(" AND c.item_key IN (");
-                let mut list = select.separated(", ");
-                for key in items {
-                    list.push_bind(*key);
-                }
-                select
-                    .push(") ORDER BY c.item_key, e.entity_key LIMIT ")
+                    .push(" ORDER BY c.item_key, e.entity_key LIMIT ")
                     .push_bind(i64::from(limit));
                 let rows: Vec<(i64, i64, String, String, String, Option<String>)> =
                     select.build_query_as().fetch_all(&self.pool).await?;
@@ -923,19 +913,12 @@ async fn write_facts(
                          CROSS JOIN graph_entities s CROSS JOIN graph_entities t
                          CROSS JOIN databases d
                          WHERE c.chunk_key = r.chunk_key AND s.entity_key = r.source_key
-                           AND t.entity_key = r.target_key AND d.id = c.database_id AND d.id = ",
+                           AND t.entity_key = r.target_key AND d.id = c.database_id",
                         crate::rows::RELATION_FIELDS
                     ));
-                    select
-                        .push_bind(scope.id.as_str().to_owned())
-                        .push(" AND d.org_id = ")
-                        .push_bind(scope.org.as_str().to_owned())
-                        .push(format!(" AND {column} IN ("));
-                    let mut list = select.separated(", ");
-                    for key in keys {
-                        list.push_bind(*key);
-                    }
-                    select.push(") LIMIT ").push_bind(i64::from(limit));
+                    crate::graph::push_scope(&mut select, "d.id", scope);
+                    crate::graph::push_list(&mut select, column, keys.iter().copied());
+                    select.push(" LIMIT ").push_bind(i64::from(limit));
                     for row in select.build().fetch_all(&self.pool).await? {
                         let relation = crate::rows::relation(&row)?;
                         if seen.insert(relation.relation_key) {
