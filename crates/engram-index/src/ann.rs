@@ -125,7 +125,9 @@ impl Graph {
             tracing::warn!(%error, path = %path.display(), "a saved vector graph could not be loaded");
             return None;
         }
-        if index.dimensions() != dimension {
+        // A graph of another shape (saved before the defaults changed) is built again.
+        if index.dimensions() != dimension || index.connectivity() != options.connectivity {
+            tracing::info!(path = %path.display(), "a saved vector graph of another shape is built again");
             return None;
         }
         index.change_expansion_search(options.expansion_search);

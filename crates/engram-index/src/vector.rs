@@ -1191,7 +1191,7 @@ mod tests {
         }
         // The restart finds 50 vectors gone, 100 changed and 20 new since the save.
         let changed = |k: i64| 90_000 + k as u64;
-        let second = Vectors::with_options(DIM, options);
+        let second = Vectors::with_options(DIM, options.clone());
         second.insert(
             &a,
             (50..1_500)
@@ -1226,6 +1226,18 @@ mod tests {
             second.graph_searches() >= 8,
             "searches went through the graph"
         );
+        // A graph saved in another shape (the defaults changed since) is built again.
+        wait_for(&|| saved.exists());
+        let reshaped = Vectors::with_options(
+            DIM,
+            AnnOptions {
+                connectivity: options.connectivity + 8,
+                ..options.clone()
+            },
+        );
+        reshaped.insert(&a, (0..1_500).map(|k| entry(k, k as u64)));
+        wait_for_graph(&reshaped, &a);
+        assert_eq!(reshaped.graph_loaded(), 0, "the old shape is not loaded");
 
         // A rebuild from the store keeps the saved graphs of live databases only, and a
         // database gone from the store takes its saved graph with it.
