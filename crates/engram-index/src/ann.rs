@@ -32,6 +32,12 @@ pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(600);
 /// says: the end of a burst of writes is on disk soon after.
 pub(crate) const SAVE_QUIET: Duration = Duration::from_secs(20);
 
+/// Searches through one graph at once; more wait for one to end. usearch gives each search
+/// and each addition a context of its own, reserved ahead (by default one per core, so that
+/// a search beside the builder's additions failed on two cores and fell back to the exact
+/// scan, and an addition beside searches failed and left its vector to the scan for good).
+const SEARCH_CONTEXTS: usize = 32;
+
 /// When a database's vectors are searched through a graph, and how it is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnnOptions {
@@ -102,16 +108,22 @@ pub(crate) struct Graph {
     touched: Mutex<Instant>,
     /// When it was last saved.
     saved: Mutex<Option<Instant>>,
+    /// usearch contexts reserved: the builder's threads and [`SEARCH_CONTEXTS`].
+    contexts: usize,
+    /// Searches running, at most [`SEARCH_CONTEXTS`].
+    searching: Mutex<usize>,
+    search_ended: Condvar,
 }
 
 impl Graph {
     pub(crate) fn new(dimension: usize, options: &AnnOptions, expected: usize) -> Option<Self> {
         let index = Self::empty(dimension, options)?;
+        let contexts = contexts(options);
         index
-            .reserve(expected.max(1024))
+            .reserve_capacity_and_threads(expected.max(1024), contexts)
             .map_err(|e| tracing::warn!(error = %e, "the vector graph could not reserve memory"))
             .ok()?;
-        Some(Self::around(index, expected, true))
+        Some(Self::around(index, expected, true, contexts))
     }
 
     /// The graph saved in `path`, if it loads and has the options' shape.
@@ -132,11 +144,16 @@ impl Graph {
         }
         index.change_expansion_search(options.expansion_search);
         index.change_expansion_add(options.expansion_add);
+        let contexts = contexts(options);
+        if let Err(e) = index.reserve_capacity_and_threads(index.capacity(), contexts) {
+            tracing::warn!(error = %e, path = %path.display(), "a saved vector graph could not be loaded");
+            return None;
+        }
         let size = index.size();
-        Some(Self::around(index, size, false))
+        Some(Self::around(index, size, false, contexts))
     }
 
-    fn around(index: usearch::Index, built_from: usize, changed: bool) -> Self {
+    fn around(index: usearch::Index, built_from: usize, changed: bool, contexts: usize) -> Self {
         Self {
             index: RwLock::new(index),
             built_from,
@@ -144,6 +161,9 @@ impl Graph {
             changed: AtomicBool::new(changed),
             touched: Mutex::new(Instant::now()),
             saved: Mutex::new(None),
+            contexts,
+            searching: Mutex::new(0),
+            search_ended: Condvar::new(),
         }
     }
 
@@ -226,6 +246,7 @@ impl Graph {
     /// The nearest `k` keys the graph holds that `keep` accepts (best first, by its own
     /// approximate distance).
     pub(crate) fn search(&self, query: &[i8], k: usize, keep: impl Fn(u64) -> bool) -> Vec<u64> {
+        let _slot = self.search_slot();
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
         match index.filtered_search::<i8, _>(query, k, keep) {
             Ok(found) => found.keys,
@@ -236,8 +257,24 @@ impl Graph {
         }
     }
 
+    /// Waits until fewer than [`SEARCH_CONTEXTS`] searches run; the slot is given back when
+    /// the guard is dropped.
+    fn search_slot(&self) -> SearchSlot<'_> {
+        let running = self
+            .searching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut running = self
+            .search_ended
+            .wait_while(running, |n| *n >= SEARCH_CONTEXTS)
+            .unwrap_or_else(PoisonError::into_inner);
+        *running += 1;
+        SearchSlot(self)
+    }
+
     /// Adds vectors (codes of `dimension` each, keyed) on `threads` threads (the builder's
-    /// and more); returns the keys that could not be added.
+    /// and more, at most the contexts reserved for them); returns the keys that could not be
+    /// added.
     pub(crate) fn add(
         &self,
         keys: &[u64],
@@ -251,7 +288,7 @@ impl Graph {
             let needed = index.size() + keys.len();
             if needed > index.capacity() {
                 let grown = needed.max(index.capacity() * 3 / 2);
-                if let Err(e) = index.reserve(grown) {
+                if let Err(e) = index.reserve_capacity_and_threads(grown, self.contexts) {
                     tracing::warn!(error = %e, "the vector graph could not grow");
                     return keys.to_vec();
                 }
@@ -274,7 +311,8 @@ impl Graph {
                 .map(|(key, _)| *key)
                 .collect()
         };
-        let per = keys.len().div_ceil(threads.max(1)).max(1);
+        let threads = threads.clamp(1, self.contexts - SEARCH_CONTEXTS);
+        let per = keys.len().div_ceil(threads).max(1);
         if per == keys.len() {
             return add_part(keys, codes);
         }
@@ -313,6 +351,25 @@ impl Graph {
             let _ = index.remove(key);
         }
     }
+}
+
+/// A running search's hold on one of a graph's search contexts.
+struct SearchSlot<'a>(&'a Graph);
+
+impl Drop for SearchSlot<'_> {
+    fn drop(&mut self) {
+        *self
+            .0
+            .searching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) -= 1;
+        self.0.search_ended.notify_one();
+    }
+}
+
+/// The usearch contexts a graph reserves: one per builder thread, and the searches'.
+fn contexts(options: &AnnOptions) -> usize {
+    options.build_threads.max(1) + SEARCH_CONTEXTS
 }
 
 /// Wakes the builder when the segments change.
@@ -356,5 +413,73 @@ pub(crate) fn spawn_builder(segments: Weak<Segments>, wake: Arc<Wake>) {
         });
     if let Err(e) = started {
         tracing::warn!(error = %e, "the vector graph builder could not start: exact scans only");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(seed: u64, dimension: usize) -> Vec<i8> {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        (0..dimension)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 56) as u8).wrapping_sub(128) as i8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn searches_beside_additions_on_every_builder_thread_never_fail() {
+        const DIM: usize = 16;
+        let options = AnnOptions {
+            build_threads: 3,
+            ..AnnOptions::default()
+        };
+        let graph = Graph::new(DIM, &options, 1_000).unwrap();
+        let batch = |from: u64, to: u64| -> (Vec<u64>, Vec<i8>) {
+            (
+                (from..to).collect(),
+                (from..to).flat_map(|k| code(k, DIM)).collect(),
+            )
+        };
+        let (keys, codes) = batch(0, 500);
+        assert!(graph.add(&keys, &codes, DIM, 3).is_empty());
+        let adding = AtomicBool::new(true);
+        std::thread::scope(|scope| {
+            // More searches at once than contexts reserved for them: some wait for a slot.
+            let searchers: Vec<_> = (0..SEARCH_CONTEXTS as u64 + 8)
+                .map(|s| {
+                    let (graph, adding) = (&graph, &adding);
+                    scope.spawn(move || {
+                        let mut searched = 0;
+                        while adding.load(Ordering::Acquire) || searched < 5 {
+                            let found = graph.search(&code(10_000 + s, DIM), 10, |_| true);
+                            // (A search may find fewer while the nodes it walks are being
+                            // linked: the segment then scans exactly.)
+                            assert!(!found.is_empty(), "a search failed beside additions");
+                            searched += 1;
+                        }
+                    })
+                })
+                .collect();
+            // Past the capacity reserved: the graph grows on the way.
+            for from in (500..3_000).step_by(250) {
+                let (keys, codes) = batch(from, from + 250);
+                assert!(
+                    graph.add(&keys, &codes, DIM, 3).is_empty(),
+                    "an addition failed beside searches"
+                );
+            }
+            adding.store(false, Ordering::Release);
+            for searcher in searchers {
+                searcher.join().unwrap();
+            }
+        });
+        assert_eq!(graph.size(), 3_000);
+        assert_eq!(*graph.searching.lock().unwrap(), 0);
     }
 }

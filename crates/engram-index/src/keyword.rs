@@ -17,7 +17,7 @@ use tantivy::query::{
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, STRING,
 };
-use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::analyzer::{analyzer, LexicalQuery, TermOperator};
 use crate::{blocking, IndexError, IndexFilter, IndexResult};
@@ -29,6 +29,11 @@ pub trait KeywordIndex: Send + Sync {
     async fn apply(&self, changes: Arc<ChunkChanges>) -> IndexResult<()>;
     /// Forgets every database (before a rebuild).
     async fn clear(&self) -> IndexResult<()>;
+    /// Told when the rebuild that followed a clear has applied every live chunk: what it held
+    /// back until then is made searchable.
+    async fn rebuilt(&self) -> IndexResult<()> {
+        Ok(())
+    }
     /// The best `limit` chunk keys of a database by BM25 (higher is better) among chunks
     /// passing `filter`. The caller checks what the store still holds.
     async fn search(
@@ -50,6 +55,13 @@ const KEY: &str = "key";
 const TITLE_BOOST: f32 = 0.1;
 /// The smallest per-thread indexing budget tantivy accepts, with a margin.
 const WRITER_BUDGET: usize = 20_000_000;
+/// During a rebuild: one writer per database is kept open from page to page with this budget,
+/// so a database's chunks make a few large segments instead of a small one per page, each
+/// committed and merged before the next page. With the store's scan beside it, a restart over
+/// 200k chunks answers its first query in 8.9 s instead of 14.9 (`engram bench query --data`).
+const REBUILD_BUDGET: usize = 96_000_000;
+/// During a rebuild: writers kept open at once (the least recently fed is committed first).
+const REBUILD_WRITERS: usize = 4;
 
 fn keyword_error(err: impl std::fmt::Display) -> IndexError {
     IndexError::Keyword(err.to_string())
@@ -110,6 +122,27 @@ struct Inner {
     schema: Schema,
     fields: Fields,
     databases: RwLock<HashMap<DatabaseId, Arc<DatabaseIndex>>>,
+    /// Between a clear and `rebuilt`: the writers kept open, least recently fed first.
+    rebuilding: std::sync::Mutex<Option<Vec<Open>>>,
+}
+
+/// A database's writer kept open through a rebuild.
+struct Open {
+    database: DatabaseId,
+    target: Arc<DatabaseIndex>,
+    writer: IndexWriter<TantivyDocument>,
+}
+
+impl Open {
+    /// Commits what the writer holds, waits for its merges and shows it to searches.
+    fn close(self) -> IndexResult<()> {
+        let Self {
+            mut writer, target, ..
+        } = self;
+        writer.commit().map_err(keyword_error)?;
+        writer.wait_merging_threads().map_err(keyword_error)?;
+        target.reader.reload().map_err(keyword_error)
+    }
 }
 
 impl Default for TantivyKeywordIndex {
@@ -120,6 +153,7 @@ impl Default for TantivyKeywordIndex {
                 schema,
                 fields,
                 databases: RwLock::new(HashMap::new()),
+                rebuilding: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -139,12 +173,31 @@ impl KeywordIndex for TantivyKeywordIndex {
     }
 
     async fn clear(&self) -> IndexResult<()> {
+        // Writers of an unfinished rebuild go first (uncommitted: their work is dropped).
+        *self
+            .inner
+            .rebuilding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
         self.inner
             .databases
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
         Ok(())
+    }
+
+    async fn rebuilt(&self) -> IndexResult<()> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let open = inner
+                .rebuilding
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            open.into_iter().flatten().try_for_each(Open::close)
+        })
+        .await
     }
 
     async fn search(
@@ -227,15 +280,43 @@ impl Inner {
             return Ok(());
         }
         let target = self.database_or_new(database)?;
-        let options = IndexWriterOptions::builder()
-            .num_worker_threads(1)
-            .num_merge_threads(1)
-            .memory_budget_per_thread(WRITER_BUDGET)
-            .build();
-        let mut writer = target
-            .index
-            .writer_with_options::<TantivyDocument>(options)
-            .map_err(keyword_error)?;
+        let mut rebuilding = self
+            .rebuilding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(open) = rebuilding.as_mut() {
+            // Rebuilding: fed to the database's open writer, committed at the end.
+            let mut at = open.iter().position(|o| &o.database == database);
+            if at.is_none() {
+                if open.len() == REBUILD_WRITERS {
+                    open.remove(0).close()?;
+                }
+                open.push(Open {
+                    database: database.clone(),
+                    writer: writer(&target.index, REBUILD_BUDGET)?,
+                    target: target.clone(),
+                });
+                at = Some(open.len() - 1);
+            }
+            let mut fed = open.remove(at.unwrap_or_default());
+            self.write(&mut fed.writer, changes)?;
+            open.push(fed);
+            return Ok(());
+        }
+        drop(rebuilding);
+        let mut writer = writer(&target.index, WRITER_BUDGET)?;
+        self.write(&mut writer, changes)?;
+        writer.commit().map_err(keyword_error)?;
+        writer.wait_merging_threads().map_err(keyword_error)?;
+        target.reader.reload().map_err(keyword_error)
+    }
+
+    /// Gives a writer a database's removals and additions (uncommitted).
+    fn write(
+        &self,
+        writer: &mut IndexWriter<TantivyDocument>,
+        changes: Changes<'_>,
+    ) -> IndexResult<()> {
         for key in &changes.remove {
             writer.delete_term(Term::from_field_i64(self.fields.key, *key));
         }
@@ -255,9 +336,7 @@ impl Inner {
             document.add_text(self.fields.kind, chunk.kind.as_str());
             writer.add_document(document).map_err(keyword_error)?;
         }
-        writer.commit().map_err(keyword_error)?;
-        writer.wait_merging_threads().map_err(keyword_error)?;
-        target.reader.reload().map_err(keyword_error)
+        Ok(())
     }
 
     fn search(
@@ -400,6 +479,16 @@ impl Inner {
     }
 }
 
+/// A writer of one indexing thread with `budget` bytes.
+fn writer(index: &Index, budget: usize) -> IndexResult<IndexWriter<TantivyDocument>> {
+    let options = IndexWriterOptions::builder()
+        .num_worker_threads(1)
+        .num_merge_threads(1)
+        .memory_budget_per_thread(budget)
+        .build();
+    index.writer_with_options(options).map_err(keyword_error)
+}
+
 /// A clause keeping the documents holding one of `terms` (each document holds exactly one term
 /// of the field: its kind, or its collection), or `None` when no filter is asked or every
 /// document, deleted ones included, passes anyway. Leaving the clause out when it excludes
@@ -422,4 +511,104 @@ fn restriction(searcher: &Searcher, terms: Vec<Term>) -> IndexResult<Option<Box<
         return Ok(None);
     }
     Ok(Some(Box::new(TermSetQuery::new(terms))))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use engram_types::{CollectionName, ItemKind};
+
+    use super::*;
+
+    fn chunk(database: &str, key: i64, content: &str) -> IndexedChunk {
+        IndexedChunk {
+            chunk_key: ChunkKey(key),
+            database_id: DatabaseId::from_trusted(database.to_owned()),
+            collection: CollectionName::from_trusted("c"),
+            kind: ItemKind::Knowledge,
+            content: content.to_owned(),
+            context: String::new(),
+            title: String::new(),
+            embedding: Vec::new(),
+        }
+    }
+
+    async fn found(index: &TantivyKeywordIndex, database: &str, word: &str) -> Vec<i64> {
+        let query = LexicalQuery {
+            terms: vec![word.to_owned()],
+            operator: TermOperator::Or,
+        };
+        let database = DatabaseId::from_trusted(database.to_owned());
+        let mut keys: Vec<i64> = index
+            .search(&database, &query, &IndexFilter::default(), 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(key, _)| key.0)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    fn page(removed: Vec<(&str, i64)>, current: Vec<IndexedChunk>) -> Arc<ChunkChanges> {
+        Arc::new(ChunkChanges {
+            removed: removed
+                .into_iter()
+                .map(|(d, k)| (DatabaseId::from_trusted(d.to_owned()), ChunkKey(k)))
+                .collect(),
+            current,
+            ..ChunkChanges::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_rebuild_over_more_databases_than_open_writers_keeps_every_chunk() {
+        let index = TantivyKeywordIndex::new();
+        index.clear().await.unwrap();
+        let databases = REBUILD_WRITERS + 3;
+        // Pages interleave the databases, so writers are closed and opened again on the way.
+        for round in 0..3i64 {
+            let chunks = (0..databases)
+                .map(|d| chunk(&format!("db{d}"), round * 100 + d as i64, "otter"))
+                .collect();
+            index.apply(page(Vec::new(), chunks)).await.unwrap();
+        }
+        // A chunk replaced during the rebuild: its first version leaves.
+        let replaced = vec![chunk("db0", 0, "heron")];
+        index.apply(page(vec![("db0", 0)], replaced)).await.unwrap();
+        index.rebuilt().await.unwrap();
+        for d in 0..databases {
+            let mut expected: Vec<i64> = (0..3).map(|r| r * 100 + d as i64).collect();
+            if d == 0 {
+                expected.remove(0);
+            }
+            assert_eq!(found(&index, &format!("db{d}"), "otter").await, expected);
+        }
+        assert_eq!(found(&index, "db0", "heron").await, vec![0]);
+        // After the rebuild, each page is committed as it comes.
+        index
+            .apply(page(Vec::new(), vec![chunk("db1", 999, "heron")]))
+            .await
+            .unwrap();
+        assert_eq!(found(&index, "db1", "heron").await, vec![999]);
+    }
+
+    #[tokio::test]
+    async fn a_rebuild_cut_short_leaves_nothing_of_itself() {
+        let index = TantivyKeywordIndex::new();
+        index.clear().await.unwrap();
+        index
+            .apply(page(Vec::new(), vec![chunk("db", 1, "otter")]))
+            .await
+            .unwrap();
+        // The rebuild failed before its end; the next one starts with a clear.
+        index.clear().await.unwrap();
+        index
+            .apply(page(Vec::new(), vec![chunk("db", 2, "otter")]))
+            .await
+            .unwrap();
+        index.rebuilt().await.unwrap();
+        assert_eq!(found(&index, "db", "otter").await, vec![2]);
+    }
 }

@@ -86,6 +86,12 @@ impl From<&ChunkFilter> for IndexFilter {
     }
 }
 
+/// What `work` gave, and how long it took.
+async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let started = std::time::Instant::now();
+    (work.await, started.elapsed())
+}
+
 /// Changes (or chunks, when rebuilding) read from the store at once.
 const PAGE: u32 = 5_000;
 /// The least time between two background catch-ups started by wakes.
@@ -221,23 +227,42 @@ impl Indexes {
         self.keyword.clear().await?;
         self.vectors.clear().await?;
         let (mut after, mut total) = (ChunkKey(i64::MIN), 0);
-        loop {
-            let chunks = self.store.scan_chunks(after, PAGE).await?;
-            let Some(last) = chunks.last() else { break };
+        // Where the time goes (logged): the store's scan of the next page runs beside the
+        // indexing of the current one.
+        let (mut reading, mut keyword, mut vectors) = <[Duration; 3]>::default().into();
+        let mut next = self.store.scan_chunks(after, PAGE).await?;
+        while let Some(last) = next.last() {
             after = last.chunk_key;
-            total += chunks.len();
-            self.apply(ChunkChanges {
-                current: chunks,
+            total += next.len();
+            let changes = Arc::new(ChunkChanges {
+                current: std::mem::take(&mut next),
                 ..ChunkChanges::default()
-            })
-            .await?;
+            });
+            let ((k, k_took), (v, v_took), (page, read)) = tokio::join!(
+                timed(self.keyword.apply(changes.clone())),
+                timed(self.vectors.apply(changes)),
+                timed(self.store.scan_chunks(after, PAGE)),
+            );
+            k.and(v)?;
+            next = page?;
+            reading += read;
+            keyword += k_took;
+            vectors += v_took;
         }
-        self.vectors.rebuilt().await?;
+        // What the keyword index held back during the rebuild is committed now.
+        let ((k, k_took), (v, v_took)) =
+            tokio::join!(timed(self.keyword.rebuilt()), timed(self.vectors.rebuilt()));
+        k.and(v)?;
+        keyword += k_took;
+        vectors += v_took;
         let every_reader = self.note(head).await?;
         self.store.trim_chunk_changes(every_reader).await?;
         tracing::info!(
             chunks = total,
             ms = started.elapsed().as_millis() as u64,
+            reading_ms = reading.as_millis() as u64,
+            keyword_ms = keyword.as_millis() as u64,
+            vectors_ms = vectors.as_millis() as u64,
             "indexes built"
         );
         Ok((head, total))

@@ -1226,18 +1226,23 @@ mod tests {
             second.graph_searches() >= 8,
             "searches went through the graph"
         );
-        // A graph saved in another shape (the defaults changed since) is built again.
+        // A graph saved in another shape (the defaults changed since) is built again. (In a
+        // directory of its own: its builder deletes and saves files while `second` goes on.)
         wait_for(&|| saved.exists());
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::copy(&saved, elsewhere.path().join("a.usearch")).unwrap();
         let reshaped = Vectors::with_options(
             DIM,
             AnnOptions {
                 connectivity: options.connectivity + 8,
+                directory: Some(elsewhere.path().to_path_buf()),
                 ..options.clone()
             },
         );
         reshaped.insert(&a, (0..1_500).map(|k| entry(k, k as u64)));
         wait_for_graph(&reshaped, &a);
         assert_eq!(reshaped.graph_loaded(), 0, "the old shape is not loaded");
+        drop(reshaped);
 
         // A rebuild from the store keeps the saved graphs of live databases only, and a
         // database gone from the store takes its saved graph with it.

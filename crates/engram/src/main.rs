@@ -120,6 +120,15 @@ impl ConfigArgs {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The server and the MCP bridge set up their own logging; the other commands (benchmarks,
+    // evaluations, keys) log to stderr only when RUST_LOG asks.
+    let own_logging = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. });
+    if !own_logging && std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
