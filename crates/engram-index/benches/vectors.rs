@@ -7,7 +7,9 @@
 //!     VECTOR_BENCH_CHUNKS=1000000 cargo bench -p engram-index --bench vectors
 //!
 //! `VECTOR_BENCH_CHUNKS` (default 100000) and `VECTOR_BENCH_SCANS` (default 200) change the size,
-//! `VECTOR_BENCH_EF` the graph's search breadth (default: the index's).
+//! `VECTOR_BENCH_EF` the graph's search breadth, `VECTOR_BENCH_M` and `VECTOR_BENCH_EFC` its
+//! connectivity and construction breadth (defaults: the index's), so two shapes can be timed
+//! side by side.
 //! Vectors are clustered like real embeddings, in two levels (50 fields of 40 topics each; a
 //! point is its topic's centre plus noise, a topic its field's centre plus noise): uniform
 //! noise would make every neighbour about equally far, which no model gives.
@@ -109,6 +111,8 @@ fn main() {
                 chunks.min(AnnOptions::default().min_vectors)
             },
             expansion_search: env("VECTOR_BENCH_EF", AnnOptions::default().expansion_search),
+            connectivity: env("VECTOR_BENCH_M", AnnOptions::default().connectivity),
+            expansion_add: env("VECTOR_BENCH_EFC", AnnOptions::default().expansion_add),
             ..AnnOptions::default()
         },
     );
