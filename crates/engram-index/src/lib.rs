@@ -209,13 +209,14 @@ impl Indexes {
         Ok(every_reader)
     }
 
-    async fn apply(&self, changes: ChunkChanges) -> IndexResult<()> {
+    /// Applies a page to both indexes at once; returns how long each took.
+    async fn apply(&self, changes: ChunkChanges) -> IndexResult<(Duration, Duration)> {
         let changes = Arc::new(changes);
-        let (keyword, vectors) = tokio::join!(
-            self.keyword.apply(changes.clone()),
-            self.vectors.apply(changes)
+        let ((keyword, k_took), (vectors, v_took)) = tokio::join!(
+            timed(self.keyword.apply(changes.clone())),
+            timed(self.vectors.apply(changes))
         );
-        keyword.and(vectors)
+        keyword.and(vectors).map(|()| (k_took, v_took))
     }
 
     /// Builds both indexes from every chunk of a live database; returns the feed position the
@@ -229,21 +230,21 @@ impl Indexes {
         let (mut after, mut total) = (ChunkKey(i64::MIN), 0);
         // Where the time goes (logged): the store's scan of the next page runs beside the
         // indexing of the current one.
-        let (mut reading, mut keyword, mut vectors) = <[Duration; 3]>::default().into();
+        let (mut reading, mut keyword, mut vectors) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let mut next = self.store.scan_chunks(after, PAGE).await?;
         while let Some(last) = next.last() {
             after = last.chunk_key;
             total += next.len();
-            let changes = Arc::new(ChunkChanges {
+            let changes = ChunkChanges {
                 current: std::mem::take(&mut next),
                 ..ChunkChanges::default()
-            });
-            let ((k, k_took), (v, v_took), (page, read)) = tokio::join!(
-                timed(self.keyword.apply(changes.clone())),
-                timed(self.vectors.apply(changes)),
+            };
+            let (applied, (page, read)) = tokio::join!(
+                self.apply(changes),
                 timed(self.store.scan_chunks(after, PAGE)),
             );
-            k.and(v)?;
+            let (k_took, v_took) = applied?;
             next = page?;
             reading += read;
             keyword += k_took;
