@@ -183,9 +183,12 @@ impl App {
         })
         .map_err(|e| AppError::Startup(format!("outbound HTTP client: {e}")))?;
         let graph_min = config.search.vector_graph_min_chunks;
-        let indexes = Arc::new(Indexes::in_memory_with(
+        let indexes = Arc::new(Indexes::saved(
             store.clone(),
             engram_embed::MINILM_DIMENSION,
+            // This instance's own copies, like the graph's: followed from the feed position
+            // they cover, or built again when the store's feed no longer holds it.
+            config.data_dir.join("keyword"),
             engram_index::AnnOptions {
                 min_vectors: if graph_min == 0 {
                     usize::MAX

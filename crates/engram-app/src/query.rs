@@ -675,7 +675,10 @@ mod tests {
             query_embedder: Arc::new(HashEmbedder),
             tokens: Arc::new(HashEmbedder),
         };
-        let config = engram_config::Config::default();
+        let config = engram_config::Config {
+            data_dir: kit.path().to_owned(),
+            ..engram_config::Config::default()
+        };
         let app = App::with_store(
             config.clone(),
             kit.store.clone(),

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test code, compiled into the library only for backends' tests
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use engram_store::conformance::{chunk, claim_ours, collection, item, moment, setup};
@@ -12,11 +13,17 @@ use engram_store::{ChunkFilter, ChunkKey, DatabaseScope, FilterValue, ItemOrigin
 use engram_types::{CollectionName, ItemKind, UnixMs};
 use serde_json::json;
 
-use crate::{IndexFilter, IndexResult, Indexes, LexicalQuery, TermOperator};
+use crate::{AnnOptions, IndexFilter, IndexResult, Indexes, LexicalQuery, TermOperator};
 
-/// Runs every case against `store`, with the embedded indexes over it.
-pub async fn run_all(store: Arc<dyn Store>) {
-    let indexes = Indexes::in_memory(store.clone(), 2);
+/// Runs every case against `store`, with the service's indexes over it (the keyword index
+/// saved under `saved`, an empty directory of the test's).
+pub async fn run_all(store: Arc<dyn Store>, saved: &Path) {
+    let indexes = Indexes::saved(
+        store.clone(),
+        2,
+        saved.join("keyword"),
+        AnnOptions::default(),
+    );
     let shared = &store;
     let store = store.as_ref();
     keyword_ranking_operators_and_scope(store, &indexes).await;
@@ -26,6 +33,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     titles_are_searched(store, &indexes).await;
     a_gone_memory_stops_being_context(store, &indexes).await;
     the_indexes_follow_every_write_path(shared, &indexes).await;
+    // Last: it trims the feed past where the other owners stand.
+    a_restart_follows_the_feed_from_its_saved_keyword_index(shared, saved).await;
 }
 
 fn terms(words: &[&str], operator: TermOperator) -> LexicalQuery {
@@ -650,15 +659,19 @@ async fn a_gone_memory_stops_being_context<S: Store + ?Sized>(store: &S, indexes
     );
 }
 
-/// Chunks matching "zebra" by keyword, and vectors held, for the scope's database.
-async fn zebras(indexes: &Indexes, scope: &DatabaseScope) -> (usize, usize) {
-    let zebra = terms(&["zebra"], TermOperator::Or);
+/// Chunks matching `word` by keyword, and vectors held, for the scope's database.
+async fn held(indexes: &Indexes, scope: &DatabaseScope, word: &str) -> (usize, usize) {
+    let word = terms(&[word], TermOperator::Or);
     let all = ChunkFilter::default();
-    let keyword = keyword(indexes, scope, &all, &zebra, 10, moment(0))
+    let keyword = keyword(indexes, scope, &all, &word, 10, moment(0))
         .await
         .unwrap();
     let vectors = indexes.vector_count(&scope.id).await.unwrap();
     (keyword.len(), vectors)
+}
+
+async fn zebras(indexes: &Indexes, scope: &DatabaseScope) -> (usize, usize) {
+    held(indexes, scope, "zebra").await
 }
 
 /// Both indexes follow every way a chunk changes (completion, delete, upsert, database purge),
@@ -741,6 +754,85 @@ async fn the_indexes_follow_every_write_path(shared: &Arc<dyn Store>, indexes: &
     );
 }
 
+async fn okapis(indexes: &Indexes, scope: &DatabaseScope) -> (usize, usize) {
+    held(indexes, scope, "okapi").await
+}
+
+/// An owner stops and starts again over its saved keyword index: it opens the index and
+/// follows the feed from where it stopped (what changed while it was away included). When the
+/// feed was trimmed past that position meanwhile, it builds the index from the store instead.
+async fn a_restart_follows_the_feed_from_its_saved_keyword_index(
+    shared: &Arc<dyn Store>,
+    saved: &Path,
+) {
+    let store = shared.as_ref();
+    let scope = setup(store, "db_search_6", "conf-search-6").await;
+    let directory = saved.join("restarted");
+    let start = || Indexes::saved(shared.clone(), 2, directory.clone(), AnnOptions::default());
+    let first = start();
+    index(
+        store,
+        &scope,
+        vec![
+            item("c", "a", "okapi forest"),
+            item("c", "b", "okapi river"),
+        ],
+        moment(1),
+    )
+    .await;
+    assert_eq!(okapis(&first, &scope).await, (2, 2));
+    assert!(!first.restored(), "nothing was saved yet");
+    drop(first);
+
+    // While no owner runs: one deleted, one added.
+    store
+        .delete_items(
+            &scope,
+            &CollectionName::from_trusted("c"),
+            None,
+            &["a".into()],
+            moment(2),
+        )
+        .await
+        .unwrap();
+    index(
+        store,
+        &scope,
+        vec![item("c", "c", "okapi plain")],
+        moment(3),
+    )
+    .await;
+    let second = start();
+    assert_eq!(okapis(&second, &scope).await, (2, 2));
+    assert!(
+        second.restored(),
+        "the saved index is followed from its position"
+    );
+    let forest = terms(&["forest"], TermOperator::Or);
+    let all = ChunkFilter::default();
+    assert!(keyword(&second, &scope, &all, &forest, 10, moment(4))
+        .await
+        .unwrap()
+        .is_empty());
+    drop(second);
+
+    // The feed is trimmed past the saved position (another instance, or a long absence).
+    index(store, &scope, vec![item("c", "d", "okapi hill")], moment(5)).await;
+    let head = store.chunk_feed_head().await.unwrap();
+    store.trim_chunk_changes(head).await.unwrap();
+    let third = start();
+    assert_eq!(okapis(&third, &scope).await, (3, 3));
+    assert!(
+        !third.restored(),
+        "built again: the feed lost changes it needed"
+    );
+    // What it built is saved in turn.
+    drop(third);
+    let fourth = start();
+    assert_eq!(okapis(&fourth, &scope).await, (3, 3));
+    assert!(fourth.restored());
+}
+
 #[cfg(test)]
 mod tests {
     #[tokio::test]
@@ -749,7 +841,7 @@ mod tests {
         let store = engram_store::sqlite::SqliteStore::open(dir.path())
             .await
             .unwrap();
-        super::run_all(std::sync::Arc::new(store)).await;
+        super::run_all(std::sync::Arc::new(store), dir.path()).await;
     }
 
     #[tokio::test]
@@ -759,6 +851,7 @@ mod tests {
         let store = engram_store::postgres::PgStore::open(&options)
             .await
             .unwrap();
-        super::run_all(std::sync::Arc::new(store)).await;
+        let dir = tempfile::tempdir().unwrap();
+        super::run_all(std::sync::Arc::new(store), dir.path()).await;
     }
 }

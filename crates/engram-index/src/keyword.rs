@@ -1,9 +1,16 @@
-//! The keyword index: BM25 over chunk text with block-max WAND (tantivy), one in-memory index
-//! per database, fed by the store's chunk change feed. Per-database indexes keep BM25 statistics
+//! The keyword index: BM25 over chunk text with block-max WAND (tantivy), one index per
+//! database, fed by the store's chunk change feed. Per-database indexes keep BM25 statistics
 //! per tenant and let a search skip every posting that cannot reach the top, which SQLite FTS5
 //! could not (it scored every posting: tens of milliseconds per query at 100k chunks).
+//!
+//! The service keeps the indexes on disk ([`TantivyKeywordIndex::on_disk`], memory-mapped) with
+//! the feed position they cover, so a restart follows the feed from there instead of indexing
+//! every chunk again (at 1M chunks that was most of a minute). What is saved is trusted only
+//! by the feed it followed, in this schema and analysis, and only while the feed still holds
+//! every change after its position; otherwise it is deleted and built again.
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
@@ -32,6 +39,19 @@ pub trait KeywordIndex: Send + Sync {
     /// Told when the rebuild that followed a clear has applied every live chunk: what it held
     /// back until then is made searchable.
     async fn rebuilt(&self) -> IndexResult<()> {
+        Ok(())
+    }
+    /// Opens what was saved following `feed` and returns the position it covers (every change
+    /// through it is applied), or `None` when nothing usable was saved: then the caller
+    /// clears and rebuilds it.
+    async fn restore(&self, feed: &str) -> IndexResult<Option<i64>> {
+        let _ = feed;
+        Ok(None)
+    }
+    /// Told that the index holds every change of `feed` through `through`: a saved index
+    /// writes it down, for [`KeywordIndex::restore`].
+    async fn covers(&self, feed: &str, through: i64) -> IndexResult<()> {
+        let _ = (feed, through);
         Ok(())
     }
     /// The best `limit` chunk keys of a database by BM25 (higher is better) among chunks
@@ -63,6 +83,12 @@ const WRITER_BUDGET: usize = 20_000_000;
 const REBUILD_BUDGET: usize = 96_000_000;
 /// During a rebuild: writers kept open at once (the least recently fed is committed first).
 const REBUILD_WRITERS: usize = 4;
+
+/// The file beside the saved databases' indexes naming the feed and position they cover.
+const POSITION_FILE: &str = "position.json";
+/// Raised when what is saved changes meaning in a way the schema and the analysis of
+/// [`fingerprint`] do not show.
+const FORMAT: u32 = 1;
 
 fn keyword_error(err: impl std::fmt::Display) -> IndexError {
     IndexError::Keyword(err.to_string())
@@ -113,7 +139,7 @@ struct Changes<'a> {
     add: Vec<&'a IndexedChunk>,
 }
 
-/// Every database's keyword index, in memory (tantivy).
+/// Every database's keyword index (tantivy), in memory or on disk.
 #[derive(Clone)]
 pub struct TantivyKeywordIndex {
     inner: Arc<Inner>,
@@ -125,6 +151,9 @@ struct Inner {
     databases: RwLock<HashMap<DatabaseId, Arc<DatabaseIndex>>>,
     /// Between a clear and `rebuilt`: the writers kept open, least recently fed first.
     rebuilding: std::sync::Mutex<Option<Vec<Open>>>,
+    /// Where each database's index is kept (a folder named by the database) with the
+    /// [`POSITION_FILE`]; `None`: in memory.
+    directory: Option<PathBuf>,
 }
 
 /// A database's writer kept open through a rebuild.
@@ -148,6 +177,23 @@ impl Open {
 
 impl Default for TantivyKeywordIndex {
     fn default() -> Self {
+        Self::with_directory(None)
+    }
+}
+
+impl TantivyKeywordIndex {
+    /// Indexes in memory, built from the store at every start.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Indexes kept under `directory` (created when first needed), memory-mapped, with the
+    /// feed position they cover: see [`KeywordIndex::restore`].
+    pub fn on_disk(directory: PathBuf) -> Self {
+        Self::with_directory(Some(directory))
+    }
+
+    fn with_directory(directory: Option<PathBuf>) -> Self {
         let (schema, fields) = schema();
         Self {
             inner: Arc::new(Inner {
@@ -155,15 +201,39 @@ impl Default for TantivyKeywordIndex {
                 fields,
                 databases: RwLock::new(HashMap::new()),
                 rebuilding: std::sync::Mutex::new(None),
+                directory,
             }),
         }
     }
 }
 
-impl TantivyKeywordIndex {
-    pub fn new() -> Self {
-        Self::default()
+/// What a saved index must have been written with to be read: the format, the schema and the
+/// analysis of a sample (a changed tokenizer or stemmer gives other terms).
+fn fingerprint(schema: &Schema) -> String {
+    const SAMPLE: &str = "Running runs ran the Quick-Brown fox's e-mail: user@example.com, \
+                          v2.3.1 ERR_042 naïve Straße café 東京都 данные 2024-01-05";
+    let mut analyzer = analyzer();
+    let mut stream = analyzer.token_stream(SAMPLE);
+    let mut tokens = Vec::new();
+    while stream.advance() {
+        tokens.push(stream.token().text.clone());
     }
+    let schema = serde_json::to_string(schema).unwrap_or_default();
+    format!("{FORMAT} {schema} {}", tokens.join(" "))
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file, synced, then renamed).
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    if let Some(parent) = path.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -185,7 +255,8 @@ impl KeywordIndex for TantivyKeywordIndex {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        Ok(())
+        let inner = self.inner.clone();
+        blocking(move || inner.forget_saved()).await
     }
 
     async fn rebuilt(&self) -> IndexResult<()> {
@@ -197,6 +268,60 @@ impl KeywordIndex for TantivyKeywordIndex {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take();
             open.into_iter().flatten().try_for_each(Open::close)
+        })
+        .await
+    }
+
+    async fn restore(&self, feed: &str) -> IndexResult<Option<i64>> {
+        let inner = self.inner.clone();
+        let feed = feed.to_owned();
+        blocking(move || {
+            let Some(directory) = inner.directory.clone() else {
+                return Ok(None);
+            };
+            match inner.open_saved(&directory, &feed) {
+                Ok(Some((through, databases))) => {
+                    tracing::info!(
+                        databases = databases.len(),
+                        through,
+                        "keyword indexes opened from disk"
+                    );
+                    *inner
+                        .databases
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner) = databases;
+                    Ok(Some(through))
+                }
+                Ok(None) => {
+                    inner.forget_saved()?;
+                    Ok(None)
+                }
+                Err(why) => {
+                    tracing::warn!(%why, "the saved keyword indexes cannot be used: building them again");
+                    inner.forget_saved()?;
+                    Ok(None)
+                }
+            }
+        })
+        .await
+    }
+
+    async fn covers(&self, feed: &str, through: i64) -> IndexResult<()> {
+        let Some(directory) = self.inner.directory.clone() else {
+            return Ok(());
+        };
+        let position = serde_json::json!({
+            "feed": feed,
+            "through": through,
+            "fingerprint": fingerprint(&self.inner.schema),
+        });
+        blocking(move || {
+            std::fs::create_dir_all(&directory).map_err(keyword_error)?;
+            write_atomically(
+                &directory.join(POSITION_FILE),
+                position.to_string().as_bytes(),
+            )
+            .map_err(keyword_error)
         })
         .await
     }
@@ -213,6 +338,9 @@ impl KeywordIndex for TantivyKeywordIndex {
         blocking(move || inner.search(&database, &query, &filter, limit)).await
     }
 }
+
+/// The databases' indexes saved under a directory, by database.
+type Opened = HashMap<DatabaseId, Arc<DatabaseIndex>>;
 
 impl Inner {
     fn database(&self, id: &DatabaseId) -> Option<Arc<DatabaseIndex>> {
@@ -234,16 +362,98 @@ impl Inner {
         if let Some(found) = databases.get(id) {
             return Ok(found.clone());
         }
-        let index = Index::create_in_ram(self.schema.clone());
-        index.tokenizers().register(ANALYZER, analyzer());
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(keyword_error)?;
-        let created = Arc::new(DatabaseIndex { index, reader });
+        let index = match &self.directory {
+            None => Index::create_in_ram(self.schema.clone()),
+            Some(directory) => {
+                // Anything left there is no index this one holds (a restore or clear would
+                // have opened or deleted it).
+                let path = directory.join(id.as_str());
+                if path.exists() {
+                    std::fs::remove_dir_all(&path).map_err(keyword_error)?;
+                }
+                std::fs::create_dir_all(&path).map_err(keyword_error)?;
+                Index::create_in_dir(&path, self.schema.clone()).map_err(keyword_error)?
+            }
+        };
+        let created = Arc::new(searchable(index)?);
         databases.insert(id.clone(), created.clone());
         Ok(created)
+    }
+
+    /// Opens the saved indexes when they follow `feed` in this schema and analysis: the
+    /// position they cover and the databases; `None` when nothing was saved or it was saved
+    /// for another feed or format.
+    fn open_saved(&self, directory: &Path, feed: &str) -> Result<Option<(i64, Opened)>, String> {
+        let position = match std::fs::read(directory.join(POSITION_FILE)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let position: serde_json::Value =
+            serde_json::from_slice(&position).map_err(|e| e.to_string())?;
+        if position["feed"].as_str() != Some(feed) {
+            tracing::info!("the saved keyword indexes followed another store: building them again");
+            return Ok(None);
+        }
+        if position["fingerprint"].as_str() != Some(fingerprint(&self.schema).as_str()) {
+            tracing::info!(
+                "the saved keyword indexes were written by another version: building them again"
+            );
+            return Ok(None);
+        }
+        let through = position["through"]
+            .as_i64()
+            .ok_or("the position file names no position")?;
+        let mut databases = HashMap::new();
+        for entry in std::fs::read_dir(directory).map_err(|e| e.to_string())? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            if !entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let index = Index::open_in_dir(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+            if index.schema() != self.schema {
+                return Err(format!("{name}: another schema"));
+            }
+            let opened = searchable(index).map_err(|e| format!("{name}: {e}"))?;
+            databases.insert(DatabaseId::from_trusted(name), Arc::new(opened));
+        }
+        Ok(Some((through, databases)))
+    }
+
+    /// Deletes what is saved on disk, the position first (so nothing half deleted is ever
+    /// trusted).
+    fn forget_saved(&self) -> IndexResult<()> {
+        let Some(directory) = &self.directory else {
+            return Ok(());
+        };
+        let entries = match std::fs::read_dir(directory) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(keyword_error(e)),
+        };
+        match std::fs::remove_file(directory.join(POSITION_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(keyword_error(e)),
+            _ => {}
+        }
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                std::fs::remove_dir_all(entry.path()).map_err(keyword_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops a database that is gone, and its folder.
+    fn forget(&self, databases: &mut Opened, gone: &DatabaseId) -> IndexResult<()> {
+        databases.remove(gone);
+        match &self.directory {
+            Some(directory) => match std::fs::remove_dir_all(directory.join(gone.as_str())) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(keyword_error(e)),
+                _ => Ok(()),
+            },
+            None => Ok(()),
+        }
     }
 
     /// Applies a page of the feed: per database, removals then additions; gone databases are
@@ -266,7 +476,7 @@ impl Inner {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
             for gone in &changes.gone {
-                databases.remove(gone);
+                self.forget(&mut databases, gone)?;
             }
         }
         by_database
@@ -481,6 +691,17 @@ impl Inner {
     }
 }
 
+/// An index with the analyzer and a reader reloaded on demand.
+fn searchable(index: Index) -> IndexResult<DatabaseIndex> {
+    index.tokenizers().register(ANALYZER, analyzer());
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(keyword_error)?;
+    Ok(DatabaseIndex { index, reader })
+}
+
 /// A writer of one indexing thread with `budget` bytes.
 fn writer(index: &Index, budget: usize) -> IndexResult<IndexWriter<TantivyDocument>> {
     let options = IndexWriterOptions::builder()
@@ -594,6 +815,104 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(found(&index, "db1", "heron").await, vec![999]);
+    }
+
+    #[tokio::test]
+    async fn a_saved_index_opens_at_its_position_for_its_feed_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let saved = || TantivyKeywordIndex::on_disk(dir.path().join("keyword"));
+        let first = saved();
+        assert_eq!(first.restore("feed").await.unwrap(), None, "nothing saved");
+        first
+            .apply(page(
+                Vec::new(),
+                vec![chunk("db_a", 1, "otter"), chunk("db_b", 2, "otter")],
+            ))
+            .await
+            .unwrap();
+        first.covers("feed", 7).await.unwrap();
+        // A page applied after the position was written: the restart applies it again.
+        first
+            .apply(page(vec![("db_a", 1)], vec![chunk("db_a", 3, "otter")]))
+            .await
+            .unwrap();
+        drop(first);
+
+        let second = saved();
+        assert_eq!(second.restore("feed").await.unwrap(), Some(7));
+        assert_eq!(found(&second, "db_a", "otter").await, vec![3]);
+        assert_eq!(found(&second, "db_b", "otter").await, vec![2]);
+        // A database gone leaves the disk too.
+        second
+            .apply(Arc::new(ChunkChanges {
+                removed: vec![(DatabaseId::from_trusted("db_b"), ChunkKey(2))],
+                gone: vec![DatabaseId::from_trusted("db_b")],
+                ..ChunkChanges::default()
+            }))
+            .await
+            .unwrap();
+        assert!(!dir.path().join("keyword/db_b").exists());
+        second.covers("feed", 9).await.unwrap();
+        drop(second);
+
+        // Saved for another store's feed: deleted, never read.
+        let other = saved();
+        assert_eq!(other.restore("another feed").await.unwrap(), None);
+        assert!(found(&other, "db_a", "otter").await.is_empty());
+        assert!(!dir.path().join("keyword/db_a").exists());
+        assert_eq!(saved().restore("feed").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_saved_index_of_another_format_or_cut_short_is_built_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let directory = dir.path().join("keyword");
+        let saved = || TantivyKeywordIndex::on_disk(directory.clone());
+        let first = saved();
+        first.clear().await.unwrap();
+        first
+            .apply(page(Vec::new(), vec![chunk("db_a", 1, "otter")]))
+            .await
+            .unwrap();
+        first.rebuilt().await.unwrap();
+        first.covers("feed", 3).await.unwrap();
+        assert_eq!(
+            saved().restore("feed").await.unwrap(),
+            Some(3),
+            "rebuilt and saved"
+        );
+
+        // Written by a version that analyzed text otherwise.
+        let position = directory.join(POSITION_FILE);
+        let written = std::fs::read_to_string(&position).unwrap();
+        let changed = written.replace(&format!("\"{FORMAT} "), "\"0 ");
+        assert_ne!(written, changed);
+        std::fs::write(&position, changed).unwrap();
+        assert_eq!(saved().restore("feed").await.unwrap(), None);
+
+        // A rebuild cut short (its position is deleted first) is never trusted.
+        let second = saved();
+        second.covers("feed", 5).await.unwrap();
+        second.clear().await.unwrap();
+        second
+            .apply(page(Vec::new(), vec![chunk("db_a", 1, "otter")]))
+            .await
+            .unwrap();
+        drop(second);
+        assert_eq!(saved().restore("feed").await.unwrap(), None);
+
+        // A damaged index is built again, not a failed start.
+        let third = saved();
+        third
+            .apply(page(Vec::new(), vec![chunk("db_a", 1, "otter")]))
+            .await
+            .unwrap();
+        third.covers("feed", 6).await.unwrap();
+        drop(third);
+        std::fs::write(directory.join("db_a/meta.json"), "{").unwrap();
+        let fourth = saved();
+        assert_eq!(fourth.restore("feed").await.unwrap(), None);
+        assert!(found(&fourth, "db_a", "otter").await.is_empty());
     }
 
     #[tokio::test]

@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engram_store::{ChunkChanges, ChunkFilter, DatabaseScope, Store, StoreError};
+use engram_store::{ChunkChanges, ChunkFilter, ChunkScan, DatabaseScope, Store, StoreError};
 use engram_types::{DatabaseId, ItemKind, UnixMs};
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
@@ -92,6 +92,15 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
     (work.await, started.elapsed())
 }
 
+/// What a rebuild builds from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Build {
+    /// The keyword and vector indexes.
+    Both,
+    /// The vector index alone (the keyword index was opened from disk).
+    Vectors,
+}
+
 /// Changes (or chunks, when rebuilding) read from the store at once.
 const PAGE: u32 = 5_000;
 /// The least time between two background catch-ups started by wakes.
@@ -107,6 +116,10 @@ pub struct Indexes {
     cursor: Mutex<Option<i64>>,
     /// This owner's name among the feed's readers (several instances share one PostgreSQL).
     reader: String,
+    /// The store's feed name (what a saved keyword index is recorded against), read once.
+    feed: tokio::sync::OnceCell<String>,
+    /// Whether the last start opened the saved keyword index (instead of building it).
+    restored: std::sync::atomic::AtomicBool,
     /// When this owner last told the store how far it has applied the feed.
     noted: std::sync::Mutex<Option<std::time::Instant>>,
 }
@@ -137,21 +150,36 @@ impl Indexes {
             vectors,
             cursor: Mutex::new(None),
             reader: reader_name(),
+            feed: tokio::sync::OnceCell::new(),
+            restored: std::sync::atomic::AtomicBool::new(false),
             noted: std::sync::Mutex::new(None),
         }
     }
 
-    /// The embedded choice: tantivy and the int8 scan, in memory.
+    /// tantivy and the int8 scan, in memory (built from the store at every start).
     pub fn in_memory(store: Arc<dyn Store>, dimension: usize) -> Self {
-        Self::in_memory_with(store, dimension, AnnOptions::default())
-    }
-
-    /// [`Self::in_memory`], with a graph over the vectors of databases of
-    /// `graph.min_vectors` chunks or more.
-    pub fn in_memory_with(store: Arc<dyn Store>, dimension: usize, graph: AnnOptions) -> Self {
         Self::new(
             store,
             Arc::new(TantivyKeywordIndex::new()),
+            Arc::new(Int8VectorIndex::with_options(
+                dimension,
+                AnnOptions::default(),
+            )),
+        )
+    }
+
+    /// The service's choice: tantivy saved under `keyword` (a restart follows the feed from
+    /// where it stopped), the int8 scan in memory with a graph over the vectors of databases
+    /// of `graph.min_vectors` chunks or more (saved under `graph.directory`).
+    pub fn saved(
+        store: Arc<dyn Store>,
+        dimension: usize,
+        keyword: std::path::PathBuf,
+        graph: AnnOptions,
+    ) -> Self {
+        Self::new(
+            store,
+            Arc::new(TantivyKeywordIndex::on_disk(keyword)),
             Arc::new(Int8VectorIndex::with_options(dimension, graph)),
         )
     }
@@ -167,11 +195,11 @@ impl Indexes {
                 Ok(_) => (at, 0),
                 Err(IndexError::Store(StoreError::FeedBehind(why))) => {
                     tracing::warn!(%why, "the indexes fell behind the chunk feed; rebuilding");
-                    self.rebuild().await?
+                    self.rebuild(Build::Both).await?
                 }
                 Err(err) => return Err(err),
             },
-            None => self.rebuild().await?,
+            None => self.start().await?,
         };
         *cursor = Some(at);
         loop {
@@ -184,6 +212,7 @@ impl Indexes {
             self.apply(changes).await?;
             at = through;
             *cursor = Some(at);
+            self.keyword.covers(self.feed().await?, at).await?;
             // Trimmed through what every reader of the feed has applied: this process alone
             // on SQLite, the slowest live instance on PostgreSQL.
             let every_reader = self.note(at).await?;
@@ -209,6 +238,54 @@ impl Indexes {
         Ok(every_reader)
     }
 
+    /// Whether these indexes started from the keyword index saved on disk, following the feed
+    /// from its position, instead of building it from the store.
+    pub fn restored(&self) -> bool {
+        self.restored.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn feed(&self) -> IndexResult<&str> {
+        let feed = self
+            .feed
+            .get_or_try_init(|| self.store.chunk_feed_id())
+            .await?;
+        Ok(feed)
+    }
+
+    /// Builds the indexes when this owner starts: the keyword index opens what it saved and
+    /// follows the feed from there when the feed still holds every change since (the vectors
+    /// alone are read from the store); otherwise both are built from the store. Returns the
+    /// feed position the indexes cover and the chunks read.
+    async fn start(&self) -> IndexResult<(i64, usize)> {
+        let feed = self.feed().await?.to_owned();
+        let Some(saved) = self.keyword.restore(&feed).await? else {
+            return self.rebuild(Build::Both).await;
+        };
+        let head = self.store.chunk_feed_head().await?;
+        if saved > head {
+            // The store went back (a backup restored): the index holds changes it lacks.
+            tracing::warn!(
+                saved,
+                head,
+                "the saved keyword index is ahead of the store; rebuilding"
+            );
+            return self.rebuild(Build::Both).await;
+        }
+        match self.note(saved).await {
+            Ok(_) => {
+                let (_, read) = self.rebuild(Build::Vectors).await?;
+                self.restored
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok((saved, read))
+            }
+            Err(IndexError::Store(StoreError::FeedBehind(why))) => {
+                tracing::info!(%why, "the saved keyword index is behind the chunk feed; rebuilding");
+                self.rebuild(Build::Both).await
+            }
+            Err(err) => Err(err),
+        }
+    }
+
     /// Applies a page to both indexes at once; returns how long each took.
     async fn apply(&self, changes: ChunkChanges) -> IndexResult<(Duration, Duration)> {
         let changes = Arc::new(changes);
@@ -219,20 +296,30 @@ impl Indexes {
         keyword.and(vectors).map(|()| (k_took, v_took))
     }
 
-    /// Builds both indexes from every chunk of a live database; returns the feed position the
-    /// build covers (changes after it are applied next) and the chunks indexed. Changes logged
-    /// during the scan are applied again afterwards, which changes nothing.
-    async fn rebuild(&self) -> IndexResult<(i64, usize)> {
+    /// Builds `what` from every chunk of a live database; returns the feed position the build
+    /// covers (changes after it are applied next) and the chunks read. Changes logged during
+    /// the scan are applied again afterwards, which changes nothing. Building the vectors
+    /// alone leaves the keyword index (opened from disk) where it is: the caller follows the
+    /// feed from the keyword index's position.
+    async fn rebuild(&self, what: Build) -> IndexResult<(i64, usize)> {
         let started = std::time::Instant::now();
         let head = self.store.chunk_feed_head().await?;
-        self.keyword.clear().await?;
+        let scan = match what {
+            Build::Both => {
+                self.restored
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                self.keyword.clear().await?;
+                ChunkScan::Full
+            }
+            Build::Vectors => ChunkScan::Vectors,
+        };
         self.vectors.clear().await?;
         let (mut after, mut total) = (ChunkKey(i64::MIN), 0);
         // Where the time goes (logged): the store's scan of the next page runs beside the
         // indexing of the current one.
         let (mut reading, mut keyword, mut vectors) =
             (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-        let mut next = self.store.scan_chunks(after, PAGE).await?;
+        let mut next = self.store.scan_chunks(after, PAGE, scan).await?;
         while let Some(last) = next.last() {
             after = last.chunk_key;
             total += next.len();
@@ -240,10 +327,17 @@ impl Indexes {
                 current: std::mem::take(&mut next),
                 ..ChunkChanges::default()
             };
-            let (applied, (page, read)) = tokio::join!(
-                self.apply(changes),
-                timed(self.store.scan_chunks(after, PAGE)),
-            );
+            let indexed = async {
+                match what {
+                    Build::Both => self.apply(changes).await,
+                    Build::Vectors => {
+                        let (applied, took) = timed(self.vectors.apply(Arc::new(changes))).await;
+                        applied.map(|()| (Duration::ZERO, took))
+                    }
+                }
+            };
+            let (applied, (page, read)) =
+                tokio::join!(indexed, timed(self.store.scan_chunks(after, PAGE, scan)),);
             let (k_took, v_took) = applied?;
             next = page?;
             reading += read;
@@ -256,10 +350,14 @@ impl Indexes {
         k.and(v)?;
         keyword += k_took;
         vectors += v_took;
-        let every_reader = self.note(head).await?;
-        self.store.trim_chunk_changes(every_reader).await?;
+        if what == Build::Both {
+            self.keyword.covers(self.feed().await?, head).await?;
+            let every_reader = self.note(head).await?;
+            self.store.trim_chunk_changes(every_reader).await?;
+        }
         tracing::info!(
             chunks = total,
+            keyword = what == Build::Both,
             ms = started.elapsed().as_millis() as u64,
             reading_ms = reading.as_millis() as u64,
             keyword_ms = keyword.as_millis() as u64,

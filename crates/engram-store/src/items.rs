@@ -381,13 +381,32 @@ pub trait ChunkFeed: Send + Sync {
     /// for a while (an instance that is gone) holds nothing back; should it come back behind
     /// the trimmed part, this fails with [`crate::StoreError::FeedBehind`] and it rebuilds. A
     /// reader calls this before following the feed when it has not for a while, and after
-    /// applying changes. A store with one reader returns `at`.
+    /// applying changes (and a restarted one with the position of an index it saved). A store
+    /// with one reader returns `at`, or fails with `FeedBehind` when `at` was trimmed.
     async fn feed_reader_at(&self, reader: &str, at: i64) -> StoreResult<i64>;
     /// Forgets the changes up to and including `through` (every reader has applied them).
     async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()>;
     /// Chunks of live databases with keys above `after`, in key order, at most `limit`: what
-    /// an index is rebuilt from.
-    async fn scan_chunks(&self, after: ChunkKey, limit: u32) -> StoreResult<Vec<IndexedChunk>>;
+    /// an index is rebuilt from. With [`ChunkScan::Vectors`] the text fields come back empty
+    /// (a restart that kept its keyword index reads only what the vector index holds).
+    async fn scan_chunks(
+        &self,
+        after: ChunkKey,
+        limit: u32,
+        scan: ChunkScan,
+    ) -> StoreResult<Vec<IndexedChunk>>;
+    /// This feed's name, drawn when the store was created: an index saved on disk is trusted
+    /// only by the feed it followed (never by another store at the same path).
+    async fn chunk_feed_id(&self) -> StoreResult<String>;
+}
+
+/// What [`ChunkFeed::scan_chunks`] reads of each chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkScan {
+    /// Every indexed field.
+    Full,
+    /// The key, scope and vector; the text fields empty.
+    Vectors,
 }
 
 /// Items of databases, scoped by organization.

@@ -210,6 +210,20 @@ pub(crate) const INDEXED_COLUMNS: &str =
      COALESCE((SELECT CASE WHEN i.title <> '' THEN i.title ELSE i.filename END
                FROM items i WHERE i.item_key = c.item_key), '') AS title";
 
+/// [`INDEXED_COLUMNS`] for a scan of vectors ([`crate::ChunkScan::Vectors`]): the text fields
+/// empty, the title's lookup skipped.
+pub(crate) const VECTOR_COLUMNS: &str =
+    "c.chunk_key, c.database_id, c.collection, c.kind, '' AS content, '' AS context, c.embedding,
+     '' AS title";
+
+/// The columns a scan reads.
+pub(crate) fn scan_columns(scan: crate::ChunkScan) -> &'static str {
+    match scan {
+        crate::ChunkScan::Full => INDEXED_COLUMNS,
+        crate::ChunkScan::Vectors => VECTOR_COLUMNS,
+    }
+}
+
 pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
     Ok(IndexedChunk {
         chunk_key: ChunkKey(row.int("chunk_key")?),

@@ -100,6 +100,11 @@ pub struct TempStore {
 }
 
 impl TempStore {
+    /// The store's directory (a data directory of its own, deleted with it).
+    pub fn path(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path()).await.unwrap());

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::{moment, new_db};
 use crate::{
-    ChunkKey, ClaimRequest, DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure, ItemFields,
-    ItemOrigin, ItemQuery, NewChunk, NewItem, SourceField, Store, StoreError,
+    ChunkKey, ChunkScan, ClaimRequest, DatabaseScope, EnqueueOutcome, FilterValue, ItemFailure,
+    ItemFields, ItemOrigin, ItemQuery, NewChunk, NewItem, SourceField, Store, StoreError,
 };
 use engram_types::{CollectionName, IndexingStatus, ItemKind, OrgId, UnixMs};
 use serde_json::json;
@@ -459,13 +459,40 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        ours(store.scan_chunks(ChunkKey(0), 100_000).await.unwrap()),
+        ours(
+            store
+                .scan_chunks(ChunkKey(0), 100_000, ChunkScan::Full)
+                .await
+                .unwrap()
+        ),
         keys
     );
     assert_eq!(
-        ours(store.scan_chunks(keys[0], 100_000).await.unwrap()),
+        ours(
+            store
+                .scan_chunks(keys[0], 100_000, ChunkScan::Full)
+                .await
+                .unwrap()
+        ),
         [keys[1]]
     );
+
+    // A scan of vectors reads the scope and vector alone.
+    let vectors: Vec<crate::IndexedChunk> = store
+        .scan_chunks(ChunkKey(0), 100_000, ChunkScan::Vectors)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.database_id == scope.id)
+        .collect();
+    assert_eq!(vectors.len(), 2);
+    assert_eq!(
+        (vectors[0].chunk_key, &vectors[0].embedding, vectors[0].kind),
+        (current[0].chunk_key, &current[0].embedding, current[0].kind)
+    );
+    assert!(vectors
+        .iter()
+        .all(|c| c.content.is_empty() && c.context.is_empty() && c.title.is_empty()));
 
     // A delete and an upsert are changes without a current row.
     store
@@ -482,8 +509,21 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
     assert_eq!(removed, keys);
     assert!(deletions.current.is_empty());
 
-    // Trimmed changes are gone, and their numbers are never reused.
+    // Trimmed changes are gone, and their numbers are never reused. A reader coming back
+    // behind the trimmed part (an index saved before it) is told so; the feed keeps its name.
+    let feed = store.chunk_feed_id().await.unwrap();
+    assert!(!feed.is_empty());
     store.trim_chunk_changes(deletions.through).await.unwrap();
+    let behind = store.feed_reader_at("conformance-saved", head).await;
+    assert!(
+        matches!(behind, Err(crate::StoreError::FeedBehind(_))),
+        "{behind:?}"
+    );
+    assert!(store
+        .feed_reader_at("conformance-saved", deletions.through)
+        .await
+        .is_ok());
+    assert_eq!(store.chunk_feed_id().await.unwrap(), feed);
     assert!(store.chunk_changes(head, 100).await.unwrap().is_empty());
     assert_eq!(store.chunk_feed_head().await.unwrap(), deletions.through);
     let again = claim_ours(store, &scope, "w", moment(40)).await;
@@ -502,7 +542,13 @@ async fn the_chunk_feed_logs_every_change<S: Store>(store: &S) {
 
     // A deleted database leaves the scan at once; once purged, the feed says it is gone.
     store.schedule_deletion(&scope, moment(50)).await.unwrap();
-    assert!(ours(store.scan_chunks(ChunkKey(0), 100_000).await.unwrap()).is_empty());
+    assert!(ours(
+        store
+            .scan_chunks(ChunkKey(0), 100_000, ChunkScan::Full)
+            .await
+            .unwrap()
+    )
+    .is_empty());
     store.purge_database(&scope.id).await.unwrap();
     let purged = store.chunk_changes(after_trim.through, 100).await.unwrap();
     assert_eq!(purged.gone, std::slice::from_ref(&scope.id));

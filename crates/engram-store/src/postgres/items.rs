@@ -13,10 +13,10 @@ use super::PgStore;
 use crate::rows::{Columns as _, CLAIMED_COLUMNS, INDEXED_COLUMNS};
 use crate::ChunkKey;
 use crate::{
-    AfterChunks, ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem,
-    EnqueueOutcome, IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery, ItemSource,
-    ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem,
-    StoreError, StoreResult, WorkQueue,
+    AfterChunks, ChunkChanges, ChunkFeed, ChunkScan, ClaimRequest, ClaimedItem, DatabaseScope,
+    DeletedItem, EnqueueOutcome, IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery,
+    ItemSource, ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk,
+    NewItem, StoreError, StoreResult, WorkQueue,
 };
 
 /// `SELECT i.* FROM items i …` of one live item, by collection and id.
@@ -585,6 +585,12 @@ impl ChunkFeed for PgStore {
         Ok(slowest.unwrap_or(at))
     }
 
+    async fn chunk_feed_id(&self) -> StoreResult<String> {
+        Ok(sqlx::query_scalar("SELECT feed FROM chunk_log_trimmed")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM chunk_log WHERE seq <= $1")
@@ -599,11 +605,17 @@ impl ChunkFeed for PgStore {
         Ok(())
     }
 
-    async fn scan_chunks(&self, after: ChunkKey, limit: u32) -> StoreResult<Vec<IndexedChunk>> {
+    async fn scan_chunks(
+        &self,
+        after: ChunkKey,
+        limit: u32,
+        scan: ChunkScan,
+    ) -> StoreResult<Vec<IndexedChunk>> {
         let rows = sqlx::query(&format!(
-            "SELECT {INDEXED_COLUMNS} FROM chunks c JOIN databases d ON d.id = c.database_id
+            "SELECT {} FROM chunks c JOIN databases d ON d.id = c.database_id
              WHERE c.chunk_key > $1 AND d.state <> 'deleting'
-             ORDER BY c.chunk_key LIMIT $2"
+             ORDER BY c.chunk_key LIMIT $2",
+            crate::rows::scan_columns(scan)
         ))
         .bind(after.0)
         .bind(i64::from(limit))

@@ -49,6 +49,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "connector_object_state",
         sql: include_str!("../../migrations/postgres/0008_connector_object_state.sql"),
     },
+    Migration {
+        version: 9,
+        name: "chunk_feed_id",
+        sql: include_str!("../../migrations/postgres/0009_chunk_feed_id.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

@@ -12,10 +12,10 @@ use super::SqliteStore;
 use crate::rows::{Columns as _, CLAIMED_COLUMNS, INDEXED_COLUMNS};
 use crate::ChunkKey;
 use crate::{
-    AfterChunks, ChunkChanges, ChunkFeed, ClaimRequest, ClaimedItem, DatabaseScope, DeletedItem,
-    EnqueueOutcome, IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery, ItemSource,
-    ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk, NewItem,
-    StoreResult, WorkQueue,
+    AfterChunks, ChunkChanges, ChunkFeed, ChunkScan, ClaimRequest, ClaimedItem, DatabaseScope,
+    DeletedItem, EnqueueOutcome, IndexedChunk, ItemFailure, ItemOrigin, ItemPage, ItemQuery,
+    ItemSource, ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewChunk,
+    NewItem, StoreError, StoreResult, WorkQueue,
 };
 
 /// `SELECT i.* FROM items i …` of one live item, by collection and id.
@@ -504,22 +504,48 @@ impl ChunkFeed for SqliteStore {
 
     /// The embedded store is served by one process: its reader is the only one.
     async fn feed_reader_at(&self, _reader: &str, at: i64) -> StoreResult<i64> {
+        let trimmed: i64 = sqlx::query_scalar("SELECT trimmed FROM chunk_feed")
+            .fetch_one(&self.pool)
+            .await?;
+        if at < trimmed {
+            return Err(StoreError::FeedBehind(format!(
+                "changes up to {trimmed} were trimmed (the reader is at {at})"
+            )));
+        }
         Ok(at)
     }
 
     async fn trim_chunk_changes(&self, through: i64) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM chunk_log WHERE seq <= ?")
             .bind(through)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        sqlx::query("UPDATE chunk_feed SET trimmed = MAX(trimmed, ?)")
+            .bind(through)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 
-    async fn scan_chunks(&self, after: ChunkKey, limit: u32) -> StoreResult<Vec<IndexedChunk>> {
+    async fn chunk_feed_id(&self) -> StoreResult<String> {
+        Ok(sqlx::query_scalar("SELECT id FROM chunk_feed")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn scan_chunks(
+        &self,
+        after: ChunkKey,
+        limit: u32,
+        scan: ChunkScan,
+    ) -> StoreResult<Vec<IndexedChunk>> {
         let rows = sqlx::query(&format!(
-            "SELECT {INDEXED_COLUMNS} FROM chunks c JOIN databases d ON d.id = c.database_id
+            "SELECT {} FROM chunks c JOIN databases d ON d.id = c.database_id
              WHERE c.chunk_key > ? AND d.state <> 'deleting'
-             ORDER BY c.chunk_key LIMIT ?"
+             ORDER BY c.chunk_key LIMIT ?",
+            crate::rows::scan_columns(scan)
         ))
         .bind(after.0)
         .bind(i64::from(limit))

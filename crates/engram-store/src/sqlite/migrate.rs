@@ -88,6 +88,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "connector_object_state",
         sql: include_str!("../../migrations/sqlite/0016_connector_object_state.sql"),
     },
+    Migration {
+        version: 17,
+        name: "chunk_feed",
+        sql: include_str!("../../migrations/sqlite/0017_chunk_feed.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -209,8 +209,13 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             .await?;
         anyhow::ensure!(!first.chunks.is_empty(), "no results after the restart");
         println!(
-            "restart: first query answered {:.1} s after start",
-            started.elapsed().as_secs_f64()
+            "restart: first query answered {:.1} s after start (keyword index {})",
+            started.elapsed().as_secs_f64(),
+            if app.indexes().restored() {
+                "opened from disk"
+            } else {
+                "built from the store"
+            }
         );
         app.database_stats(&who, &db).await?.counts.knowledge_chunks as usize
     } else {
