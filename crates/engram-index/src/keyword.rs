@@ -154,6 +154,8 @@ struct Inner {
     /// Where each database's index is kept (a folder named by the database) with the
     /// [`POSITION_FILE`]; `None`: in memory.
     directory: Option<PathBuf>,
+    /// What this version writes, see [`fingerprint`].
+    fingerprint: String,
 }
 
 /// A database's writer kept open through a rebuild.
@@ -197,6 +199,7 @@ impl TantivyKeywordIndex {
         let (schema, fields) = schema();
         Self {
             inner: Arc::new(Inner {
+                fingerprint: fingerprint(&schema),
                 schema,
                 fields,
                 databases: RwLock::new(HashMap::new()),
@@ -313,7 +316,7 @@ impl KeywordIndex for TantivyKeywordIndex {
         let position = serde_json::json!({
             "feed": feed,
             "through": through,
-            "fingerprint": fingerprint(&self.inner.schema),
+            "fingerprint": self.inner.fingerprint,
         });
         blocking(move || {
             std::fs::create_dir_all(&directory).map_err(keyword_error)?;
@@ -395,7 +398,7 @@ impl Inner {
             tracing::info!("the saved keyword indexes followed another store: building them again");
             return Ok(None);
         }
-        if position["fingerprint"].as_str() != Some(fingerprint(&self.schema).as_str()) {
+        if position["fingerprint"].as_str() != Some(self.fingerprint.as_str()) {
             tracing::info!(
                 "the saved keyword indexes were written by another version: building them again"
             );
