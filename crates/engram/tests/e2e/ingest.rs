@@ -1948,6 +1948,26 @@ async fn a_crash_mid_indexing_loses_nothing_and_indexes_nothing_twice() {
         async move { assert_eq!(rows(server, key, "crashy").await.0, crashed_rows) }
     })
     .await;
+    // The keyword index (kept on disk, followed from its position) holds every item after the
+    // crashes and one more: each is found by its own word, and only it.
+    server.kill();
+    server.restart();
+    for (i, id) in ids.iter().enumerate() {
+        let reply = server
+            .post(
+                "/query",
+                &key,
+                json!({"database": "crashy", "query": format!("topic{i}"), "max_results": 50, "query_by": "text"}),
+            )
+            .await;
+        let found: BTreeSet<&str> = reply.current_ok(200)["chunks"]
+            .as_array()
+            .expect("chunks")
+            .iter()
+            .filter_map(|c| c["id"].as_str())
+            .collect();
+        assert_eq!(found, BTreeSet::from([*id]), "topic{i}: {reply:#?}");
+    }
     drop(server);
 
     // A clean run of the same items.
