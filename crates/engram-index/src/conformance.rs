@@ -13,7 +13,9 @@ use engram_store::{ChunkFilter, ChunkKey, DatabaseScope, FilterValue, ItemOrigin
 use engram_types::{CollectionName, ItemKind, UnixMs};
 use serde_json::json;
 
-use crate::{AnnOptions, IndexFilter, IndexResult, Indexes, LexicalQuery, TermOperator};
+use crate::{
+    AnnOptions, IndexFilter, IndexResult, Indexes, KeywordIndex as _, LexicalQuery, TermOperator,
+};
 
 /// Runs every case against `store`, with the service's indexes over it (the keyword index
 /// saved under `saved`, an empty directory of the test's).
@@ -831,6 +833,22 @@ async fn a_restart_follows_the_feed_from_its_saved_keyword_index(
     let fourth = start();
     assert_eq!(okapis(&fourth, &scope).await, (3, 3));
     assert!(fourth.restored());
+    drop(fourth);
+
+    // A saved position past the feed's head (the store was restored from a backup): the
+    // index holds changes the store lacks, so it is built again.
+    let feed = store.chunk_feed_id().await.unwrap();
+    let head = store.chunk_feed_head().await.unwrap();
+    crate::TantivyKeywordIndex::on_disk(directory.clone())
+        .covers(&feed, head + 1_000)
+        .await
+        .unwrap();
+    let fifth = start();
+    assert_eq!(okapis(&fifth, &scope).await, (3, 3));
+    assert!(
+        !fifth.restored(),
+        "a position ahead of the store is not trusted"
+    );
 }
 
 #[cfg(test)]

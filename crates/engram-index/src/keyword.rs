@@ -295,12 +295,10 @@ impl KeywordIndex for TantivyKeywordIndex {
                         .unwrap_or_else(PoisonError::into_inner) = databases;
                     Ok(Some(through))
                 }
-                Ok(None) => {
-                    inner.forget_saved()?;
-                    Ok(None)
-                }
-                Err(why) => {
-                    tracing::warn!(%why, "the saved keyword indexes cannot be used: building them again");
+                unusable => {
+                    if let Err(why) = unusable {
+                        tracing::warn!(%why, "the saved keyword indexes cannot be used: building them again");
+                    }
                     inner.forget_saved()?;
                     Ok(None)
                 }
