@@ -38,12 +38,14 @@ fi
 # directory with the right stamp is left alone, so a second run downloads nothing.
 "$(dirname "$0")/setup_models.sh" "$cache"
 
-# Parsing tools, from Debian's packages: Tesseract (OCR of images and scanned PDF pages) and
-# Poppler (PDF text and page rendering) are used at run time; LibreOffice only makes the test
+# Parsing tools, from Debian's packages: Tesseract (OCR of images and scanned PDF pages),
+# Poppler (PDF text and page rendering) and MuPDF's mutool (right-to-left PDF pages, glyph by
+# glyph; optional) are used at run time; LibreOffice only makes the test
 # fixtures (Office and OpenDocument files made by a real office suite), and qpdf an encrypted PDF.
 packages=()
 need tesseract || packages+=(tesseract-ocr tesseract-ocr-eng)
 need pdftotext || packages+=(poppler-utils)
+need mutool || packages+=(mupdf-tools)
 if $for_tests; then
   need soffice || packages+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
   need qpdf || packages+=(qpdf)
@@ -64,7 +66,7 @@ fi
 if [ "${#packages[@]}" -gt 0 ]; then
   if ! $for_tests && ! need apt-get; then
     # The service runs without them; PDF and image uploads then fail with a message naming them.
-    echo "setup: for PDF and image files, install ${packages[*]} (Poppler and Tesseract)" >&2
+    echo "setup: for PDF and image files, install ${packages[*]} (Poppler, MuPDF and Tesseract)" >&2
   elif need apt-get; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

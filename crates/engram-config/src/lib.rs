@@ -704,6 +704,9 @@ mod millis {
     }
 }
 
+/// `ENGRAM_*` variables that are not configuration.
+const NOT_SETTINGS: [&str; 5] = ["API_KEY", "PDFTOTEXT", "PDFTOPPM", "MUTOOL", "TESSERACT"];
+
 impl Config {
     /// Loads the layers in order and validates the result.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
@@ -715,8 +718,9 @@ impl Config {
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
         }
-        // `ENGRAM_API_KEY` is the key `engram mcp` acts as, not a setting.
-        figment.merge(Env::prefixed("ENGRAM_").ignore(&["API_KEY"]).split("__"))
+        // `ENGRAM_API_KEY` is the key `engram mcp` acts as, and `ENGRAM_<TOOL>` where the
+        // parsers find a command-line tool (engram-parse's `tools`): not settings.
+        figment.merge(Env::prefixed("ENGRAM_").ignore(&NOT_SETTINGS).split("__"))
     }
 
     fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
@@ -875,6 +879,9 @@ mod tests {
             jail.set_env("ENGRAM_DATA_DIR", "/tmp/from-env");
             jail.set_env("ENGRAM_RATE_LIMIT__REQUESTS_PER_SECOND", "3");
             jail.set_env("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true");
+            // Where the parsers find their tools: not settings, never refused.
+            jail.set_env("ENGRAM_MUTOOL", "/opt/mupdf/bin/mutool");
+            jail.set_env("ENGRAM_TESSERACT", "/opt/bin/tesseract");
             let overrides = Overrides {
                 listen: Some("127.0.0.1:1234".parse().unwrap()),
                 ..Overrides::default()

@@ -5,11 +5,20 @@
 //! reversed. This module turns those boxes back into logical text: each right-to-left word's
 //! letters reversed, then the words of a line ordered by the line's direction (its runs of
 //! the other direction kept in their own order), lines of a block joined, blocks as paragraphs.
+//!
+//! Word boxes lose one thing: which letters one glyph drew. A ligature (Arabic lam-alef) maps
+//! to its letters in logical order inside the visual string, so reversing the word's letters
+//! turns `لا` into `ال`; a vowel mark drawn before its letter lands on the wrong one. MuPDF's
+//! structured text (`mutool draw -F stext`) places every character: the letters after the
+//! first of one glyph have no width at its right edge, and a mark has no width inside its
+//! letter. When `mutool` is installed its reading groups them into glyphs (`glyph_pages`), and
+//! a right-to-left word reverses glyphs, not letters.
 
 use quick_xml::events::Event;
 use quick_xml::Reader;
+use unicode_normalization::char::is_combining_mark;
 
-use crate::formats::ooxml::{local, text_of};
+use crate::formats::ooxml::{attr, local, text_of};
 
 /// Whether `c` is a letter of a right-to-left script (Hebrew, Arabic, Syriac, Thaana, N'Ko,
 /// and their presentation forms).
@@ -44,16 +53,20 @@ fn direction(word: &str) -> Direction {
     }
 }
 
+/// A word as drawn: its glyphs left to right, each the letters it stands for in logical order.
+type Glyphs = Vec<String>;
+
 /// One line's words, given left to right as drawn, in logical order.
-fn logical_line(visual: &[String]) -> String {
+fn logical_line(visual: &[Glyphs]) -> String {
     let words: Vec<(Direction, String)> = visual
         .iter()
-        .map(|w| {
-            let d = direction(w);
+        .map(|glyphs| {
+            let word = glyphs.concat();
+            let d = direction(&word);
             let text = if d == Direction::Rtl {
-                w.chars().rev().collect()
+                glyphs.iter().rev().map(String::as_str).collect()
             } else {
-                w.clone()
+                word
             };
             (d, text)
         })
@@ -100,13 +113,12 @@ fn logical_line(visual: &[String]) -> String {
 /// text.
 pub(crate) fn pages(xhtml: &str) -> Vec<Vec<String>> {
     let mut reader = Reader::from_str(xhtml);
-    let mut pages: Vec<Vec<String>> = Vec::new();
-    let (mut block, mut line, mut word): (Vec<String>, Vec<String>, Option<String>) =
-        (Vec::new(), Vec::new(), None);
+    let mut out = Paragraphs::default();
+    let (mut line, mut word): (Vec<Glyphs>, Option<String>) = (Vec::new(), None);
     loop {
         match reader.read_event() {
             Ok(Event::Start(e)) => match local(e.name().as_ref()) {
-                b"page" => pages.push(Vec::new()),
+                b"page" => out.pages.push(Vec::new()),
                 b"word" => word = Some(String::new()),
                 _ => {}
             },
@@ -123,34 +135,184 @@ pub(crate) fn pages(xhtml: &str) -> Vec<Vec<String>> {
             Ok(Event::End(e)) => match local(e.name().as_ref()) {
                 b"word" => {
                     if let Some(w) = word.take().filter(|w| !w.trim().is_empty()) {
-                        line.push(w.trim().to_owned());
+                        // Poppler's boxes are per word: each letter counts as a glyph.
+                        line.push(w.trim().chars().map(String::from).collect());
                     }
                 }
-                b"line" if !line.is_empty() => {
-                    block.push(logical_line(&line));
-                    line.clear();
-                }
-                b"block" if !block.is_empty() => {
-                    if let Some(page) = pages.last_mut() {
-                        page.push(block.join("\n"));
-                    }
-                    block.clear();
-                }
+                b"line" => out.line(&std::mem::take(&mut line)),
+                b"block" => out.block(),
                 _ => {}
             },
             Ok(Event::Eof) | Err(_) => break,
             Ok(_) => {}
         }
     }
-    pages
+    out.pages
+}
+
+/// Pages of paragraphs as lines end (in logical order) and blocks end.
+#[derive(Default)]
+struct Paragraphs {
+    pages: Vec<Vec<String>>,
+    block: Vec<String>,
+}
+
+impl Paragraphs {
+    fn line(&mut self, words: &[Glyphs]) {
+        if !words.is_empty() {
+            self.block.push(logical_line(words));
+        }
+    }
+
+    fn block(&mut self) {
+        if let (false, Some(page)) = (self.block.is_empty(), self.pages.last_mut()) {
+            page.push(self.block.join("\n"));
+        }
+        self.block.clear();
+    }
+}
+
+/// One character of MuPDF's structured text: its left and right edge on the line, and the
+/// letters it stands for.
+struct Placed {
+    left: f64,
+    right: f64,
+    text: String,
+}
+
+/// Widths below this (points) are none: continuation letters and marks.
+const NO_WIDTH: f64 = 0.01;
+
+/// A line's characters, in the order drawn, as words of glyphs left to right. A letter
+/// without width that starts at the right edge of the glyph drawn just before it is that
+/// glyph's next letter (a ligature). Any other character without width is a mark, which
+/// belongs to a neighbour in drawing order, not to the glyph its box falls in (marks overhang
+/// into the letter beside them). Shapers draw a right-to-left run left to right with each
+/// mark before its letter, and anything else (left-to-right text, a run drawn in logical
+/// order) with each mark after its letter.
+fn line_words(chars: Vec<Placed>) -> Vec<Glyphs> {
+    enum Drawn {
+        Glyph(usize),
+        Mark(String),
+    }
+    // Glyphs as (left edge, letters, marks).
+    let mut glyphs: Vec<(f64, String, String)> = Vec::new();
+    let mut drawn: Vec<Drawn> = Vec::new();
+    let mut right_edge = f64::NAN;
+    for c in chars {
+        let ligature = matches!(drawn.last(), Some(Drawn::Glyph(_)))
+            && (c.left - right_edge).abs() < NO_WIDTH
+            && !c.text.chars().any(is_combining_mark);
+        if c.right - c.left >= NO_WIDTH {
+            drawn.push(Drawn::Glyph(glyphs.len()));
+            glyphs.push((c.left, c.text, String::new()));
+            right_edge = c.right;
+        } else if ligature {
+            if let Some(last) = glyphs.last_mut() {
+                last.1.push_str(&c.text);
+            }
+        } else {
+            drawn.push(Drawn::Mark(c.text));
+        }
+    }
+    let left_to_right = glyphs.windows(2).filter(|w| w[1].0 >= w[0].0).count()
+        >= glyphs.windows(2).filter(|w| w[1].0 < w[0].0).count();
+    let neighbour = |at: usize, forward: bool| {
+        let glyph = |d: &Drawn| match d {
+            Drawn::Glyph(g) => Some(*g),
+            Drawn::Mark(_) => None,
+        };
+        let after = || drawn[at + 1..].iter().find_map(glyph);
+        let before = || drawn[..at].iter().rev().find_map(glyph);
+        if forward {
+            after().or_else(before)
+        } else {
+            before().or_else(after)
+        }
+    };
+    let mut owners = Vec::new();
+    for (at, d) in drawn.iter().enumerate() {
+        if let Drawn::Mark(text) = d {
+            let forward = left_to_right && text.chars().any(is_rtl);
+            owners.push((neighbour(at, forward), text.clone()));
+        }
+    }
+    for (owner, text) in owners {
+        match owner {
+            Some(g) => glyphs[g].2.push_str(&text),
+            None => glyphs.push((f64::INFINITY, text, String::new())),
+        }
+    }
+    glyphs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut words: Vec<Glyphs> = Vec::new();
+    let mut word: Glyphs = Vec::new();
+    for (_, letters, marks) in glyphs {
+        if letters.trim().is_empty() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+        } else {
+            word.push(letters + &marks);
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The left and right edge of a `quad` attribute (`ulx uly urx ury llx lly lrx lry`).
+fn edges(quad: &str) -> Option<(f64, f64)> {
+    let numbers: Vec<f64> = quad
+        .split_ascii_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    match numbers[..] {
+        [ulx, _, urx, _, llx, _, lrx, _] => Some((ulx.min(llx), urx.max(lrx))),
+        _ => None,
+    }
+}
+
+/// The pages of `mutool draw -F stext` output, each a list of blocks (paragraphs) in logical
+/// text, glyphs kept whole.
+pub(crate) fn glyph_pages(stext: &str) -> Vec<Vec<String>> {
+    let mut reader = Reader::from_str(stext);
+    let mut out = Paragraphs::default();
+    let mut line: Vec<Placed> = Vec::new();
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) if local(e.name().as_ref()) == b"page" => {
+                out.pages.push(Vec::new());
+            }
+            Ok(Event::Empty(e) | Event::Start(e)) if local(e.name().as_ref()) == b"char" => {
+                let quad = attr(&e, b"quad").and_then(|q| edges(&q));
+                let text = attr(&e, b"c");
+                if let (Some((left, right)), Some(text)) = (quad, text) {
+                    line.push(Placed { left, right, text });
+                }
+            }
+            Ok(Event::End(e)) => match local(e.name().as_ref()) {
+                b"line" => out.line(&line_words(std::mem::take(&mut line))),
+                b"block" => out.block(),
+                _ => {}
+            },
+            Ok(Event::Eof) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    out.pages
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn visual(words: &[&str]) -> Vec<String> {
-        words.iter().map(|w| (*w).to_owned()).collect()
+    fn visual(words: &[&str]) -> Vec<Glyphs> {
+        words
+            .iter()
+            .map(|w| w.chars().map(String::from).collect())
+            .collect()
     }
 
     #[test]
@@ -189,5 +351,48 @@ mod tests {
                 vec!["two".to_owned()]
             ]
         );
+    }
+
+    #[test]
+    fn mupdf_characters_read_as_whole_glyphs() {
+        // "السلام لا": the word drawn left to right as meem, lam-alef (one glyph: alef has no
+        // width at its right edge), seen, lam, alef; a space; then "لا" as one glyph.
+        let stext = r#"<document><page id="page1"><block><line dir="1 0"><font>
+          <char quad="10 0 17 0 10 12 17 12" c="&#x644;"/>
+          <char quad="17 0 17 0 17 12 17 12" c="&#x627;"/>
+          <char quad="17 0 21 0 17 12 21 12" c=" "/>
+          <char quad="21 0 28 0 21 12 28 12" c="&#x645;"/>
+          <char quad="28 0 35 0 28 12 35 12" c="&#x644;"/>
+          <char quad="35 0 35 0 35 12 35 12" c="&#x627;"/>
+          <char quad="35 0 45 0 35 12 45 12" c="&#x633;"/>
+          <char quad="45 0 48 0 45 12 48 12" c="&#x644;"/>
+          <char quad="48 0 51 0 48 12 51 12" c="&#x627;"/>
+        </font></line></block></page>
+        <page id="page3"><block><line dir="1 0"><font>
+          <char quad="3 0 3 0 3 12 3 12" c="&#x64e;"/>
+          <char quad="1 0 9 0 1 12 9 12" c="&#x628;"/>
+          <char quad="8 0 8 0 8 12 8 12" c="&#x64e;"/>
+          <char quad="9 0 14 0 9 12 14 12" c="&#x62a;"/>
+          <char quad="14 0 14 0 14 12 14 12" c="&#x64e;"/>
+          <char quad="14 0 24 0 14 12 24 12" c="&#x643;"/>
+        </font></line><line><font>
+          <char quad="1 0 5 0 1 12 5 12" c="e"/><char quad="2 0 2 0 2 12 2 12" c="&#x301;"/>
+        </font></line><line><font>
+          <char quad="1 0 5 0 1 12 5 12" c="&lt;"/><char quad="5 0 9 0 5 12 9 12" c="b"/>
+        </font></line></block><block><line><font>
+          <char quad="1 0 1 0 1 12 1 12" c="x"/>
+        </font></line></block></page></document>"#;
+        assert_eq!(
+            glyph_pages(stext),
+            [
+                vec!["السلام لا".to_owned()],
+                // Each right-to-left mark drawn before its letter, even in the box of the
+                // letter beside it or at the right edge of the one before it; a left-to-right
+                // mark after its letter.
+                vec!["كَتَبَ\ne\u{301}\n<b".to_owned(), "x".to_owned()]
+            ]
+        );
+        assert_eq!(edges("1 2 3"), None);
+        assert!(glyph_pages("<document><page><line><char c=\"x\"/>").len() == 1);
     }
 }

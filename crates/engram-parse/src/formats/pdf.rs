@@ -8,6 +8,7 @@
 //! whose reading order looks like a table read as a stream of numbers are read a third way,
 //! from Poppler's layout reading, where aligned columns become Markdown tables (`pdf_table`).
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::document::{Builder, Layout};
@@ -60,12 +61,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
             limit: limits.max_ocr_pages,
         });
     }
-    let right_to_left = pages.iter().any(|p| p.chars().any(bidi::is_rtl));
-    let boxed = if right_to_left {
-        word_boxes(&input, dir.path(), limits)?
-    } else {
-        Vec::new()
-    };
+    let boxed = right_to_left_pages(&input, dir.path(), limits, &pages)?;
     let laid_out = if pages
         .iter()
         .any(|p| !p.chars().any(bidi::is_rtl) && pdf_table::looks_tabular(p))
@@ -84,10 +80,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         if page_text.trim().is_empty() {
             let scanned = ocr_page(&input, page, dir.path(), limits)?;
             plain::paragraphs(&crate::decode::normalize(&scanned), &mut out, &layout)?;
-        } else if let Some(paragraphs) = boxed
-            .get(index)
-            .filter(|_| page_text.chars().any(bidi::is_rtl))
-        {
+        } else if let Some(paragraphs) = boxed.get(&index) {
             let text = paragraphs.join("\n\n");
             plain::paragraphs(&crate::decode::normalize(&text), &mut out, &layout)?;
         } else if let Some(segments) = laid_out
@@ -162,12 +155,93 @@ fn layout_pages(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<String>
         .unwrap_or_default())
 }
 
-/// Each page's paragraphs from Poppler's word boxes (markup several times the text), in
-/// logical order (`bidi`).
-fn word_boxes(input: &Path, dir: &Path, limits: &Limits) -> Result<Vec<Vec<String>>, ParseError> {
-    Ok(second_reading(input, dir, limits, "-bbox-layout", 8)?
-        .map(|text| bidi::pages(&text))
-        .unwrap_or_default())
+/// How many bytes of MuPDF's structured text one byte of a page's text may take (a character
+/// element of about 150 bytes per letter of two).
+const STEXT_EXPANSION: usize = 200;
+
+/// The paragraphs, in logical order (`bidi`), of each page (by index) holding right-to-left
+/// text: from MuPDF's placed characters where `mutool` reads them (glyphs kept whole), in runs
+/// of pages whose markup fits the budget of the word boxes; otherwise from Poppler's word
+/// boxes (markup several times the text).
+fn right_to_left_pages(
+    input: &Path,
+    dir: &Path,
+    limits: &Limits,
+    pages: &[&str],
+) -> Result<HashMap<usize, Vec<String>>, ParseError> {
+    let wanted: Vec<usize> = (0..pages.len())
+        .filter(|&i| pages[i].chars().any(bidi::is_rtl))
+        .collect();
+    let mut read = HashMap::new();
+    if wanted.is_empty() {
+        return Ok(read);
+    }
+    let budget = limits.max_text_bytes.saturating_mul(8);
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut size = 0usize;
+    for &i in &wanted {
+        let bytes = pages[i].len().saturating_mul(STEXT_EXPANSION);
+        match batches.last_mut() {
+            Some(batch) if size.saturating_add(bytes) <= budget => {
+                batch.push(i);
+                size += bytes;
+            }
+            _ => {
+                batches.push(vec![i]);
+                size = bytes;
+            }
+        }
+    }
+    for batch in batches {
+        let list = batch
+            .iter()
+            .map(|i| (i + 1).to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let run = tools::run(
+            tools::MUTOOL,
+            &[
+                "draw".as_ref(),
+                "-q".as_ref(),
+                "-F".as_ref(),
+                "stext".as_ref(),
+                "-o".as_ref(),
+                "-".as_ref(),
+                input.as_os_str(),
+                list.as_ref(),
+            ],
+            dir,
+            budget,
+            &limits.interrupt,
+        );
+        let glyphs = match run {
+            Ok(run) if run.success => bidi::glyph_pages(&String::from_utf8_lossy(&run.stdout)),
+            Err(stop @ (ParseError::Cancelled | ParseError::TimedOut { .. })) => return Err(stop),
+            // Not installed, too much markup, or failed on this file: Poppler reads them.
+            _ => Vec::new(),
+        };
+        if glyphs.len() != batch.len() {
+            break;
+        }
+        // A page MuPDF finds no text on is left to Poppler.
+        read.extend(
+            batch
+                .into_iter()
+                .zip(glyphs)
+                .filter(|(_, paragraphs)| !paragraphs.is_empty()),
+        );
+    }
+    if read.len() < wanted.len() {
+        let boxes = second_reading(input, dir, limits, "-bbox-layout", 8)?
+            .map(|text| bidi::pages(&text))
+            .unwrap_or_default();
+        for i in wanted {
+            if let (false, Some(page)) = (read.contains_key(&i), boxes.get(i)) {
+                read.insert(i, page.clone());
+            }
+        }
+    }
+    Ok(read)
 }
 
 /// The OCR text of one page, rendered at 300 dpi.

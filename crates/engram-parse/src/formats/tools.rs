@@ -1,5 +1,5 @@
 //! Proven command-line tools run as subprocesses (Poppler's `pdftotext` and `pdftoppm`,
-//! Tesseract): a hostile file can crash or stall only the child, which is killed at its
+//! MuPDF's `mutool`, Tesseract): a hostile file can crash or stall only the child, which is killed at its
 //! time-out, and whose output is capped. Paths come from `PATH` or `ENGRAM_<TOOL>` (for example
 //! `ENGRAM_TESSERACT=/opt/bin/tesseract`).
 
@@ -24,6 +24,11 @@ pub(crate) const PDFTOTEXT: Tool = Tool {
 pub(crate) const PDFTOPPM: Tool = Tool {
     name: "pdftoppm",
     package: "poppler-utils",
+};
+/// MuPDF's tool, for right-to-left PDF pages (optional: Poppler reads them without it).
+pub(crate) const MUTOOL: Tool = Tool {
+    name: "mutool",
+    package: "mupdf-tools",
 };
 pub(crate) const TESSERACT: Tool = Tool {
     name: "tesseract",
