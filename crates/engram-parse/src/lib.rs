@@ -55,13 +55,9 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document
             limit: limits.max_bytes,
         });
     }
-    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        read_as(bytes, format, limits)
-    }));
-    let failure = match read {
-        Ok(Ok(document)) => return Ok(document),
-        Ok(Err(err)) => err,
-        Err(_) => ParseError::Corrupt(format!("the {} reader failed on this file", format.name())),
+    let failure = match own_reading(bytes, format, limits) {
+        Ok(document) => return Ok(document),
+        Err(err) => err,
     };
     let recoverable = matches!(&failure, ParseError::Corrupt(why) if !why.contains("password"))
         || matches!(failure, ParseError::NoText);
@@ -82,6 +78,20 @@ pub fn plain_reading(
     limits: &Limits,
 ) -> Option<Result<Document, ParseError>> {
     formats::fallback::covers(format).then(|| formats::fallback::extract(bytes, format, limits))
+}
+
+/// The format's own reader alone, without the plain reading to fall back on: why a file fell
+/// back (see the eval command).
+pub fn own_reading(bytes: &[u8], format: Format, limits: &Limits) -> Result<Document, ParseError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        read_as(bytes, format, limits)
+    }))
+    .unwrap_or_else(|_| {
+        Err(ParseError::Corrupt(format!(
+            "the {} reader failed on this file",
+            format.name()
+        )))
+    })
 }
 
 /// The format's own reader.

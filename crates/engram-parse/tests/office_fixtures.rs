@@ -179,6 +179,17 @@ const RIGHT_TO_LEFT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
  </office:text></office:body>
 </office:document>"#;
 
+/// A paragraph citing a footnote and one holding a captioned frame, each going on after it, as
+/// a flat ODT that LibreOffice saves as ODT (python-docx-style corpus files lost the words after
+/// the note or the frame).
+const NOTES_AND_FRAMES: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
+ <office:body><office:text>
+  <text:p>The keeper logs the lamp<text:note text:id="ftn1" text:note-class="footnote"><text:note-citation>1</text:note-citation><text:note-body><text:p>Logged hourly since 1902.</text:p></text:note-body></text:note> before every watch begins.</text:p>
+  <text:p><draw:frame draw:name="Frame1" text:anchor-type="paragraph" svg:width="4cm"><draw:text-box fo:min-height="1cm"><text:p>Figure 1: the lantern room</text:p></draw:text-box></draw:frame>Paraffin burned until the station was electrified.</text:p>
+ </office:text></office:body>
+</office:document>"#;
+
 /// Korean paragraphs (set in a Nanum font, which make setup-test installs), as a flat ODT that
 /// LibreOffice prints to PDF.
 const KOREAN: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -290,6 +301,15 @@ fn read(bytes: &[u8], name: &str, expected: Format) -> Document {
     extract(bytes, format, &Limits::default()).unwrap()
 }
 
+/// The text of each block of a file read as `expected`.
+fn block_texts(bytes: &[u8], name: &str, expected: Format) -> Vec<String> {
+    read(bytes, name, expected)
+        .blocks
+        .into_iter()
+        .map(|b| b.text)
+        .collect()
+}
+
 fn check_report(doc: &Document, name: &str) {
     let text = doc.text();
     for s in [
@@ -381,6 +401,26 @@ fn libreoffice_documents_keep_their_structure() {
         .find(|b| b.kind == BlockKind::Table)
         .unwrap();
     assert!(table.layout.sheet.is_some() && table.layout.row_range.is_some());
+}
+
+#[test]
+fn notes_and_frames_keep_the_paragraph_around_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fodt = dir.path().join("keeper.fodt");
+    std::fs::write(&fodt, NOTES_AND_FRAMES).unwrap();
+    let Some(odt) = convert(dir.path(), &fodt, "odt") else {
+        return;
+    };
+    let texts = block_texts(&odt, "keeper.odt", Format::Odt);
+    assert_eq!(
+        texts,
+        [
+            "The keeper logs the lamp[1] before every watch begins.",
+            "Logged hourly since 1902.",
+            "Paraffin burned until the station was electrified.",
+            "Figure 1: the lantern room",
+        ]
+    );
 }
 
 #[test]
@@ -518,6 +558,19 @@ fn charts_read_as_tables_of_what_they_plot() {
             .any(|t| t.contains("Sales rose in the north"))
             && texts[at..].iter().any(|t| t.contains("End of report")),
         "the chart stands where it is anchored: {texts:#?}"
+    );
+    // Saved as ODT, the chart is an object of the package ("Object 1/content.xml"), read in
+    // place: its title and data table (LibreOffice writes the categories' cells empty there).
+    let odt = convert(dir.path(), &fodt, "odt:writer8").unwrap();
+    let texts = block_texts(&odt, "charted.odt", Format::Odt);
+    assert_eq!(
+        texts,
+        [
+            "Sales rose in the north.",
+            "Revenue by region",
+            "|  | Sales 2024 |\n| --- | --- |\n|  | 1200 |\n|  | 800 |",
+            "End of report."
+        ]
     );
     let book = read(&xlsx, "charted_book.xlsx", Format::Xlsx);
     let chart = book

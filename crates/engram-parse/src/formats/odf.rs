@@ -27,14 +27,49 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
     let xml = zip
         .text("content.xml")?
         .ok_or_else(|| ParseError::Corrupt("an OpenDocument file without content.xml".into()))?;
+    read_content(&xml, &mut zip, limits, true)
+}
+
+/// An object embedded in the package (`draw:object xlink:href="./Object 1"`: a spreadsheet, a
+/// chart and its data table, a text frame) read as a document of its own; objects inside it
+/// are not followed. `None` when the package has no such object.
+fn embedded(
+    zip: &mut Container<'_>,
+    href: &str,
+    limits: &Limits,
+) -> Result<Option<Document>, ParseError> {
+    let folder = href.trim_start_matches("./").trim_end_matches('/');
+    if folder.is_empty() || folder.contains("..") || folder.contains(':') {
+        return Ok(None);
+    }
+    let Some(xml) = zip.text(&format!("{folder}/content.xml"))? else {
+        return Ok(None);
+    };
+    match read_content(&xml, zip, limits, false) {
+        Ok(document) => Ok(Some(document)),
+        Err(ParseError::NoText | ParseError::Corrupt(_)) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The blocks of one `content.xml`; `objects` says whether embedded objects are read in place.
+fn read_content(
+    xml: &str,
+    zip: &mut Container<'_>,
+    limits: &Limits,
+    objects: bool,
+) -> Result<Document, ParseError> {
     let corrupt = |e: quick_xml::Error| ParseError::Corrupt(format!("content.xml: {e}"));
-    let mut reader = Reader::from_str(&xml);
+    let mut reader = Reader::from_str(xml);
     let mut out = Builder::new(limits);
     let mut headings: Vec<(usize, String)> = Vec::new();
     let mut slide: Option<(u32, String)> = None;
     let mut slides = 0u32;
-    // Open paragraph-like elements: (level if a heading, list item?, text).
-    let mut para: Option<(Option<usize>, bool, String)> = None;
+    // Open paragraph-like elements, innermost last: (level if a heading, list item?, text). A
+    // paragraph inside another (a note's body, a caption in a frame) is written after the
+    // paragraph holding it, which goes on after it.
+    let mut paras: Vec<(Option<usize>, bool, String)> = Vec::new();
+    let mut inner: Vec<(Option<usize>, bool, String)> = Vec::new();
     let mut list_depth = 0usize;
     let mut tables = table::Tables::default();
     // Heading levels of automatic paragraph styles (a heading written as `text:p` whose style
@@ -64,18 +99,41 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                     style_levels.insert(name, level);
                 }
             }
+            Event::Start(e) | Event::Empty(e)
+                if objects && local(e.name().as_ref()) == b"object" =>
+            {
+                let Some(document) = attr(&e, b"href")
+                    .map(|href| embedded(zip, &href, limits))
+                    .transpose()?
+                    .flatten()
+                else {
+                    continue;
+                };
+                for block in document.blocks {
+                    let mut at = layout(&headings, &slide);
+                    at.headings.extend(block.layout.headings);
+                    at.row_range = block.layout.row_range;
+                    out.push(block.kind, &block.text, at)?;
+                }
+            }
             Event::Start(e) => match local(e.name().as_ref()) {
                 b"h" => {
                     let level = attr(&e, b"outline-level")
                         .and_then(|l| l.parse().ok())
                         .unwrap_or(1usize)
                         .clamp(1, 9);
-                    para = Some((Some(level), false, String::new()));
+                    paras.push((Some(level), false, String::new()));
                 }
-                b"p" if para.is_none() => {
+                b"p" => {
                     let level = attr(&e, b"style-name")
                         .and_then(|s| style_levels.get(&s).copied().or_else(|| style_level(&s)));
-                    para = Some((level, list_depth > 0, String::new()));
+                    paras.push((level, list_depth > 0, String::new()));
+                }
+                // A note's mark ("1", "i") where it is cited, apart from the words beside it.
+                b"note-citation" => {
+                    if let Some((_, _, text)) = paras.last_mut() {
+                        text.push('[');
+                    }
                 }
                 b"list-item" => list_depth += 1,
                 b"page" => {
@@ -102,17 +160,17 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
             },
             Event::Empty(e) => match local(e.name().as_ref()) {
                 b"s" => {
-                    if let Some((_, _, text)) = para.as_mut() {
+                    if let Some((_, _, text)) = paras.last_mut() {
                         text.push(' ');
                     }
                 }
                 b"tab" => {
-                    if let Some((_, _, text)) = para.as_mut() {
+                    if let Some((_, _, text)) = paras.last_mut() {
                         text.push('\t');
                     }
                 }
                 b"line-break" => {
-                    if let Some((_, _, text)) = para.as_mut() {
+                    if let Some((_, _, text)) = paras.last_mut() {
                         text.push('\n');
                     }
                 }
@@ -123,13 +181,13 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                 _ => {}
             },
             Event::Text(t) => {
-                if let Some((_, _, text)) = para.as_mut() {
+                if let Some((_, _, text)) = paras.last_mut() {
                     let raw = t.decode().map(|c| c.into_owned()).unwrap_or_default();
                     text.push_str(&raw);
                 }
             }
             Event::GeneralRef(r) => {
-                if let Some((_, _, text)) = para.as_mut() {
+                if let Some((_, _, text)) = paras.last_mut() {
                     let name = String::from_utf8_lossy(&r).into_owned();
                     text.push_str(
                         &quick_xml::escape::unescape(&format!("&{name};"))
@@ -139,29 +197,38 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
                 }
             }
             Event::End(e) => match local(e.name().as_ref()) {
+                b"note-citation" => {
+                    if let Some((_, _, text)) = paras.last_mut() {
+                        text.push(']');
+                    }
+                }
                 b"h" | b"p" => {
-                    let Some((level, list, text)) = para.take() else {
+                    let Some(closed) = paras.pop() else {
                         continue;
                     };
-                    let text = text.trim().to_owned();
-                    if text.is_empty() {
+                    if !paras.is_empty() {
+                        inner.push(closed);
                         continue;
                     }
-                    if tables.text(&text) {
-                        continue;
-                    } else if let Some(level) = level {
-                        headings.retain(|(l, _)| *l < level);
-                        headings.push((level, text.clone()));
-                        let heading = format!("{} {}", "#".repeat(level), text.replace('\n', " "));
-                        out.push(BlockKind::Heading, &heading, layout(&headings, &slide))?;
-                    } else if list {
-                        out.push(
-                            BlockKind::ListItem,
-                            &format!("- {text}"),
-                            layout(&headings, &slide),
-                        )?;
-                    } else {
-                        out.push(BlockKind::Paragraph, &text, layout(&headings, &slide))?;
+                    for (level, list, text) in std::iter::once(closed).chain(inner.drain(..)) {
+                        let text = text.trim().to_owned();
+                        if text.is_empty() || tables.text(&text) {
+                            continue;
+                        } else if let Some(level) = level {
+                            headings.retain(|(l, _)| *l < level);
+                            headings.push((level, text.clone()));
+                            let heading =
+                                format!("{} {}", "#".repeat(level), text.replace('\n', " "));
+                            out.push(BlockKind::Heading, &heading, layout(&headings, &slide))?;
+                        } else if list {
+                            out.push(
+                                BlockKind::ListItem,
+                                &format!("- {text}"),
+                                layout(&headings, &slide),
+                            )?;
+                        } else {
+                            out.push(BlockKind::Paragraph, &text, layout(&headings, &slide))?;
+                        }
                     }
                 }
                 b"list-item" => list_depth = list_depth.saturating_sub(1),

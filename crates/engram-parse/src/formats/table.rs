@@ -163,11 +163,25 @@ impl Tables {
     }
 
     /// Closes the innermost table. A nested table's rows become text of the cell around it;
-    /// an outermost table's rows are returned.
+    /// an outermost table's rows are returned, without rows or trailing columns that hold
+    /// nothing (a sheet's repeated blank cells).
     pub(crate) fn close(&mut self) -> Option<Vec<Vec<String>>> {
         let done = self.stack.pop()?;
         if self.stack.is_empty() {
-            return Some(done.rows);
+            let mut rows: Vec<Vec<String>> = done
+                .rows
+                .into_iter()
+                .filter(|row| row.iter().any(|c| !c.trim().is_empty()))
+                .collect();
+            let width = rows
+                .iter()
+                .filter_map(|row| row.iter().rposition(|c| !c.trim().is_empty()))
+                .max()
+                .map_or(0, |last| last + 1);
+            for row in &mut rows {
+                row.truncate(width);
+            }
+            return Some(rows);
         }
         for row in done.rows {
             self.text(&row.join(" "));

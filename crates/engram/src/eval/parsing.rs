@@ -122,6 +122,9 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
             Ok(document) => {
                 if document.blocks.iter().any(|b| b.layout.reader.is_some()) {
                     row.fell_back += 1;
+                    if let Err(why) = engram_parse::own_reading(&bytes, format, &limits) {
+                        println!("{name}: fell back to the plain reading: {why}");
+                    }
                 } else {
                     row.own += 1;
                 }

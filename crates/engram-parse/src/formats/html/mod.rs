@@ -239,6 +239,20 @@ fn main() {
         );
     }
 
+    /// Text standing in a table outside any cell (inscriptis' test pages): each piece a word
+    /// of its own, as a browser shows it before the table.
+    #[test]
+    fn text_outside_cells_keeps_its_words_apart() {
+        assert_eq!(
+            texts("<table><tr>1</tr><tr>2</tr><tr>3</tr></table>"),
+            ["1 2 3"]
+        );
+        assert_eq!(
+            texts("<table><td><td>alpha</td>oho</td><td>epsilon<tr>beta<td>gamma</table>")[0],
+            "oho beta"
+        );
+    }
+
     #[test]
     fn nothing_visible_has_no_text() {
         assert_eq!(

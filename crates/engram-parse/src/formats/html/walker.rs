@@ -40,6 +40,23 @@ struct Table {
 }
 
 impl Table {
+    /// Separates words at the start or end of `name`: structure inside a cell (nested tables,
+    /// paragraphs, headings) separates its words only, and text outside cells (a browser moves
+    /// it before the table) ends at the table's own structure.
+    fn separate(&mut self, name: &[u8]) {
+        if let Some(cell) = self.cell.as_mut() {
+            if BLOCKS.contains(&name)
+                || heading_level(name).is_some()
+                || matches!(name, b"li" | b"table" | b"pre")
+            {
+                push_collapsed(cell, " ");
+            }
+        }
+        if matches!(name, b"table" | b"tr" | b"td" | b"th") && !self.caption.is_empty() {
+            push_collapsed(&mut self.caption, " ");
+        }
+    }
+
     fn close_cell(&mut self) {
         if let Some(cell) = self.cell.take() {
             self.row
@@ -257,6 +274,7 @@ impl Walker {
         let Some(table) = self.table.as_mut() else {
             return Ok(());
         };
+        table.separate(name);
         match name {
             b"table" => self.table_depth += 1,
             b"tr" if self.table_depth == 1 => {
@@ -268,15 +286,6 @@ impl Walker {
                 table.cell = Some(String::new());
             }
             _ => {}
-        }
-        // Structure inside a cell (nested tables, paragraphs, headings) separates words only.
-        if let Some(cell) = table.cell.as_mut() {
-            if BLOCKS.contains(&name)
-                || heading_level(name).is_some()
-                || matches!(name, b"li" | b"table" | b"pre")
-            {
-                push_collapsed(cell, " ");
-            }
         }
         Ok(())
     }
@@ -344,20 +353,13 @@ impl Walker {
         let Some(table) = self.table.as_mut() else {
             return Ok(());
         };
+        table.separate(name);
         match name {
             b"table" if self.table_depth > 1 => self.table_depth -= 1,
             b"table" => return self.end_table(out),
             b"tr" if self.table_depth == 1 => table.close_row(),
             b"td" | b"th" if self.table_depth == 1 => table.close_cell(),
             _ => {}
-        }
-        if let Some(cell) = table.cell.as_mut() {
-            if BLOCKS.contains(&name)
-                || heading_level(name).is_some()
-                || matches!(name, b"li" | b"table" | b"pre")
-            {
-                push_collapsed(cell, " ");
-            }
         }
         Ok(())
     }
