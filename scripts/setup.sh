@@ -144,11 +144,14 @@ if $for_tests; then
   pip_into_cache prometheus-client "prometheus-client==0.23.1"
 fi
 
-# A parsing corpus wider than the markitdown samples: the Word and PowerPoint test files of
-# python-docx and python-pptx (MIT), made by Word, PowerPoint and other tools, from their PyPI
-# source packages (pinned by checksum). Only the documents are kept, under .cache/corpus.
+# A parsing corpus wider than the markitdown samples: the test documents of Python packages that
+# read or write them, from their PyPI source packages (pinned by checksum): Word and PowerPoint
+# files of python-docx and python-pptx (MIT), Excel files of xlrd (BSD) and xlsx2csv (MIT, each
+# with the CSV its cells should give), OpenDocument files of odfpy (Apache-2.0), HTML pages of
+# inscriptis (Apache-2.0, each with the text it should give). Only documents are kept, under
+# .cache/corpus; a document's expected text is kept beside it as NAME.EXT.expected.
 corpus_from_sdist() {
-  local name="$1" version="$2" sha256="$3"
+  local name="$1" version="$2" sha256="$3" keep="$4" expected="${5:-}"
   local dir="$cache/corpus/$name-$version"
   [ -f "$dir/.stamp" ] && return 0
   echo "setup: fetching the $name $version test documents" >&2
@@ -165,14 +168,25 @@ corpus_from_sdist() {
   fi
   mkdir -p "$staged/files"
   tar -xzf "$archive" -C "$staged/files"
-  find "$staged/files" -type f ! -name '*.docx' ! -name '*.pptx' ! -name '*.xlsx' -delete
   rm -f "$archive"
+  # A document's expected text (same name, extension $expected) becomes NAME.EXT.expected.
+  if [ -n "$expected" ]; then
+    find "$staged/files" -type f -regextype posix-extended -regex ".*\.($keep)" -print0 |
+      while IFS= read -r -d '' doc; do
+        [ -f "${doc%.*}.$expected" ] && cp "${doc%.*}.$expected" "$doc.expected"
+      done
+  fi
+  find "$staged/files" ! -type d -regextype posix-extended ! -regex ".*\.($keep)(\.expected)?" -delete
   touch "$staged/.stamp"
   rm -rf "$dir"
   mkdir -p "$cache/corpus"
   mv "$staged" "$dir"
 }
 if $for_tests; then
-  corpus_from_sdist python-docx 1.1.2 0cf1f22e95b9002addca7948e16f2cd7acdfd498047f1941ca5d293db7762efd
-  corpus_from_sdist python-pptx 1.0.2 479a8af0eaf0f0d76b6f00b0887732874ad2e3188230315290cd1f9dd9cc7095
+  corpus_from_sdist python-docx 1.1.2 0cf1f22e95b9002addca7948e16f2cd7acdfd498047f1941ca5d293db7762efd 'docx|pptx|xlsx'
+  corpus_from_sdist python-pptx 1.0.2 479a8af0eaf0f0d76b6f00b0887732874ad2e3188230315290cd1f9dd9cc7095 'docx|pptx|xlsx'
+  corpus_from_sdist xlrd 1.2.0 546eb36cee8db40c3eaa46c351e67ffee6eeb5fa2650b71bc4c758a29a1b29b2 'xls|xlsx'
+  corpus_from_sdist xlsx2csv 0.8.6 618fc502612860de8ab8e3d6195e99ef332fffc68337f6b89e59690aad0d20b5 'xlsx' csv
+  corpus_from_sdist odfpy 1.4.1 db766a6e59c5103212f3cc92ec8dd50a0f3a02790233ed0b52148b70d3c438ec 'odt|ods|odp'
+  corpus_from_sdist inscriptis 2.7.6 b8fe23c5ae4db33c9d1c5e1b7d000dbfa1decbea7b605ac87e0f5d8f8abc3ce6 'html' txt
 fi

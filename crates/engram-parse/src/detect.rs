@@ -374,9 +374,10 @@ fn zip(bytes: &[u8], extension: &str) -> Unsupported {
     // holds `xl/workbook.xml` inside one of its entries, which a search of the bytes would find
     // (a PowerPoint deck with a chart read as a workbook). Only a file whose directory cannot be
     // read falls back to that search.
+    // Some writers separate folders with backslashes (`xl\workbook.xml`; Excel opens them).
     let entries: Option<Vec<String>> = ::zip::ZipArchive::new(std::io::Cursor::new(bytes))
         .ok()
-        .map(|z| z.file_names().map(str::to_owned).collect());
+        .map(|z| z.file_names().map(|n| n.replace('\\', "/")).collect());
     let main_part = |part: &str, folder: &str| match &entries {
         Some(names) => names.iter().any(|n| n == part || n.starts_with(folder)),
         None => has(part.as_bytes()) || has(folder.as_bytes()),

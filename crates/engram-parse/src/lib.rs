@@ -278,24 +278,39 @@ mod plain_floor {
         }
     }
 
+    /// The format a corpus file's extension names, for the formats the corpus holds.
+    fn named_format(path: &std::path::Path) -> Option<Format> {
+        Some(match path.extension()?.to_str()? {
+            "docx" => Format::Docx,
+            "pptx" => Format::Pptx,
+            "xlsx" => Format::Xlsx,
+            "xls" => Format::Xls,
+            "odt" => Format::Odt,
+            "ods" => Format::Ods,
+            "odp" => Format::Odp,
+            "html" => Format::Html,
+            _ => return None,
+        })
+    }
+
     fn corpus_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 corpus_files(&path, out);
-            } else if path
-                .extension()
-                .is_some_and(|e| e == "docx" || e == "pptx" || e == "xlsx")
-            {
+            } else if named_format(&path).is_some() {
                 out.push(path);
             }
         }
     }
 
-    /// The Word and PowerPoint test files of python-docx and python-pptx (fetched by `make
-    /// setup-test` into `.cache/corpus`): each is recognized as what its name says, read by its
-    /// own reader (never the plain fallback, never an error but for files without text), and
-    /// misses no word of its plain reading.
+    /// The test documents of python-docx, python-pptx, xlrd, xlsx2csv, odfpy and inscriptis
+    /// (fetched by `make setup-test` into `.cache/corpus`): each is recognized as what its name
+    /// says and read, never an error but for files without text. The Word and PowerPoint files
+    /// are read by their own reader and miss no word of their plain reading. Of the others
+    /// (files made by many tools, some broken on purpose), at most three fall back to the plain
+    /// reading, and where a project ships the text a document should give (an HTML page's
+    /// text, a workbook's CSV), each format finds at least 0.97 of its words.
     #[test]
     fn a_wider_corpus_reads_with_its_own_readers_at_the_plain_floor() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/corpus");
@@ -311,39 +326,66 @@ mod plain_floor {
         files.sort();
         let limits = Limits::default();
         let mut plain_words = 0usize;
+        let mut fell_back = Vec::new();
+        // Per format: expected words, and those found.
+        let mut judged: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
         for path in &files {
             let name = path.display().to_string();
             let bytes = std::fs::read(path).unwrap();
-            let expected = match path.extension().and_then(|e| e.to_str()) {
-                Some("docx") => Format::Docx,
-                Some("pptx") => Format::Pptx,
-                _ => Format::Xlsx,
-            };
+            let expected = named_format(path).unwrap();
+            // Worksheets of Excel 2.x to 4.0 (a bare BIFF stream, before the OLE2 workbook of
+            // Excel 5) are not read.
+            if expected == Format::Xls && !bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
+                assert!(detect(&bytes, &name, None).is_err(), "{name}");
+                continue;
+            }
             assert_eq!(detect(&bytes, &name, None).ok(), Some(expected), "{name}");
-            let rich = match extract(&bytes, expected, &limits) {
+            let strict = name.contains("/python-docx-") || name.contains("/python-pptx-");
+            let read = match extract(&bytes, expected, &limits) {
                 Ok(document) => document,
                 Err(ParseError::NoText) => {
-                    assert!(formats::fallback::extract(&bytes, expected, &limits).is_err());
+                    assert!(
+                        plain_reading(&bytes, expected, &limits).is_none_or(|plain| plain.is_err()),
+                        "{name}"
+                    );
                     continue;
                 }
                 Err(err) => panic!("{name}: {err}"),
             };
-            assert!(
-                rich.blocks.iter().all(|b| b.layout.reader.is_none()),
-                "{name} fell back to the plain reading: {:?}",
-                read_as(&bytes, expected, &limits).err()
-            );
-            let plain = words(
-                &formats::fallback::extract(&bytes, expected, &limits)
-                    .unwrap()
-                    .text(),
-            );
-            let lost = missing(&bytes, expected);
-            assert!(lost.is_empty(), "{name} misses {lost:?}");
-            plain_words += plain.len();
+            if read.blocks.iter().any(|b| b.layout.reader.is_some()) {
+                assert!(
+                    !strict,
+                    "{name} fell back to the plain reading: {:?}",
+                    read_as(&bytes, expected, &limits).err()
+                );
+                fell_back.push(name.clone());
+            }
+            let text = words(&read.text());
+            if let Ok(truth) = std::fs::read_to_string(format!("{name}.expected")) {
+                let truth = words(&truth);
+                let entry = judged.entry(expected.name()).or_default();
+                entry.0 += truth.len();
+                entry.1 += truth.intersection(&text).count();
+            }
+            if strict {
+                let plain = words(
+                    &formats::fallback::extract(&bytes, expected, &limits)
+                        .unwrap()
+                        .text(),
+                );
+                let lost: Vec<&String> = plain.difference(&text).collect();
+                assert!(lost.is_empty(), "{name} misses {lost:?}");
+                plain_words += plain.len();
+            }
         }
-        assert!(files.len() >= 100, "{} files", files.len());
+        assert!(files.len() >= 200, "{} files", files.len());
         assert!(plain_words > 1_000, "{plain_words} words");
+        assert!(fell_back.len() <= 3, "{fell_back:#?}");
+        assert!(judged.len() >= 2, "{judged:?}");
+        for (format, (truth, found)) in judged {
+            let share = found as f64 / truth as f64;
+            assert!(share >= 0.97, "{format}: {found} of {truth} expected words");
+        }
     }
 
     /// Page chrome (navigation, asides, banners) is left out of HTML by design (the markitdown

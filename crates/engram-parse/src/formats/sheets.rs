@@ -86,6 +86,11 @@ pub(crate) fn extract(
 ) -> Result<Document, ParseError> {
     let corrupt =
         |e: calamine::Error| ParseError::Corrupt(format!("unreadable {}: {e}", format.name()));
+    // An Excel binary workbook (XLSB) is the same package with binary sheet parts.
+    let binary = format == Format::Xlsx && {
+        let zip = crate::formats::zipped::Container::open(bytes, limits)?;
+        zip.names().iter().any(|n| n == "xl/workbook.bin")
+    };
     let mut workbook = match format {
         Format::Xls => calamine::Sheets::Xls(
             calamine::Xls::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
@@ -93,14 +98,17 @@ pub(crate) fn extract(
         Format::Ods => calamine::Sheets::Ods(
             calamine::Ods::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
         ),
+        _ if binary => calamine::Sheets::Xlsb(
+            calamine::Xlsb::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
+        ),
         _ => calamine::Sheets::Xlsx(
             calamine::Xlsx::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
         ),
     };
     // Number formats (percent, currency, grouping) of cells, read from the package (XLSX) or
-    // the workbook's records (XLS).
+    // the workbook's records (XLS); an XLSB's cells keep their values.
     let formats = match format {
-        Format::Xlsx => {
+        Format::Xlsx if !binary => {
             let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
             let sheets = crate::formats::ooxml::workbook_sheets(&mut zip)?;
             crate::formats::numfmt::cell_formats(&mut zip, &sheets)?
@@ -164,8 +172,10 @@ pub(crate) fn extract(
         let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
         let charts = crate::formats::ooxml::package_charts(&mut zip, "xl/charts/")?;
         out.section(2, "Charts", BlockKind::Table, &charts)?;
-        let comments = crate::formats::ooxml::workbook_comments(&mut zip)?;
-        out.section(2, "Comments", BlockKind::Paragraph, &comments)?;
+        if !binary {
+            let comments = crate::formats::ooxml::workbook_comments(&mut zip)?;
+            out.section(2, "Comments", BlockKind::Paragraph, &comments)?;
+        }
         let lines = crate::formats::ooxml::document_properties(&mut zip)?;
         crate::formats::ooxml::push_properties(&lines, &mut out)?;
     }
@@ -176,6 +186,26 @@ pub(crate) fn extract(
 mod tests {
     use super::*;
     use crate::tests::sample;
+
+    /// An Excel binary workbook (the XLSX package with binary sheet parts) reads as one.
+    #[test]
+    fn binary_workbooks_read_their_cells() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/calamine/base.xlsb");
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(crate::detect(&bytes, "base.xlsb", None), Ok(Format::Xlsx));
+        let doc = extract(&bytes, Format::Xlsx, &Limits::default()).unwrap();
+        let text = doc.text();
+        for expected in [
+            "## Sheet1",
+            "| String | 1 | 1.1 | true |",
+            "2010-10-10 10:10:10",
+            "line3",
+        ] {
+            assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+        }
+        assert!(doc.blocks.iter().all(|b| b.layout.reader.is_none()));
+    }
 
     #[test]
     fn workbooks_by_sheet() {

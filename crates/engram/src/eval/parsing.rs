@@ -4,7 +4,10 @@
 //! A directory without `expected.json` (a corpus such as `.cache/corpus`, which `make
 //! setup-test` fetches) is measured against the plain reading instead: per format, how many
 //! files were read by their own reader, errored, or fell back to the plain reading, and the
-//! share of the plain reading's words the extracted text holds (the floor: 1.000).
+//! share of the plain reading's words the extracted text holds (the floor: 1.000). Where a
+//! document's expected text sits beside it (`NAME.EXT.expected`, shipped with the document by
+//! the project it comes from), the share of its words found, beside the plain reading's share
+//! (the naive baseline).
 //!
 //! Per file: the fraction of `must_contain_text` found in the extracted text (backslashes
 //! removed, as markitdown's own check does); any `must_not_contain` hit scores 0. A file with
@@ -82,9 +85,10 @@ fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let hidden = path
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        let expected = path.extension().is_some_and(|e| e == "expected");
         if path.is_dir() {
             corpus_files(&path, out);
-        } else if !hidden {
+        } else if !hidden && !expected {
             out.push(path);
         }
     }
@@ -101,6 +105,12 @@ struct Floor {
     fell_back: usize,
     plain: usize,
     found: usize,
+    /// Files with an expected text (`NAME.EXT.expected`), its words, those engram's text
+    /// holds, and those the plain reading holds.
+    judged: usize,
+    expected: usize,
+    expected_found: usize,
+    expected_plain: usize,
 }
 
 /// A corpus without expected strings, against the plain reading of each file.
@@ -140,8 +150,26 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
                 continue;
             }
         };
-        if let Some(Ok(plain)) = engram_parse::plain_reading(&bytes, format, &limits) {
-            let (have, naive) = (words(&text), words(&plain.text()));
+        let plain = engram_parse::plain_reading(&bytes, format, &limits)
+            .and_then(Result::ok)
+            .map(|p| p.text());
+        let mut truth = path.clone().into_os_string();
+        truth.push(".expected");
+        if let Ok(truth) = std::fs::read_to_string(&truth) {
+            let wanted = words(&truth);
+            let have = words(&text);
+            let naive = words(plain.as_deref().unwrap_or(""));
+            row.judged += 1;
+            row.expected += wanted.len();
+            row.expected_found += wanted.intersection(&have).count();
+            row.expected_plain += wanted.intersection(&naive).count();
+            let lost: Vec<&String> = wanted.difference(&have).take(8).collect();
+            if !lost.is_empty() {
+                println!("{name}: misses expected {lost:?}");
+            }
+        }
+        if let Some(plain) = plain {
+            let (have, naive) = (words(&text), words(&plain));
             row.plain += naive.len();
             row.found += naive.intersection(&have).count();
             let lost: Vec<&String> = naive.difference(&have).take(8).collect();
@@ -151,19 +179,38 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
         }
     }
     println!(
-        "\n{:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {:>12}",
-        "format", "files", "own", "empty", "errored", "fell back", "plain floor"
+        "\n{:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {:>12} {:>7} {:>9} {:>9}",
+        "format",
+        "files",
+        "own",
+        "empty",
+        "errored",
+        "fell back",
+        "plain floor",
+        "judged",
+        "expected",
+        "baseline"
     );
-    let (mut plain, mut found) = (0, 0);
-    for (format, row) in &by_format {
-        let share = if row.plain == 0 {
+    let share = |part: usize, whole: usize| {
+        if whole == 0 {
             "-".to_owned()
         } else {
-            format!("{:.3}", row.found as f64 / row.plain as f64)
-        };
+            format!("{:.3}", part as f64 / whole as f64)
+        }
+    };
+    let (mut plain, mut found) = (0, 0);
+    for (format, row) in &by_format {
         println!(
-            "{format:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {share:>12}",
-            row.files, row.own, row.empty, row.errored, row.fell_back
+            "{format:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {:>12} {:>7} {:>9} {:>9}",
+            row.files,
+            row.own,
+            row.empty,
+            row.errored,
+            row.fell_back,
+            share(row.found, row.plain),
+            row.judged,
+            share(row.expected_found, row.expected),
+            share(row.expected_plain, row.expected),
         );
         plain += row.plain;
         found += row.found;

@@ -239,6 +239,14 @@ fn main() {
         );
     }
 
+    #[test]
+    fn ordered_items_follow_start_and_value() {
+        assert_eq!(
+            texts("<ol start='7'><li>seven<li value='100'>hundred<li>next</ol>"),
+            ["7. seven", "100. hundred", "101. next"]
+        );
+    }
+
     /// Text standing in a table outside any cell (inscriptis' test pages): each piece a word
     /// of its own, as a browser shows it before the table.
     #[test]

@@ -249,6 +249,12 @@ impl Walker {
             b"li" => {
                 self.flush(out)?;
                 if let Some(list) = self.lists.last_mut() {
+                    // An item's `value` renumbers it and the items after it.
+                    if let Some(value) = attr(attrs, "value")
+                        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
+                    {
+                        list.next = value;
+                    }
                     let marker = if list.ordered {
                         format!("{}. ", list.next)
                     } else {
