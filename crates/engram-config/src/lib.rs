@@ -290,8 +290,9 @@ pub struct SearchConfig {
     /// vectors (approximate; its candidates are rescored exactly), built in the background;
     /// smaller ones, and selective filters, are scanned exactly. 0 turns the graph off.
     pub vector_graph_min_chunks: u32,
-    /// Candidates the graph search keeps (HNSW's efSearch, 16 to 4096): more finds more of the
-    /// exact nearest at more cost.
+    /// Candidates the graph search keeps at a million chunks (HNSW's efSearch, 16 to 4096):
+    /// more finds more of the exact nearest at more cost. A smaller database keeps
+    /// proportionally fewer, never below 128 (100k chunks: 128).
     pub vector_graph_breadth: u32,
     /// Threads that add vectors to a graph at once (0 to 256); 0: every core but one.
     pub vector_graph_build_threads: u32,

@@ -19,7 +19,7 @@
 //! are never returned (searches keep only keys of the segment).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,9 @@ pub struct AnnOptions {
     pub expansion_add: usize,
     /// Threads that add vectors to a graph at once (usearch takes concurrent additions).
     pub build_threads: usize,
-    /// Candidates kept while searching (efSearch; at least the `k` asked).
+    /// Candidates kept while searching a graph of a million vectors or more (efSearch; at
+    /// least the `k` asked). A smaller graph keeps proportionally fewer, never below
+    /// [`MIN_BREADTH`] (see [`breadth_for`]).
     pub expansion_search: usize,
     /// Where graphs are saved between runs (one file per database); `None`: built again at
     /// every start.
@@ -96,10 +98,28 @@ impl AnnOptions {
 /// The extension of saved graph files.
 pub(crate) const GRAPH_EXTENSION: &str = "usearch";
 
+/// The least breadth a graph search keeps.
+pub const MIN_BREADTH: usize = 128;
+
+/// The breadth a search of a graph of `vectors` keeps, given the `breadth` asked at a million:
+/// proportional to the graph's size between [`MIN_BREADTH`] and `breadth`. A larger graph
+/// needs more candidates for the same recall: measured on `engram bench query` (see
+/// ARCHITECTURE.md), 100k chunks reach recall@10 0.990 at 128 (0.994 at 1024, 9 ms slower per
+/// query), 1M chunks 0.979 at 1024.
+pub fn breadth_for(breadth: usize, vectors: usize) -> usize {
+    let scaled = breadth.saturating_mul(vectors) / 1_000_000;
+    scaled.clamp(MIN_BREADTH.min(breadth), breadth)
+}
+
 /// One database's graph. Searches and additions share the lock (usearch allows them at once);
 /// removals and growth take it alone.
 pub(crate) struct Graph {
     pub(crate) index: RwLock<usearch::Index>,
+    /// The breadth asked at a million vectors (or for every size, once `fixed`), and the one
+    /// the index searches with now.
+    breadth: AtomicUsize,
+    fixed: AtomicBool,
+    searching_breadth: AtomicUsize,
     pub(crate) built_from: usize,
     pub(crate) started: Instant,
     /// Changed since it was loaded or last saved.
@@ -123,7 +143,7 @@ impl Graph {
             .reserve_capacity_and_threads(expected.max(1024), contexts)
             .map_err(|e| tracing::warn!(error = %e, "the vector graph could not reserve memory"))
             .ok()?;
-        Some(Self::around(index, expected, true, contexts))
+        Some(Self::around(index, options, expected, true, contexts))
     }
 
     /// The graph saved in `path`, if it loads and has the options' shape.
@@ -150,12 +170,21 @@ impl Graph {
             return None;
         }
         let size = index.size();
-        Some(Self::around(index, size, false, contexts))
+        Some(Self::around(index, options, size, false, contexts))
     }
 
-    fn around(index: usearch::Index, built_from: usize, changed: bool, contexts: usize) -> Self {
+    fn around(
+        index: usearch::Index,
+        options: &AnnOptions,
+        built_from: usize,
+        changed: bool,
+        contexts: usize,
+    ) -> Self {
         Self {
             index: RwLock::new(index),
+            breadth: AtomicUsize::new(options.expansion_search),
+            fixed: AtomicBool::new(false),
+            searching_breadth: AtomicUsize::new(options.expansion_search),
             built_from,
             started: Instant::now(),
             changed: AtomicBool::new(changed),
@@ -248,6 +277,13 @@ impl Graph {
     pub(crate) fn search(&self, query: &[i8], k: usize, keep: impl Fn(u64) -> bool) -> Vec<u64> {
         let _slot = self.search_slot();
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let breadth = match self.fixed.load(Ordering::Relaxed) {
+            true => self.breadth.load(Ordering::Relaxed),
+            false => breadth_for(self.breadth.load(Ordering::Relaxed), index.size()),
+        };
+        if self.searching_breadth.swap(breadth, Ordering::Relaxed) != breadth {
+            index.change_expansion_search(breadth);
+        }
         match index.filtered_search::<i8, _>(query, k, keep) {
             Ok(found) => found.keys,
             Err(e) => {
@@ -335,12 +371,11 @@ impl Graph {
         *self.touched.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
     }
 
-    /// Changes how many candidates a search keeps (efSearch).
+    /// Fixes how many candidates a search keeps (efSearch), whatever the graph's size: for
+    /// measurements.
     pub(crate) fn set_breadth(&self, breadth: usize) {
-        self.index
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .change_expansion_search(breadth);
+        self.breadth.store(breadth, Ordering::Relaxed);
+        self.fixed.store(true, Ordering::Relaxed);
     }
 
     /// Removes keys (gone from the segment, or about to be added again in a new version).
@@ -419,6 +454,18 @@ pub(crate) fn spawn_builder(segments: Weak<Segments>, wake: Arc<Wake>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_smaller_graph_searches_proportionally_fewer_candidates() {
+        assert_eq!(breadth_for(1024, 2_000_000), 1024);
+        assert_eq!(breadth_for(1024, 1_000_000), 1024);
+        assert_eq!(breadth_for(1024, 500_000), 512);
+        assert_eq!(breadth_for(1024, 100_000), MIN_BREADTH);
+        assert_eq!(breadth_for(1024, 0), MIN_BREADTH);
+        // Asked below the floor: what was asked.
+        assert_eq!(breadth_for(64, 2_000_000), 64);
+        assert_eq!(breadth_for(64, 1_000), 64);
+    }
 
     fn code(seed: u64, dimension: usize) -> Vec<i8> {
         let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);

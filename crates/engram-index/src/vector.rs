@@ -739,8 +739,8 @@ impl Vectors {
         self.len(database) == 0
     }
 
-    /// Changes every current graph's search breadth (efSearch), for measurements; graphs built
-    /// later take the configured one.
+    /// Fixes every current graph's search breadth (efSearch) whatever its size, for
+    /// measurements; graphs built later take the configured one, scaled to their size.
     pub fn set_graph_breadth(&self, breadth: usize) {
         for segment in self.segments.read().values() {
             if let Some(graph) = &segment.graph {
