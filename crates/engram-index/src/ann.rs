@@ -99,14 +99,14 @@ impl AnnOptions {
 pub(crate) const GRAPH_EXTENSION: &str = "usearch";
 
 /// The least breadth a graph search keeps.
-pub const MIN_BREADTH: usize = 128;
+pub(crate) const MIN_BREADTH: usize = 128;
 
 /// The breadth a search of a graph of `vectors` keeps, given the `breadth` asked at a million:
 /// proportional to the graph's size between [`MIN_BREADTH`] and `breadth`. A larger graph
 /// needs more candidates for the same recall: measured on `engram bench query` (see
 /// ARCHITECTURE.md), 100k chunks reach recall@10 0.990 at 128 (0.994 at 1024, 9 ms slower per
 /// query), 1M chunks 0.979 at 1024.
-pub fn breadth_for(breadth: usize, vectors: usize) -> usize {
+pub(crate) fn breadth_for(breadth: usize, vectors: usize) -> usize {
     let scaled = breadth.saturating_mul(vectors) / 1_000_000;
     scaled.clamp(MIN_BREADTH.min(breadth), breadth)
 }
