@@ -239,6 +239,20 @@ fn main() {
         );
     }
 
+    /// MathML is content (EPUB equations), each token a word; a copy hidden beside an image
+    /// of the same formula (Wikipedia) is left out as hidden.
+    #[test]
+    fn mathml_reads_as_words() {
+        assert_eq!(
+            texts("<p>Divide <math><mn>1306</mn><mo>/</mo><mn>3</mn><mo>=</mo><mn>435.3</mn></math> now.</p>"),
+            ["Divide 1306 / 3 = 435.3 now."]
+        );
+        assert_eq!(
+            texts("<p>Area <span style='display: none'><math><mi>π</mi><msup><mi>r</mi><mn>2</mn></msup></math></span><img alt='\\pi r^2'></p>"),
+            ["Area \\pi r^2"]
+        );
+    }
+
     #[test]
     fn ordered_items_follow_start_and_value() {
         assert_eq!(

@@ -20,7 +20,7 @@ pub(super) const VOID: &[&[u8]] = &[
 /// Elements whose content is never text of the page.
 #[rustfmt::skip]
 const DROPPED: &[&[u8]] = &[
-    b"script", b"style", b"noscript", b"template", b"svg", b"math", b"canvas", b"iframe", b"object",
+    b"script", b"style", b"noscript", b"template", b"svg", b"canvas", b"iframe", b"object",
     b"nav", b"aside", b"button", b"select", b"textarea", b"datalist", b"audio", b"video", b"dialog",
     b"noembed", b"noframes",
 ];

@@ -325,6 +325,11 @@ impl Walker {
         if was_skipping || !self.emitting() {
             return Ok(());
         }
+        // MathML's tokens (identifiers, numbers, operators, text) are words of their own: a
+        // long division's 435.3 and 1306 are not 435.31306.
+        if matches!(name, b"mi" | b"mn" | b"mo" | b"mtext" | b"ms") {
+            self.text(" ");
+        }
         if self.table.is_some() {
             return self.end_in_table(name, out);
         }
