@@ -173,7 +173,9 @@ corpus_from_sdist() {
   if [ -n "$expected" ]; then
     find "$staged/files" -type f -regextype posix-extended -regex ".*\.($keep)" -print0 |
       while IFS= read -r -d '' doc; do
-        [ -f "${doc%.*}.$expected" ] && cp "${doc%.*}.$expected" "$doc.expected"
+        if [ -f "${doc%.*}.$expected" ]; then
+          cp "${doc%.*}.$expected" "$doc.expected"
+        fi
       done
   fi
   find "$staged/files" ! -type d -regextype posix-extended ! -regex ".*\.($keep)(\.expected)?" -delete

@@ -292,7 +292,7 @@ pub struct SearchConfig {
     pub vector_graph_min_chunks: u32,
     /// Candidates the graph search keeps at a million chunks (HNSW's efSearch, 16 to 4096):
     /// more finds more of the exact nearest at more cost. A smaller database keeps
-    /// proportionally fewer, never below 128 (100k chunks: 128).
+    /// proportionally fewer, never below 128 or the breadth asked if lower (100k chunks: 128).
     pub vector_graph_breadth: u32,
     /// Threads that add vectors to a graph at once (0 to 256); 0: every core but one.
     pub vector_graph_build_threads: u32,

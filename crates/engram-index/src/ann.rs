@@ -115,11 +115,11 @@ pub(crate) fn breadth_for(breadth: usize, vectors: usize) -> usize {
 /// removals and growth take it alone.
 pub(crate) struct Graph {
     pub(crate) index: RwLock<usearch::Index>,
-    /// The breadth asked at a million vectors (or for every size, once `fixed`), and the one
-    /// the index searches with now.
+    /// The breadth asked at a million vectors (or for every size, once `fixed`). The index's
+    /// own breadth is changed only under the write lock (usearch reads it unguarded while
+    /// searching): when the graph is made or loaded, before each addition, and when fixed.
     breadth: AtomicUsize,
     fixed: AtomicBool,
-    searching_breadth: AtomicUsize,
     pub(crate) built_from: usize,
     pub(crate) started: Instant,
     /// Changed since it was loaded or last saved.
@@ -180,11 +180,11 @@ impl Graph {
         changed: bool,
         contexts: usize,
     ) -> Self {
+        index.change_expansion_search(breadth_for(options.expansion_search, index.size()));
         Self {
             index: RwLock::new(index),
             breadth: AtomicUsize::new(options.expansion_search),
             fixed: AtomicBool::new(false),
-            searching_breadth: AtomicUsize::new(options.expansion_search),
             built_from,
             started: Instant::now(),
             changed: AtomicBool::new(changed),
@@ -277,13 +277,6 @@ impl Graph {
     pub(crate) fn search(&self, query: &[i8], k: usize, keep: impl Fn(u64) -> bool) -> Vec<u64> {
         let _slot = self.search_slot();
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
-        let breadth = match self.fixed.load(Ordering::Relaxed) {
-            true => self.breadth.load(Ordering::Relaxed),
-            false => breadth_for(self.breadth.load(Ordering::Relaxed), index.size()),
-        };
-        if self.searching_breadth.swap(breadth, Ordering::Relaxed) != breadth {
-            index.change_expansion_search(breadth);
-        }
         match index.filtered_search::<i8, _>(query, k, keep) {
             Ok(found) => found.keys,
             Err(e) => {
@@ -322,6 +315,7 @@ impl Graph {
             // Growing is not safe beside searches: it takes the lock alone.
             let index = self.index.write().unwrap_or_else(PoisonError::into_inner);
             let needed = index.size() + keys.len();
+            self.set_search_breadth(&index, needed);
             if needed > index.capacity() {
                 let grown = needed.max(index.capacity() * 3 / 2);
                 if let Err(e) = index.reserve_capacity_and_threads(grown, self.contexts) {
@@ -374,8 +368,20 @@ impl Graph {
     /// Fixes how many candidates a search keeps (efSearch), whatever the graph's size: for
     /// measurements.
     pub(crate) fn set_breadth(&self, breadth: usize) {
+        let index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         self.breadth.store(breadth, Ordering::Relaxed);
         self.fixed.store(true, Ordering::Relaxed);
+        self.set_search_breadth(&index, index.size());
+    }
+
+    /// Gives the index the breadth for a graph of `vectors` (the caller holds the write lock,
+    /// or the graph is not shared yet).
+    fn set_search_breadth(&self, index: &usearch::Index, vectors: usize) {
+        let breadth = self.breadth.load(Ordering::Relaxed);
+        index.change_expansion_search(match self.fixed.load(Ordering::Relaxed) {
+            true => breadth,
+            false => breadth_for(breadth, vectors),
+        });
     }
 
     /// Removes keys (gone from the segment, or about to be added again in a new version).

@@ -202,6 +202,7 @@ fn line_words(chars: Vec<Placed>) -> Vec<Glyphs> {
     for c in chars {
         let ligature = matches!(drawn.last(), Some(Drawn::Glyph(_)))
             && (c.left - right_edge).abs() < NO_WIDTH
+            && !c.text.trim().is_empty()
             && !c.text.chars().any(is_combining_mark);
         if c.right - c.left >= NO_WIDTH {
             drawn.push(Drawn::Glyph(glyphs.len()));
@@ -217,24 +218,32 @@ fn line_words(chars: Vec<Placed>) -> Vec<Glyphs> {
     }
     let left_to_right = glyphs.windows(2).filter(|w| w[1].0 >= w[0].0).count()
         >= glyphs.windows(2).filter(|w| w[1].0 < w[0].0).count();
-    let neighbour = |at: usize, forward: bool| {
-        let glyph = |d: &Drawn| match d {
-            Drawn::Glyph(g) => Some(*g),
-            Drawn::Mark(_) => None,
-        };
-        let after = || drawn[at + 1..].iter().find_map(glyph);
-        let before = || drawn[..at].iter().rev().find_map(glyph);
-        if forward {
-            after().or_else(before)
-        } else {
-            before().or_else(after)
+    // The glyph drawn last before each position and first after it, in two linear passes.
+    let mut before = Vec::with_capacity(drawn.len());
+    let mut last = None;
+    for d in &drawn {
+        before.push(last);
+        if let Drawn::Glyph(g) = d {
+            last = Some(*g);
         }
-    };
+    }
+    let mut after = vec![None; drawn.len()];
+    let mut next = None;
+    for (at, d) in drawn.iter().enumerate().rev() {
+        after[at] = next;
+        if let Drawn::Glyph(g) = d {
+            next = Some(*g);
+        }
+    }
     let mut owners = Vec::new();
     for (at, d) in drawn.iter().enumerate() {
         if let Drawn::Mark(text) = d {
-            let forward = left_to_right && text.chars().any(is_rtl);
-            owners.push((neighbour(at, forward), text.clone()));
+            let owner = if left_to_right && text.chars().any(is_rtl) {
+                after[at].or(before[at])
+            } else {
+                before[at].or(after[at])
+            };
+            owners.push((owner, text.clone()));
         }
     }
     for (owner, text) in owners {

@@ -47,7 +47,8 @@ fn embedded(
     };
     match read_content(&xml, zip, limits, false) {
         Ok(document) => Ok(Some(document)),
-        Err(ParseError::NoText | ParseError::Corrupt(_)) => Ok(None),
+        // An object past the budget is left out; the document around it still reads.
+        Err(ParseError::NoText | ParseError::Corrupt(_) | ParseError::TooLarge { .. }) => Ok(None),
         Err(err) => Err(err),
     }
 }
@@ -68,8 +69,11 @@ fn read_content(
     // Open paragraph-like elements, innermost last: (level if a heading, list item?, text). A
     // paragraph inside another (a note's body, a caption in a frame) is written after the
     // paragraph holding it, which goes on after it.
-    let mut paras: Vec<(Option<usize>, bool, String)> = Vec::new();
+    // Each open one notes where its own inner paragraphs go in `inner`, so that they keep
+    // document order however deep they nest.
+    let mut paras: Vec<(Option<usize>, bool, String, usize)> = Vec::new();
     let mut inner: Vec<(Option<usize>, bool, String)> = Vec::new();
+    let mut read_objects: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut list_depth = 0usize;
     let mut tables = table::Tables::default();
     // Heading levels of automatic paragraph styles (a heading written as `text:p` whose style
@@ -102,7 +106,9 @@ fn read_content(
             Event::Start(e) | Event::Empty(e)
                 if objects && local(e.name().as_ref()) == b"object" =>
             {
+                // Each object once, however many frames show it.
                 let Some(document) = attr(&e, b"href")
+                    .filter(|href| read_objects.insert(href.clone()))
                     .map(|href| embedded(zip, &href, limits))
                     .transpose()?
                     .flatten()
@@ -122,16 +128,16 @@ fn read_content(
                         .and_then(|l| l.parse().ok())
                         .unwrap_or(1usize)
                         .clamp(1, 9);
-                    paras.push((Some(level), false, String::new()));
+                    paras.push((Some(level), false, String::new(), inner.len()));
                 }
                 b"p" => {
                     let level = attr(&e, b"style-name")
                         .and_then(|s| style_levels.get(&s).copied().or_else(|| style_level(&s)));
-                    paras.push((level, list_depth > 0, String::new()));
+                    paras.push((level, list_depth > 0, String::new(), inner.len()));
                 }
                 // A note's mark ("1", "i") where it is cited, apart from the words beside it.
                 b"note-citation" => {
-                    if let Some((_, _, text)) = paras.last_mut() {
+                    if let Some((_, _, text, _)) = paras.last_mut() {
                         text.push('[');
                     }
                 }
@@ -160,17 +166,17 @@ fn read_content(
             },
             Event::Empty(e) => match local(e.name().as_ref()) {
                 b"s" => {
-                    if let Some((_, _, text)) = paras.last_mut() {
+                    if let Some((_, _, text, _)) = paras.last_mut() {
                         text.push(' ');
                     }
                 }
                 b"tab" => {
-                    if let Some((_, _, text)) = paras.last_mut() {
+                    if let Some((_, _, text, _)) = paras.last_mut() {
                         text.push('\t');
                     }
                 }
                 b"line-break" => {
-                    if let Some((_, _, text)) = paras.last_mut() {
+                    if let Some((_, _, text, _)) = paras.last_mut() {
                         text.push('\n');
                     }
                 }
@@ -181,13 +187,13 @@ fn read_content(
                 _ => {}
             },
             Event::Text(t) => {
-                if let Some((_, _, text)) = paras.last_mut() {
+                if let Some((_, _, text, _)) = paras.last_mut() {
                     let raw = t.decode().map(|c| c.into_owned()).unwrap_or_default();
                     text.push_str(&raw);
                 }
             }
             Event::GeneralRef(r) => {
-                if let Some((_, _, text)) = paras.last_mut() {
+                if let Some((_, _, text, _)) = paras.last_mut() {
                     let name = String::from_utf8_lossy(&r).into_owned();
                     text.push_str(
                         &quick_xml::escape::unescape(&format!("&{name};"))
@@ -198,18 +204,19 @@ fn read_content(
             }
             Event::End(e) => match local(e.name().as_ref()) {
                 b"note-citation" => {
-                    if let Some((_, _, text)) = paras.last_mut() {
+                    if let Some((_, _, text, _)) = paras.last_mut() {
                         text.push(']');
                     }
                 }
                 b"h" | b"p" => {
-                    let Some(closed) = paras.pop() else {
+                    let Some((level, list, text, at)) = paras.pop() else {
                         continue;
                     };
                     if !paras.is_empty() {
-                        inner.push(closed);
+                        inner.insert(at.min(inner.len()), (level, list, text));
                         continue;
                     }
+                    let closed = (level, list, text);
                     for (level, list, text) in std::iter::once(closed).chain(inner.drain(..)) {
                         let text = text.trim().to_owned();
                         if text.is_empty() || tables.text(&text) {

@@ -3,8 +3,9 @@
 //! are rendered by `pdftoppm` and read by Tesseract. Both run as subprocesses (`tools`): a
 //! malformed or hostile PDF fails, or is killed at the time-out, without touching the worker.
 //! Encrypted PDFs that need a password are `Corrupt` with that reason. Pages holding
-//! right-to-left text (Arabic, Hebrew) are read a second way, from Poppler's word boxes put in
-//! logical order (`bidi`), since its reading order scrambles lines that mix directions. Pages
+//! right-to-left text (Arabic, Hebrew) are read a second way, from MuPDF's placed characters
+//! grouped into glyphs (or, without `mutool`, Poppler's word boxes) put in logical order
+//! (`bidi`), since Poppler's reading order scrambles lines that mix directions and ligatures. Pages
 //! whose reading order looks like a table read as a stream of numbers are read a third way,
 //! from Poppler's layout reading, where aligned columns become Markdown tables (`pdf_table`).
 
@@ -217,11 +218,14 @@ fn right_to_left_pages(
         let glyphs = match run {
             Ok(run) if run.success => bidi::glyph_pages(&String::from_utf8_lossy(&run.stdout)),
             Err(stop @ (ParseError::Cancelled | ParseError::TimedOut { .. })) => return Err(stop),
-            // Not installed, too much markup, or failed on this file: Poppler reads them.
+            // Not installed: Poppler reads every page.
+            Err(ParseError::ToolMissing { .. }) => break,
+            // Too much markup, or failed on these pages: Poppler reads them.
             _ => Vec::new(),
         };
+        limits.interrupt.check()?;
         if glyphs.len() != batch.len() {
-            break;
+            continue;
         }
         // A page MuPDF finds no text on is left to Poppler.
         read.extend(

@@ -1,6 +1,6 @@
 //! Proven command-line tools run as subprocesses (Poppler's `pdftotext` and `pdftoppm`,
-//! MuPDF's `mutool`, Tesseract): a hostile file can crash or stall only the child, which is killed at its
-//! time-out, and whose output is capped. Paths come from `PATH` or `ENGRAM_<TOOL>` (for example
+//! MuPDF's `mutool`, Tesseract): a hostile file can crash or stall only the child, which is
+//! killed at its time-out, and whose output is capped. Paths come from `PATH` or `ENGRAM_<TOOL>` (for example
 //! `ENGRAM_TESSERACT=/opt/bin/tesseract`).
 
 use std::io::Read;
