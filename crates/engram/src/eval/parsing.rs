@@ -7,7 +7,7 @@
 //! share of the plain reading's words the extracted text holds (the floor: 1.000). Where a
 //! document's expected text sits beside it (`NAME.EXT.expected`, shipped with the document by
 //! the project it comes from), the share of its words found, beside the plain reading's share
-//! (the naive baseline).
+//! (the naive baseline; for a PDF, `pdftotext`'s text).
 //!
 //! Per file: the fraction of `must_contain_text` found in the extracted text (backslashes
 //! removed, as markitdown's own check does); any `must_not_contain` hit scores 0. A file with
@@ -94,6 +94,19 @@ fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `pdftotext`'s text of a PDF (what a naive extraction gets), if Poppler reads it.
+fn pdftotext(path: &Path) -> Option<String> {
+    let out = std::process::Command::new("pdftotext")
+        .args(["-enc", "UTF-8"])
+        .arg(path)
+        .arg("-")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Per format: files, read by their own reader, without text, errored, fell back, plain words,
 /// words found.
 #[derive(Default)]
@@ -150,9 +163,13 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let plain = engram_parse::plain_reading(&bytes, format, &limits)
-            .and_then(Result::ok)
-            .map(|p| p.text());
+        let plain = match format {
+            // The naive reading of a PDF is Poppler's plain text.
+            engram_parse::Format::Pdf => pdftotext(path),
+            _ => engram_parse::plain_reading(&bytes, format, &limits)
+                .and_then(Result::ok)
+                .map(|p| p.text()),
+        };
         let mut truth = path.clone().into_os_string();
         truth.push(".expected");
         if let Ok(truth) = std::fs::read_to_string(&truth) {
