@@ -86,11 +86,15 @@ pub(crate) fn extract(
 ) -> Result<Document, ParseError> {
     let corrupt =
         |e: calamine::Error| ParseError::Corrupt(format!("unreadable {}: {e}", format.name()));
-    // An Excel binary workbook (XLSB) is the same package with binary sheet parts.
-    let binary = format == Format::Xlsx && {
-        let zip = crate::formats::zipped::Container::open(bytes, limits)?;
-        zip.names().iter().any(|n| n == "xl/workbook.bin")
+    // The package of an Excel workbook, opened once for its formats, charts, comments and
+    // properties. An Excel binary workbook (XLSB) is the same package with binary sheet parts.
+    let mut package = match format {
+        Format::Xlsx => Some(crate::formats::zipped::Container::open(bytes, limits)?),
+        _ => None,
     };
+    let binary = package
+        .as_ref()
+        .is_some_and(|zip| zip.names().iter().any(|n| n == "xl/workbook.bin"));
     let mut workbook = match format {
         Format::Xls => calamine::Sheets::Xls(
             calamine::Xls::new(Cursor::new(bytes)).map_err(|e| corrupt(e.into()))?,
@@ -107,13 +111,12 @@ pub(crate) fn extract(
     };
     // Number formats (percent, currency, grouping) of cells, read from the package (XLSX) or
     // the workbook's records (XLS); an XLSB's cells keep their values.
-    let formats = match format {
-        Format::Xlsx if !binary => {
-            let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
-            let sheets = crate::formats::ooxml::workbook_sheets(&mut zip)?;
-            crate::formats::numfmt::cell_formats(&mut zip, &sheets)?
+    let formats = match (format, package.as_mut()) {
+        (Format::Xlsx, Some(zip)) if !binary => {
+            let sheets = crate::formats::ooxml::workbook_sheets(zip)?;
+            crate::formats::numfmt::cell_formats(zip, &sheets)?
         }
-        Format::Xls => crate::formats::office97::xls_cell_formats(bytes, limits)?,
+        (Format::Xls, _) => crate::formats::office97::xls_cell_formats(bytes, limits)?,
         _ => std::collections::HashMap::new(),
     };
     let mut out = Builder::new(limits);
@@ -168,15 +171,14 @@ pub(crate) fn extract(
         let _ = header_number;
         blocks.finish(&mut out)?;
     }
-    if format == Format::Xlsx {
-        let mut zip = crate::formats::zipped::Container::open(bytes, limits)?;
-        let charts = crate::formats::ooxml::package_charts(&mut zip, "xl/charts/")?;
+    if let Some(zip) = package.as_mut() {
+        let charts = crate::formats::ooxml::package_charts(zip, "xl/charts/")?;
         out.section(2, "Charts", BlockKind::Table, &charts)?;
         if !binary {
-            let comments = crate::formats::ooxml::workbook_comments(&mut zip)?;
+            let comments = crate::formats::ooxml::workbook_comments(zip)?;
             out.section(2, "Comments", BlockKind::Paragraph, &comments)?;
         }
-        let lines = crate::formats::ooxml::document_properties(&mut zip)?;
+        let lines = crate::formats::ooxml::document_properties(zip)?;
         crate::formats::ooxml::push_properties(&lines, &mut out)?;
     }
     out.finish()
