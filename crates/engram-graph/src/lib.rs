@@ -16,7 +16,7 @@ pub use model::{
 };
 pub use payload::{CheckedPayload, GraphPayload, PayloadEntity, PayloadRelation};
 pub use rank::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
-pub use rules::RuleExtractor;
+pub use rules::{sentences, RuleExtractor};
 
 /// What an extractor reads: an item's title and its passages (chunks, by position), and whose
 /// item it is (an extractor that keeps answers keeps them per database, so one organization's

@@ -157,12 +157,22 @@ pub fn canonical_predicate(raw: &str) -> String {
     const DROPPED: &[&str] = &[
         "a", "am", "an", "are", "be", "been", "being", "is", "its", "the", "their", "was", "were",
     ];
-    let words: Vec<String> = raw
+    let lowered: Vec<String> = raw
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
-        .filter(|w| !DROPPED.contains(&w.as_str()))
-        .map(|w| w.to_uppercase())
+        .collect();
+    // `has` and the like before a participle are auxiliaries ("has been guiding", "had
+    // acquired"); before anything else they are the verb ("has an office in").
+    let auxiliary = |at: usize| {
+        ["has", "have", "had"].contains(&lowered[at].as_str())
+            && lowered
+                .get(at + 1)
+                .is_some_and(|next| next == "been" || next.ends_with("ed") || next.ends_with("en"))
+    };
+    let words: Vec<String> = (0..lowered.len())
+        .filter(|&at| !DROPPED.contains(&lowered[at].as_str()) && !auxiliary(at))
+        .map(|at| lowered[at].to_uppercase())
         .collect();
     if words.is_empty() {
         "RELATED_TO".to_owned()
@@ -199,6 +209,9 @@ mod tests {
         assert_eq!(canonical_predicate("works for"), "WORKS_FOR");
         assert_eq!(canonical_predicate("was born in"), "BORN_IN");
         assert_eq!(canonical_predicate("is"), "RELATED_TO");
+        assert_eq!(canonical_predicate("has been guiding"), "GUIDING");
+        assert_eq!(canonical_predicate("had acquired"), "ACQUIRED");
+        assert_eq!(canonical_predicate("has an office in"), "HAS_OFFICE_IN");
         assert_eq!(canonical_predicate(""), "RELATED_TO");
     }
 

@@ -99,7 +99,7 @@ impl RuleExtractor {
 
 /// The sentences of a text: each line split at sentence boundaries (UAX #29), except after an
 /// initial or an abbreviation ("George T. Solomon", "Dr. Ruiz", "Acme Inc. said").
-fn sentences(text: &str) -> impl Iterator<Item = &str> {
+pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
     text.lines().flat_map(|line| {
         let mut out = Vec::new();
         let mut start = 0;

@@ -40,6 +40,8 @@ pub struct LlmSettings {
     /// Most batches of one item read by the model (two calls each); later passages are read by
     /// the rules.
     pub max_batches: usize,
+    /// Most tokens one answer may have.
+    pub max_output_tokens: u32,
     pub timeout: Duration,
     /// Tries per call (429, 5xx, unreachable).
     pub attempts: u32,
@@ -113,6 +115,143 @@ entities, list the relations the passages state between two of those entities: s
 target exactly as named in the entity list, the predicate as a short verb phrase (\"works \
 for\", \"is owned by\"), the sentence that states it as context, verbatim, and any date or \
 period it holds for as temporal_details, else null. Only relations the text states.";
+
+/// The passages of the worked example each call begins with, given as an earlier exchange:
+/// small local models answer an empty list without one.
+const EXAMPLE_PASSAGES: &str = "[0] Ada Lovelace worked with Charles Babbage in London on the \
+Analytical Engine from 1842 to 1843.\n\n";
+const EXAMPLE_SENTENCE: &str =
+    "Ada Lovelace worked with Charles Babbage in London on the Analytical Engine from 1842 to 1843.";
+
+/// The example's entities: as the entity call's example answer, and as the relation call's list.
+const EXAMPLE_ENTITIES: [(&str, &str); 4] = [
+    ("Ada Lovelace", "PERSON"),
+    ("Charles Babbage", "PERSON"),
+    ("London", "LOCATION"),
+    ("Analytical Engine", "PRODUCT"),
+];
+
+/// An entity list as the relation call gives it.
+fn entity_list<'a>(entities: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    entities
+        .map(|(name, kind)| format!("- {name} ({kind})\n"))
+        .collect()
+}
+
+fn relation_request(listed: &str, passages: &str) -> String {
+    format!("Entities:\n{listed}\nPassages:\n{passages}")
+}
+
+/// The entity call's worked example: its request and answer.
+fn entity_example() -> (String, Value) {
+    let entities: Vec<Value> = EXAMPLE_ENTITIES
+        .iter()
+        .map(|(name, kind)| json!({"name": name, "type": kind, "identifier": null}))
+        .collect();
+    (EXAMPLE_PASSAGES.to_owned(), json!({ "entities": entities }))
+}
+
+/// The relation call's worked example: its request and answer.
+fn relation_example() -> (String, Value) {
+    let relation = |target: &str, predicate: &str| {
+        json!({"source": "Ada Lovelace", "target": target, "predicate": predicate,
+               "context": EXAMPLE_SENTENCE, "temporal_details": "from 1842 to 1843"})
+    };
+    (
+        relation_request(
+            &entity_list(EXAMPLE_ENTITIES.iter().copied()),
+            EXAMPLE_PASSAGES,
+        ),
+        json!({"relations": [
+            relation("Charles Babbage", "worked with"),
+            relation("Analytical Engine", "worked on"),
+        ]}),
+    )
+}
+
+/// Lowercased, with every run of whitespace one space: how the model's words are looked for in
+/// the passages.
+fn folded(text: &str) -> String {
+    text.split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Keeps of the model's answers what a batch's passages say, as a small model often adds what
+/// they do not.
+struct Grounding<'b, 'p> {
+    passages: &'b [&'p Passage<'p>],
+    /// The passages, [`folded`].
+    text: String,
+}
+
+impl<'b, 'p> Grounding<'b, 'p> {
+    /// The item's title counts as written.
+    fn new(title: &str, passages: &'b [&'p Passage<'p>]) -> Self {
+        let text = std::iter::once(title)
+            .chain(passages.iter().map(|p| p.text))
+            .map(folded)
+            .collect::<Vec<_>>()
+            .join("\n");
+        Self { passages, text }
+    }
+
+    fn written(&self, words: &str) -> bool {
+        let words = folded(words);
+        !words.is_empty() && self.text.contains(&words)
+    }
+
+    /// The entities the passages write (by name, or by identifier), once each.
+    fn entities(&self, entities: Vec<PayloadEntity>) -> Vec<PayloadEntity> {
+        let mut seen = std::collections::HashSet::new();
+        entities
+            .into_iter()
+            .filter(|e| {
+                self.written(&e.name) || e.identifier.as_deref().is_some_and(|i| self.written(i))
+            })
+            .filter(|e| seen.insert(engram_graph::entity_key(&e.name)))
+            .collect()
+    }
+
+    /// The relations between two of `entities` that the passages state: the relation's context
+    /// must be in them, or else the first sentence naming both ends stands for it (without one
+    /// the relation is dropped); a date they do not give is dropped.
+    fn relations(
+        &self,
+        entities: &[PayloadEntity],
+        relations: Vec<PayloadRelation>,
+    ) -> Vec<PayloadRelation> {
+        let names: HashMap<String, String> = entities
+            .iter()
+            .map(|e| (engram_graph::entity_key(&e.name), folded(&e.name)))
+            .collect();
+        relations
+            .into_iter()
+            .filter_map(|mut r| {
+                let source = engram_graph::entity_key(&r.source);
+                let target = engram_graph::entity_key(&r.target);
+                if source == target {
+                    return None;
+                }
+                let (source, target) = (names.get(&source)?, names.get(&target)?);
+                if !r.context.as_deref().is_some_and(|c| self.written(c)) {
+                    let sentence = self
+                        .passages
+                        .iter()
+                        .flat_map(|p| engram_graph::sentences(p.text))
+                        .find(|s| {
+                            let s = folded(s);
+                            s.contains(source.as_str()) && s.contains(target.as_str())
+                        })?;
+                    r.context = Some(sentence.trim().to_owned());
+                }
+                r.temporal_details = r.temporal_details.take().filter(|t| self.written(t));
+                Some(r)
+            })
+            .collect()
+    }
+}
 
 fn entity_schema() -> Value {
     json!({
@@ -213,8 +352,16 @@ impl LlmExtractor {
                 format!("Title: {}\n\n{text}", request.title)
             };
             let found = self
-                .call(request, ENTITY_PROMPT, &text, "entities", entity_schema())
+                .call(
+                    request,
+                    ENTITY_PROMPT,
+                    entity_example(),
+                    &text,
+                    "entities",
+                    entity_schema(),
+                )
                 .await?;
+            let grounding = Grounding::new(request.title, batch);
             let entities: Vec<PayloadEntity> = found["entities"]
                 .as_array()
                 .into_iter()
@@ -229,22 +376,32 @@ impl LlmExtractor {
                 })
                 .filter(|e| !e.name.is_empty())
                 .collect();
+            let entities = grounding.entities(entities);
             if entities.is_empty() {
                 continue;
             }
-            let listed: String = entities
-                .iter()
-                .map(|e| format!("- {} ({})\n", e.name, e.kind.as_deref().unwrap_or("ENTITY")))
-                .collect();
+            let listed = entity_list(
+                entities
+                    .iter()
+                    .map(|e| (e.name.as_str(), e.kind.as_deref().unwrap_or("ENTITY"))),
+            );
             let found = self
                 .call(
                     request,
                     RELATION_PROMPT,
-                    &format!("Entities:\n{listed}\nPassages:\n{text}"),
+                    relation_example(),
+                    &relation_request(&listed, &text),
                     "relations",
                     relation_schema(),
                 )
                 .await?;
+            let relations: Vec<PayloadRelation> = found["relations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| serde_json::from_value::<PayloadRelation>(r.clone()).ok())
+                .collect();
+            let relations = grounding.relations(&entities, relations);
             // Within the payload limits as it grows: the rest of a long item is left out
             // rather than the whole answer refused.
             for e in entities {
@@ -257,14 +414,7 @@ impl LlmExtractor {
                     .or_insert(e);
             }
             let room = engram_graph::model::MAX_RELATIONS.saturating_sub(payload.relations.len());
-            payload.relations.extend(
-                found["relations"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|r| serde_json::from_value::<PayloadRelation>(r.clone()).ok())
-                    .take(room),
-            );
+            payload.relations.extend(relations.into_iter().take(room));
         }
         let checked = payload
             .check()
@@ -283,6 +433,7 @@ impl LlmExtractor {
         &self,
         owner: &ExtractRequest<'_>,
         system: &str,
+        example: (String, Value),
         user: &str,
         name: &str,
         schema: Value,
@@ -298,6 +449,8 @@ impl LlmExtractor {
             .chain_update([0])
             .chain_update(system.as_bytes())
             .chain_update([0])
+            .chain_update(example.0.as_bytes())
+            .chain_update([0])
             .chain_update(user.as_bytes())
             .finalize()
             .into();
@@ -307,8 +460,11 @@ impl LlmExtractor {
         let body = json!({
             "model": self.settings.model,
             "temperature": 0,
+            "max_completion_tokens": self.settings.max_output_tokens,
             "messages": [
                 {"role": "system", "content": system},
+                {"role": "user", "content": example.0},
+                {"role": "assistant", "content": example.1.to_string()},
                 {"role": "user", "content": user}
             ],
             "response_format": {
@@ -513,6 +669,7 @@ mod tests {
             model: "tiny-graph".into(),
             batch_chars: 200,
             max_batches,
+            max_output_tokens: 512,
             timeout: Duration::from_secs(5),
             attempts,
             backoff: Backoff {
@@ -567,6 +724,7 @@ mod tests {
             assert_eq!(auth.as_deref(), Some("Bearer sk-test"));
             assert_eq!(body["model"], "tiny-graph");
             assert_eq!(body["temperature"], 0);
+            assert_eq!(body["max_completion_tokens"], 512);
             assert_eq!(body["response_format"]["type"], "json_schema");
             assert_eq!(body["response_format"]["json_schema"]["strict"], true);
         }
@@ -574,7 +732,17 @@ mod tests {
             seen[0].1["response_format"]["json_schema"]["name"],
             "entities"
         );
-        let asked = seen[1].1["messages"][1]["content"].as_str().unwrap();
+        // Each call begins with its worked example, as an earlier exchange.
+        let messages = seen[1].1["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        let example: Value =
+            serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(example["relations"][0]["target"], "Charles Babbage");
+        let asked = messages[3]["content"].as_str().unwrap();
         assert!(asked.contains("- Ana Ruiz (PERSON)"), "{asked}");
         assert!(
             asked.contains("[1] Ana Ruiz works for Acme Corp"),
@@ -660,7 +828,7 @@ mod tests {
         let endpoint = Endpoint::default();
         let llm = extractor(serve(endpoint.clone()).await, 1, 3);
         let passages = [
-            PASSAGES[0],
+            PASSAGES[1],
             Passage {
                 position: 1,
                 text: &"padding words ".repeat(20),
@@ -687,6 +855,121 @@ mod tests {
             graph.entities.iter().any(|e| e.name == "maria lopez"),
             "the rules read the rest: {:?}",
             graph.entities
+        );
+        assert!(graph
+            .relations
+            .iter()
+            .any(|r| r.canonical_predicate == "WORKS_FOR"
+                && (r.confidence - LLM_CONFIDENCE).abs() < 1e-6));
+    }
+
+    /// What a small model adds that the passages do not say is left out: entities they never
+    /// write, relations to them or from an entity to itself, a context they do not hold (a
+    /// sentence naming both ends stands for it), dates they do not give.
+    #[test]
+    fn answers_are_held_to_what_the_passages_say() {
+        let passages = [
+            Passage {
+                position: 0,
+                text: "Iris Okoye has been guiding Teo Brandt through his first quarter.",
+            },
+            Passage {
+                position: 1,
+                text: "Teo  Brandt joined Northwind Labs in March 2024. He likes it.",
+            },
+        ];
+        let batch: Vec<&Passage<'_>> = passages.iter().collect();
+        let grounding = Grounding::new("Team note", &batch);
+        let entity = |name: &str, identifier: Option<&str>| PayloadEntity {
+            name: name.into(),
+            kind: Some("PERSON".into()),
+            namespace: None,
+            identifier: identifier.map(str::to_owned),
+        };
+        let entities = grounding.entities(vec![
+            entity("Iris Okoye", None),
+            entity("teo brandt", None),
+            entity("Teo Brandt", None),
+            entity("Northwind Labs", None),
+            entity("Lisbon", None),
+            entity("Team Note", None),
+            entity("TB", Some("Teo Brandt")),
+        ]);
+        let names: Vec<&str> = entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Iris Okoye",
+                "teo brandt",
+                "Northwind Labs",
+                "Team Note",
+                "TB"
+            ],
+            "written (any case or spacing, the title too, or by identifier), once each"
+        );
+        let relation =
+            |source: &str, target: &str, context: &str, when: Option<&str>| PayloadRelation {
+                source: source.into(),
+                target: target.into(),
+                predicate: "relates to".into(),
+                context: Some(context.into()),
+                temporal_details: when.map(str::to_owned),
+            };
+        let relations = grounding.relations(
+            &entities,
+            vec![
+                // Stated as written: kept whole.
+                relation(
+                    "Iris Okoye",
+                    "Teo Brandt",
+                    "iris okoye has been guiding teo brandt",
+                    None,
+                ),
+                // A context the passages do not hold: the sentence naming both stands for it,
+                // and a date they do not give is dropped.
+                relation(
+                    "Teo Brandt",
+                    "Northwind Labs",
+                    "Teo Brandt founded Northwind Labs.",
+                    Some("1999"),
+                ),
+                relation("Teo Brandt", "Northwind Labs", "joined", Some("March 2024")),
+                // No sentence names both; an end the passages never write; one entity twice.
+                relation(
+                    "Iris Okoye",
+                    "Northwind Labs",
+                    "Iris runs Northwind Labs",
+                    None,
+                ),
+                relation("Iris Okoye", "Lisbon", "Iris Okoye lives in Lisbon", None),
+                relation("Teo Brandt", "teo  brandt", "Teo Brandt", None),
+            ],
+        );
+        let kept: Vec<(&str, Option<&str>, Option<&str>)> = relations
+            .iter()
+            .map(|r| {
+                (
+                    r.target.as_str(),
+                    r.context.as_deref(),
+                    r.temporal_details.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (
+                    "Teo Brandt",
+                    Some("iris okoye has been guiding teo brandt"),
+                    None
+                ),
+                (
+                    "Northwind Labs",
+                    Some("Teo  Brandt joined Northwind Labs in March 2024."),
+                    None
+                ),
+                ("Northwind Labs", Some("joined"), Some("March 2024")),
+            ]
         );
     }
 }

@@ -917,3 +917,135 @@ async fn a_configured_model_extracts_the_graph() {
     assert_eq!(seen.len(), 2, "{seen:#?}");
     assert_eq!(seen[0]["model"], "tiny-graph");
 }
+
+/// A real model behind an OpenAI-compatible API: `scripts/llm-server` (llama.cpp through
+/// node-llama-cpp) serving SmolLM2-135M-Instruct, both put under `.cache` by `make setup-test`.
+/// Killed when dropped.
+struct LocalModel {
+    child: std::process::Child,
+    base: String,
+}
+
+impl LocalModel {
+    /// `None` (with a note) where `make setup-test` could not set it up (no Node.js 20).
+    fn start() -> Option<Self> {
+        use std::io::BufRead;
+        let cache = crate::common::cache_dir();
+        let script = cache.join("llm-server/server.mjs");
+        let model = cache.join("models/smollm2-135m-instruct/model.gguf");
+        if !cache.join("llm-server/node_modules").is_dir() || !script.is_file() || !model.is_file()
+        {
+            eprintln!(
+                "no local model server under {} (make setup-test installs it where Node.js 20 \
+                 or later is): skipped",
+                cache.display()
+            );
+            return None;
+        }
+        let mut child = std::process::Command::new("node")
+            .arg(&script)
+            .arg(&model)
+            .args(["0", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("node runs the model server");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(base) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(base.to_owned());
+                } else {
+                    eprintln!("model server: {line}");
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the model server listens");
+        Some(Self { child, base })
+    }
+}
+
+impl Drop for LocalModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The LLM extractor against a real model: engram's requests (a JSON schema, a worked example)
+/// are served by llama.cpp, and what a 135M-parameter model answers is held to what the text
+/// says: every relation listed joins two names the note writes and quotes a sentence of it.
+/// Run on SQLite only (the extractor does not depend on the store).
+#[tokio::test]
+async fn a_real_local_model_extracts_a_graph_held_to_the_text() {
+    if std::env::var_os("E2E_POSTGRES_URL").is_some() {
+        return;
+    }
+    let Some(model) = LocalModel::start() else {
+        return;
+    };
+    let url = format!("{}/v1", model.base);
+    let server = Server::start_with(&[
+        ("ENGRAM_LLM__BASE_URL", url.as_str()),
+        ("ENGRAM_LLM__MODEL", "smollm2-135m-instruct"),
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+    ]);
+    let key = server.key("org_local_llm", &["local"]);
+    server.ready_database(&key, "local").await;
+    let text = "Iris Okoye has been guiding Teo Brandt through his first quarter at Northwind \
+                Labs in Lisbon.";
+    let items = Value::from(vec![app("note", "Team note", text)]);
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "local")
+        .text("app_knowledge", items.to_string());
+    send_form(&server, "/context/ingest", &key, form)
+        .await
+        .current_ok(202);
+    wait_completed(&server, &key, "local", None, &["note"]).await;
+
+    let stats: Value = reqwest::get(format!("{}/stats", model.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["failed"], 0, "{stats}");
+    assert_eq!(
+        stats["json_schema"], 2,
+        "entities, then relations, each held to its schema: {stats}"
+    );
+    assert_eq!(stats["completions"], 2, "{stats}");
+
+    let reply = server
+        .get("/context/relations?database=local&id=note", &key)
+        .await;
+    let relations = reply.current_ok(200)["relations"].clone();
+    eprintln!("the model's graph: {relations:#}");
+    let groups = relations.as_array().unwrap();
+    let lowered = text.to_lowercase();
+    let mut from_model = 0;
+    for group in groups {
+        for end in ["source", "target"] {
+            let name = group[end]["name"].as_str().unwrap();
+            assert!(
+                lowered.contains(name),
+                "{name} is not in the note: {group:#}"
+            );
+        }
+        for r in group["relations"].as_array().unwrap() {
+            let context = r["context"].as_str().unwrap();
+            assert!(text.contains(context.trim()), "{context:?}: {group:#}");
+            if (r["confidence"].as_f64().unwrap() - 0.8).abs() < 1e-6 {
+                from_model += 1;
+            }
+        }
+    }
+    assert!(from_model > 0, "no relation from the model: {relations:#}");
+}
