@@ -212,6 +212,12 @@ pub trait GraphStore: Send + Sync {
 /// What writing an item's graph comes to, the same for every backend: the entities that are
 /// mentioned in a chunk the item has, each mention once (a relation's ends are mentioned in its
 /// chunk), and the relations whose chunk exists, with both ends written.
+/// Rows per statement writing an item's graph (within both backends' bind-parameter limits:
+/// 32,766 on SQLite, 65,535 on PostgreSQL).
+pub(crate) const ENTITY_ROWS: usize = 1_000;
+pub(crate) const MENTION_ROWS: usize = 5_000;
+pub(crate) const RELATION_ROWS: usize = 1_000;
+
 pub(crate) struct GraphWrite<'g> {
     /// Indexes into the graph's entities, in order.
     pub entities: Vec<usize>,
@@ -485,58 +491,72 @@ async fn write_facts(
                 .map(|(position, key)| (u32::try_from(position).unwrap_or(u32::MAX), key))
                 .collect();
                 let write = crate::graph::GraphWrite::plan(graph, &chunks);
-                let mut keys: std::collections::HashMap<usize, i64> = std::collections::HashMap::with_capacity(write.entities.len());
-                for &at in &write.entities {
-                    let e = &graph.entities[at];
-                    let key: i64 = sqlx::query_scalar(
-                        "INSERT INTO graph_entities (database_id, collection, kind, key, name, type, namespace, identifier)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                         ON CONFLICT (database_id, collection, kind, key) DO UPDATE SET
+                // A few statements per item, each writing many rows: a statement is a round
+                // trip to the database (on SQLite, to its connection's thread), and the graph
+                // written row by row halved the pipeline's throughput where nothing else costs.
+                let mut entity_keys: std::collections::HashMap<String, i64> =
+                    std::collections::HashMap::with_capacity(write.entities.len());
+                let mut named = std::collections::HashSet::with_capacity(write.entities.len());
+                let unique: Vec<&engram_graph::Entity> = write
+                    .entities
+                    .iter()
+                    .map(|&at| &graph.entities[at])
+                    .filter(|e| named.insert(e.key.as_str()))
+                    .collect();
+                for part in unique.chunks(crate::graph::ENTITY_ROWS) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO graph_entities (database_id, collection, kind, key, name, type, namespace, identifier) ",
+                    );
+                    insert.push_values(part, |mut row, e| {
+                        row.push_bind(item.database_id.as_str())
+                            .push_bind(item.collection.as_str())
+                            .push_bind(item.kind.as_str())
+                            .push_bind(e.key.as_str())
+                            .push_bind(e.name.as_str())
+                            .push_bind(e.kind.as_str())
+                            .push_bind(e.namespace.as_str())
+                            .push_bind(e.identifier.as_deref());
+                    });
+                    insert.push(
+                        " ON CONFLICT (database_id, collection, kind, key) DO UPDATE SET
                              type = CASE WHEN graph_entities.type = 'ENTITY' THEN excluded.type ELSE graph_entities.type END,
                              identifier = COALESCE(graph_entities.identifier, excluded.identifier)
-                         RETURNING entity_key",
-                    )
-                    .bind(item.database_id.as_str())
-                    .bind(item.collection.as_str())
-                    .bind(item.kind.as_str())
-                    .bind(&e.key)
-                    .bind(&e.name)
-                    .bind(&e.kind)
-                    .bind(&e.namespace)
-                    .bind(&e.identifier)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    keys.insert(at, key);
+                         RETURNING key, entity_key",
+                    );
+                    let rows: Vec<(String, i64)> =
+                        insert.build_query_as().fetch_all(&mut *tx).await?;
+                    entity_keys.extend(rows);
                 }
-                for (entity, chunk) in &write.mentions {
-                    sqlx::query(
-                        "INSERT INTO graph_mentions (entity_key, chunk_key) VALUES ($1, $2)
-                         ON CONFLICT DO NOTHING",
-                    )
-                    .bind(keys[entity])
-                    .bind(chunk)
-                    .execute(&mut *tx)
-                    .await?;
+                let key_of = |at: usize| entity_keys.get(graph.entities[at].key.as_str()).copied();
+                for part in write.mentions.chunks(crate::graph::MENTION_ROWS) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO graph_mentions (entity_key, chunk_key) ",
+                    );
+                    insert.push_values(part, |mut row, &(entity, chunk)| {
+                        row.push_bind(key_of(entity)).push_bind(chunk);
+                    });
+                    insert.push(" ON CONFLICT DO NOTHING");
+                    insert.build().execute(&mut *tx).await?;
                 }
-                for (r, chunk) in &write.relations {
-                    sqlx::query(
+                for part in write.relations.chunks(crate::graph::RELATION_ROWS) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO graph_relations (chunk_key, item_key, source_key, target_key, raw_predicate,
-                             canonical_predicate, context, confidence, temporal_details, origin, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                    )
-                    .bind(chunk)
-                    .bind(item.item_key)
-                    .bind(keys[&r.source])
-                    .bind(keys[&r.target])
-                    .bind(&r.raw_predicate)
-                    .bind(&r.canonical_predicate)
-                    .bind(&r.context)
-                    .bind(f64::from(r.confidence))
-                    .bind(&r.temporal_details)
-                    .bind(graph.origin.as_str())
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                             canonical_predicate, context, confidence, temporal_details, origin, created_at) ",
+                    );
+                    insert.push_values(part, |mut row, &(r, chunk)| {
+                        row.push_bind(chunk)
+                            .push_bind(item.item_key)
+                            .push_bind(key_of(r.source))
+                            .push_bind(key_of(r.target))
+                            .push_bind(r.raw_predicate.as_str())
+                            .push_bind(r.canonical_predicate.as_str())
+                            .push_bind(r.context.as_str())
+                            .push_bind(f64::from(r.confidence))
+                            .push_bind(r.temporal_details.as_deref())
+                            .push_bind(graph.origin.as_str())
+                            .push_bind(now);
+                    });
+                    insert.build().execute(&mut *tx).await?;
                 }
                 if item.infer && item.kind == engram_types::ItemKind::Memory {
                     write_facts(&mut tx, item, &graph.facts, now).await?;
