@@ -144,15 +144,49 @@ if $for_tests; then
   pip_into_cache prometheus-client "prometheus-client==0.23.1"
 fi
 
-# A parsing corpus wider than the markitdown samples: the test documents of Python packages that
-# read or write them, from their PyPI source packages (pinned by checksum): Word and PowerPoint
-# files of python-docx and python-pptx (MIT), Excel files of xlrd (BSD) and xlsx2csv (MIT, each
-# with the CSV its cells should give), OpenDocument files of odfpy (Apache-2.0), HTML pages of
-# inscriptis (Apache-2.0, each with the text it should give), PDFs of tabula-py (MIT, tables with
-# the CSV they should give). Only documents are kept, under
-# .cache/corpus; a document's expected text is kept beside it as NAME.EXT.expected.
+# A parsing corpus wider than the markitdown samples: the test documents of projects that read
+# or write them, pinned by checksum. From PyPI source packages: Word and PowerPoint files of
+# python-docx and python-pptx (MIT), Excel files of xlrd (BSD) and xlsx2csv (MIT, each with the
+# CSV its cells should give), OpenDocument files of odfpy (Apache-2.0), HTML pages of inscriptis
+# (Apache-2.0, each with the text it should give), PDFs of tabula-py (MIT, tables with the CSV
+# they should give). From Debian's source archive: pandoc's Word, OpenDocument and EPUB test
+# files (GPL-2+, each with the Pandoc document it should give where pandoc ships one) and
+# Tesseract's scanned pages with their text (Apache-2.0). Only documents are kept, under
+# .cache/corpus; a document's expected text is kept beside it as NAME.EXT.expected
+# (scripts/corpus_expected.py).
+# corpus_unpack DIR STAGED ARCHIVE KEEP [EXPECTED [only-expected]]: the documents of ARCHIVE
+# (extensions KEEP, a regular expression) into DIR, with their expected text (extension
+# EXPECTED); `only-expected` leaves out the documents without one.
+corpus_unpack() {
+  local dir="$1" staged="$2" archive="$3" keep="$4" expected="${5:-}" only="${6:-}"
+  mkdir -p "$staged/files"
+  tar -xf "$archive" -C "$staged/files"
+  rm -f "$archive"
+  if [ -n "$expected" ]; then
+    python3 "$(dirname "$0")/corpus_expected.py" "$staged/files" "$keep" "$expected"
+  fi
+  find "$staged/files" ! -type d -regextype posix-extended ! -regex ".*\.($keep)(\.expected)?" -delete
+  if [ "$only" = only-expected ]; then
+    find "$staged/files" -type f -regextype posix-extended -regex ".*\.($keep)" -print0 |
+      while IFS= read -r -d '' doc; do
+        [ -f "$doc.expected" ] || rm -f "$doc"
+      done
+  fi
+  touch "$staged/.stamp"
+  rm -rf "$dir"
+  mkdir -p "$cache/corpus"
+  mv "$staged" "$dir"
+}
+# check_archive FILE SHA256 WHAT
+check_archive() {
+  if ! echo "$2  $1" | sha256sum -c --quiet -; then
+    rm -rf "$(dirname "$1")"
+    echo "setup: $3 does not match its checksum" >&2
+    exit 1
+  fi
+}
 corpus_from_sdist() {
-  local name="$1" version="$2" sha256="$3" keep="$4" expected="${5:-}"
+  local name="$1" version="$2" sha256="$3"
   local dir="$cache/corpus/$name-$version"
   [ -f "$dir/.stamp" ] && return 0
   echo "setup: fetching the $name $version test documents" >&2
@@ -162,28 +196,21 @@ corpus_from_sdist() {
     --dest "$staged" "$name==$version" >&2
   local archive
   archive="$(ls "$staged"/*.tar.gz)"
-  if ! echo "$sha256  $archive" | sha256sum -c --quiet -; then
-    rm -rf "$staged"
-    echo "setup: the $name $version source package does not match its checksum" >&2
-    exit 1
-  fi
-  mkdir -p "$staged/files"
-  tar -xzf "$archive" -C "$staged/files"
-  rm -f "$archive"
-  # A document's expected text (same name, extension $expected) becomes NAME.EXT.expected.
-  if [ -n "$expected" ]; then
-    find "$staged/files" -type f -regextype posix-extended -regex ".*\.($keep)" -print0 |
-      while IFS= read -r -d '' doc; do
-        if [ -f "${doc%.*}.$expected" ]; then
-          cp "${doc%.*}.$expected" "$doc.expected"
-        fi
-      done
-  fi
-  find "$staged/files" ! -type d -regextype posix-extended ! -regex ".*\.($keep)(\.expected)?" -delete
-  touch "$staged/.stamp"
-  rm -rf "$dir"
-  mkdir -p "$cache/corpus"
-  mv "$staged" "$dir"
+  check_archive "$archive" "$sha256" "the $name $version source package"
+  corpus_unpack "$dir" "$staged" "$archive" "${@:4}"
+}
+# corpus_from_debian PACKAGE VERSION FILE SHA256 KEEP [EXPECTED [only-expected]]: FILE of
+# PACKAGE's sources in Debian's pool.
+corpus_from_debian() {
+  local name="$1" version="$2" file="$3" sha256="$4"
+  local dir="$cache/corpus/$name-$version"
+  [ -f "$dir/.stamp" ] && return 0
+  echo "setup: fetching the $name $version test documents (Debian)" >&2
+  local staged
+  staged="$(mktemp -d "$cache/.corpus.XXXXXX")"
+  curl -fsSL -o "$staged/$file" "http://deb.debian.org/debian/pool/main/${name:0:1}/$name/$file"
+  check_archive "$staged/$file" "$sha256" "$file"
+  corpus_unpack "$dir" "$staged" "$staged/$file" "${@:5}"
 }
 if $for_tests; then
   corpus_from_sdist python-docx 1.1.2 0cf1f22e95b9002addca7948e16f2cd7acdfd498047f1941ca5d293db7762efd 'docx|pptx|xlsx'
@@ -193,6 +220,10 @@ if $for_tests; then
   corpus_from_sdist odfpy 1.4.1 db766a6e59c5103212f3cc92ec8dd50a0f3a02790233ed0b52148b70d3c438ec 'odt|ods|odp'
   corpus_from_sdist inscriptis 2.7.6 b8fe23c5ae4db33c9d1c5e1b7d000dbfa1decbea7b605ac87e0f5d8f8abc3ce6 'html' txt
   corpus_from_sdist tabula-py 2.9.3 2e1a458d97f4e4422d82e9ed07c7180711efa623b158d2b7b53303e864e74834 'pdf' csv
+  corpus_from_debian pandoc 2.17.1.1 pandoc_2.17.1.1.orig.tar.gz \
+    df7c6c605d084252fc28687dffe63ca57dd04a463698d323924d3be2f1f5df32 'docx|odt|epub' native
+  corpus_from_debian tesseract 5.3.0 tesseract_5.3.0.orig-test.tar.gz \
+    2788d27de6e448f8ffa7dd19a22c5781768440dee60a34607099f0c66d44b911 'tif' txt only-expected
 fi
 
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,

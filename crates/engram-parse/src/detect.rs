@@ -348,15 +348,32 @@ fn signature(bytes: &[u8], extension: &str) -> Option<Unsupported> {
 /// ZIP containers: OpenDocument and EPUB by their `mimetype` entry, Office Open XML and iWork by
 /// their entry names (the central directory at the end lists every name uncompressed).
 fn zip(bytes: &[u8], extension: &str) -> Unsupported {
-    if bytes.get(30..38) == Some(b"mimetype") {
+    let archive = ::zip::ZipArchive::new(std::io::Cursor::new(bytes)).ok();
+    // The `mimetype` entry comes first, stored, in a package made to the specifications; some
+    // writers put it elsewhere (pandoc's test ODTs), where the directory finds it.
+    let mimetype = if bytes.get(30..38) == Some(b"mimetype") {
         // The entry is stored uncompressed, right after its name; its size is at offset 18.
         let size = bytes
             .get(18..22)
             .map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as usize)
             .min(100);
-        let value = bytes.get(38..38 + size).unwrap_or_default();
-        let media: Media = std::str::from_utf8(value)
+        Some(bytes.get(38..38 + size).unwrap_or_default().to_vec())
+    } else {
+        archive.clone().and_then(|mut z| {
+            use std::io::Read;
+            let mut value = Vec::new();
+            z.by_name("mimetype")
+                .ok()?
+                .take(100)
+                .read_to_end(&mut value)
+                .ok()?;
+            Some(value).filter(|v| v.starts_with(b"application/"))
+        })
+    };
+    if let Some(value) = mimetype {
+        let media: Media = std::str::from_utf8(&value)
             .ok()
+            .map(str::trim)
             .filter(|m| m.contains('/'))
             .map(|m| Cow::Owned(m.to_owned()));
         let label = match media.as_deref() {
@@ -375,8 +392,8 @@ fn zip(bytes: &[u8], extension: &str) -> Unsupported {
     // (a PowerPoint deck with a chart read as a workbook). Only a file whose directory cannot be
     // read falls back to that search.
     // Some writers separate folders with backslashes (`xl\workbook.xml`; Excel opens them).
-    let entries: Option<Vec<String>> = ::zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .ok()
+    let entries: Option<Vec<String>> = archive
+        .as_ref()
         .map(|z| z.file_names().map(|n| n.replace('\\', "/")).collect());
     let main_part = |part: &str, folder: &str| match &entries {
         Some(names) => names.iter().any(|n| n == part || n.starts_with(folder)),
@@ -564,6 +581,20 @@ mod tests {
             outer.finish().unwrap().into_inner()
         };
         assert_eq!(detect(&deck, "deck.pptx", None), Ok(Format::Pptx));
+        // An OpenDocument package whose `mimetype` is not its first entry (pandoc's test ODTs):
+        // the directory finds it.
+        let late = {
+            use std::io::Write as _;
+            let options = ::zip::write::SimpleFileOptions::default();
+            let mut zip = ::zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            zip.start_file("content.xml", options).unwrap();
+            zip.write_all(b"<office:document-content/>").unwrap();
+            zip.start_file("mimetype", options).unwrap();
+            zip.write_all(b"application/vnd.oasis.opendocument.text")
+                .unwrap();
+            zip.finish().unwrap().into_inner()
+        };
+        assert_eq!(detect(&late, "upload", None), Ok(Format::Odt));
         let keynote = b"PK\x03\x04\x14\0\0\0\x08\0Index/Metadata.iwa";
         assert_eq!(detect(keynote, "deck.key", None), Ok(Format::Keynote));
         let unknown = b"PK\x03\x04\x14\0\0\0\x08\0Index/Document.iwa";

@@ -290,6 +290,8 @@ mod plain_floor {
             "odp" => Format::Odp,
             "html" => Format::Html,
             "pdf" => Format::Pdf,
+            "epub" => Format::Epub,
+            "tif" => Format::Tiff,
             _ => return None,
         })
     }
@@ -305,13 +307,15 @@ mod plain_floor {
         }
     }
 
-    /// The test documents of python-docx, python-pptx, xlrd, xlsx2csv, odfpy, inscriptis and
-    /// tabula-py (fetched by `make setup-test` into `.cache/corpus`): each is recognized as what its name
+    /// The test documents of python-docx, python-pptx, xlrd, xlsx2csv, odfpy, inscriptis,
+    /// tabula-py, pandoc (Word, OpenDocument, EPUB) and Tesseract (scanned pages) (fetched by
+    /// `make setup-test` into `.cache/corpus`): each is recognized as what its name
     /// says and read, never an error but for files without text. The Word and PowerPoint files
     /// are read by their own reader and miss no word of their plain reading. Of the others
     /// (files made by many tools, some broken on purpose), at most three fall back to the plain
     /// reading, and where a project ships the text a document should give (an HTML page's
-    /// text, a workbook's or a PDF table's CSV), each format finds at least 0.97 of its words.
+    /// text, a workbook's or a PDF table's CSV, pandoc's reading, a scan's text), each format
+    /// finds at least 0.97 of its words.
     #[test]
     fn a_wider_corpus_reads_with_its_own_readers_at_the_plain_floor() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/corpus");

@@ -45,12 +45,52 @@ fn embedded(
     let Some(xml) = zip.text(&format!("{folder}/content.xml"))? else {
         return Ok(None);
     };
+    if let Some(formula) = formula_text(&xml) {
+        let mut out = Builder::new(limits);
+        out.push(BlockKind::Paragraph, &formula, Layout::default())?;
+        return Ok(out.finish().ok());
+    }
     match read_content(&xml, zip, limits, false) {
         Ok(document) => Ok(Some(document)),
         // An object past the budget is left out; the document around it still reads.
         Err(ParseError::NoText | ParseError::Corrupt(_) | ParseError::TooLarge { .. }) => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// A formula object's text (its `content.xml` is MathML): each token (identifier, number,
+/// operator, text) a word of its own, the editor's own annotation (StarMath) left out. `None`
+/// when the part is not MathML or holds no token.
+fn formula_text(xml: &str) -> Option<String> {
+    let mut reader = Reader::from_str(xml);
+    let (mut math, mut token, mut annotation) = (false, false, 0usize);
+    let mut words: Vec<String> = Vec::new();
+    loop {
+        match reader.read_event().ok()? {
+            Event::Start(e) => match local(e.name().as_ref()) {
+                b"math" => math = true,
+                _ if !math => return None,
+                b"annotation" | b"annotation-xml" => annotation += 1,
+                b"mi" | b"mn" | b"mo" | b"mtext" | b"ms" => token = true,
+                _ => {}
+            },
+            Event::Empty(e) if !math && local(e.name().as_ref()) != b"math" => return None,
+            Event::End(e) => match local(e.name().as_ref()) {
+                b"annotation" | b"annotation-xml" => annotation = annotation.saturating_sub(1),
+                b"mi" | b"mn" | b"mo" | b"mtext" | b"ms" => token = false,
+                _ => {}
+            },
+            Event::Text(t) if token && annotation == 0 => {
+                let text = t.decode().ok()?;
+                if !text.trim().is_empty() {
+                    words.push(text.trim().to_owned());
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// The blocks of one `content.xml`; `objects` says whether embedded objects are read in place.
@@ -253,4 +293,36 @@ fn read_content(
         }
     }
     out.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A formula embedded as an object (pandoc's `formula.odt`: the document is the formula
+    /// alone) reads as its tokens, without the editor's StarMath annotation.
+    #[test]
+    fn a_formula_object_reads_as_its_tokens() {
+        use std::io::Write as _;
+        let options = zip::write::SimpleFileOptions::default();
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, body) in [
+            ("mimetype", "application/vnd.oasis.opendocument.text"),
+            (
+                "content.xml",
+                r#"<office:document-content xmlns:office="o" xmlns:text="t" xmlns:draw="d" xmlns:xlink="x"><office:body><office:text><text:p><draw:frame><draw:object xlink:href="./Object 1"/></draw:frame></text:p></office:text></office:body></office:document-content>"#,
+            ),
+            (
+                "Object 1/content.xml",
+                r#"<math xmlns="http://www.w3.org/1998/Math/MathML"><semantics><mrow><mi>E</mi><mo>=</mo><mi>m</mi><mo>⋅</mo><msup><mi>c</mi><mn>2</mn></msup></mrow><annotation encoding="StarMath 5.0">E = m cdot c^2</annotation></semantics></math>"#,
+            ),
+        ] {
+            zip.start_file(name, options).unwrap();
+            zip.write_all(body.as_bytes()).unwrap();
+        }
+        let odt = zip.finish().unwrap().into_inner();
+        let document = extract(&odt, &Limits::default()).unwrap();
+        assert_eq!(document.text().trim(), "E = m ⋅ c 2");
+        assert_eq!(formula_text("<office:document-content/>"), None);
+    }
 }

@@ -415,6 +415,9 @@ impl WordReader<'_> {
 
     fn read(&mut self, xml: &str, part: &str, out: &mut Builder<'_>) -> Result<(), ParseError> {
         let mut reader = Reader::from_str(xml);
+        // An end tag naming another element is let pass, as Word and pandoc let it: some writers
+        // leave a space in an empty element (`<w:i/ >`), read as an element never closed.
+        reader.config_mut().check_end_names = false;
         let (mut para, mut level, mut list, mut in_text) = (String::new(), None, false, false);
         // Inside an equation (OMML), whose structure is written as LaTeX-like text.
         let mut math = 0usize;
@@ -427,10 +430,22 @@ impl WordReader<'_> {
         loop {
             let event = reader.read_event().map_err(|e| corrupt(part, e))?;
             if let Event::Start(e) | Event::Empty(e) = &event {
-                if local(e.name().as_ref()) == b"chart" {
-                    if let Some(chart) = relationship_id(e).and_then(|id| self.charts.get(&id)) {
-                        charts.push(chart);
+                match local(e.name().as_ref()) {
+                    b"chart" => {
+                        if let Some(chart) = relationship_id(e).and_then(|id| self.charts.get(&id))
+                        {
+                            charts.push(chart);
+                        }
                     }
+                    // A picture's description (alt text) is part of the text where it stands.
+                    b"docPr" => {
+                        if let Some(descr) = attr(e, b"descr").filter(|d| !d.trim().is_empty()) {
+                            para.push(' ');
+                            para.push_str(descr.trim());
+                            para.push(' ');
+                        }
+                    }
+                    _ => {}
                 }
             }
             match event {
@@ -561,6 +576,28 @@ impl WordReader<'_> {
     }
 }
 
+/// The package's main document part, as its root relationships name it (`word/document.xml`
+/// unless they say otherwise).
+fn main_document(zip: &mut Container<'_>) -> Result<String, ParseError> {
+    const DEFAULT: &str = "word/document.xml";
+    let Some(xml) = zip.text("_rels/.rels")? else {
+        return Ok(DEFAULT.to_owned());
+    };
+    let mut reader = Reader::from_str(&xml);
+    loop {
+        match reader.read_event().map_err(|e| corrupt("_rels/.rels", e))? {
+            Event::Start(e) | Event::Empty(e) if local(e.name().as_ref()) == b"Relationship" => {
+                let main = attr(&e, b"Type").is_some_and(|t| t.ends_with("/officeDocument"));
+                if let (true, Some(target)) = (main, attr(&e, b"Target")) {
+                    return Ok(resolve("", &target));
+                }
+            }
+            Event::Eof => return Ok(DEFAULT.to_owned()),
+            _ => {}
+        }
+    }
+}
+
 pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, ParseError> {
     let mut zip = Container::open(bytes, limits)?;
     let styles = paragraph_styles(&mut zip)?;
@@ -569,10 +606,12 @@ pub(crate) fn extract_docx(bytes: &[u8], limits: &Limits) -> Result<Document, Pa
         Some(xml) => Numbering::parse(&xml).unwrap_or_default(),
         None => Numbering::default(),
     };
+    let main = main_document(&mut zip)?;
     let body = zip
-        .text("word/document.xml")?
-        .ok_or_else(|| ParseError::Corrupt("a Word document without word/document.xml".into()))?;
-    let body_rels = relationships(&mut zip, "word/_rels/document.xml.rels", "word")?;
+        .text(&main)?
+        .ok_or_else(|| ParseError::Corrupt(format!("a Word document without {main}")))?;
+    let (folder, name) = main.rsplit_once('/').unwrap_or(("", &main));
+    let body_rels = relationships(&mut zip, &format!("{folder}/_rels/{name}.rels"), folder)?;
     let charts = linked_charts(&mut zip, &body_rels)?;
     let diagrams = linked_diagrams(&mut zip, &body_rels)?;
     let none = HashMap::new();
@@ -849,6 +888,45 @@ mod tests {
         for s in vector["must_not_contain"].as_array().unwrap() {
             assert!(!text.contains(s.as_str().unwrap()), "{name}: {s} present");
         }
+    }
+
+    fn package(parts: &[(&str, &str)]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, body) in parts {
+            zip.start_file(*name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(body.as_bytes()).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    /// Found in pandoc's test documents: a main part where the root relationships say (not
+    /// `word/document.xml`), an empty element written with a space (`<w:i/ >`, which Word
+    /// opens), and pictures whose descriptions are part of the text.
+    #[test]
+    fn word_documents_as_their_writers_wrote_them() {
+        let w = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
+        let body = format!(
+            r#"<w:document {w} xmlns:wp="wp"><w:body>
+            <w:p><w:r><w:rPr><w:i/ ></w:rPr><w:t>These are</w:t></w:r><w:r><w:t> fonts.</w:t></w:r></w:p>
+            <w:p><w:r><w:t xml:space="preserve">This picture </w:t></w:r><w:r><w:drawing><wp:inline>
+            <wp:docPr id="1" name="Picture 1" descr="a green face"/></wp:inline></w:drawing></w:r>
+            <w:r><w:t>is an identicon.</w:t></w:r></w:p></w:body></w:document>"#
+        );
+        let docx = package(&[
+            (
+                "_rels/.rels",
+                r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="/word/document2.xml"/></Relationships>"#,
+            ),
+            ("word/document2.xml", &body),
+        ]);
+        let text = extract_docx(&docx, &Limits::default()).unwrap().text();
+        assert!(text.contains("These are fonts."), "{text}");
+        assert!(
+            text.contains("This picture  a green face is an identicon."),
+            "{text}"
+        );
     }
 
     #[test]
