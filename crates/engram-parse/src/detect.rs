@@ -458,7 +458,14 @@ fn ole2(bytes: &[u8]) -> Unsupported {
         let utf16: Vec<u8> = name.encode_utf16().flat_map(u16::to_le_bytes).collect();
         memmem::find(bytes, &utf16).is_some()
     };
-    if has("__substg1.0_") {
+    if has("EncryptedPackage") {
+        // Office 2007+ encrypts a password-protected document into an OLE2 file holding the
+        // package as one encrypted stream: not readable without the password.
+        found(
+            "password-protected (encrypted) Office document: remove its password and upload it again",
+            "application/x-ole-storage",
+        )
+    } else if has("__substg1.0_") {
         found("Outlook message", "application/vnd.ms-outlook")
     } else if has("WordDocument") {
         found("Word 97-2003 document", "application/msword")
@@ -606,6 +613,11 @@ mod tests {
                 .flat_map(u16::to_le_bytes),
         );
         assert_eq!(detect(&msg, "mail.msg", None), Ok(Format::Msg));
+        let mut encrypted = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1".to_vec();
+        for stream in ["EncryptionInfo", "EncryptedPackage"] {
+            encrypted.extend(stream.encode_utf16().flat_map(u16::to_le_bytes));
+        }
+        assert!(refused(&encrypted, "report.docx").starts_with("password-protected"));
     }
 
     #[test]

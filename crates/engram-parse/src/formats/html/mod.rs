@@ -253,6 +253,16 @@ fn main() {
         );
     }
 
+    /// Pandoc's EPUBs: a line number or a test id in a span of its own beside the words (set
+    /// apart on screen by a style sheet) is a word of its own; letters split by a tag are not.
+    #[test]
+    fn digits_and_letters_a_tag_parts_are_two_words() {
+        assert_eq!(
+            texts("<div>these ascended<span class='lnum'>90</span></div><h2><span>mathml-024</span>Horizontal stretch</h2><p>H<sub>2</sub>O is <b>wat</b>er</p>"),
+            ["these ascended 90", "## mathml-024 Horizontal stretch", "H 2 O is water"]
+        );
+    }
+
     #[test]
     fn ordered_items_follow_start_and_value() {
         assert_eq!(

@@ -91,6 +91,8 @@ pub(super) struct Walker {
     lists: Vec<List>,
     table: Option<Table>,
     table_depth: usize,
+    /// A tag came since the last text: the next text may begin a new word (see `text`).
+    after_tag: bool,
 }
 
 impl Walker {
@@ -110,6 +112,7 @@ impl Walker {
             lists: Vec::new(),
             table: None,
             table_depth: 0,
+            after_tag: false,
         }
     }
 
@@ -124,9 +127,13 @@ impl Walker {
             };
             match token {
                 Token::StartTag(tag) => {
+                    self.after_tag = true;
                     self.start(&tag.name, &tag.attributes, tag.self_closing, out)?
                 }
-                Token::EndTag(tag) => self.end(&tag.name, out)?,
+                Token::EndTag(tag) => {
+                    self.after_tag = true;
+                    self.end(&tag.name, out)?
+                }
                 Token::String(s) => self.text(&String::from_utf8_lossy(&s.value)),
                 _ => {}
             }
@@ -379,6 +386,30 @@ impl Walker {
         if self.has(RegionKind::Skip) {
             return;
         }
+        // Digits and letters on either side of a tag are two words: a line number or a test
+        // id in a span of its own beside the text (`ascended<span class="lnum">90</span>`,
+        // `<span>mathml-024</span>Horizontal`), set apart by style sheets on screen.
+        let spaced;
+        let text = if std::mem::take(&mut self.after_tag) && self.pre == 0 {
+            let last = match self.table.as_ref() {
+                Some(table) => table.cell.as_deref().unwrap_or(&table.caption),
+                None => &self.buf,
+            }
+            .chars()
+            .next_back();
+            match (last, text.chars().next()) {
+                (Some(a), Some(b))
+                    if (a.is_alphabetic() && b.is_ascii_digit())
+                        || (a.is_ascii_digit() && b.is_alphabetic()) =>
+                {
+                    spaced = format!(" {text}");
+                    &spaced
+                }
+                _ => text,
+            }
+        } else {
+            text
+        };
         if self.in_title {
             push_collapsed(&mut self.title, text);
             return;
