@@ -1,9 +1,12 @@
 //! Excel number formats, so a cell reads as the sheet shows it: `12.5%` rather than `0.125`,
 //! `$1,234.50` rather than `1234.5`, `1,234,567` rather than `1234567`. Formats come from
 //! `xl/styles.xml` (custom `numFmt`s and the built-in ids) through each cell's style (`s`) in
-//! the sheet's XML (XLS: `office97::xls_cell_formats`). Dates and times are calamine's (see `sheets`); text and `General` cells are
-//! left as they are. Only percent, decimals, thousands grouping and literal prefixes and
-//! suffixes (currency symbols, units) are rendered: colours, conditions and fractions are not.
+//! the sheet's XML (XLS: `office97::xls_cell_formats`). Dates and times are told apart by
+//! calamine (see `sheets`) and shown by their format's own layout (`29-Mar-1940`, `3/14/24
+//! 9:05 PM`); a built-in or system-dependent date format reads as ISO 8601. Text and `General`
+//! cells are left as they are. Only percent, decimals, thousands grouping and literal prefixes
+//! and suffixes (currency symbols, units) are rendered: colours, conditions and fractions are
+//! not.
 
 use std::collections::HashMap;
 
@@ -14,9 +17,16 @@ use crate::formats::ooxml::{attr, local};
 use crate::formats::zipped::Container;
 use crate::ParseError;
 
-/// How a number is shown.
+/// How a cell's number is shown: as a number, or as a date or time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NumberFormat {
+pub(crate) enum NumberFormat {
+    Number(Digits),
+    Date(Vec<DatePart>),
+}
+
+/// A number's digits, sign and decorations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Digits {
     percent: bool,
     decimals: usize,
     thousands: bool,
@@ -38,8 +48,215 @@ pub(crate) fn builtin(id: u32) -> Option<&'static str> {
 }
 
 impl NumberFormat {
-    /// The format of a code's first section; `None` for `General`, text and dates or times.
+    /// The format of a code's first section; `None` for `General`, text, and what is shown as
+    /// stored.
     pub(crate) fn parse(code: &str) -> Option<Self> {
+        Digits::parse(code)
+            .map(Self::Number)
+            .or_else(|| date_parts(code).map(Self::Date))
+    }
+
+    /// `value` as the format shows it (a number format; a date's serial as is).
+    pub(crate) fn render(&self, value: f64) -> String {
+        match self {
+            Self::Number(digits) => digits.render(value),
+            Self::Date(_) => value.to_string(),
+        }
+    }
+
+    pub(crate) fn is_number(&self) -> bool {
+        matches!(self, Self::Number(_))
+    }
+
+    /// A date or time as the format lays it out; `None` for a number format.
+    pub(crate) fn render_date(&self, at: &time::PrimitiveDateTime) -> Option<String> {
+        let Self::Date(parts) = self else {
+            return None;
+        };
+        const MONTHS: [&str; 12] = [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ];
+        let twelve = parts.iter().any(|p| matches!(p, DatePart::AmPm(_)));
+        let month = usize::from(u8::from(at.month())) - 1;
+        let weekday = at.weekday().to_string();
+        let mut out = String::new();
+        for part in parts {
+            match part {
+                DatePart::Literal(text) => out.push_str(text),
+                DatePart::Year(2) => out.push_str(&format!("{:02}", at.year().rem_euclid(100))),
+                DatePart::Year(_) => out.push_str(&format!("{:04}", at.year())),
+                DatePart::Month(1) => out.push_str(&(month + 1).to_string()),
+                DatePart::Month(2) => out.push_str(&format!("{:02}", month + 1)),
+                DatePart::Month(3) => out.push_str(&MONTHS[month][..3]),
+                DatePart::Month(4) => out.push_str(MONTHS[month]),
+                DatePart::Month(_) => out.push_str(&MONTHS[month][..1]),
+                DatePart::Day(1) => out.push_str(&at.day().to_string()),
+                DatePart::Day(2) => out.push_str(&format!("{:02}", at.day())),
+                DatePart::Day(3) => out.push_str(&weekday[..3]),
+                DatePart::Day(_) => out.push_str(&weekday),
+                DatePart::Hour(width) => {
+                    let hour = if twelve {
+                        (at.hour() + 11) % 12 + 1
+                    } else {
+                        at.hour()
+                    };
+                    out.push_str(&format!("{hour:0width$}", width = usize::from(*width)));
+                }
+                DatePart::Minute(width) => out.push_str(&format!(
+                    "{:0width$}",
+                    at.minute(),
+                    width = usize::from(*width)
+                )),
+                DatePart::Second(width) => out.push_str(&format!(
+                    "{:0width$}",
+                    at.second(),
+                    width = usize::from(*width)
+                )),
+                DatePart::AmPm(short) => {
+                    let pm = at.hour() >= 12;
+                    out.push_str(match (pm, short) {
+                        (false, false) => "AM",
+                        (true, false) => "PM",
+                        (false, true) => "A",
+                        (true, true) => "P",
+                    });
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// A piece of a date or time format, with its width (`mmm`: 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DatePart {
+    Literal(String),
+    Year(u8),
+    Month(u8),
+    Day(u8),
+    Hour(u8),
+    Minute(u8),
+    Second(u8),
+    /// `AM/PM` (false) or `A/P` (true).
+    AmPm(bool),
+}
+
+/// The layout of a date or time format's first section; `None` when it shows no date or time,
+/// or shows what a layout cannot (elapsed time `[h]`, fractions of a second, the system's own
+/// date format `[$-F800]`, other calendars).
+fn date_parts(code: &str) -> Option<Vec<DatePart>> {
+    let section = code.split(';').next().unwrap_or_default();
+    let mut parts: Vec<DatePart> = Vec::new();
+    let mut chars = section.chars().peekable();
+    let literal = |parts: &mut Vec<DatePart>, text: &str| match parts.last_mut() {
+        Some(DatePart::Literal(last)) => last.push_str(text),
+        _ => parts.push(DatePart::Literal(text.to_owned())),
+    };
+    while let Some(c) = chars.next() {
+        let lower = c.to_ascii_lowercase();
+        let mut run = 1u8;
+        if matches!(lower, 'y' | 'm' | 'd' | 'h' | 's' | 'e') {
+            while chars
+                .peek()
+                .is_some_and(|n| n.to_ascii_lowercase() == lower)
+            {
+                chars.next();
+                run = run.saturating_add(1);
+            }
+        }
+        match lower {
+            '"' => {
+                let text: String = chars.by_ref().take_while(|q| *q != '"').collect();
+                literal(&mut parts, &text);
+            }
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    literal(&mut parts, &next.to_string());
+                }
+            }
+            '[' => {
+                let inner: String = chars.by_ref().take_while(|b| *b != ']').collect();
+                // A locale (`[$-409]`) or a colour shows nothing; elapsed time and the
+                // system's own formats are not laid out here.
+                let system = inner.to_ascii_uppercase().starts_with("$-F");
+                let elapsed = inner
+                    .chars()
+                    .all(|i| matches!(i.to_ascii_lowercase(), 'h' | 'm' | 's'));
+                if system || elapsed {
+                    return None;
+                }
+                if let Some(symbol) = inner.strip_prefix('$') {
+                    literal(&mut parts, symbol.split('-').next().unwrap_or_default());
+                }
+            }
+            'y' | 'e' => parts.push(DatePart::Year(if run <= 2 && lower == 'y' { 2 } else { 4 })),
+            'd' => parts.push(DatePart::Day(run.min(4))),
+            'h' => parts.push(DatePart::Hour(run.min(2))),
+            's' => parts.push(DatePart::Second(run.min(2))),
+            'm' => {
+                // Minutes right after an hour or right before seconds; a month otherwise.
+                let after_hour = parts
+                    .iter()
+                    .rev()
+                    .find(|p| !matches!(p, DatePart::Literal(_)))
+                    .is_some_and(|p| matches!(p, DatePart::Hour(_)));
+                let mut ahead = chars.clone();
+                let before_second = loop {
+                    match ahead.next().map(|n| n.to_ascii_lowercase()) {
+                        Some('s') => break true,
+                        Some(n) if n.is_alphanumeric() || n == '"' || n == '[' => break false,
+                        Some(_) => {}
+                        None => break false,
+                    }
+                };
+                if run <= 2 && (after_hour || before_second) {
+                    parts.push(DatePart::Minute(run));
+                } else {
+                    parts.push(DatePart::Month(run.min(5)));
+                }
+            }
+            'a' => {
+                let rest: String = std::iter::once(c).chain(chars.clone().take(4)).collect();
+                if rest.eq_ignore_ascii_case("AM/PM") {
+                    chars.nth(3);
+                    parts.push(DatePart::AmPm(false));
+                } else if rest.get(..3).is_some_and(|r| r.eq_ignore_ascii_case("A/P")) {
+                    chars.nth(1);
+                    parts.push(DatePart::AmPm(true));
+                } else {
+                    return None;
+                }
+            }
+            // Padding takes the next character; fractions of a second, digits, text and other
+            // calendars are not a date layout.
+            '_' | '*' => {
+                chars.next();
+            }
+            '0' | '#' | '?' | '@' | 'g' | 'b' => return None,
+            c if c.is_alphabetic() => return None,
+            other => literal(&mut parts, &other.to_string()),
+        }
+    }
+    parts
+        .iter()
+        .any(|p| !matches!(p, DatePart::Literal(_) | DatePart::AmPm(_)))
+        .then_some(parts)
+}
+
+impl Digits {
+    /// The format of a code's first section; `None` for `General`, text and dates or times.
+    fn parse(code: &str) -> Option<Self> {
         let section = code.split(';').next().unwrap_or_default();
         let (mut prefix, mut suffix) = (String::new(), String::new());
         let (mut digits, mut after_point, mut decimals) = (false, false, 0usize);
@@ -120,7 +337,7 @@ impl NumberFormat {
     }
 
     /// `value` as the format shows it.
-    pub(crate) fn render(&self, value: f64) -> String {
+    fn render(&self, value: f64) -> String {
         let shown = if self.percent { value * 100.0 } else { value };
         let text = format!("{:.*}", self.decimals, shown.abs());
         let (whole, fraction) = text.split_once('.').unwrap_or((text.as_str(), ""));
@@ -242,7 +459,56 @@ mod tests {
     use super::*;
 
     fn shown(code: &str, value: f64) -> Option<String> {
-        NumberFormat::parse(code).map(|f| f.render(value))
+        NumberFormat::parse(code)
+            .filter(NumberFormat::is_number)
+            .map(|f| f.render(value))
+    }
+
+    fn laid_out(code: &str, at: (i32, u8, u8, u8, u8, u8)) -> Option<String> {
+        let (year, month, day, hour, minute, second) = at;
+        let at = time::Date::from_calendar_date(year, time::Month::try_from(month).unwrap(), day)
+            .unwrap()
+            .with_hms(hour, minute, second)
+            .unwrap();
+        NumberFormat::parse(code)?.render_date(&at)
+    }
+
+    /// xlsx2csv's `junk-small.xlsx` shows `29-Mar-1940`, `25-Jul-2008`, `08-07-25`.
+    #[test]
+    fn dates_read_as_the_sheet_lays_them_out() {
+        let day = (1940, 3, 29, 0, 0, 0);
+        assert_eq!(laid_out("d-mmm-yyyy", day).as_deref(), Some("29-Mar-1940"));
+        assert_eq!(laid_out("dd\\-mmm\\-yy", day).as_deref(), Some("29-Mar-40"));
+        assert_eq!(
+            laid_out("yy-mm-dd", (2008, 7, 25, 0, 0, 0)).as_deref(),
+            Some("08-07-25")
+        );
+        assert_eq!(
+            laid_out("dddd, mmmm d, yyyy", day).as_deref(),
+            Some("Friday, March 29, 1940")
+        );
+        let evening = (2024, 3, 14, 21, 5, 9);
+        assert_eq!(
+            laid_out("m/d/yy h:mm AM/PM", evening).as_deref(),
+            Some("3/14/24 9:05 PM")
+        );
+        assert_eq!(laid_out("hh:mm:ss", evening).as_deref(), Some("21:05:09"));
+        assert_eq!(laid_out("mm:ss", evening).as_deref(), Some("05:09"));
+        assert_eq!(
+            laid_out("[$-409]mmm\" \"yyyy;@", evening).as_deref(),
+            Some("Mar 2024")
+        );
+        // What a layout cannot show reads as ISO 8601 (see `sheets`): elapsed time, the
+        // system's own long date, fractions of a second; numbers are not dates.
+        for none in [
+            "[h]:mm:ss",
+            "[$-F800]dddd, mmmm dd, yyyy",
+            "hh:mm:ss.000",
+            "0.00",
+            "General",
+        ] {
+            assert_eq!(laid_out(none, evening), None, "{none}");
+        }
     }
 
     #[test]

@@ -13,20 +13,21 @@ use crate::formats::table;
 use crate::{Document, Format, Limits, ParseError};
 
 fn cell_text(cell: &Data, format: Option<&NumberFormat>) -> String {
+    let number = format.filter(|f| f.is_number());
     match cell {
         Data::Empty => String::new(),
-        Data::Float(f) if format.is_some() => format.map(|n| n.render(*f)).unwrap_or_default(),
-        Data::Int(i) if format.is_some() => format.map(|n| n.render(*i as f64)).unwrap_or_default(),
+        Data::Float(f) if number.is_some() => number.map(|n| n.render(*f)).unwrap_or_default(),
+        Data::Int(i) if number.is_some() => number.map(|n| n.render(*i as f64)).unwrap_or_default(),
         Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
-        Data::DateTime(d) => date_text(d),
+        Data::DateTime(d) => date_text(d, format),
         other => other.to_string(),
     }
 }
 
-/// A cell formatted as a date, time or duration, as a reader expects to see it (ISO 8601:
-/// `2024-01-01`, `2024-01-01 09:30`, `09:30:15`, a duration `36:00:00`), never the serial number
-/// the file stores.
-fn date_text(value: &calamine::ExcelDateTime) -> String {
+/// A cell formatted as a date, time or duration, as its format lays it out (`29-Mar-1940`),
+/// else as a reader expects to see it (ISO 8601: `2024-01-01`, `2024-01-01 09:30`, `09:30:15`,
+/// a duration `36:00:00`), never the serial number the file stores.
+fn date_text(value: &calamine::ExcelDateTime, format: Option<&NumberFormat>) -> String {
     let serial = value.as_f64();
     if !(0.0..=2_958_465.0).contains(&serial) {
         return serial.to_string();
@@ -59,6 +60,9 @@ fn date_text(value: &calamine::ExcelDateTime) -> String {
     else {
         return serial.to_string();
     };
+    if let Some(shown) = format.and_then(|f| f.render_date(&at)) {
+        return shown;
+    }
     let time = clock(
         u64::from(at.hour()),
         u64::from(at.minute()),
