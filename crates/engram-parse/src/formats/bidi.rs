@@ -56,6 +56,59 @@ fn direction(word: &str) -> Direction {
 /// A word as drawn: its glyphs left to right, each the letters it stands for in logical order.
 type Glyphs = Vec<String>;
 
+/// Whether a glyph is part of a number: digits (European, Arabic-Indic, Persian) and the
+/// separators between them.
+fn numeric(glyph: &str) -> bool {
+    glyph
+        .chars()
+        .all(|c| c.is_numeric() || matches!(c, '.' | ',' | '٫' | '٬'))
+}
+
+/// A right-to-left word drawn left to right, in logical order: its glyphs reversed, except
+/// that a number within it (a list's `2` before a heading, a date's digits) reads left to
+/// right as numbers do in right-to-left text.
+fn right_to_left(glyphs: &[String]) -> String {
+    let mut runs: Vec<(bool, Vec<&str>)> = Vec::new();
+    for glyph in glyphs {
+        let number = numeric(glyph) && glyph.chars().any(char::is_numeric);
+        match runs.last_mut() {
+            Some((run, items)) if *run == number => items.push(glyph),
+            _ => runs.push((number, vec![glyph])),
+        }
+    }
+    runs.iter()
+        .rev()
+        .flat_map(|(number, items)| {
+            let items: Vec<&str> = if *number {
+                items.clone()
+            } else {
+                items.iter().rev().copied().collect()
+            };
+            items
+        })
+        .collect()
+}
+
+/// Arabic presentation forms (the contextual shapes and ligatures a PDF's fonts map their
+/// glyphs to, `ﺑﺴﻢ` for `بسم`) as the letters they draw, which is what a reader types; other
+/// characters as they are.
+pub(crate) fn base_letters(text: &str) -> std::borrow::Cow<'_, str> {
+    use unicode_normalization::UnicodeNormalization;
+    let presentation = |c: char| matches!(c as u32, 0xFB50..=0xFDFF | 0xFE70..=0xFEFE);
+    if !text.chars().any(presentation) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if presentation(c) {
+            out.extend(std::iter::once(c).nfkc());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// One line's words, given left to right as drawn, in logical order.
 fn logical_line(visual: &[Glyphs]) -> String {
     let words: Vec<(Direction, String)> = visual
@@ -64,7 +117,7 @@ fn logical_line(visual: &[Glyphs]) -> String {
             let word = glyphs.concat();
             let d = direction(&word);
             let text = if d == Direction::Rtl {
-                glyphs.iter().rev().map(String::as_str).collect()
+                right_to_left(glyphs)
             } else {
                 word
             };
@@ -177,8 +230,15 @@ impl Paragraphs {
 struct Placed {
     left: f64,
     right: f64,
+    /// The font's size (points): how wide a gap between words is.
+    size: f64,
     text: String,
 }
+
+/// A gap between two glyphs wider than this share of the font size parts two words: TeX and
+/// other typesetters draw no space glyph between words, only a gap (a quarter of an em and
+/// more), while the letters of a word touch or nearly (side bearings).
+const WORD_GAP_EM: f64 = 0.15;
 
 /// Widths below this (points) are none: continuation letters and marks.
 const NO_WIDTH: f64 = 0.01;
@@ -195,8 +255,8 @@ fn line_words(chars: Vec<Placed>) -> Vec<Glyphs> {
         Glyph(usize),
         Mark(String),
     }
-    // Glyphs as (left edge, letters, marks).
-    let mut glyphs: Vec<(f64, String, String)> = Vec::new();
+    // Glyphs as (left edge, letters, marks, right edge, font size).
+    let mut glyphs: Vec<(f64, String, String, f64, f64)> = Vec::new();
     let mut drawn: Vec<Drawn> = Vec::new();
     let mut right_edge = f64::NAN;
     for c in chars {
@@ -206,7 +266,7 @@ fn line_words(chars: Vec<Placed>) -> Vec<Glyphs> {
             && !c.text.chars().any(is_combining_mark);
         if c.right - c.left >= NO_WIDTH {
             drawn.push(Drawn::Glyph(glyphs.len()));
-            glyphs.push((c.left, c.text, String::new()));
+            glyphs.push((c.left, c.text, String::new(), c.right, c.size));
             right_edge = c.right;
         } else if ligature {
             if let Some(last) = glyphs.last_mut() {
@@ -249,19 +309,21 @@ fn line_words(chars: Vec<Placed>) -> Vec<Glyphs> {
     for (owner, text) in owners {
         match owner {
             Some(g) => glyphs[g].2.push_str(&text),
-            None => glyphs.push((f64::INFINITY, text, String::new())),
+            None => glyphs.push((f64::INFINITY, text, String::new(), f64::INFINITY, 0.0)),
         }
     }
     glyphs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut words: Vec<Glyphs> = Vec::new();
     let mut word: Glyphs = Vec::new();
-    for (_, letters, marks) in glyphs {
-        if letters.trim().is_empty() {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
-            }
-        } else {
+    let mut last_right = f64::NAN;
+    for (left, letters, marks, right, size) in glyphs {
+        let gap = left - last_right > WORD_GAP_EM * size;
+        if (letters.trim().is_empty() || gap) && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        if !letters.trim().is_empty() {
             word.push(letters + &marks);
+            last_right = right;
         }
     }
     if !word.is_empty() {
@@ -289,16 +351,29 @@ pub(crate) fn glyph_pages(stext: &str) -> Vec<Vec<String>> {
     let mut reader = Reader::from_str(stext);
     let mut out = Paragraphs::default();
     let mut line: Vec<Placed> = Vec::new();
+    let mut size = 0.0;
     loop {
         match reader.read_event() {
             Ok(Event::Start(e)) if local(e.name().as_ref()) == b"page" => {
                 out.pages.push(Vec::new());
             }
+            Ok(Event::Start(e)) if local(e.name().as_ref()) == b"font" => {
+                size = attr(&e, b"size")
+                    .and_then(|s| s.parse().ok())
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .unwrap_or(0.0);
+            }
             Ok(Event::Empty(e) | Event::Start(e)) if local(e.name().as_ref()) == b"char" => {
                 let quad = attr(&e, b"quad").and_then(|q| edges(&q));
                 let text = attr(&e, b"c");
                 if let (Some((left, right)), Some(text)) = (quad, text) {
-                    line.push(Placed { left, right, text });
+                    line.push(Placed {
+                        left,
+                        right,
+                        // Without a size, only space glyphs part words.
+                        size: if size > 0.0 { size } else { f64::INFINITY },
+                        text,
+                    });
                 }
             }
             Ok(Event::End(e)) => match local(e.name().as_ref()) {
@@ -402,6 +477,25 @@ mod tests {
             ]
         );
         assert_eq!(edges("1 2 3"), None);
+        // XeTeX draws no space glyph: a gap of a quarter em parts words, and a number keeps
+        // its digits left to right inside right-to-left text ("بسم ١٩ ٢سب", drawn as
+        // presentation forms, reads as the letters they draw).
+        let tex = r#"<document><page><block><line dir="1 0"><font size="10">
+          <char quad="0 0 5 0 0 12 5 12" c="&#x628;"/><char quad="5 0 10 0 5 12 10 12" c="&#x633;"/>
+          <char quad="10 0 14 0 10 12 14 12" c="&#x662;"/>
+          <char quad="17 0 21 0 17 12 21 12" c="&#x661;"/><char quad="21 0 25 0 21 12 25 12" c="&#x669;"/>
+          <char quad="28 0 33 0 28 12 33 12" c="&#xfee2;"/><char quad="33 0 38 0 33 12 38 12" c="&#xfeb4;"/>
+          <char quad="38 0 42 0 38 12 42 12" c="&#xfe91;"/>
+        </font></line></block></page></document>"#;
+        let read: Vec<String> = glyph_pages(tex)[0]
+            .iter()
+            .map(|p| base_letters(p).into_owned())
+            .collect();
+        assert_eq!(read, ["بسم ١٩ ٢سب"]);
+        assert!(matches!(
+            base_letters("plain"),
+            std::borrow::Cow::Borrowed("plain")
+        ));
         assert!(glyph_pages("<document><page><line><char c=\"x\"/>").len() == 1);
     }
 }

@@ -48,6 +48,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
         .chars()
         .filter(|c| !bidi::is_bidi_control(*c))
         .collect();
+    let text = bidi::base_letters(&text).into_owned();
     let mut pages: Vec<&str> = text.split('\u{c}').collect();
     // pdftotext ends the last page with a form feed too.
     if pages.last().is_some_and(|p| p.trim().is_empty()) && pages.len() > 1 {
@@ -83,6 +84,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Document, ParseEr
             plain::paragraphs(&crate::decode::normalize(&scanned), &mut out, &layout)?;
         } else if let Some(paragraphs) = boxed.get(&index) {
             let text = paragraphs.join("\n\n");
+            let text = bidi::base_letters(&text);
             plain::paragraphs(&crate::decode::normalize(&text), &mut out, &layout)?;
         } else if let Some(segments) = laid_out
             .get(index)
