@@ -58,16 +58,12 @@ impl NumberFormat {
         })
     }
 
-    /// `value` as the format shows it (a number format; a date's serial as is).
-    pub(crate) fn render(&self, value: f64) -> String {
+    /// A number as the format shows it; `None` for a date format.
+    pub(crate) fn render_number(&self, value: f64) -> Option<String> {
         match self {
-            Self::Number(digits) => digits.render(value),
-            Self::Date(_) => value.to_string(),
+            Self::Number(digits) => Some(digits.render(value)),
+            Self::Date(_) => None,
         }
-    }
-
-    pub(crate) fn is_number(&self) -> bool {
-        matches!(self, Self::Number(_))
     }
 
     /// A date or time as the format lays it out; `None` for a number format.
@@ -471,9 +467,7 @@ mod tests {
     use super::*;
 
     fn shown(code: &str, value: f64) -> Option<String> {
-        NumberFormat::parse(code)
-            .filter(NumberFormat::is_number)
-            .map(|f| f.render(value))
+        NumberFormat::parse(code)?.render_number(value)
     }
 
     fn laid_out(code: &str, at: (i32, u8, u8, u8, u8, u8)) -> Option<String> {

@@ -71,13 +71,13 @@ fn formula_text(xml: &str) -> Option<String> {
                 b"math" => math = true,
                 _ if !math => return None,
                 b"annotation" | b"annotation-xml" => annotation += 1,
-                b"mi" | b"mn" | b"mo" | b"mtext" | b"ms" => token = true,
+                name if crate::formats::ooxml::is_mathml_token(name) => token = true,
                 _ => {}
             },
             Event::Empty(e) if !math && local(e.name().as_ref()) != b"math" => return None,
             Event::End(e) => match local(e.name().as_ref()) {
                 b"annotation" | b"annotation-xml" => annotation = annotation.saturating_sub(1),
-                b"mi" | b"mn" | b"mo" | b"mtext" | b"ms" => token = false,
+                name if crate::formats::ooxml::is_mathml_token(name) => token = false,
                 _ => {}
             },
             Event::Text(t) if token && annotation == 0 => {

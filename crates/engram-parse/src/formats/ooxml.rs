@@ -28,6 +28,12 @@ fn corrupt(part: &str, e: impl std::fmt::Display) -> ParseError {
     ParseError::Corrupt(format!("{part}: {e}"))
 }
 
+/// Whether an element (local name) is a MathML token: an identifier, number, operator or text,
+/// each read as a word of its own (HTML and EPUB equations, ODF formula objects).
+pub(crate) fn is_mathml_token(name: &[u8]) -> bool {
+    matches!(name, b"mi" | b"mn" | b"mo" | b"mtext" | b"ms")
+}
+
 pub(crate) fn local(name: &[u8]) -> &[u8] {
     match name.iter().rposition(|b| *b == b':') {
         Some(i) => &name[i + 1..],

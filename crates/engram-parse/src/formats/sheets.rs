@@ -13,11 +13,16 @@ use crate::formats::table;
 use crate::{Document, Format, Limits, ParseError};
 
 fn cell_text(cell: &Data, format: Option<&NumberFormat>) -> String {
-    let number = format.filter(|f| f.is_number());
+    let number = match cell {
+        Data::Float(f) => Some(*f),
+        Data::Int(i) => Some(*i as f64),
+        _ => None,
+    };
+    if let Some(shown) = number.zip(format).and_then(|(n, f)| f.render_number(n)) {
+        return shown;
+    }
     match cell {
         Data::Empty => String::new(),
-        Data::Float(f) if number.is_some() => number.map(|n| n.render(*f)).unwrap_or_default(),
-        Data::Int(i) if number.is_some() => number.map(|n| n.render(*i as f64)).unwrap_or_default(),
         Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
         Data::DateTime(d) => date_text(d, format),
         other => other.to_string(),

@@ -334,7 +334,7 @@ impl Walker {
         }
         // MathML's tokens (identifiers, numbers, operators, text) are words of their own: a
         // long division's 435.3 and 1306 are not 435.31306.
-        if matches!(name, b"mi" | b"mn" | b"mo" | b"mtext" | b"ms") {
+        if crate::formats::ooxml::is_mathml_token(name) {
             self.text(" ");
         }
         if self.table.is_some() {
