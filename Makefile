@@ -26,10 +26,11 @@ run: build
 	./target/release/engram serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 ## test: style checks, then every test (unit, conformance, end-to-end against the real binary),
-## then the end-to-end suite again with every server on a throwaway PostgreSQL.
+## then the end-to-end suite again with every server on a throwaway PostgreSQL (`--workspace`
+## keeps the first run's features, so the e2e binary is reused rather than rebuilt).
 test: setup-test check-fmt clippy
 	$(CARGO) test --workspace --locked --all-targets
-	scripts/with-postgres.sh $(CARGO) test --locked -p engram --test e2e
+	scripts/with-postgres.sh $(CARGO) test --workspace --locked --test e2e
 
 lint: check-fmt clippy
 

@@ -669,6 +669,15 @@ async fn claim_next(
     let Some(database) = database else {
         return Ok(None);
     };
+    // The database's row is locked before the item's: a delete holds the row shared (scope
+    // check) while it waits for the item, so the other order deadlocks with it.
+    sqlx::query(
+        "UPDATE databases SET served_turn = (SELECT MAX(served_turn) FROM databases) + 1
+         WHERE id = $1",
+    )
+    .bind(&database)
+    .execute(&mut *tx)
+    .await?;
     let row = sqlx::query(&format!(
         "UPDATE items SET status = CASE WHEN status = 'graph_creation' THEN status ELSE 'processing' END, lease_owner = $2, lease_until = $3,
              attempts = attempts + 1, updated_at = $1
@@ -682,13 +691,6 @@ async fn claim_next(
     .bind(claim.now.after(claim.lease))
     .bind(&database)
     .fetch_optional(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE databases SET served_turn = (SELECT MAX(served_turn) FROM databases) + 1
-         WHERE id = $1",
-    )
-    .bind(&database)
-    .execute(&mut *tx)
     .await?;
     Ok(row)
 }
