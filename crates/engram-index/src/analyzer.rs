@@ -1,12 +1,137 @@
 //! Text analysis, one definition for indexing and querying: words are maximal runs of letters
-//! and digits, lowercased (tantivy's simple tokenizer and lowercaser); the keyword index then
-//! folds them to ASCII and stems them (Snowball English), and a query's words go through the
-//! same [`analyzer`] before they meet the index. Ranked queries drop common function words.
+//! and digits ([`WordTokenizer`]: Chinese, Japanese and Korean text gives overlapping pairs of
+//! characters), lowercased; the keyword index then folds them to ASCII and stems them (Snowball
+//! English), and a query's words go through the same [`analyzer`] before they meet the index.
+//! Ranked queries drop common function words.
+
+use std::iter::Peekable;
+use std::str::CharIndices;
 
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
-    TextAnalyzer,
+    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
+
+/// Words: maximal runs of letters and digits (as tantivy's simple tokenizer), except for the
+/// scripts written without spaces between words. A run of Han, kana or Hangul characters gives
+/// its overlapping pairs of characters (a run of one, that character), as Lucene's and
+/// Elasticsearch's `cjk` analyzers do: `東京都` gives `東京` and `京都`, so a query for `東京`
+/// finds it. Without it a whole sentence was one token, found only by the same sentence, and
+/// dropped as too long past 21 characters.
+#[derive(Clone, Default)]
+pub struct WordTokenizer {
+    token: Token,
+}
+
+/// Han ideographs, Hiragana, Katakana and Hangul: scripts whose words are not spaced (Korean is,
+/// but its words carry particles, `서울에서`, that pairs see through); their letters, not their
+/// punctuation (`・`, `゠`).
+fn is_cjk(c: char) -> bool {
+    c >= '\u{1100}'
+        && matches!(c,
+            '\u{1100}'..='\u{11FF}'     // Hangul Jamo
+            | '\u{3040}'..='\u{30FF}'   // Hiragana, Katakana
+            | '\u{3130}'..='\u{318F}'   // Hangul compatibility Jamo
+            | '\u{31F0}'..='\u{31FF}'   // Katakana phonetic extensions
+            | '\u{3400}'..='\u{4DBF}'   // CJK extension A
+            | '\u{4E00}'..='\u{9FFF}'   // CJK unified ideographs
+            | '\u{AC00}'..='\u{D7AF}'   // Hangul syllables
+            | '\u{F900}'..='\u{FAFF}'   // CJK compatibility ideographs
+            | '\u{FF66}'..='\u{FF9F}'   // halfwidth Katakana
+            | '\u{20000}'..='\u{3FFFF}' // CJK extensions B and later
+        )
+        && c.is_alphanumeric()
+}
+
+impl Tokenizer for WordTokenizer {
+    type TokenStream<'a> = WordStream<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> WordStream<'a> {
+        self.token.reset();
+        WordStream {
+            text,
+            chars: text.char_indices().peekable(),
+            run: None,
+            token: &mut self.token,
+        }
+    }
+}
+
+/// The previous character of a CJK run (its byte range), and whether it is the run's only one
+/// so far (a run of one gives that character).
+#[derive(Clone, Copy)]
+struct Run {
+    start: usize,
+    end: usize,
+    alone: bool,
+}
+
+pub struct WordStream<'a> {
+    text: &'a str,
+    chars: Peekable<CharIndices<'a>>,
+    run: Option<Run>,
+    token: &'a mut Token,
+}
+
+impl WordStream<'_> {
+    fn emit(&mut self, from: usize, to: usize) -> bool {
+        self.token.offset_from = from;
+        self.token.offset_to = to;
+        self.token.text.push_str(&self.text[from..to]);
+        true
+    }
+}
+
+impl TokenStream for WordStream<'_> {
+    fn advance(&mut self) -> bool {
+        self.token.text.clear();
+        self.token.position = self.token.position.wrapping_add(1);
+        while let Some(&(at, c)) = self.chars.peek() {
+            let end = at + c.len_utf8();
+            if is_cjk(c) {
+                self.chars.next();
+                let previous = self.run.replace(Run {
+                    start: at,
+                    end,
+                    alone: self.run.is_none(),
+                });
+                if let Some(previous) = previous {
+                    return self.emit(previous.start, end);
+                }
+                continue;
+            }
+            // A run ends: one character alone is a word.
+            if let Some(run) = self.run.take() {
+                if run.alone {
+                    return self.emit(run.start, run.end);
+                }
+            }
+            self.chars.next();
+            if c.is_alphanumeric() {
+                let mut to = end;
+                while let Some(&(at, c)) = self.chars.peek() {
+                    if !c.is_alphanumeric() || is_cjk(c) {
+                        break;
+                    }
+                    to = at + c.len_utf8();
+                    self.chars.next();
+                }
+                return self.emit(at, to);
+            }
+        }
+        match self.run.take() {
+            Some(run) if run.alone => self.emit(run.start, run.end),
+            _ => false,
+        }
+    }
+
+    fn token(&self) -> &Token {
+        self.token
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.token
+    }
+}
 
 /// How the terms of a keyword query combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,7 +165,7 @@ const LONGEST_TOKEN: usize = 64;
 /// The full analysis of indexed text and of query words: words, long tokens dropped, lowercased,
 /// folded to ASCII, stemmed.
 pub fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default())
+    TextAnalyzer::builder(WordTokenizer::default())
         .filter(RemoveLongFilter::limit(LONGEST_TOKEN))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
@@ -63,10 +188,10 @@ pub fn is_stopword(term: &str) -> bool {
     STOPWORDS.binary_search(&term).is_ok()
 }
 
-/// The words of `text`: maximal runs of letters and digits, lowercased; the first stage of
-/// [`analyzer`], with the same tokenizer and lowercaser.
+/// The words of `text` ([`WordTokenizer`]), lowercased; the first stage of [`analyzer`], with
+/// the same tokenizer and lowercaser.
 pub fn words(text: &str) -> Vec<String> {
-    let mut words = TextAnalyzer::builder(SimpleTokenizer::default())
+    let mut words = TextAnalyzer::builder(WordTokenizer::default())
         .filter(LowerCaser)
         .build();
     let mut stream = words.token_stream(text);
@@ -133,6 +258,46 @@ mod tests {
             ["the", "lazy", "dog"]
         );
         assert_eq!(words("Café 1,000 naïve"), ["café", "1", "000", "naïve"]);
+    }
+
+    /// Chinese and Japanese are written without spaces and Korean words carry particles: their
+    /// text gives overlapping pairs, a lone character itself, and spaced scripts their words.
+    #[test]
+    fn cjk_text_gives_pairs_of_characters() {
+        assert_eq!(words("東京都"), ["東京", "京都"]);
+        assert_eq!(
+            words("Mitchell的Foundations，第3章"),
+            ["mitchell", "的", "foundations", "第", "3", "章"]
+        );
+        assert_eq!(
+            words("サッカー・ワールドカップ"),
+            [
+                "サッ", "ッカ", "カー", "ワー", "ール", "ルド", "ドカ", "カッ", "ップ"
+            ]
+        );
+        assert_eq!(
+            words("서울에서 만나요"),
+            ["서울", "울에", "에서", "만나", "나요"]
+        );
+        // A sentence past the longest token is still indexed, pair by pair.
+        let sentence = "机器学习是人工智能的一个分支它使计算机能够从数据中学习而无需明确编程";
+        assert_eq!(analyzed(sentence).len(), sentence.chars().count() - 1);
+        // Pairs take consecutive positions, so a phrase of pairs matches.
+        let mut analyzer = analyzer();
+        let mut stream = analyzer.token_stream("在東京都 x");
+        let mut positions = Vec::new();
+        while stream.advance() {
+            positions.push((stream.token().text.clone(), stream.token().position));
+        }
+        assert_eq!(
+            positions,
+            [
+                ("在東".into(), 0),
+                ("東京".into(), 1),
+                ("京都".into(), 2),
+                ("x".to_string(), 3)
+            ]
+        );
         assert!(keyword_query("?!", TermOperator::Or).is_empty());
     }
 
@@ -181,6 +346,7 @@ mod tests {
             "Running dogs' naïve résumé: 3.14 meters",
             "Straße, ÉCOLE and the 2nd-order Kähler manifolds",
             "x".repeat(70).as_str(),
+            "東京都の天気は晴れ、서울에서 日本語 a 字",
         ] {
             let from_words: Vec<String> = words(text).iter().flat_map(|w| analyzed(w)).collect();
             assert_eq!(from_words, analyzed(text), "{text}");

@@ -1954,6 +1954,64 @@ async fn a_conversation_turn_is_found_through_the_turn_before_it() {
     assert_eq!(item_set(&reply["data"]), set(&["colour"]), "{reply:#?}");
 }
 
+/// Chinese, Japanese and Korean text is found by keyword through the words inside its
+/// sentences (written without spaces), by any query, phrase or not; before, a whole sentence
+/// was one term, found only by the same sentence.
+#[tokio::test]
+async fn chinese_japanese_and_korean_text_is_found_by_the_words_in_it() {
+    let server = Server::start();
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "cjk").await;
+    ingest_apps(
+        &server,
+        &key,
+        "cjk",
+        None,
+        &[
+            app(
+                "zh",
+                "机器学习",
+                "机器学习是人工智能的一个分支，它使计算机能够从数据中学习而无需明确编程。",
+            ),
+            app(
+                "ja",
+                "天気",
+                "東京都の明日の天気は晴れのち曇り、最高気温は十八度の予想です。",
+            ),
+            app(
+                "ko",
+                "회의",
+                "다음 주 월요일 서울에서 프로젝트 회의가 열립니다.",
+            ),
+        ],
+    )
+    .await;
+    wait_completed(&server, &key, "cjk", None, &["zh", "ja", "ko"]).await;
+    let keyword = |query: &str, operator: &str| {
+        json!({"database": "cjk", "query": query, "query_by": "text",
+               "operator": operator, "max_results": 5})
+    };
+    for (query, operator, expected) in [
+        ("人工智能", "or", "zh"),
+        ("计算机 数据", "and", "zh"),
+        ("最高気温", "or", "ja"),
+        ("東京", "or", "ja"),
+        ("天気は晴れ", "phrase", "ja"),
+        ("서울", "or", "ko"),
+        ("프로젝트 회의", "phrase", "ko"),
+    ] {
+        let body = query_ok(&server, &key, keyword(query, operator)).await;
+        assert_eq!(
+            item_set(&body["data"]),
+            set(&[expected]),
+            "{query} ({operator}): {body:#?}"
+        );
+    }
+    // A phrase is held to its order.
+    let body = query_ok(&server, &key, keyword("学习机器", "phrase")).await;
+    assert!(item_set(&body["data"]).is_empty(), "{body:#?}");
+}
+
 /// `layout` is a JSON-encoded string holding an object (the official clients parse it so).
 fn assert_layout_string(chunk: &Value, context: &str) {
     let layout = chunk["layout"]
