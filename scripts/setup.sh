@@ -111,7 +111,9 @@ fi
 # mcp (the official MCP Python SDK) drives engram's MCP server over HTTP and stdio; the
 # Prometheus client's text parser reads what GET /metrics serves.
 pip_into_cache() {
-  local name="$1" pin="$2"
+  local name="$1"
+  shift
+  local pin="$*"
   local dir="$cache/python/$name"
   [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$pin" ] && return 0
   local python
@@ -124,7 +126,7 @@ pip_into_cache() {
   local staged
   staged="$(mktemp -d "$cache/.$name.XXXXXX")"
   if ! "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-    --root-user-action=ignore --no-warn-conflicts --target "$staged" "$pin" >&2; then
+    --root-user-action=ignore --no-warn-conflicts --target "$staged" "$@" >&2; then
     rm -rf "$staged"
     echo "setup: pip could not install $pin" >&2
     exit 1
@@ -142,6 +144,9 @@ if $for_tests; then
   pip_into_cache usecortex-ai "usecortex-ai==0.5.14"
   pip_into_cache mcp "mcp==2.3.0"
   pip_into_cache prometheus-client "prometheus-client==0.23.1"
+  # Independent readers of the corpus's formats write the expected text of documents whose
+  # project ships none (scripts/corpus_read.py).
+  pip_into_cache corpus-readers "python-pptx==1.0.2" "python-docx==1.1.2" "xlrd==2.0.1" "odfpy==1.4.1"
 fi
 
 # A parsing corpus wider than the markitdown samples: the test documents of projects that read
@@ -224,6 +229,14 @@ if $for_tests; then
     df7c6c605d084252fc28687dffe63ca57dd04a463698d323924d3be2f1f5df32 'docx|odt|epub' native
   corpus_from_debian tesseract 5.3.0 tesseract_5.3.0.orig-test.tar.gz \
     2788d27de6e448f8ffa7dd19a22c5781768440dee60a34607099f0c66d44b911 'tif' txt only-expected
+  # Where a project ships no text for a document, an independent reader of its format writes
+  # it: python-pptx, python-docx, xlrd, odfpy. Run again when the script, the readers or the
+  # corpus change.
+  read_stamp="$(cat "$(dirname "$0")/corpus_read.py" "$cache/python/corpus-readers/.stamp" | sha256sum | cut -c1-64) $(ls "$cache/corpus" | tr '\n' ' ')"
+  if [ "$(cat "$cache/corpus/.read-stamp" 2>/dev/null)" != "$read_stamp" ]; then
+    PYTHONPATH="$cache/python/corpus-readers" python3 "$(dirname "$0")/corpus_read.py" "$cache/corpus"
+    echo "$read_stamp" >"$cache/corpus/.read-stamp"
+  fi
 fi
 
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,

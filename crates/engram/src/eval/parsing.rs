@@ -5,8 +5,9 @@
 //! setup-test` fetches) is measured against the plain reading instead: per format, how many
 //! files were read by their own reader, errored, or fell back to the plain reading, and the
 //! share of the plain reading's words the extracted text holds (the floor: 1.000). Where a
-//! document's expected text sits beside it (`NAME.EXT.expected`, shipped with the document by
-//! the project it comes from), the share of its words found, beside the plain reading's share
+//! document's expected text sits beside it (`NAME.EXT.expected`: shipped with the document by
+//! the project it comes from, or else written by an independent reader of the format,
+//! `scripts/corpus_read.py`), the share of its words found, beside the plain reading's share
 //! (the naive baseline; for a PDF, `pdftotext`'s text).
 //!
 //! Per file: the fraction of `must_contain_text` found in the extracted text (backslashes
