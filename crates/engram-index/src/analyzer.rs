@@ -27,20 +27,31 @@ pub struct WordTokenizer {
 /// but its words carry particles, `서울에서`, that pairs see through); their letters, not their
 /// punctuation (`・`, `゠`).
 fn is_cjk(c: char) -> bool {
-    c >= '\u{1100}'
+    c >= '\u{1100}' && (is_unspaced(c) || is_hangul(c))
+}
+
+/// Han and kana letters: Chinese and Japanese put no space between words, so a line break
+/// between two of them (text wrapped by a PDF or an editor) parts no words either.
+fn is_unspaced(c: char) -> bool {
+    c >= '\u{3040}'
         && matches!(c,
-            '\u{1100}'..='\u{11FF}'     // Hangul Jamo
-            | '\u{3040}'..='\u{30FF}'   // Hiragana, Katakana
-            | '\u{3130}'..='\u{318F}'   // Hangul compatibility Jamo
+            '\u{3040}'..='\u{30FF}'     // Hiragana, Katakana
             | '\u{31F0}'..='\u{31FF}'   // Katakana phonetic extensions
             | '\u{3400}'..='\u{4DBF}'   // CJK extension A
             | '\u{4E00}'..='\u{9FFF}'   // CJK unified ideographs
-            | '\u{AC00}'..='\u{D7AF}'   // Hangul syllables
             | '\u{F900}'..='\u{FAFF}'   // CJK compatibility ideographs
             | '\u{FF66}'..='\u{FF9F}'   // halfwidth Katakana
             | '\u{20000}'..='\u{3FFFF}' // CJK extensions B and later
         )
         && c.is_alphanumeric()
+}
+
+fn is_hangul(c: char) -> bool {
+    matches!(c,
+        '\u{1100}'..='\u{11FF}'   // Hangul Jamo
+        | '\u{3130}'..='\u{318F}' // Hangul compatibility Jamo
+        | '\u{AC00}'..='\u{D7AF}' // Hangul syllables
+    ) && c.is_alphanumeric()
 }
 
 impl Tokenizer for WordTokenizer {
@@ -73,8 +84,9 @@ pub struct WordStream<'a> {
 }
 
 impl WordStream<'_> {
-    fn emit(&mut self, from: usize, to: usize) -> bool {
-        self.token.offset_from = from;
+    /// Ends the token with `text[from..to]`; it spans `start..to` of the text.
+    fn emit(&mut self, from: usize, to: usize, start: usize) -> bool {
+        self.token.offset_from = start;
         self.token.offset_to = to;
         self.token.text.push_str(&self.text[from..to]);
         true
@@ -95,14 +107,36 @@ impl TokenStream for WordStream<'_> {
                     alone: self.run.is_none(),
                 });
                 if let Some(previous) = previous {
-                    return self.emit(previous.start, end);
+                    // The pair's two characters (a line break between them left out).
+                    self.token
+                        .text
+                        .push_str(&self.text[previous.start..previous.end]);
+                    return self.emit(at, end, previous.start);
                 }
                 continue;
+            }
+            // A line break inside Chinese or Japanese text continues the run.
+            if let Some(run) = self.run {
+                if matches!(c, '\n' | '\r')
+                    && self.text[run.start..]
+                        .chars()
+                        .next()
+                        .is_some_and(is_unspaced)
+                {
+                    let rest = &self.text[at..];
+                    let skip = if rest.starts_with("\r\n") { 2 } else { 1 };
+                    if rest[skip..].chars().next().is_some_and(is_unspaced) {
+                        for _ in 0..skip {
+                            self.chars.next();
+                        }
+                        continue;
+                    }
+                }
             }
             // A run ends: one character alone is a word.
             if let Some(run) = self.run.take() {
                 if run.alone {
-                    return self.emit(run.start, run.end);
+                    return self.emit(run.start, run.end, run.start);
                 }
             }
             self.chars.next();
@@ -115,11 +149,11 @@ impl TokenStream for WordStream<'_> {
                     to = at + c.len_utf8();
                     self.chars.next();
                 }
-                return self.emit(at, to);
+                return self.emit(at, to, at);
             }
         }
         match self.run.take() {
-            Some(run) if run.alone => self.emit(run.start, run.end),
+            Some(run) if run.alone => self.emit(run.start, run.end, run.start),
             _ => false,
         }
     }
@@ -279,6 +313,13 @@ mod tests {
             words("서울에서 만나요"),
             ["서울", "울에", "에서", "만나", "나요"]
         );
+        // A line wrapped inside Chinese or Japanese text parts no word; in Korean (spaced) it
+        // does, and so does a blank line.
+        assert_eq!(words("机器学\n习"), ["机器", "器学", "学习"]);
+        assert_eq!(words("東京\r\n大阪"), ["東京", "京大", "大阪"]);
+        assert_eq!(words("東京\n\n大阪"), ["東京", "大阪"]);
+        assert_eq!(words("한국\n사람"), ["한국", "사람"]);
+        assert_eq!(words("東\nx"), ["東", "x"]);
         // A sentence past the longest token is still indexed, pair by pair.
         let sentence = "机器学习是人工智能的一个分支它使计算机能够从数据中学习而无需明确编程";
         assert_eq!(analyzed(sentence).len(), sentence.chars().count() - 1);

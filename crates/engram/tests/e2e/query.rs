@@ -1955,8 +1955,9 @@ async fn a_conversation_turn_is_found_through_the_turn_before_it() {
 }
 
 /// Chinese, Japanese and Korean text is found by keyword through the words inside its
-/// sentences (written without spaces), by any query, phrase or not; before, a whole sentence
-/// was one term, found only by the same sentence.
+/// sentences (written without spaces), by any query, phrase or not, and across a line wrapped
+/// inside a word (`数\n据`); before, a whole sentence was one term, found only by the same
+/// sentence.
 #[tokio::test]
 async fn chinese_japanese_and_korean_text_is_found_by_the_words_in_it() {
     let server = Server::start();
@@ -1971,7 +1972,7 @@ async fn chinese_japanese_and_korean_text_is_found_by_the_words_in_it() {
             app(
                 "zh",
                 "机器学习",
-                "机器学习是人工智能的一个分支，它使计算机能够从数据中学习而无需明确编程。",
+                "机器学习是人工智能的一个分支，它使计算机能够从数\n据中学习而无需明确编程。",
             ),
             app(
                 "ja",
