@@ -95,7 +95,15 @@ impl AppError {
 }
 
 impl From<StoreError> for AppError {
+    /// A transient failure of the store (a deadlock between instances, a busy or unreachable
+    /// server) is 503, which clients retry with backoff; anything else is internal.
     fn from(err: StoreError) -> Self {
+        if err.is_transient() {
+            tracing::warn!(error = %err, "store temporarily unavailable");
+            return Self::Unavailable(
+                "the store is temporarily unavailable; retry the request".to_owned(),
+            );
+        }
         Self::Internal(Box::new(err))
     }
 }

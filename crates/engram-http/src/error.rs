@@ -90,6 +90,8 @@ impl From<AppError> for ApiError {
         }
         let retry_after_secs = match &err {
             AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            // A dependency busy for a moment (a deadlock's victim, a busy store).
+            AppError::Unavailable(_) => Some(1),
             _ => None,
         };
         Self(ErrorParts {
@@ -130,5 +132,25 @@ pub(crate) fn code_for_status(status: StatusCode) -> ErrorCode {
         503 => ErrorCode::ServiceUnavailable,
         400..=499 => ErrorCode::InvalidParameters,
         _ => ErrorCode::InternalError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store busy for a moment (a deadlock's victim between instances) answers 503 with
+    /// `Retry-After`, which clients retry; a failure the caller cannot act on stays 500.
+    #[test]
+    fn a_busy_dependency_answers_503_with_a_retry_hint() {
+        let busy = ApiError::from(AppError::Unavailable("busy".into())).into_response();
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.headers()[axum::http::header::RETRY_AFTER], "1");
+        let internal = ApiError::from(AppError::Internal("boom".into())).into_response();
+        assert_eq!(internal.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(internal
+            .headers()
+            .get(axum::http::header::RETRY_AFTER)
+            .is_none());
     }
 }

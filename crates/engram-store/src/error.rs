@@ -23,6 +23,38 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
 }
 
+impl StoreError {
+    /// The store could not serve this call now, though nothing about it is wrong: a deadlock
+    /// or serialization failure between concurrent transactions (PostgreSQL `40P01`, `40001`),
+    /// a lock or connection that was not to be had in time (`55P03`, SQLite busy or locked, the
+    /// pool timed out), the server going away (class `08`, `57P01`). Trying again later may
+    /// succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Backend(sqlx::Error::Database(db)) => {
+                let code = db.code().unwrap_or_default();
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    // SQLITE_BUSY, SQLITE_LOCKED (an extended code keeps its primary code in
+                    // the low byte).
+                    code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+                } else {
+                    matches!(
+                        &*code,
+                        "40P01" | "40001" | "55P03" | "57P01" | "57P02" | "57P03"
+                    ) || code.starts_with("08")
+                }
+            }
+            Self::Backend(err) => matches!(err, sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)),
+            Self::Conflict(_)
+            | Self::NotFound(_)
+            | Self::Corrupt(_)
+            | Self::Migration(_)
+            | Self::FeedBehind(_)
+            | Self::Io(_) => false,
+        }
+    }
+}
+
 pub type StoreResult<T, E = StoreError> = Result<T, E>;
 
 pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {

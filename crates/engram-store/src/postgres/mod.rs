@@ -99,6 +99,42 @@ mod tests {
         crate::conformance::run_all(&store).await;
     }
 
+    /// A deadlock between transactions is transient (the service answers 503, which clients
+    /// retry); a broken rule is not.
+    #[tokio::test]
+    async fn a_deadlock_is_transient_and_a_conflict_is_not() {
+        let pg = TempPostgres::start();
+        let store = open(&pg).await;
+        sqlx::query("CREATE TABLE deadlock_probe (id INT PRIMARY KEY)")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO deadlock_probe VALUES (1), (2)")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let lock =
+            |id: i32| sqlx::query("UPDATE deadlock_probe SET id = id WHERE id = $1").bind(id);
+        let mut a = store.pool.begin().await.unwrap();
+        let mut b = store.pool.begin().await.unwrap();
+        lock(1).execute(&mut *a).await.unwrap();
+        lock(2).execute(&mut *b).await.unwrap();
+        let (first, second) = tokio::join!(lock(2).execute(&mut *a), lock(1).execute(&mut *b));
+        let victim = first
+            .err()
+            .or(second.err())
+            .expect("a deadlock has a victim");
+        let victim = crate::StoreError::from(victim);
+        assert!(victim.is_transient(), "{victim}");
+        drop((a, b));
+        let conflict = sqlx::query("INSERT INTO deadlock_probe VALUES (1)")
+            .execute(&store.pool)
+            .await
+            .unwrap_err();
+        let conflict = crate::StoreError::from(conflict);
+        assert!(!conflict.is_transient(), "{conflict}");
+    }
+
     /// Instances share the store: one starting never takes another's claims; they are taken up
     /// when their lease runs out.
     #[tokio::test]

@@ -78,6 +78,32 @@ mod tests {
         crate::conformance::run_all(&store).await;
     }
 
+    /// A writer that finds the file busy (another process holding the write lock past the wait)
+    /// is transient: the service answers 503, which clients retry.
+    #[tokio::test]
+    async fn a_busy_file_is_transient() {
+        use sqlx::sqlite::SqliteConnectOptions;
+        use sqlx::{ConnectOptions as _, Connection as _};
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteConnectOptions::new()
+            .filename(dir.path().join("busy.db"))
+            .create_if_missing(true)
+            .busy_timeout(std::time::Duration::ZERO);
+        let mut holder = options.connect().await.unwrap();
+        let mut other = options.connect().await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        let busy = sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap_err();
+        let busy = StoreError::from(busy);
+        assert!(busy.is_transient(), "{busy}");
+        holder.close().await.unwrap();
+    }
+
     /// A claim finds a database's runnable work through the queue's partial index, never by
     /// walking the database's items (which made claims slower with every finished item).
     #[tokio::test]
