@@ -22,21 +22,22 @@ import sys
 
 def pptx_text(path):
     from pptx import Presentation
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
 
     out = []
 
     def shape_text(shape):
-        if shape.shape_type is not None and shape.shape_type == 6:  # a group
+        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
             for inner in shape.shapes:
                 shape_text(inner)
             return
-        if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+        if getattr(shape, "has_text_frame", False):
             out.append(shape.text_frame.text)
-        if getattr(shape, "has_table", False) and shape.has_table:
+        if getattr(shape, "has_table", False):
             for row in shape.table.rows:
                 for cell in row.cells:
                     out.append(cell.text)
-        if getattr(shape, "has_chart", False) and shape.has_chart:
+        if getattr(shape, "has_chart", False):
             try:
                 chart = shape.chart
                 if chart.has_title and chart.chart_title.has_text_frame:
