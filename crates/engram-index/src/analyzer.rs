@@ -1,6 +1,7 @@
 //! Text analysis, one definition for indexing and querying: words are maximal runs of letters
-//! and digits ([`WordTokenizer`]: Chinese, Japanese and Korean text gives overlapping pairs of
-//! characters), lowercased; the keyword index then folds them to ASCII and stems them (Snowball
+//! and digits with their marks ([`WordTokenizer`]: Chinese, Japanese, Korean, Thai and other
+//! unspaced scripts give overlapping pairs of letters; optional Arabic, Hebrew and Latin marks
+//! are left out), lowercased; the keyword index then folds them to ASCII and stems them (Snowball
 //! English), and a query's words go through the same [`analyzer`] before they meet the index.
 //! Ranked queries drop common function words.
 
@@ -12,30 +13,39 @@ use tantivy::tokenizer::{
     TokenStream, Tokenizer,
 };
 
-/// Words: maximal runs of letters and digits (as tantivy's simple tokenizer), except for the
-/// scripts written without spaces between words. A run of Han, kana or Hangul characters gives
-/// its overlapping pairs of characters (a run of one, that character), as Lucene's and
+/// Words: maximal runs of letters and digits (as tantivy's simple tokenizer), with the
+/// combining marks written on them, except for the scripts written without spaces between
+/// words. A run of Han, kana, Hangul, Thai, Lao, Khmer or Myanmar letters gives its overlapping
+/// pairs of letters (each with its marks; a run of one, that letter), as Lucene's and
 /// Elasticsearch's `cjk` analyzers do: `東京都` gives `東京` and `京都`, so a query for `東京`
 /// finds it. Without it a whole sentence was one token, found only by the same sentence, and
 /// dropped as too long past 21 characters.
+///
+/// A mark continues its word: the virama of `हिन्दी` and the tone mark of `ไม่` parted them.
+/// The marks a reader may leave out are left out: Arabic harakat and tatweel, Hebrew points,
+/// and Latin combining accents (folded away like precomposed ones), so `كَتَبَ` is found by `كتب`.
 #[derive(Clone, Default)]
 pub struct WordTokenizer {
     token: Token,
 }
 
-/// Han ideographs, Hiragana, Katakana and Hangul: scripts whose words are not spaced (Korean is,
-/// but its words carry particles, `서울에서`, that pairs see through); their letters, not their
-/// punctuation (`・`, `゠`).
-fn is_cjk(c: char) -> bool {
-    c >= '\u{1100}' && (is_unspaced(c) || is_hangul(c))
+/// Letters of the scripts read in pairs: Chinese, Japanese, Thai, Lao, Khmer and Myanmar are
+/// written without spaces between words ([`is_unspaced`]); Korean is spaced, but its words
+/// carry particles (`서울에서`) that pairs see through. Letters, not punctuation (`・`, `゠`),
+/// digits or marks.
+fn is_paired(c: char) -> bool {
+    c >= '\u{0E00}' && (is_unspaced(c) || is_hangul(c))
 }
 
-/// Han and kana letters: Chinese and Japanese put no space between words, so a line break
-/// between two of them (text wrapped by a PDF or an editor) parts no words either.
+/// Letters of the scripts that put no space between words, so a line break between two of them
+/// (text wrapped by a PDF or an editor) parts no words either.
 fn is_unspaced(c: char) -> bool {
-    c >= '\u{3040}'
+    c >= '\u{0E00}'
         && matches!(c,
-            '\u{3040}'..='\u{30FF}'     // Hiragana, Katakana
+            '\u{0E00}'..='\u{0EFF}'     // Thai, Lao
+            | '\u{1000}'..='\u{109F}'   // Myanmar
+            | '\u{1780}'..='\u{17FF}'   // Khmer
+            | '\u{3040}'..='\u{30FF}'   // Hiragana, Katakana
             | '\u{31F0}'..='\u{31FF}'   // Katakana phonetic extensions
             | '\u{3400}'..='\u{4DBF}'   // CJK extension A
             | '\u{4E00}'..='\u{9FFF}'   // CJK unified ideographs
@@ -43,7 +53,8 @@ fn is_unspaced(c: char) -> bool {
             | '\u{FF66}'..='\u{FF9F}'   // halfwidth Katakana
             | '\u{20000}'..='\u{3FFFF}' // CJK extensions B and later
         )
-        && c.is_alphanumeric()
+        && c.is_alphabetic()
+        && !is_combining_mark(c)
 }
 
 fn is_hangul(c: char) -> bool {
@@ -51,7 +62,34 @@ fn is_hangul(c: char) -> bool {
         '\u{1100}'..='\u{11FF}'   // Hangul Jamo
         | '\u{3130}'..='\u{318F}' // Hangul compatibility Jamo
         | '\u{AC00}'..='\u{D7AF}' // Hangul syllables
-    ) && c.is_alphanumeric()
+    ) && c.is_alphabetic()
+}
+
+/// Marks a reader may write or leave out, left out of words: Latin combining accents (as
+/// folding leaves out precomposed ones), Hebrew points and cantillation, Arabic harakat,
+/// Quranic marks and tatweel (the stretching stroke).
+fn is_dropped(c: char) -> bool {
+    matches!(c,
+        '\u{0300}'..='\u{036F}'
+        | '\u{0591}'..='\u{05BD}'
+        | '\u{05BF}'
+        | '\u{05C1}'..='\u{05C2}'
+        | '\u{05C4}'..='\u{05C5}'
+        | '\u{05C7}'
+        | '\u{0610}'..='\u{061A}'
+        | '\u{0640}'
+        | '\u{064B}'..='\u{065F}'
+        | '\u{0670}'
+        | '\u{06D6}'..='\u{06DC}'
+        | '\u{06DF}'..='\u{06E4}'
+        | '\u{06E7}'..='\u{06E8}'
+        | '\u{06EA}'..='\u{06ED}'
+    )
+}
+
+/// A mark (general category M): it belongs to the letter before it.
+fn is_combining_mark(c: char) -> bool {
+    !c.is_ascii() && unicode_normalization::char::is_combining_mark(c)
 }
 
 impl Tokenizer for WordTokenizer {
@@ -67,8 +105,8 @@ impl Tokenizer for WordTokenizer {
     }
 }
 
-/// The previous character of a CJK run (its byte range), and whether it is the run's only one
-/// so far (a run of one gives that character).
+/// The previous letter of a paired run (its byte range, marks included), and whether it is the
+/// run's only one so far (a run of one gives that letter).
 #[derive(Clone, Copy)]
 struct Run {
     start: usize,
@@ -91,6 +129,49 @@ impl WordStream<'_> {
         self.token.text.push_str(&self.text[from..to]);
         true
     }
+
+    /// Takes the marks written on the letter ending at `end`; where they end.
+    fn marks_after(&mut self, mut end: usize) -> usize {
+        while let Some(&(at, c)) = self.chars.peek() {
+            if !is_combining_mark(c) {
+                break;
+            }
+            self.chars.next();
+            end = at + c.len_utf8();
+        }
+        end
+    }
+
+    /// The word starting at `at`: letters, digits and their marks, less the marks left out.
+    /// False when nothing is left of it (a lone tatweel).
+    fn word(&mut self, at: usize) -> bool {
+        let (mut from, mut to) = (at, at);
+        while let Some(&(next, c)) = self.chars.peek() {
+            if c.is_ascii() {
+                if !c.is_ascii_alphanumeric() {
+                    break;
+                }
+                self.chars.next();
+                to = next + 1;
+                continue;
+            }
+            if !is_combining_mark(c) && (!c.is_alphanumeric() || is_paired(c)) {
+                break;
+            }
+            self.chars.next();
+            if is_dropped(c) {
+                self.token.text.push_str(&self.text[from..next]);
+                from = next + c.len_utf8();
+            }
+            to = next + c.len_utf8();
+        }
+        if from < to {
+            self.token.text.push_str(&self.text[from..to]);
+        }
+        self.token.offset_from = at;
+        self.token.offset_to = to;
+        !self.token.text.is_empty()
+    }
 }
 
 impl TokenStream for WordStream<'_> {
@@ -98,16 +179,16 @@ impl TokenStream for WordStream<'_> {
         self.token.text.clear();
         self.token.position = self.token.position.wrapping_add(1);
         while let Some(&(at, c)) = self.chars.peek() {
-            let end = at + c.len_utf8();
-            if is_cjk(c) {
+            if is_paired(c) {
                 self.chars.next();
+                let end = self.marks_after(at + c.len_utf8());
                 let previous = self.run.replace(Run {
                     start: at,
                     end,
                     alone: self.run.is_none(),
                 });
                 if let Some(previous) = previous {
-                    // The pair's two characters (a line break between them left out).
+                    // The pair's two letters (a line break between them left out).
                     self.token
                         .text
                         .push_str(&self.text[previous.start..previous.end]);
@@ -115,7 +196,7 @@ impl TokenStream for WordStream<'_> {
                 }
                 continue;
             }
-            // A line break inside Chinese or Japanese text continues the run.
+            // A line break inside text of an unspaced script continues the run.
             if let Some(run) = self.run {
                 if matches!(c, '\n' | '\r')
                     && self.text[run.start..]
@@ -133,24 +214,19 @@ impl TokenStream for WordStream<'_> {
                     }
                 }
             }
-            // A run ends: one character alone is a word.
+            // A run ends: one letter alone is a word.
             if let Some(run) = self.run.take() {
                 if run.alone {
                     return self.emit(run.start, run.end, run.start);
                 }
             }
-            self.chars.next();
-            if c.is_alphanumeric() {
-                let mut to = end;
-                while let Some(&(at, c)) = self.chars.peek() {
-                    if !c.is_alphanumeric() || is_cjk(c) {
-                        break;
-                    }
-                    to = at + c.len_utf8();
-                    self.chars.next();
+            if c.is_alphanumeric() && !is_combining_mark(c) {
+                if self.word(at) {
+                    return true;
                 }
-                return self.emit(at, to, at);
+                continue;
             }
+            self.chars.next();
         }
         match self.run.take() {
             Some(run) if run.alone => self.emit(run.start, run.end, run.start),
@@ -294,6 +370,31 @@ mod tests {
         assert_eq!(words("Café 1,000 naïve"), ["café", "1", "000", "naïve"]);
     }
 
+    /// A mark belongs to its letter; marks a reader may leave out are left out, so vocalized
+    /// Arabic and pointed Hebrew meet the plain spelling, and decomposed accents the
+    /// precomposed ones.
+    #[test]
+    fn marks_stay_with_their_letters_or_are_left_out() {
+        assert_eq!(words("हिन्दी भाषा"), ["हिन्दी", "भाषा"]);
+        assert_eq!(words("ক্ষমা தமிழ்"), ["ক্ষমা", "தமிழ்"]);
+        assert_eq!(words("كَتَبَ الوَلَدُ الدَّرْسَ"), ["كتب", "الولد", "الدرس"]);
+        assert_eq!(words("العـــربية"), ["العربية"]);
+        assert_eq!(words("שָׁלוֹם עולם"), ["שלום", "עולם"]);
+        assert_eq!(analyzed("cafe\u{301} naïve"), analyzed("café naive"));
+        // A mark on no letter, and a lone tatweel, are nothing.
+        assert_eq!(words("\u{301} \u{640} x"), ["x"]);
+    }
+
+    /// Thai, Lao, Khmer and Myanmar are written without spaces: pairs of letters, each with its
+    /// marks (`ไม่` is `ไ`, `ม่`).
+    #[test]
+    fn thai_gives_pairs_of_letters_with_their_marks() {
+        assert_eq!(words("ไม่มี"), ["ไม่", "ม่มี"]);
+        assert_eq!(words("ภาษา ไทย"), ["ภา", "าษ", "ษา", "ไท", "ทย"]);
+        // Thai digits are digits.
+        assert_eq!(words("๒๕๖๗"), ["๒๕๖๗"]);
+    }
+
     /// Chinese and Japanese are written without spaces and Korean words carry particles: their
     /// text gives overlapping pairs, a lone character itself, and spaced scripts their words.
     #[test]
@@ -388,6 +489,7 @@ mod tests {
             "Straße, ÉCOLE and the 2nd-order Kähler manifolds",
             "x".repeat(70).as_str(),
             "東京都の天気は晴れ、서울에서 日本語 a 字",
+            "हिन्दी كَتَبَ ไม่มี שָׁלוֹם e\u{301}\u{640}",
         ] {
             let from_words: Vec<String> = words(text).iter().flat_map(|w| analyzed(w)).collect();
             assert_eq!(from_words, analyzed(text), "{text}");

@@ -1954,12 +1954,12 @@ async fn a_conversation_turn_is_found_through_the_turn_before_it() {
     assert_eq!(item_set(&reply["data"]), set(&["colour"]), "{reply:#?}");
 }
 
-/// Chinese, Japanese and Korean text is found by keyword through the words inside its
+/// Chinese, Japanese, Korean and Thai text is found by keyword through the words inside its
 /// sentences (written without spaces), by any query, phrase or not, and across a line wrapped
 /// inside a word (`数\n据`); before, a whole sentence was one term, found only by the same
-/// sentence.
+/// sentence. Vocalized Arabic is found by its plain spelling.
 #[tokio::test]
-async fn chinese_japanese_and_korean_text_is_found_by_the_words_in_it() {
+async fn unspaced_scripts_and_vocalized_arabic_are_found_by_their_words() {
     let server = Server::start();
     let key = server.key(ORG, &[]);
     server.ready_database(&key, "cjk").await;
@@ -1984,10 +1984,12 @@ async fn chinese_japanese_and_korean_text_is_found_by_the_words_in_it() {
                 "회의",
                 "다음 주 월요일 서울에서 프로젝트 회의가 열립니다.",
             ),
+            app("th", "จัดส่ง", "ไม่มีปัญหาเรื่องการจัดส่งสินค้าในเดือนนี้"),
+            app("ar", "درس", "كَتَبَ الوَلَدُ الدَّرْسَ فِي المَدْرَسَةِ"),
         ],
     )
     .await;
-    wait_completed(&server, &key, "cjk", None, &["zh", "ja", "ko"]).await;
+    wait_completed(&server, &key, "cjk", None, &["zh", "ja", "ko", "th", "ar"]).await;
     let keyword = |query: &str, operator: &str| {
         json!({"database": "cjk", "query": query, "query_by": "text",
                "operator": operator, "max_results": 5})
@@ -2000,6 +2002,12 @@ async fn chinese_japanese_and_korean_text_is_found_by_the_words_in_it() {
         ("天気は晴れ", "phrase", "ja"),
         ("서울", "or", "ko"),
         ("프로젝트 회의", "phrase", "ko"),
+        // Thai is written without spaces either; vocalized Arabic is found by the plain
+        // spelling.
+        ("ปัญหา", "or", "th"),
+        ("จัดส่งสินค้า", "phrase", "th"),
+        ("الدرس", "or", "ar"),
+        ("كتب الولد", "phrase", "ar"),
     ] {
         let body = query_ok(&server, &key, keyword(query, operator)).await;
         assert_eq!(
