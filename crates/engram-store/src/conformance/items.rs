@@ -67,6 +67,33 @@ async fn claims_and_deletes_racing_both_succeed<S: Store>(store: &S) {
         .await
         .unwrap();
     assert!(left.is_empty(), "{left:?}");
+
+    // Replacing items while they are claimed: every replacement is taken, none fails.
+    store
+        .enqueue_items(&scope, &items, true, now)
+        .await
+        .unwrap();
+    let claims = async {
+        for _ in 0..ids.len() {
+            let request = ClaimRequest::new("racer", now, Duration::from_millis(60_000), 1);
+            store.claim_items(&request).await.unwrap();
+        }
+    };
+    let replaces = async {
+        for id in &ids {
+            let replaced = store
+                .enqueue_items(&scope, &[item("c", id, "new text")], true, now)
+                .await
+                .unwrap();
+            assert_eq!(replaced.len(), 1, "{id}");
+        }
+    };
+    tokio::join!(claims, replaces);
+    let statuses = store
+        .item_statuses(&scope, &collection("c"), &ids, now)
+        .await
+        .unwrap();
+    assert_eq!(statuses.len(), ids.len(), "{statuses:?}");
 }
 
 /// Deleting a collection removes its items, chunks and payloads and (when asked) the collection
