@@ -181,6 +181,8 @@ corpus_unpack() {
   rm -rf "$dir"
   mkdir -p "$cache/corpus"
   mv "$staged" "$dir"
+  # Its documents are read again by the independent readers (below).
+  rm -f "$cache/corpus/.read-stamp"
 }
 # check_archive FILE SHA256 WHAT
 check_archive() {
