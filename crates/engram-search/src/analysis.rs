@@ -50,7 +50,8 @@ pub fn profile(query: &str) -> QueryProfile {
         })
         .count()
         + query.matches('"').count() / 2;
-    let question = query.contains('?')
+    // The question marks of Latin, Chinese and Japanese (fullwidth), Arabic and Persian.
+    let question = query.contains(['?', '？', '؟'])
         || all
             .first()
             .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()));
@@ -117,6 +118,14 @@ mod tests {
         let short = profile("pricing page");
         assert_eq!(short.route(), (Mode::Fast, "short keyword lookup"));
         assert_eq!(short.auto_alpha(), 0.5);
+
+        for asked in [
+            "人工智能是什么？",
+            "東京の天気は？",
+            "ما هو الذكاء الاصطناعي؟",
+        ] {
+            assert!(profile(asked).question, "{asked}");
+        }
 
         let statement = profile("0-dimensional biomaterials show inductive properties");
         assert_eq!(statement.route().0, Mode::Thinking);

@@ -2016,8 +2016,8 @@ async fn unspaced_scripts_and_vocalized_arabic_are_found_by_their_words() {
             "{query} ({operator}): {body:#?}"
         );
     }
-    // Hybrid queries (the default) rank the document holding the words first, whatever the
-    // embedding model makes of the script.
+    // Hybrid queries (the default), fast, thinking or routed by `auto`, rank the document
+    // holding the words first, whatever the (English) embedding model makes of the script.
     for (query, expected) in [
         ("人工智能是什么？", "zh"),
         ("東京の天気", "ja"),
@@ -2025,13 +2025,19 @@ async fn unspaced_scripts_and_vocalized_arabic_are_found_by_their_words() {
         ("ปัญหาการจัดส่ง", "th"),
         ("الدرس في المدرسة", "ar"),
     ] {
-        let body = query_ok(
-            &server,
-            &key,
-            json!({"database": "cjk", "query": query, "max_results": 5}),
-        )
-        .await;
-        assert_eq!(first_item(&body["data"], query), expected, "{body:#?}");
+        for mode in ["fast", "thinking", "auto"] {
+            let body = query_ok(
+                &server,
+                &key,
+                json!({"database": "cjk", "query": query, "mode": mode, "max_results": 5}),
+            )
+            .await;
+            assert_eq!(
+                first_item(&body["data"], query),
+                expected,
+                "{mode}: {body:#?}"
+            );
+        }
     }
     // A phrase is held to its order.
     let body = query_ok(&server, &key, keyword("学习机器", "phrase")).await;
