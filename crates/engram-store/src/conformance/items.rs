@@ -40,12 +40,6 @@ async fn claims_and_deletes_racing_both_succeed<S: Store>(store: &S) {
         .enqueue_items(&scope, &items, true, now)
         .await
         .unwrap();
-    let claims = async {
-        for _ in 0..ids.len() {
-            let request = ClaimRequest::new("racer", now, Duration::from_millis(60_000), 1);
-            store.claim_items(&request).await.unwrap();
-        }
-    };
     let deletes = async {
         for id in &ids {
             let deleted = store
@@ -61,7 +55,7 @@ async fn claims_and_deletes_racing_both_succeed<S: Store>(store: &S) {
             assert!(deleted[0].deleted, "{id}");
         }
     };
-    tokio::join!(claims, deletes);
+    tokio::join!(claim_one_by_one(store, ids.len(), now), deletes);
     let left = store
         .item_statuses(&scope, &collection("c"), &ids, now)
         .await
@@ -73,12 +67,6 @@ async fn claims_and_deletes_racing_both_succeed<S: Store>(store: &S) {
         .enqueue_items(&scope, &items, true, now)
         .await
         .unwrap();
-    let claims = async {
-        for _ in 0..ids.len() {
-            let request = ClaimRequest::new("racer", now, Duration::from_millis(60_000), 1);
-            store.claim_items(&request).await.unwrap();
-        }
-    };
     let replaces = async {
         for id in &ids {
             let replaced = store
@@ -88,12 +76,20 @@ async fn claims_and_deletes_racing_both_succeed<S: Store>(store: &S) {
             assert_eq!(replaced.len(), 1, "{id}");
         }
     };
-    tokio::join!(claims, replaces);
+    tokio::join!(claim_one_by_one(store, ids.len(), now), replaces);
     let statuses = store
         .item_statuses(&scope, &collection("c"), &ids, now)
         .await
         .unwrap();
     assert_eq!(statuses.len(), ids.len(), "{statuses:?}");
+}
+
+/// Claims `count` items one at a time, each claim its own transaction.
+async fn claim_one_by_one<S: Store>(store: &S, count: usize, now: UnixMs) {
+    for _ in 0..count {
+        let request = ClaimRequest::new("racer", now, Duration::from_millis(60_000), 1);
+        store.claim_items(&request).await.unwrap();
+    }
 }
 
 /// Deleting a collection removes its items, chunks and payloads and (when asked) the collection
