@@ -4,12 +4,15 @@
 //!   chunks but not by the question, and specific (named by a few chunks), is the likely link
 //!   to the next hop; every other chunk naming it gains a share of that best chunk's score.
 //!   "The waterfall in the country where the Bubye River is" finds the Bubye River chunk
-//!   first; it names Zimbabwe, and so does the Victoria Falls chunk.
+//!   first; it names Zimbabwe, and so does the Victoria Falls chunk. A next hop is held just
+//!   below the hop that leads to it, so the lane reorders a chain without pushing its first
+//!   link out of the first places.
 //! - **The walk** (HippoRAG 2): a personalized PageRank seeded by the entities the question
 //!   names (weighted by how specific they are) and, lightly, by the first stage's best chunks;
 //!   each chunk's walk score, scaled to the lane's best, is its boost.
 //!
-//! The constants were chosen on MuSiQue-100 (`engram eval multihop --graph`): see README.
+//! The constants were chosen on MuSiQue-100 and HotpotQA-100 (`engram eval multihop --graph`;
+//! `scripts/hotpotqa_eval_set.py`): see README.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,21 +41,28 @@ const LANE_DEPTH: usize = 30;
 /// add their share of its walk score. An additive boost keeps the first stage's evidence: a
 /// reciprocal-rank merge at weight 2 gained MuSiQue-100 7 points of R@5 but cost LoCoMo 17.6
 /// (the lane's 30 chunks took every place); at 0.5 it still cost SciFact 4.6 points of nDCG@10.
-const LANE_WEIGHT: f32 = 0.5;
+/// With the bridges held below their hops, 0.3 measured best on MuSiQue-100 and HotpotQA-100
+/// alike (0.5 cost HotpotQA 6 points of R@2, 0.15 to 0.2 a point or two of both sets' R@5).
+const LANE_WEIGHT: f32 = 0.3;
 /// The query's entities that seed the walk are named by at most this many chunks: a name that
 /// specific points at what the question is about (seeds named by up to 40 chunks cost LoCoMo
 /// 2 points of R@5 for the same MuSiQue gain).
 const SEED_MENTIONS: u64 = 3;
-/// The first stage's best chunks whose entities may bridge to the next hop (3 to 5 measured
-/// alike; 8 let weaker first hops in: 3.7 points of R@5 less).
-const BRIDGE_CHUNKS: usize = 5;
+/// The first stage's best chunks whose entities may bridge to the next hop (2 and 3 measured
+/// alike on MuSiQue-100 and HotpotQA-100; 4 and 5 a point to two of R@5 less, 8 let weaker
+/// first hops in).
+const BRIDGE_CHUNKS: usize = 3;
 /// A bridge is named by at least 2 chunks (one besides the first hop) and at most this many
 /// (10 and 20 measured within a point; 40 half a point under 20).
 const BRIDGE_MENTIONS: usize = 10;
-/// A chunk naming a bridge gains this share of the best first-hop chunk naming it (0.2 to 0.4
-/// measured within a point on fast mode; 0.4 best for thinking mode; 0.5 pushed the first hops
-/// themselves out of the first two places).
-const BRIDGE_WEIGHT: f32 = 0.4;
+/// A chunk naming a bridge gains this share of the best first-hop chunk naming it, up to just
+/// below that chunk (0.4 to 0.6 measured within two points of R@5 on MuSiQue-100 and
+/// HotpotQA-100; 0.8 cost HotpotQA 5 points). Without that limit, 0.5 pushed the first hops
+/// themselves out of the first two places.
+const BRIDGE_WEIGHT: f32 = 0.5;
+/// How far below its hop a bridged chunk is held (scores are in 0..=1.3 there): it keeps the
+/// order of the chunks held below one hop.
+const BELOW_HOP: f32 = 0.001;
 /// Chunks outside the first stage's pool that a bridge reaches, read in (best boost first).
 const BRIDGE_FETCH: usize = 10;
 
@@ -160,17 +170,15 @@ impl Retriever<'_> {
     }
 }
 
-/// Adds each chunk's bridge boost and its share of the walk's best score (the walk's best chunk
-/// gains [`LANE_WEIGHT`]) to its first-stage score; what the lane reached outside the pool joins
-/// it unread (read, through the request's filter, if it ranks among the results).
-fn merge(ranked: &mut Vec<Ranked>, bridged: &[(ChunkKey, f32)], walked: &[(ChunkKey, f64)]) {
+/// Adds each chunk's share of the walk's best score (the walk's best chunk gains
+/// [`LANE_WEIGHT`]), then each bridged chunk's boost, held just below the hop it came from, to
+/// its first-stage score; what the lane reached outside the pool joins it unread (read, through
+/// the request's filter, if it ranks among the results).
+fn merge(ranked: &mut Vec<Ranked>, bridged: &[Bridge], walked: &[(ChunkKey, f64)]) {
     let top = walked.first().map_or(1.0, |l| l.1).max(f64::MIN_POSITIVE);
     let mut boost: HashMap<ChunkKey, f32> = HashMap::new();
     for (key, score) in walked {
         *boost.entry(*key).or_default() += LANE_WEIGHT * (*score / top) as f32;
-    }
-    for (key, score) in bridged {
-        *boost.entry(*key).or_default() += BRIDGE_WEIGHT * score;
     }
     // What the walk ranked, and the bridges' best, join the pool when they are not in it.
     let known: HashSet<ChunkKey> = ranked.iter().map(|r| r.key).collect();
@@ -180,9 +188,9 @@ fn merge(ranked: &mut Vec<Ranked>, bridged: &[(ChunkKey, f32)], walked: &[(Chunk
         .chain(
             bridged
                 .iter()
-                .filter(|b| !known.contains(&b.0))
+                .filter(|b| !known.contains(&b.chunk))
                 .take(BRIDGE_FETCH)
-                .map(|b| b.0),
+                .map(|b| b.chunk),
         )
         .filter(|k| !known.contains(k))
         .collect::<HashSet<_>>()
@@ -196,6 +204,21 @@ fn merge(ranked: &mut Vec<Ranked>, bridged: &[(ChunkKey, f32)], walked: &[(Chunk
     for r in ranked.iter_mut() {
         r.score += boost.get(&r.key).copied().unwrap_or(0.0);
     }
+    // A next hop ranks after the hop that leads to it: a bridged chunk gains its boost up to
+    // just below its hop (higher first-stage scores held higher), and nothing where it is
+    // already above it.
+    let walked_scores: HashMap<ChunkKey, f32> = ranked.iter().map(|r| (r.key, r.score)).collect();
+    let bridged: HashMap<ChunkKey, &Bridge> = bridged.iter().map(|b| (b.chunk, b)).collect();
+    for r in ranked.iter_mut() {
+        let Some(bridge) = bridged.get(&r.key) else {
+            continue;
+        };
+        let hop = walked_scores.get(&bridge.hop).copied().unwrap_or(0.0);
+        let limit = hop - BELOW_HOP * (2.0 - r.score);
+        if r.score < limit {
+            r.score = (r.score + BRIDGE_WEIGHT * bridge.score).min(limit);
+        }
+    }
     let best = ranked
         .iter()
         .map(|r| r.score)
@@ -206,42 +229,66 @@ fn merge(ranked: &mut Vec<Ranked>, bridged: &[(ChunkKey, f32)], walked: &[(Chunk
     sort(ranked);
 }
 
+/// A chunk a bridge reaches: the first-stage hop it came from, and that hop's score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bridge {
+    chunk: ChunkKey,
+    hop: ChunkKey,
+    score: f32,
+}
+
 /// The chunks a bridge reaches, best boost first: for each entity named in one of `hops` (the
 /// first stage's best, with their scores) but not by the question (`named`), and by 2 to
-/// [`BRIDGE_MENTIONS`] chunks of `mentions`, every other chunk naming it gains the best score
-/// among the hops naming it (a chunk reached by several bridges keeps its best). Hops gain
+/// [`BRIDGE_MENTIONS`] chunks of `mentions`, every other chunk naming it is reached from the
+/// best hop naming it (a chunk reached by several bridges keeps its best hop). Hops gain
 /// nothing: letting a hop be the next hop of a better one measured 1.8 points of MuSiQue-100
 /// R@2 less (fast mode).
 fn bridges(
     mentions: &[(i64, ChunkKey)],
     named: &HashSet<i64>,
     hops: &[(ChunkKey, f32)],
-) -> Vec<(ChunkKey, f32)> {
+) -> Vec<Bridge> {
+    // The better of two hops: the higher score, then the first stage's order.
+    fn better(a: (f32, ChunkKey), b: (f32, ChunkKey)) -> (f32, ChunkKey) {
+        if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) {
+            b
+        } else {
+            a
+        }
+    }
     let hop_score: HashMap<ChunkKey, f32> = hops.iter().copied().collect();
     let mut count: HashMap<i64, usize> = HashMap::new();
-    let mut from_hop: HashMap<i64, f32> = HashMap::new();
+    let mut from_hop: HashMap<i64, (f32, ChunkKey)> = HashMap::new();
     for (entity, chunk) in mentions {
         *count.entry(*entity).or_default() += 1;
         if let Some(&score) = hop_score.get(chunk) {
-            let best = from_hop.entry(*entity).or_default();
-            *best = best.max(score);
+            let hop = (score, *chunk);
+            from_hop
+                .entry(*entity)
+                .and_modify(|best| *best = better(*best, hop))
+                .or_insert(hop);
         }
     }
-    let mut reached: HashMap<ChunkKey, f32> = HashMap::new();
+    let mut reached: HashMap<ChunkKey, (f32, ChunkKey)> = HashMap::new();
     for (entity, chunk) in mentions {
         if named.contains(entity) || hop_score.contains_key(chunk) {
             continue;
         }
-        let Some(&score) = from_hop.get(entity) else {
+        let Some(&hop) = from_hop.get(entity) else {
             continue;
         };
         if (2..=BRIDGE_MENTIONS).contains(&count[entity]) {
-            let best = reached.entry(*chunk).or_default();
-            *best = best.max(score);
+            reached
+                .entry(*chunk)
+                .and_modify(|best| *best = better(*best, hop))
+                .or_insert(hop);
         }
     }
-    let mut reached: Vec<(ChunkKey, f32)> = reached.into_iter().collect();
-    reached.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut reached: Vec<Bridge> = reached
+        .into_iter()
+        .map(|(chunk, (score, hop))| Bridge { chunk, hop, score })
+        .collect();
+    reached.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.chunk.cmp(&b.chunk)));
     reached
 }
 
@@ -366,18 +413,68 @@ mod tests {
         mentions.push((12, c(1)));
         let named = HashSet::from([10]);
         let hops = [(c(1), 0.9), (c(2), 0.3)];
+        let bridge = |chunk, hop, score| Bridge { chunk, hop, score };
         let reached = bridges(&mentions, &named, &hops);
         assert_eq!(
             reached,
-            [(c(3), 0.9)],
-            "chunk 3 gains its best hop's score; hops, the question's entity and a common \
+            [bridge(c(3), c(1), 0.9)],
+            "chunk 3 is reached from its best hop; hops, the question's entity and a common \
              entity reach nothing"
         );
-        // Without the stronger hop, the weaker one's score is what a bridge gives.
+        // Without the stronger hop, the weaker one is where both are reached from.
         assert_eq!(
             bridges(&mentions, &named, &hops[1..]),
-            [(c(1), 0.3), (c(3), 0.3)]
+            [bridge(c(1), c(2), 0.3), bridge(c(3), c(2), 0.3)]
         );
+    }
+
+    #[test]
+    fn a_bridged_chunk_is_held_below_the_hop_it_came_from() {
+        let c = ChunkKey;
+        let ranked = |scores: &[(i64, f32)]| -> Vec<Ranked> {
+            scores
+                .iter()
+                .map(|&(key, score)| Ranked {
+                    key: c(key),
+                    score,
+                    hit: None,
+                })
+                .collect()
+        };
+        // Hop 1 (0.6) leads to chunk 2 (0.5, which its boost of 0.3 would lift past the hop)
+        // and to chunk 4, outside the pool; chunk 3 (0.55) is reached by no bridge; chunk 5
+        // (0.9) is reached but already above its hop.
+        let mut pool = ranked(&[(1, 0.6), (2, 0.5), (3, 0.55), (5, 0.9)]);
+        let bridged = [
+            Bridge {
+                chunk: c(2),
+                hop: c(1),
+                score: 0.6,
+            },
+            Bridge {
+                chunk: c(4),
+                hop: c(1),
+                score: 0.6,
+            },
+            Bridge {
+                chunk: c(5),
+                hop: c(1),
+                score: 0.6,
+            },
+        ];
+        merge(&mut pool, &bridged, &[]);
+        let order: Vec<ChunkKey> = pool.iter().map(|r| r.key).collect();
+        assert_eq!(
+            order,
+            [c(5), c(1), c(2), c(3), c(4)],
+            "chunk 2 passes chunk 3 to follow its hop; chunk 4 gains half its hop's score"
+        );
+        let score: HashMap<ChunkKey, f32> = pool.iter().map(|r| (r.key, r.score)).collect();
+        assert!(
+            score[&c(1)] - score[&c(2)] < 0.01,
+            "held just below its hop"
+        );
+        assert_eq!(score[&c(5)], 1.0, "a chunk above its hop gains nothing");
     }
 
     #[test]
