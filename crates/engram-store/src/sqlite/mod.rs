@@ -134,6 +134,40 @@ mod tests {
         );
     }
 
+    /// The graph lane's read of specific entities' mentions finds each entity by its key,
+    /// never by walking the database's entities (which grew with the database).
+    #[tokio::test]
+    async fn specific_mentions_find_each_entity_by_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).await.unwrap();
+        let scope = crate::conformance::setup(&store, "db_plan", "org_plan").await;
+        let select =
+            crate::graph::specific_mentions_select::<sqlx::Sqlite>(&scope, &[1, 2, 3], 40, 100);
+        let explain = format!("EXPLAIN QUERY PLAN {}", select.sql());
+        let mut plan = sqlx::query(&explain)
+            .bind(scope.id.as_str())
+            .bind(scope.org.as_str());
+        for value in [1_i64, 2, 3, 41, 40, 100] {
+            plan = plan.bind(value);
+        }
+        let plan: Vec<String> = plan
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.try_get::<String, _>("detail").unwrap())
+            .collect();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("SEARCH e USING INTEGER PRIMARY KEY")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("database_id=?")),
+            "{plan:?}"
+        );
+    }
+
     async fn count(store: &SqliteStore, sql: &str) -> i64 {
         sqlx::query(sql)
             .fetch_one(&store.pool)

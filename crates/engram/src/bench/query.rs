@@ -1,6 +1,7 @@
 //! `engram bench query`: query latency at scale (default 100k chunks), `fast` hybrid top 10 with
-//! the query embedding included, without and with `graph_context`, side by side with a plain BM25
-//! query (`query_by=text`) on the same data, through `App::query` (the path both HTTP generations
+//! the query embedding included, without and with `graph_context`, and asked as a question
+//! without and with the graph lane (which ranks knowledge questions by default), side by side
+//! with a plain BM25 query (`query_by=text`) on the same data, through `App::query` (the path both HTTP generations
 //! call); the vector search's recall@10 against the exact scan, and the process' memory.
 //!
 //! Chunk texts are real: overlapping 70-word windows of SciFact abstracts, so posting lists have
@@ -245,22 +246,27 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     }
     let recall = vector_recall(&app, &real, &who, &id, &queries, args.recall_queries).await?;
 
-    let run = |method: Method, filtered: bool, graph: bool| {
+    let run = |method: Method, filtered: bool, graph: bool, lane: Option<bool>| {
         let (app, who, db) = (app.clone(), who.clone(), db.clone());
         let queries = queries.clone();
         let count = args.queries;
         async move {
             let mut latencies = Vec::with_capacity(count);
             // Warm-up: page the store and the index in.
+            let ask = |q: &str| {
+                let mut request = request(q, method, filtered, graph);
+                if lane.is_some() {
+                    request.query = question(q);
+                    request.graph_rank = lane;
+                }
+                request
+            };
             for q in queries.iter().take(20) {
-                app.query(&who, &db, request(q, method, filtered, graph))
-                    .await?;
+                app.query(&who, &db, ask(q)).await?;
             }
             for q in queries.iter().cycle().take(count) {
                 let started = Instant::now();
-                let outcome = app
-                    .query(&who, &db, request(q, method, filtered, graph))
-                    .await?;
+                let outcome = app.query(&who, &db, ask(q)).await?;
                 latencies.push(started.elapsed().as_secs_f64() * 1000.0);
                 anyhow::ensure!(!outcome.chunks.is_empty(), "no results for {q}");
             }
@@ -268,10 +274,12 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             Ok::<_, anyhow::Error>(latencies)
         }
     };
-    let hybrid = run(Method::Hybrid, false, false).await?;
-    let graph = run(Method::Hybrid, false, true).await?;
-    let bm25 = run(Method::Text, false, false).await?;
-    let filtered = run(Method::Hybrid, true, false).await?;
+    let hybrid = run(Method::Hybrid, false, false, None).await?;
+    let graph = run(Method::Hybrid, false, true, None).await?;
+    let asked = run(Method::Hybrid, false, false, Some(false)).await?;
+    let lane = run(Method::Hybrid, false, false, Some(true)).await?;
+    let bm25 = run(Method::Text, false, false, None).await?;
+    let filtered = run(Method::Hybrid, true, false, None).await?;
     println!(
         "engram bench query: {chunks} chunks (SciFact windows of 70 words), {} queries each, top 10",
         args.queries
@@ -279,6 +287,8 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     for (name, l) in [
         ("fast hybrid (query embedding included)", &hybrid),
         ("fast hybrid with graph_context", &graph),
+        ("fast hybrid, a question, lane off", &asked),
+        ("fast hybrid, a question (graph lane)", &lane),
         ("BM25 alone (query_by=text)", &bm25),
         ("fast hybrid, filter matching half", &filtered),
     ] {
@@ -421,6 +431,11 @@ async fn vector_recall(
         total += hit.min(exact.len()) as f64 / exact.len().max(1) as f64;
     }
     Ok(total / vectors.len().max(1) as f64)
+}
+
+/// A SciFact claim asked as a question ("Is it true that ...?"), which the graph lane ranks.
+fn question(claim: &str) -> String {
+    format!("Is it true that {}?", claim.trim_end_matches('.'))
 }
 
 /// A `fast` top-10 query; `filtered`: restricted to half the items by an
