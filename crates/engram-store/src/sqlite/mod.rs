@@ -110,19 +110,15 @@ mod tests {
     async fn a_claim_reads_only_the_queue() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
-        let plan: Vec<String> = sqlx::query(&format!(
+        let explain = format!(
             "EXPLAIN QUERY PLAN {}",
             items::database_in_turn(items::RUNNABLE)
-        ))
-        .bind(1_i64)
-        .bind(1_i64)
-        .bind("owner")
-        .fetch_all(&store.pool)
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.try_get::<String, _>("detail").unwrap())
-        .collect();
+        );
+        let plan = plan_steps(
+            &store,
+            sqlx::query(&explain).bind(1_i64).bind(1_i64).bind("owner"),
+        )
+        .await;
         assert!(
             plan.iter()
                 .any(|step| step.contains("SEARCH i USING INDEX items_queue")),
@@ -150,13 +146,7 @@ mod tests {
         for value in [1_i64, 2, 3, 41, 40, 100] {
             plan = plan.bind(value);
         }
-        let plan: Vec<String> = plan
-            .fetch_all(&store.pool)
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.try_get::<String, _>("detail").unwrap())
-            .collect();
+        let plan = plan_steps(&store, plan).await;
         assert!(
             plan.iter()
                 .any(|step| step.contains("SEARCH e USING INTEGER PRIMARY KEY")),
@@ -166,6 +156,20 @@ mod tests {
             !plan.iter().any(|step| step.contains("database_id=?")),
             "{plan:?}"
         );
+    }
+
+    /// The steps (`detail`) of an `EXPLAIN QUERY PLAN` query, with its parameters bound.
+    async fn plan_steps<'q>(
+        store: &SqliteStore,
+        explain: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ) -> Vec<String> {
+        explain
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.try_get::<String, _>("detail").unwrap())
+            .collect()
     }
 
     async fn count(store: &SqliteStore, sql: &str) -> i64 {
