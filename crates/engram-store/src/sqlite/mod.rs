@@ -114,20 +114,13 @@ mod tests {
             "EXPLAIN QUERY PLAN {}",
             items::database_in_turn(items::RUNNABLE)
         );
-        let plan = plan_steps(
+        assert_plan(
             &store,
             sqlx::query(&explain).bind(1_i64).bind(1_i64).bind("owner"),
+            "SEARCH i USING INDEX items_queue",
+            "items_by_id",
         )
         .await;
-        assert!(
-            plan.iter()
-                .any(|step| step.contains("SEARCH i USING INDEX items_queue")),
-            "{plan:?}"
-        );
-        assert!(
-            !plan.iter().any(|step| step.contains("items_by_id")),
-            "{plan:?}"
-        );
     }
 
     /// The graph lane's read of specific entities' mentions finds each entity by its key,
@@ -146,30 +139,32 @@ mod tests {
         for value in [1_i64, 2, 3, 41, 40, 100] {
             plan = plan.bind(value);
         }
-        let plan = plan_steps(&store, plan).await;
-        assert!(
-            plan.iter()
-                .any(|step| step.contains("SEARCH e USING INTEGER PRIMARY KEY")),
-            "{plan:?}"
-        );
-        assert!(
-            !plan.iter().any(|step| step.contains("database_id=?")),
-            "{plan:?}"
-        );
+        assert_plan(
+            &store,
+            plan,
+            "SEARCH e USING INTEGER PRIMARY KEY",
+            "database_id=?",
+        )
+        .await;
     }
 
-    /// The steps (`detail`) of an `EXPLAIN QUERY PLAN` query, with its parameters bound.
-    async fn plan_steps<'q>(
+    /// Asserts that the plan of an `EXPLAIN QUERY PLAN` query (its parameters bound) has a
+    /// step containing `uses` and none containing `avoids`.
+    async fn assert_plan<'q>(
         store: &SqliteStore,
         explain: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-    ) -> Vec<String> {
-        explain
+        uses: &str,
+        avoids: &str,
+    ) {
+        let plan: Vec<String> = explain
             .fetch_all(&store.pool)
             .await
             .unwrap()
             .iter()
             .map(|row| row.try_get::<String, _>("detail").unwrap())
-            .collect()
+            .collect();
+        assert!(plan.iter().any(|step| step.contains(uses)), "{plan:?}");
+        assert!(!plan.iter().any(|step| step.contains(avoids)), "{plan:?}");
     }
 
     async fn count(store: &SqliteStore, sql: &str) -> i64 {
