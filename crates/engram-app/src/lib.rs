@@ -49,7 +49,10 @@ pub use databases::{
 };
 pub use engram_connectors::{DiscoveredResource, IntervalBounds, ProviderInfo};
 pub use engram_index::{IndexFilter, TermOperator};
-pub use engram_search::{Method, Mode, RankedChunk, SearchTuning};
+pub use engram_search::{
+    GraphContext, LinkedChunk, Method, Mode, RankedChunk, ScoredPath, SearchTuning, Stage,
+    StageScores, StageTime, TemporalOutcome,
+};
 pub use engram_store::ChunkHit;
 pub use engram_store::DeliveryRecord;
 pub use engram_store::{ConnectorRecord, ResourceRecord, ResourceUpdate, RunRecord};
@@ -62,7 +65,7 @@ pub use engram_store::{FeedbackRecord, Instructions, InstructionsUpdate, ItemOri
 pub use engram_types::DeliveryStatus;
 pub use error::{AppError, AppResult};
 pub use feedback::{FeedbackInput, GroundTruth};
-pub use graph::{GraphContext, RelationsPage, RelationsRequest, ScoredPath, RELATIONS_LIMIT_MAX};
+pub use graph::{RelationsPage, RelationsRequest, RELATIONS_LIMIT_MAX};
 pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
     MemoryRequest, UploadedFile,
@@ -73,11 +76,11 @@ pub use items::{
 };
 pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
-pub use links::{LinkedChunk, Subgraph, SubgraphMember, SubgraphRequest};
+pub use links::{Subgraph, SubgraphMember, SubgraphRequest};
 pub use models::Models;
 pub use query::{
-    Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalOutcome,
-    TemporalRequest, COLLECTIONS_MAX, MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
+    Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalRequest,
+    COLLECTIONS_MAX, MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,
 };
 pub use raw::{RawDocument, RawFilter, RawHit};
 pub use sources::{Download, DownloadLink, MetadataEditRequest, MetadataEdited, SourceView};

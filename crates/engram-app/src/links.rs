@@ -1,24 +1,14 @@
-//! Links between whole sources, declared at ingestion (`relations.ids`): the linked sources'
-//! chunks beside a thinking-mode query's results (forceful relations), and the connected
-//! subgraph of one source. Links stay within one database, kind and (for what a reader sees)
+//! Links between whole sources, declared at ingestion (`relations.ids`): the connected
+//! subgraph of one source (a query's linked sources are `engram_search`'s). Links stay within one database, kind and (for what a reader sees)
 //! the collections it reads.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use engram_search::{RankedChunk, SearchRequest};
-use engram_store::{ChunkHit, ChunkSelection, EntityRecord, ItemLink, LinkedItem};
+use engram_store::{EntityRecord, ItemLink, LinkedItem};
 use engram_types::{CollectionName, DatabaseName, ItemKind};
 
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
-
-/// Most linked sources whose chunks one query returns, in the order of the results linking
-/// them; chunks taken from each (first positions first); links read per query.
-pub(crate) const FORCEFUL_SOURCES_MAX: usize = 20;
-pub(crate) const FORCEFUL_CHUNKS_PER_SOURCE: u32 = 3;
-const FORCEFUL_LINKS_MAX: u32 = 500;
-/// How many of the first results bring their linked sources.
-const FORCEFUL_HITS_MAX: usize = 100;
 
 /// Subgraph bounds: hops from the seed (default 2), members (default 50), links read per hop,
 /// and entity presences around the members.
@@ -28,21 +18,6 @@ pub(crate) const SUBGRAPH_SOURCES_DEFAULT: u32 = 50;
 pub(crate) const SUBGRAPH_SOURCES_MAX: u32 = 500;
 const SUBGRAPH_LINKS_PER_HOP: u32 = 5_000;
 const SUBGRAPH_ENTITIES_MAX: u32 = 1_000;
-
-/// A chunk of a source linked to or from a result's source, with the link.
-#[derive(Debug, Clone)]
-pub struct LinkedChunk {
-    pub hit: ChunkHit,
-    /// The id of the source that declared the link.
-    pub from: String,
-    /// The id of the source it links to.
-    pub to: String,
-}
-
-/// A source by kind, collection and id.
-type Source = (ItemKind, String, String);
-/// A link as one of its ends sees it: `(other end, from id, to id)`.
-type Via = (Source, String, String);
 
 /// Which source's subgraph, how far and how big.
 #[derive(Debug, Clone)]
@@ -96,106 +71,6 @@ pub(crate) fn bounded(value: Option<i64>, default: u32, max: u32, name: &str) ->
 }
 
 impl App {
-    /// Forceful relations: for each of the first results (same order), the first chunks of the
-    /// sources linked to or from its source that are not results themselves, read with the
-    /// search's filter (its kinds, collections and metadata), each with its link.
-    pub(crate) async fn forceful_context(
-        &self,
-        search: &SearchRequest,
-        chunks: &[RankedChunk],
-    ) -> AppResult<Vec<Vec<LinkedChunk>>> {
-        let mut linked = vec![Vec::new(); chunks.len()];
-        let hits = &chunks[..chunks.len().min(FORCEFUL_HITS_MAX)];
-        let source = |c: &RankedChunk| -> Source {
-            (
-                c.hit.item.kind,
-                c.hit.item.collection.to_string(),
-                c.hit.item.id.clone(),
-            )
-        };
-        let returned: HashSet<Source> = chunks.iter().map(source).collect();
-        let mut by_kind: HashMap<ItemKind, Vec<String>> = HashMap::new();
-        for c in hits {
-            let ids = by_kind.entry(c.hit.item.kind).or_default();
-            if !ids.contains(&c.hit.item.id) {
-                ids.push(c.hit.item.id.clone());
-            }
-        }
-        let readable = |collection: &CollectionName| {
-            search.filter.collections.is_empty() || search.filter.collections.contains(collection)
-        };
-        // Each result's links (its own: same collection and id), as (other end, from, to).
-        let mut links_of: HashMap<Source, Vec<Via>> = HashMap::new();
-        for (kind, ids) in &by_kind {
-            let links = self
-                .store()
-                .item_links(&search.scope, *kind, ids, FORCEFUL_LINKS_MAX, search.now)
-                .await?;
-            for link in links {
-                let end = |item: &LinkedItem| -> Source {
-                    (*kind, item.collection.to_string(), item.id.clone())
-                };
-                for (mine, other) in [(&link.from, &link.to), (&link.to, &link.from)] {
-                    let (mine_key, other_key) = (end(mine), end(other));
-                    if returned.contains(&mine_key)
-                        && !returned.contains(&other_key)
-                        && readable(&other.collection)
-                    {
-                        links_of.entry(mine_key).or_default().push((
-                            other_key,
-                            link.from.id.clone(),
-                            link.to.id.clone(),
-                        ));
-                    }
-                }
-            }
-        }
-        let mut wanted: Vec<Source> = Vec::new();
-        for c in hits {
-            for (other, _, _) in links_of.get(&source(c)).into_iter().flatten() {
-                if !wanted.contains(other) && wanted.len() < FORCEFUL_SOURCES_MAX {
-                    wanted.push(other.clone());
-                }
-            }
-        }
-        let mut chunks_of: HashMap<Source, Vec<ChunkHit>> = HashMap::new();
-        for (kind, collection, id) in wanted {
-            let mut filter = search.filter.clone();
-            filter.kinds = vec![kind];
-            filter.collections = vec![CollectionName::from_trusted(collection.clone())];
-            filter.ids.clear();
-            filter.titles.clear();
-            let keys = self
-                .store()
-                .selected_chunk_keys(
-                    &search.scope,
-                    &filter,
-                    ChunkSelection::Item(&id),
-                    FORCEFUL_CHUNKS_PER_SOURCE,
-                    search.now,
-                )
-                .await?;
-            let mut found = self
-                .store()
-                .fetch_chunks(&search.scope, &filter, &keys, search.now)
-                .await?;
-            found.sort_by_key(|h| h.position);
-            chunks_of.insert((kind, collection, id), found);
-        }
-        for (c, out) in hits.iter().zip(&mut linked) {
-            for (other, from, to) in links_of.get(&source(c)).into_iter().flatten() {
-                for hit in chunks_of.get(other).into_iter().flatten() {
-                    out.push(LinkedChunk {
-                        hit: hit.clone(),
-                        from: from.clone(),
-                        to: to.clone(),
-                    });
-                }
-            }
-        }
-        Ok(linked)
-    }
-
     /// The sources reachable from `request.id` through declared links (either way), breadth
     /// first up to `depth` hops and `max_sources` members, within one collection (the
     /// database's default unless named), with the links among them and the entities their

@@ -4,9 +4,12 @@
 use std::collections::HashMap;
 
 use engram_index::TermOperator;
-use engram_search::{profile, Method, Mode, RankedChunk, Retriever, SearchRequest};
-use engram_store::{ChunkFilter, ChunkHit, ChunkSelection, DatabaseScope, FilterValue};
-use engram_types::temporal::{self, Mention, TemporalIntent};
+use engram_search::{
+    date_of, profile, Answer, AnswerRequest, GraphContext, LinkedChunk, Method, Mode, RankedChunk,
+    Retriever, SearchRequest, StageTime, TemporalOutcome, RELATED_CHUNKS_MAX,
+};
+use engram_store::{ChunkFilter, ChunkHit, FilterValue};
+use engram_types::temporal;
 use engram_types::{CollectionName, DatabaseName, ItemKind, UnixMs};
 use serde_json::{Map, Value};
 
@@ -26,10 +29,6 @@ pub(crate) const QUERY_MAX_CHARS: usize = 10_000;
 /// Most source ids and titles one query may scope itself to.
 pub(crate) const QUERY_IDS_MAX: usize = 1_000;
 pub(crate) const QUERY_TITLES_MAX: usize = 100;
-/// Most neighbouring chunks on each side of a hit (`num_related_chunks`), and how many of the
-/// first hits get them.
-pub(crate) const RELATED_CHUNKS_MAX: i64 = 10;
-pub(crate) const RELATED_HITS_MAX: usize = 100;
 
 /// Which content a query reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -120,22 +119,6 @@ pub struct TemporalRequest {
     pub now: Option<String>,
 }
 
-/// What temporal reasoning found for a query.
-#[derive(Debug, Clone)]
-pub struct TemporalOutcome {
-    /// `range`, `when`, `duration` or `none`.
-    pub mode: &'static str,
-    /// The time the query names (`range`).
-    pub window: Option<Mention>,
-    /// The date every relative phrase of the query resolved against.
-    pub now: time::Date,
-    /// Date phrases of the returned chunks, resolved against their item's time: for each
-    /// ranked chunk (same order), its mentions and that time.
-    pub facts: Vec<(Vec<Mention>, time::Date)>,
-    /// How many returned chunks were promoted for matching the query's time.
-    pub promoted: usize,
-}
-
 /// What a query found, with what it resolved.
 #[derive(Debug, Clone)]
 pub struct QueryOutcome {
@@ -149,99 +132,17 @@ pub struct QueryOutcome {
     /// Top-level filter keys that the schema does not declare with `enable_match`.
     pub ignored_filters: Vec<String>,
     /// The graph context, when it is returned (after `auto` mode's override).
-    pub graph_context: Option<crate::GraphContext>,
+    pub graph_context: Option<GraphContext>,
     /// For each ranked chunk (same order), its neighbours in its source, in position order:
-    /// `num_related_chunks` on each side, for the first [`RELATED_HITS_MAX`] hits.
+    /// `num_related_chunks` on each side, for the first [`engram_search::RELATED_HITS_MAX`] hits.
     pub related: Vec<Vec<ChunkHit>>,
     /// Forceful relations, in thinking mode: for each ranked chunk (same order), the chunks of
     /// the sources linked to or from its source.
-    pub linked: Vec<Vec<crate::LinkedChunk>>,
+    pub linked: Vec<Vec<LinkedChunk>>,
     /// Temporal reasoning's findings, when it was asked for.
     pub temporal: Option<TemporalOutcome>,
-}
-
-/// The promotion of a chunk whose date matches the time a query names (scores are in 0..=1),
-/// and of a chunk that carries a date, for a question asking when. Tuned on LoCoMo's temporal
-/// questions (`engram eval locomo --category 2 --temporal`): 0.1 to 0.4 all gain 4 to 8
-/// points of R@5 over no promotion; these are the middle of the plateau.
-const RANGE_BONUS: f32 = 0.3;
-const WHEN_BONUS: f32 = 0.2;
-/// The first results temporal reasoning reorders; the rest follow in retrieval's order. A
-/// number of its own, never derived from `max_results`, so the first results do not move
-/// when more are asked.
-const TEMPORAL_POOL: usize = 30;
-
-fn date_of(at: UnixMs) -> time::Date {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.as_millis()) * 1_000_000)
-        .map_or(time::Date::MIN, time::OffsetDateTime::date)
-}
-
-/// The time a chunk speaks from: its item's `timestamp` when that names a date, else when the
-/// item was stored.
-fn anchor(hit: &ChunkHit) -> time::Date {
-    let stored = date_of(hit.item.created_at);
-    temporal::anchor_of(&hit.item.fields.timestamp, stored).unwrap_or(stored)
-}
-
-/// Reorders the first [`TEMPORAL_POOL`] of `chunks` for the query's temporal intent (a
-/// bounded promotion, never a filter), keeps the first `limit` and says what it found.
-fn temporal_rerank(
-    chunks: &mut Vec<RankedChunk>,
-    intent: TemporalIntent,
-    now: time::Date,
-    limit: usize,
-) -> TemporalOutcome {
-    let facts: Vec<(Vec<Mention>, time::Date)> = chunks
-        .iter()
-        .map(|c| {
-            let anchor = anchor(&c.hit);
-            (temporal::mentions(&c.hit.content, anchor), anchor)
-        })
-        .collect();
-    let head = chunks.len().min(TEMPORAL_POOL);
-    let mut promoted = vec![false; chunks.len()];
-    for ((chunk, (mentions, anchor)), promoted) in
-        chunks.iter_mut().zip(&facts).zip(&mut promoted).take(head)
-    {
-        let bonus = match &intent {
-            TemporalIntent::Range(window) => {
-                let inside = (window.start..=window.end).contains(anchor)
-                    || mentions
-                        .iter()
-                        .any(|m| m.overlaps(window.start, window.end));
-                if inside {
-                    RANGE_BONUS
-                } else {
-                    0.0
-                }
-            }
-            TemporalIntent::When | TemporalIntent::Duration if !mentions.is_empty() => WHEN_BONUS,
-            TemporalIntent::When | TemporalIntent::Duration | TemporalIntent::None => 0.0,
-        };
-        if bonus > 0.0 {
-            chunk.score = (chunk.score + bonus).min(1.0 + RANGE_BONUS);
-            *promoted = true;
-        }
-    }
-    let mut order: Vec<usize> = (0..head).collect();
-    // Stable: equal scores keep retrieval's order.
-    order.sort_by(|a, b| chunks[*b].score.total_cmp(&chunks[*a].score));
-    order.extend(head..chunks.len());
-    order.truncate(limit);
-    let reordered: Vec<RankedChunk> = order.iter().map(|&i| chunks[i].clone()).collect();
-    let facts = order.iter().map(|&i| facts[i].clone()).collect();
-    let promoted = order.iter().filter(|&&i| promoted[i]).count();
-    *chunks = reordered;
-    TemporalOutcome {
-        mode: intent.mode(),
-        window: match intent {
-            TemporalIntent::Range(window) => Some(window),
-            TemporalIntent::When | TemporalIntent::Duration | TemporalIntent::None => None,
-        },
-        now,
-        facts,
-        promoted,
-    }
+    /// Each stage's time, in the order stages first ran.
+    pub timings: Vec<StageTime>,
 }
 
 fn bad(message: impl Into<String>) -> AppError {
@@ -550,84 +451,32 @@ impl App {
         });
         let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
         search.graph_lane = graph_rank;
-        if temporal.is_some() {
-            search.limit = plan.limit.max(TEMPORAL_POOL);
-        }
-        let mut chunks = self.retrieve(&search).await?;
-        let temporal =
-            temporal.map(|(intent, now)| temporal_rerank(&mut chunks, intent, now, plan.limit));
-        let related = self
-            .related_chunks(&search.scope, &chunks, plan.related, search.now)
+        let answer = self
+            .answer(&AnswerRequest {
+                search,
+                temporal,
+                related: plan.related,
+                forceful_relations: plan.forceful_relations,
+                graph_context: plan.graph_context,
+            })
             .await?;
-        let linked = if plan.forceful_relations {
-            self.forceful_context(&search, &chunks).await?
-        } else {
-            vec![Vec::new(); chunks.len()]
-        };
-        let graph_context = if plan.graph_context {
-            Some(
-                self.graph_context(&search.scope, &search.filter.kinds, &search.query, &chunks)
-                    .await?,
-            )
-        } else {
-            None
-        };
         Ok(QueryOutcome {
             database: db,
-            chunks,
+            chunks: answer.chunks,
             mode: plan.mode,
             mode_reason: plan.mode_reason,
             alpha: plan.alpha,
             ignored_filters,
-            graph_context,
-            related,
-            linked,
-            temporal,
+            graph_context: answer.graph_context,
+            related: answer.related,
+            linked: answer.linked,
+            temporal: answer.temporal,
+            timings: answer.timings,
         })
     }
 
-    /// The chunks at most `span` positions before and after each of the first hits, in their
-    /// source's order, the hit itself left out. Empty lists when `span` is 0.
-    async fn related_chunks(
-        &self,
-        scope: &DatabaseScope,
-        chunks: &[RankedChunk],
-        span: u32,
-        now: UnixMs,
-    ) -> AppResult<Vec<Vec<ChunkHit>>> {
-        let mut related = vec![Vec::new(); chunks.len()];
-        if span == 0 {
-            return Ok(related);
-        }
-        for (ranked, neighbours) in chunks.iter().zip(&mut related).take(RELATED_HITS_MAX) {
-            let hit = &ranked.hit;
-            let filter = ChunkFilter {
-                kinds: vec![hit.item.kind],
-                collections: vec![hit.item.collection.clone()],
-                ..ChunkFilter::default()
-            };
-            let which = ChunkSelection::Span {
-                id: &hit.item.id,
-                from: hit.position.saturating_sub(span),
-                to: hit.position.saturating_add(span),
-            };
-            let keys = self
-                .store()
-                .selected_chunk_keys(scope, &filter, which, span * 2 + 1, now)
-                .await?;
-            let keys: Vec<_> = keys.into_iter().filter(|k| *k != hit.chunk_key).collect();
-            let mut found = self
-                .store()
-                .fetch_chunks(scope, &filter, &keys, now)
-                .await?;
-            found.sort_by_key(|h| h.position);
-            *neighbours = found;
-        }
-        Ok(related)
-    }
-
-    /// Runs a resolved search with the query model, the store and the indexes.
-    async fn retrieve(&self, search: &SearchRequest) -> AppResult<Vec<RankedChunk>> {
+    /// Answers a resolved query with the query model, the store and the indexes.
+    async fn answer(&self, request: &AnswerRequest) -> AppResult<Answer> {
         let models = self
             .inner
             .models
@@ -640,8 +489,9 @@ impl App {
             embedder: models.query_embedder.clone(),
             reranker: self.inner.reranker.as_ref(),
             tuning: &self.inner.tuning,
+            clock: engram_search::StageClock::default(),
         };
-        retriever.search(search).await.map_err(|e| match e {
+        retriever.answer(request).await.map_err(|e| match e {
             engram_search::SearchError::Store(e) => e.into(),
             engram_search::SearchError::Index(e) => e.into(),
             other => AppError::Unavailable(other.to_string()),

@@ -407,12 +407,39 @@ impl Indexes {
         let index_filter = IndexFilter::from(filter);
         // Liveness alone drops few; item conditions (metadata filters) may drop most.
         let first = if filter.has_item_conditions() { 4 } else { 2 };
-        let mut page = limit.saturating_mul(first).max(64);
-        loop {
-            let ranked = self
-                .keyword
-                .search(&scope.id, query, &index_filter, page)
-                .await?;
+        let pages = std::iter::successors(Some(limit.saturating_mul(first).max(64)), |page| {
+            Some(page.saturating_mul(8))
+        });
+        let found = self
+            .widen_until_passing(scope, filter, limit, now, pages, |page| {
+                self.keyword.search(&scope.id, query, &index_filter, page)
+            })
+            .await?;
+        // The pages never run out: a page past the index's size is answered short.
+        Ok(found.unwrap_or_default())
+    }
+
+    /// Filters after an index, widening until enough pass (the one routine for both indexes):
+    /// `rank` ranks a page of each size of `pages` in turn (each larger than the one before),
+    /// and the store says which of its keys pass `filter` (item conditions and liveness). Answers
+    /// the first `limit` passing keys, best first, once that many pass or a page came back
+    /// short (the index holds no more); `None` when `pages` ran out first, so the caller reads
+    /// every passing key instead.
+    pub async fn widen_until_passing<F, Fut>(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        limit: usize,
+        now: UnixMs,
+        pages: impl IntoIterator<Item = usize>,
+        mut rank: F,
+    ) -> IndexResult<Option<Vec<(ChunkKey, f32)>>>
+    where
+        F: FnMut(usize) -> Fut,
+        Fut: std::future::Future<Output = IndexResult<Vec<(ChunkKey, f32)>>>,
+    {
+        for page in pages {
+            let ranked = rank(page).await?;
             let exhausted = ranked.len() < page;
             let keys: Vec<ChunkKey> = ranked.iter().map(|r| r.0).collect();
             let passing: HashSet<ChunkKey> = self
@@ -427,10 +454,10 @@ impl Indexes {
                 .take(limit)
                 .collect();
             if found.len() == limit || exhausted {
-                return Ok(found);
+                return Ok(Some(found));
             }
-            page = page.saturating_mul(8);
         }
+        Ok(None)
     }
 
     /// The best `limit` chunk keys by BM25 with their scores, best first, for a caller that

@@ -8,10 +8,12 @@
 //! lease expires and another worker (or the restarted one) claims the item again, and the store
 //! refuses a result from a lease that is no longer current, so nothing is indexed twice.
 
+mod chunk;
 mod llm;
 mod prepare;
 mod worker;
 
+pub use chunk::{Chunk, Chunker, ChunkerOptions};
 pub use llm::{LlmExtractor, LlmSettings};
 pub use prepare::{prepare, Prepared};
 pub use worker::{Pipeline, PipelineOptions};

@@ -1,7 +1,7 @@
 //! Turning one claimed item into chunks: CPU-bound, run on the blocking pool.
 
+use crate::chunk::{Chunk, Chunker};
 use engram_parse::{Format, Limits};
-use engram_search::{Chunk, Chunker};
 use engram_store::{ClaimedItem, ItemOrigin};
 use engram_types::ItemErrorCode;
 

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
 use engram_config::{BudgetsConfig, PipelineConfig};
 use engram_embed::Embedder;
 use engram_graph::{ExtractRequest, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage};
 use engram_parse::{Interrupt, Limits};
-use engram_search::{Chunk, Chunker, ChunkerOptions, TokenCounter};
 use engram_store::{
     AfterChunks, ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Stage, Store, StoreResult,
 };

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use engram_index::LexicalQuery;
 use engram_store::ChunkKey;
 
+use crate::answer::StageScores;
 use crate::rerank::{RerankCandidate, RerankInput};
 use crate::retrieve::{best_keys, Candidate, Evidence};
 use crate::{Fusion, Retriever, SearchError, SearchRequest};
@@ -156,6 +157,14 @@ impl Retriever<'_> {
                 c.fused = fused.get(key).copied().unwrap_or(0.0) * (K + 1.0);
             }
         }
+        for (key, c) in candidates.iter_mut() {
+            c.scores = StageScores {
+                keyword: keyword.get(key).copied(),
+                vector: Some(c.semantic),
+                fused: Some(c.fused),
+                rerank: None,
+            };
+        }
     }
 
     /// Second stage: the reranker scores the best fused candidates (their rows read first, see
@@ -200,6 +209,7 @@ impl Retriever<'_> {
             let c = candidates
                 .get_mut(key)
                 .expect("reranked keys are candidates");
+            c.scores.rerank = Some(scale.apply(score));
             c.fused = (1.0 - w) * c.fused + w * scale.apply(score);
         }
         // Keep unreranked candidates below every reranked one.

@@ -20,6 +20,7 @@ use engram_graph::{personalized_pagerank, query_keys, COMMON_ENTITY_MENTIONS};
 use engram_store::ChunkKey;
 use engram_types::ItemKind;
 
+use crate::answer::StageScores;
 use crate::retrieve::{sort, Ranked, Retriever, SearchError, SearchRequest};
 
 /// First-stage chunks that seed the walk.
@@ -200,6 +201,7 @@ fn merge(ranked: &mut Vec<Ranked>, bridged: &[Bridge], walked: &[(ChunkKey, f64)
         key,
         score: 0.0,
         hit: None,
+        scores: StageScores::default(),
     }));
     for r in ranked.iter_mut() {
         r.score += boost.get(&r.key).copied().unwrap_or(0.0);
@@ -438,6 +440,7 @@ mod tests {
                     key: c(key),
                     score,
                     hit: None,
+                    scores: StageScores::default(),
                 })
                 .collect()
         };

@@ -20,6 +20,7 @@ use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, GraphStore
 use engram_types::{ItemKind, UnixMs};
 
 use crate::analysis::Mode;
+use crate::answer::{Stage, StageClock, StageScores};
 use crate::fusion::Scale;
 use crate::rerank::Reranker;
 
@@ -76,11 +77,12 @@ pub struct SearchRequest {
     pub now: UnixMs,
 }
 
-/// A chunk in final rank order with its score in 0..=1.
+/// A chunk in final rank order with its score in 0..=1, and its scores at each stage.
 #[derive(Debug, Clone)]
 pub struct RankedChunk {
     pub hit: ChunkHit,
     pub score: f32,
+    pub scores: StageScores,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +156,8 @@ pub struct Retriever<'a> {
     pub embedder: Arc<dyn Embedder>,
     pub reranker: &'a dyn Reranker,
     pub tuning: &'a SearchTuning,
+    /// Each stage's time, as the query runs (see [`Self::answer`]).
+    pub clock: StageClock,
 }
 
 /// What one hybrid query has gathered: its candidates and the evidence they are scored with.
@@ -177,6 +181,8 @@ pub(crate) struct Candidate {
     pub expansion_keyword: f32,
     pub semantic: f32,
     pub fused: f32,
+    /// What each stage scored it (fusion and rerank fill it).
+    pub scores: StageScores,
 }
 
 /// A candidate of one tier in its place: its key, its score, and its row when ranking read it.
@@ -185,6 +191,7 @@ pub(crate) struct Ranked {
     pub key: ChunkKey,
     pub score: f32,
     pub hit: Option<ChunkHit>,
+    pub scores: StageScores,
 }
 
 /// Adds the keys not yet known to `candidates`, unread.
@@ -221,7 +228,9 @@ impl Retriever<'_> {
             return Ok(Vec::new());
         }
         // Every write made before the query is in the indexes it reads.
-        self.indexes.catch_up().await?;
+        self.clock
+            .time(Stage::CatchUp, self.indexes.catch_up())
+            .await?;
         let first = Tier {
             pool: match (request.method, request.mode) {
                 (Method::Hybrid, Mode::Thinking) => self.tuning.thinking_pool,
@@ -274,11 +283,14 @@ impl Retriever<'_> {
             if page.is_empty() {
                 break;
             }
-            self.read_ranked(request, &mut page).await?;
+            self.clock
+                .time(Stage::Read, self.read_ranked(request, &mut page))
+                .await?;
             found.extend(page.into_iter().filter_map(|r| {
                 Some(RankedChunk {
                     hit: r.hit?,
                     score: r.score,
+                    scores: r.scores,
                 })
             }));
         }
@@ -379,16 +391,27 @@ impl Retriever<'_> {
                 Ok(None)
             }
         });
-        let (ranked, named) = tokio::join!(first, lane);
+        let (ranked, named) = tokio::join!(first, self.clock.time(Stage::GraphLane, lane));
         let mut ranked = ranked?;
         if let Some(named) = named? {
-            self.graph_lane(request, &mut ranked, named).await?;
-        }
-        if request.vector_prune && request.method == Method::Hybrid {
-            self.vector_prune(request, &mut ranked, tier.prune_depth)
+            self.clock
+                .time(
+                    Stage::GraphLane,
+                    self.graph_lane(request, &mut ranked, named),
+                )
                 .await?;
         }
-        self.finish(request, &mut ranked).await?;
+        if request.vector_prune && request.method == Method::Hybrid {
+            self.clock
+                .time(
+                    Stage::GraphLane,
+                    self.vector_prune(request, &mut ranked, tier.prune_depth),
+                )
+                .await?;
+        }
+        self.clock
+            .time(Stage::Weights, self.finish(request, &mut ranked))
+            .await?;
         Ok(ranked)
     }
 
@@ -402,10 +425,14 @@ impl Retriever<'_> {
         if lexical.is_empty() {
             return Ok(Vec::new());
         }
-        let found = self
-            .indexes
-            .keyword_ranked(&request.scope, &request.filter, lexical, pool, request.now)
-            .await?;
+        let found = self.indexes.keyword_ranked(
+            &request.scope,
+            &request.filter,
+            lexical,
+            pool,
+            request.now,
+        );
+        let found = self.clock.time(Stage::Keyword, found).await?;
         let scale = Scale::by_max(found.iter().map(|f| f.1));
         Ok(found
             .into_iter()
@@ -413,6 +440,10 @@ impl Retriever<'_> {
                 key,
                 score: scale.apply(score),
                 hit: None,
+                scores: StageScores {
+                    keyword: Some(score),
+                    ..StageScores::default()
+                },
             })
             .collect())
     }
@@ -528,24 +559,30 @@ impl Retriever<'_> {
                 .await;
         }
         if all_passing.is_none() {
-            for factor in FILTER_OVERFETCH {
-                let wide = pool.saturating_mul(factor);
-                let found = self
-                    .nearest(request, vector, wide, restriction.cloned(), false)
-                    .await?;
-                let passing: HashSet<ChunkKey> = self
-                    .store
-                    .passing_chunk_keys(&request.scope, &request.filter, &found, request.now)
-                    .await?
-                    .into_iter()
-                    .collect();
-                if passing.len() >= pool || found.len() < wide {
-                    return Ok(found
-                        .into_iter()
-                        .filter(|k| passing.contains(k))
-                        .take(pool)
-                        .collect());
-                }
+            let filter = IndexFilter::from(&request.filter);
+            let query: Arc<[f32]> = Arc::from(vector);
+            let pages = FILTER_OVERFETCH.map(|factor| pool.saturating_mul(factor));
+            let found = self
+                .indexes
+                .widen_until_passing(
+                    &request.scope,
+                    &request.filter,
+                    pool,
+                    request.now,
+                    pages,
+                    |wide| {
+                        self.indexes.nearest(
+                            &request.scope,
+                            query.clone(),
+                            wide,
+                            &filter,
+                            restriction.cloned(),
+                        )
+                    },
+                )
+                .await?;
+            if let Some(found) = found {
+                return Ok(found.into_iter().map(|(key, _)| key).collect());
             }
             let keys = self
                 .store
@@ -584,23 +621,25 @@ impl Retriever<'_> {
                 &mut all_passing,
             )
             .await?;
-        self.measure(request, &mut evidence).await?;
-        self.score(request, lexical, &mut evidence);
+        self.fuse(request, lexical, &mut evidence).await?;
         if thinking && !evidence.candidates.is_empty() {
-            self.expand(
+            let expand = self.expand(
                 request,
                 lexical,
                 pool,
                 restriction.as_ref(),
                 &mut all_passing,
                 &mut evidence,
-            )
-            .await?;
-            self.measure(request, &mut evidence).await?;
-            self.score(request, lexical, &mut evidence);
-            self.read_best(request, &mut evidence.candidates, self.tuning.rerank_depth)
+            );
+            self.clock.time(Stage::Expand, expand).await?;
+            self.fuse(request, lexical, &mut evidence).await?;
+            self.clock
+                .time(Stage::Rerank, async {
+                    self.read_best(request, &mut evidence.candidates, self.tuning.rerank_depth)
+                        .await?;
+                    self.rerank(request, &mut evidence)
+                })
                 .await?;
-            self.rerank(request, &mut evidence)?;
         }
         Ok(evidence
             .candidates
@@ -609,8 +648,26 @@ impl Retriever<'_> {
                 key,
                 score: c.fused,
                 hit: c.hit,
+                scores: c.scores,
             })
             .collect())
+    }
+
+    /// Each candidate's similarity (see [`Self::measure`]), then the fusion of the signals
+    /// (see [`Self::score`]).
+    async fn fuse(
+        &self,
+        request: &SearchRequest,
+        lexical: &LexicalQuery,
+        evidence: &mut Evidence,
+    ) -> Result<(), SearchError> {
+        self.clock
+            .time(Stage::Fuse, async {
+                self.measure(request, evidence).await?;
+                self.score(request, lexical, evidence);
+                Ok(())
+            })
+            .await
     }
 
     /// Keyword and vector pools (and app-only pools when asked) as candidates, unread. BM25
@@ -633,19 +690,20 @@ impl Retriever<'_> {
                 .keyword_ranked(&request.scope, &request.filter, lexical, pool, request.now)
                 .await
         };
-        let (query_vector, found) = tokio::join!(self.embed(&request.query), keyword_side);
+        let (query_vector, found) = tokio::join!(
+            self.clock.time(Stage::Embed, self.embed(&request.query)),
+            self.clock.time(Stage::Keyword, keyword_side)
+        );
         let query_vector = query_vector?;
         let mut keyword: HashMap<ChunkKey, f32> = found?.into_iter().collect();
         let mut candidates = HashMap::new();
         add_candidates(&mut candidates, keyword.keys().copied());
-        let keys = self
-            .nearest_passing(request, &query_vector, pool, restriction, all_passing)
-            .await?;
+        let keys = self.nearest_passing(request, &query_vector, pool, restriction, all_passing);
+        let keys = self.clock.time(Stage::Vector, keys).await?;
         add_candidates(&mut candidates, keys);
         if request.query_apps {
-            let (app_keys, app_keyword) = self
-                .app_pools(request, lexical, &query_vector, pool, restriction)
-                .await?;
+            let pools = self.app_pools(request, lexical, &query_vector, pool, restriction);
+            let (app_keys, app_keyword) = self.clock.time(Stage::Vector, pools).await?;
             add_candidates(&mut candidates, app_keys);
             keyword.extend(app_keyword);
         }
@@ -836,6 +894,7 @@ mod tests {
                     embedder: Arc::new(HashEmbedder),
                     reranker: &EmbeddingReranker,
                     tuning: &self.tuning,
+                    clock: StageClock::default(),
                 };
                 retriever
                     .search(request)

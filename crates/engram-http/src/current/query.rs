@@ -25,11 +25,21 @@ fn meta(envelope: &mut Envelope, outcome: &QueryOutcome) {
     }
     envelope.meta("alpha", json!(score(outcome.alpha)));
     envelope.meta("ignored_filter_keys", json!(outcome.ignored_filters));
+    let timings: serde_json::Map<String, serde_json::Value> = outcome
+        .timings
+        .iter()
+        .map(|t| {
+            let ms = (t.elapsed.as_secs_f64() * 1_000_000.0).round() / 1_000.0;
+            (t.stage.as_str().to_owned(), json!(ms))
+        })
+        .collect();
+    envelope.meta("timings_ms", serde_json::Value::Object(timings));
 }
 
 /// Query knowledge and/or memories: hybrid BM25 and semantic ranking with filters applied
 /// before ranking. `meta.mode` is the mode that ran (`auto` reports its choice) and
-/// `meta.ignored_filter_keys` the filter keys the schema does not declare matchable.
+/// `meta.ignored_filter_keys` the filter keys the schema does not declare matchable;
+/// `meta.timings_ms` is each stage's time in milliseconds (stages may overlap).
 #[utoipa::path(post, path = "/query", tag = "query", request_body = QueryBody,
     responses(
         (status = 200, body = EnvelopeDoc<QueryResultDto>),

@@ -753,6 +753,22 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
     assert_graph_context(&data["graph_context"], data);
     assert_eq!(body["meta"]["mode"], "fast", "{body:#?}");
     assert_eq!(body["meta"]["database"], "rank", "{body:#?}");
+    // Each stage that ran says how long it took; fast mode neither expands nor reranks.
+    let timings = body["meta"]["timings_ms"].as_object().unwrap();
+    for stage in [
+        "embed",
+        "keyword",
+        "vector",
+        "fuse",
+        "read",
+        "graph_context",
+    ] {
+        assert!(
+            timings[stage].as_f64().unwrap() >= 0.0,
+            "{stage}: {body:#?}"
+        );
+    }
+    assert!(timings.get("rerank").is_none(), "{body:#?}");
     let body = query_ok(
         &server,
         &key,
@@ -771,6 +787,13 @@ async fn responses_have_the_documented_shape_and_rank_sensibly() {
     .await;
     assert_eq!(body["meta"]["mode"], "thinking", "{body:#?}");
     assert_graph_context(&body["data"]["graph_context"], &body["data"]);
+    let timings = body["meta"]["timings_ms"].as_object().unwrap();
+    for stage in ["expand", "rerank"] {
+        assert!(
+            timings[stage].as_f64().unwrap() >= 0.0,
+            "{stage}: {body:#?}"
+        );
+    }
 
     // Mode auto: the mode it resolved to and why; graph context follows the chosen mode.
     for text in [

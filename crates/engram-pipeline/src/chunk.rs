@@ -1,6 +1,6 @@
 //! Structure-aware chunking by token count.
 
-pub use engram_embed::TokenCounter;
+pub(crate) use engram_embed::TokenCounter;
 use engram_parse::{Block, BlockKind, Interrupt, Layout};
 use serde_json::Value;
 use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
