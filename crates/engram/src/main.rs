@@ -5,11 +5,22 @@
 // wildcard over someone else's enum is the point there. Domain enums are matched exhaustively.
 #![allow(clippy::wildcard_enum_match_arm)]
 
+/// Prints a report line of a bench or eval command and keeps it for `--record`.
+macro_rules! report {
+    () => {
+        $crate::record::line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::record::line(&format!($($arg)*))
+    };
+}
+
 mod bench;
 mod eval;
 mod keys;
 mod mcp;
 mod progress;
+mod record;
 mod serve;
 
 use std::path::PathBuf;
@@ -76,6 +87,8 @@ enum Command {
         command: eval::EvalCommand,
         #[command(flatten)]
         config: ConfigArgs,
+        #[command(flatten)]
+        record: record::RecordArgs,
     },
     /// Benchmarks (run with a release build).
     Bench {
@@ -83,6 +96,8 @@ enum Command {
         command: BenchCommand,
         #[command(flatten)]
         config: ConfigArgs,
+        #[command(flatten)]
+        record: record::RecordArgs,
     },
 }
 
@@ -102,6 +117,19 @@ enum BenchCommand {
     /// A folder synced and indexed by the folder connector beside the same files uploaded; an
     /// unchanged re-sync; memory.
     Connectors(bench::connectors::ConnectorBench),
+}
+
+impl BenchCommand {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Ingest(_) => "ingest",
+            Self::Fairness(_) => "fairness",
+            Self::Query(_) => "query",
+            Self::Webhooks(_) => "webhooks",
+            Self::Parse(_) => "parse",
+            Self::Connectors(_) => "connectors",
+        }
+    }
 }
 
 impl ConfigArgs {
@@ -138,30 +166,38 @@ fn main() -> anyhow::Result<()> {
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
             Command::Mcp { args, config } => mcp::run(args, config.load(None)?).await,
             Command::Bench {
-                command: BenchCommand::Ingest(args),
+                command,
                 config,
-            } => bench::ingest::ingest(args, config.load(None)?).await,
-            Command::Bench {
-                command: BenchCommand::Fairness(args),
+                record,
+            } => {
+                let what = command.name();
+                match command {
+                    BenchCommand::Ingest(args) => {
+                        bench::ingest::ingest(args, config.load(None)?).await
+                    }
+                    BenchCommand::Fairness(args) => {
+                        bench::fairness::fairness(args, config.load(None)?).await
+                    }
+                    BenchCommand::Query(args) => {
+                        bench::query::query(args, config.load(None)?).await
+                    }
+                    BenchCommand::Webhooks(args) => bench::webhooks::webhooks(args).await,
+                    BenchCommand::Parse(args) => bench::parse::parse(args),
+                    BenchCommand::Connectors(args) => {
+                        bench::connectors::connectors(args, config.load(None)?).await
+                    }
+                }?;
+                record.finish(&format!("bench {what}"))
+            }
+            Command::Eval {
+                command,
                 config,
-            } => bench::fairness::fairness(args, config.load(None)?).await,
-            Command::Bench {
-                command: BenchCommand::Query(args),
-                config,
-            } => bench::query::query(args, config.load(None)?).await,
-            Command::Bench {
-                command: BenchCommand::Webhooks(args),
-                ..
-            } => bench::webhooks::webhooks(args).await,
-            Command::Bench {
-                command: BenchCommand::Parse(args),
-                ..
-            } => bench::parse::parse(args),
-            Command::Bench {
-                command: BenchCommand::Connectors(args),
-                config,
-            } => bench::connectors::connectors(args, config.load(None)?).await,
-            Command::Eval { command, config } => eval::run(command, config.load(None)?).await,
+                record,
+            } => {
+                let what = command.name();
+                eval::run(command, config.load(None)?).await?;
+                record.finish(&format!("eval {what}"))
+            }
             Command::Openapi => {
                 println!(
                     "{}",

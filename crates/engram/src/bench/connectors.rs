@@ -218,22 +218,22 @@ pub(crate) async fn connectors(args: ConnectorBench, mut config: Config) -> anyh
 
     let n = texts.len() as f64;
     let (bare_rate, sync_rate) = (n / bare.as_secs_f64(), n / synced.as_secs_f64());
-    println!("engram bench connectors: a folder of {} text files of about 110 tokens (SciFact), one chunk each", texts.len());
-    println!(
+    report!("engram bench connectors: a folder of {} text files of about 110 tokens (SciFact), one chunk each", texts.len());
+    report!(
         "  baseline (the same files uploaded, {} per request): {bare_rate:8.1} files/s  ({:.1} s)",
         args.per_request,
         bare.as_secs_f64()
     );
-    println!(
+    report!(
         "  folder connector, synced and indexed:            {sync_rate:8.1} files/s  ({:.1} s; the sync itself dispatched them in {:.1} s)  {:.2} of baseline",
         synced.as_secs_f64(),
         dispatched.as_secs_f64(),
         sync_rate / bare_rate
     );
-    println!(
+    report!(
         "  re-sync with nothing changed: {:.2} s, {changed} objects dispatched again",
         resync.as_secs_f64()
     );
-    println!("  resident memory: idle {idle} MiB, peak while uploading {bare_peak} MiB, peak while syncing {sync_peak} MiB");
+    report!("  resident memory: idle {idle} MiB, peak while uploading {bare_peak} MiB, peak while syncing {sync_peak} MiB");
     Ok(())
 }

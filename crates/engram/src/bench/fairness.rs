@@ -219,23 +219,24 @@ pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Res
     let flood_took = flood_started.elapsed();
     service.stop().await?;
 
-    println!(
+    report!(
         "engram bench fairness: {} small items (one SciFact abstract each), one every {} ms, {workers} workers",
         args.small, args.every_ms
     );
-    println!(
+    report!(
         "  small items, idle service:             {}",
         summary(&idle)
     );
-    println!(
+    report!(
         "  small items, beside a flood of {} x {} KiB files of another organization:",
-        args.flood_files, args.flood_kib
+        args.flood_files,
+        args.flood_kib
     );
-    println!(
+    report!(
         "                                         {}",
         summary(&loaded)
     );
-    println!(
+    report!(
         "  p50 ratio loaded/idle {:.2}; the flood's files: {flood_done_then} of {} done when the small items were, all in {:.1} s",
         percentile(&loaded, 50.0) / percentile(&idle, 50.0).max(f64::EPSILON),
         args.flood_files,

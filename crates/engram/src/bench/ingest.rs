@@ -199,21 +199,21 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
 
     let total = chunks;
     let rate = total as f64 / elapsed.as_secs_f64();
-    println!("engram bench ingest: {} items of {mean_tokens:.0} tokens on average (SciFact) in {total} chunks, {} per request", texts.len(), args.per_request);
-    println!(
+    report!("engram bench ingest: {} items of {mean_tokens:.0} tokens on average (SciFact) in {total} chunks, {} per request", texts.len(), args.per_request);
+    report!(
         "  baseline (model alone on the same texts, batches of 64): {baseline_rate:8.1} texts/s"
     );
-    println!(
+    report!(
         "  end to end (HTTP, queue, chunk, embed, index): {rate:8.1} chunks/s  ({:.2} of baseline)",
         rate / baseline_rate
     );
-    println!(
+    report!(
         "  all {} requests accepted in {:.2} s; indexed in {:.2} s",
         texts.len().div_ceil(args.per_request),
         accepted.as_secs_f64(),
         elapsed.as_secs_f64()
     );
-    println!(
+    report!(
         "  GET /context/status during ingestion: {} calls, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         latencies.len(),
         percentile(&latencies, 50.0),

@@ -49,7 +49,7 @@ fn have_soffice() -> bool {
         .output()
         .is_ok();
     if !found {
-        println!("(soffice not installed: no generated inputs)");
+        report!("(soffice not installed: no generated inputs)");
     }
     found
 }
@@ -127,9 +127,15 @@ pub(crate) fn parse(args: ParseBench) -> anyhow::Result<()> {
         ));
     }
     let limits = Limits::default();
-    println!(
+    report!(
         "{:<28} {:>9} {:>6} {:>9} {:>10} {:>12} {:>10}",
-        "file", "KiB", "runs", "ms/run", "MB/s", "pages/s", "rows/s"
+        "file",
+        "KiB",
+        "runs",
+        "ms/run",
+        "MB/s",
+        "pages/s",
+        "rows/s"
     );
     for path in &files {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -153,7 +159,7 @@ pub(crate) fn parse(args: ParseBench) -> anyhow::Result<()> {
                 "-".into()
             }
         };
-        println!(
+        report!(
             "{name:<28} {:>9.0} {runs:>6} {:>9.1} {:>10.2} {:>12} {:>10}",
             bytes.len() as f64 / 1024.0,
             per_run * 1000.0,

@@ -209,7 +209,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             )
             .await?;
         anyhow::ensure!(!first.chunks.is_empty(), "no results after the restart");
-        println!(
+        report!(
             "restart: first query answered {:.1} s after start (keyword index {})",
             started.elapsed().as_secs_f64(),
             if app.indexes().restored() {
@@ -239,7 +239,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     }
     progress.finish();
     if restart {
-        println!(
+        report!(
             "restart: indexes settled {:.1} s after start",
             started.elapsed().as_secs_f64()
         );
@@ -280,7 +280,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     let lane = run(Method::Hybrid, false, false, Some(true)).await?;
     let bm25 = run(Method::Text, false, false, None).await?;
     let filtered = run(Method::Hybrid, true, false, None).await?;
-    println!(
+    report!(
         "engram bench query: {chunks} chunks (SciFact windows of 70 words), {} queries each, top 10",
         args.queries
     );
@@ -292,19 +292,19 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         ("BM25 alone (query_by=text)", &bm25),
         ("fast hybrid, filter matching half", &filtered),
     ] {
-        println!(
+        report!(
             "  {name:<40} p50 {:7.2} ms  p99 {:7.2} ms  max {:7.2} ms",
             percentile(l, 50.0),
             percentile(l, 99.0),
             l.last().copied().unwrap_or(0.0)
         );
     }
-    println!(
+    report!(
         "  vector recall@10 against the exact scan: {recall:.3} ({} queries)",
         args.recall_queries.min(queries.len())
     );
     let (rss, peak) = super::memory();
-    println!("  memory: RSS {rss} MiB, peak {peak} MiB");
+    report!("  memory: RSS {rss} MiB, peak {peak} MiB");
     token.cancel();
     workers.shutdown(Duration::from_secs(10)).await;
     app.close().await;

@@ -280,16 +280,16 @@ pub(crate) async fn webhooks(args: WebhookBench) -> anyhow::Result<()> {
         .collect();
     delays.sort_by(f64::total_cmp);
 
-    println!(
+    report!(
         "webhook delivery to a receiver on loopback, {n} events per phase, concurrency {}",
         args.concurrency
     );
-    println!("  baseline (plain POSTs):       {baseline:8.0} requests/s");
-    println!(
+    report!("  baseline (plain POSTs):       {baseline:8.0} requests/s");
+    report!(
         "  dispatcher, outbox backlog:   {drained:8.0} deliveries/s  ({:.2} of baseline)",
         drained / baseline
     );
-    println!(
+    report!(
         "  delay terminal state -> receiver at {} events/s: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         args.rate,
         percentile(&delays, 50.0),

@@ -384,6 +384,17 @@ fn recall_at(ranked: &[String], relevant: &HashSet<String>, k: usize) -> f64 {
     found as f64 / relevant.len() as f64
 }
 
+impl EvalCommand {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Beir(_) => "beir",
+            Self::Locomo(_) => "locomo",
+            Self::Multihop(_) => "multihop",
+            Self::Parsing(_) => "parsing",
+        }
+    }
+}
+
 pub(crate) async fn run(command: EvalCommand, config: Config) -> anyhow::Result<()> {
     match command {
         EvalCommand::Beir(args) => beir(args, config).await,
@@ -439,16 +450,21 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         harness.ingest_articles(&db, &docs).await?;
     }
 
-    println!(
+    report!(
         "BEIR {}: {} queries, {} documents, alpha {}",
         args.dir.display(),
         qrels.len(),
         corpus.len(),
         args.alpha
     );
-    println!(
+    report!(
         "{:<14} {:>9} {:>14} {:>11} {:>9} {:>9}",
-        "mode", "nDCG@10", "nDCG@10 asked", "Recall@100", "p50 ms", "p99 ms"
+        "mode",
+        "nDCG@10",
+        "nDCG@10 asked",
+        "Recall@100",
+        "p50 ms",
+        "p99 ms"
     );
     for (spec, graph) in with_lanes(modes(&args.modes)?, args.graph) {
         let name = lane_name(spec.name, graph);
@@ -495,7 +511,7 @@ async fn beir(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         progress.finish();
         latencies.sort_by(f64::total_cmp);
         let n = qrels.len().max(1) as f64;
-        println!(
+        report!(
             "{:<14} {:>9.4} {:>14.4} {:>11.4} {:>9.1} {:>9.1}",
             name,
             ndcg / n,
@@ -610,16 +626,21 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         );
     }
 
-    println!(
+    report!(
         "LoCoMo {}: {} questions with evidence, {} turns, alpha {}",
         args.dir.display(),
         questions.len(),
         turns.len(),
         args.alpha
     );
-    println!(
+    report!(
         "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "mode", "R@5", "R@10", "R@25", "p50 ms", "p99 ms"
+        "mode",
+        "R@5",
+        "R@10",
+        "R@25",
+        "p50 ms",
+        "p99 ms"
     );
     let runs: Vec<(ModeSpec, bool, Option<bool>)> = with_lanes(modes(&args.modes)?, args.graph)
         .into_iter()
@@ -676,7 +697,7 @@ async fn locomo(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         progress.finish();
         latencies.sort_by(f64::total_cmp);
         let n = questions.len().max(1) as f64;
-        println!(
+        report!(
             "{:<14} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
             name,
             100.0 * recall[0] / n,

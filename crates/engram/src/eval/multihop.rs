@@ -68,16 +68,21 @@ pub(super) async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     if !existed {
         harness.ingest_articles(&db, &docs).await?;
     }
-    println!(
+    report!(
         "MuSiQue {}: {} questions, {} passages, alpha {}",
         args.dir.display(),
         questions.len(),
         docs.len(),
         args.alpha
     );
-    println!(
+    report!(
         "{:<22} {:>6} {:>6} {:>6} {:>8} {:>8}",
-        "mode", "R@2", "R@5", "R@10", "p50 ms", "p99 ms"
+        "mode",
+        "R@2",
+        "R@5",
+        "R@10",
+        "p50 ms",
+        "p99 ms"
     );
     for (spec, graph) in with_lanes(modes(&args.modes)?, args.graph) {
         let name = lane_name(spec.name, graph);
@@ -113,7 +118,7 @@ pub(super) async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         progress.finish();
         latencies.sort_by(f64::total_cmp);
         let n = questions.len().max(1) as f64;
-        println!(
+        report!(
             "{:<22} {:>6.3} {:>6.3} {:>6.3} {:>8.1} {:>8.1}",
             name,
             recall[0] / n,

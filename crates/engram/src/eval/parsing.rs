@@ -196,7 +196,7 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
             }
         }
     }
-    println!(
+    report!(
         "\n{:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {:>12} {:>7} {:>9} {:>9}",
         "format",
         "files",
@@ -218,7 +218,7 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
     };
     let (mut plain, mut found) = (0, 0);
     for (format, row) in &by_format {
-        println!(
+        report!(
             "{format:<28} {:>6} {:>6} {:>6} {:>8} {:>10} {:>12} {:>7} {:>9} {:>9}",
             row.files,
             row.own,
@@ -233,7 +233,7 @@ fn floor(dir: &Path) -> anyhow::Result<()> {
         plain += row.plain;
         found += row.found;
     }
-    println!(
+    report!(
         "\noverall: {} files; {found} of the plain readings' {plain} words found ({:.4})",
         files.len(),
         found as f64 / plain.max(1) as f64
@@ -252,9 +252,13 @@ pub(super) fn run(args: ParsingArgs) -> anyhow::Result<()> {
     let vectors = expected["vectors"]
         .as_array()
         .context("expected.json has no vectors")?;
-    println!(
+    report!(
         "{:<48} {:>7} {:>7} {:>9} {:>8}  outcome",
-        "file", "found", "score", "baseline", "ms"
+        "file",
+        "found",
+        "score",
+        "baseline",
+        "ms"
     );
     let (mut found_all, mut wanted_all, mut score_sum) = (0, 0, 0.0);
     let mut by_extension: BTreeMap<String, (f64, f64, usize)> = BTreeMap::new();
@@ -306,7 +310,7 @@ pub(super) fn run(args: ParsingArgs) -> anyhow::Result<()> {
         } else {
             base_found as f64 / wanted.len() as f64
         };
-        println!(
+        report!(
             "{name:<48} {:>7} {score:>7.2} {baseline:>9.2} {ms:>8.1}  {label}",
             format!("{found}/{}", wanted.len()),
         );
@@ -326,16 +330,16 @@ pub(super) fn run(args: ParsingArgs) -> anyhow::Result<()> {
         entry.1 += baseline;
         entry.2 += 1;
     }
-    println!("\nby format (mean score, mean baseline of plain text reading):");
+    report!("\nby format (mean score, mean baseline of plain text reading):");
     for (extension, (score, baseline, files)) in &by_extension {
         let n = *files as f64;
-        println!(
+        report!(
             "  {extension:<6} {:.2}  baseline {:.2}  ({files} files)",
             score / n,
             baseline / n
         );
     }
-    println!(
+    report!(
         "\noverall: mean per-file score {:.3} over {} files; strings found {found_all}/{wanted_all} ({:.3})",
         score_sum / vectors.len().max(1) as f64,
         vectors.len(),
