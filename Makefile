@@ -28,9 +28,16 @@ run: build
 ## test: style checks, then every test (unit, conformance, end-to-end against the real binary),
 ## then the end-to-end suite again with every server on a throwaway PostgreSQL (`--workspace`
 ## keeps the first run's features, so the e2e binary is reused rather than rebuilt).
-test: setup-test check-fmt clippy
-	$(CARGO) test --workspace --locked --all-targets
-	scripts/with-postgres.sh $(CARGO) test --workspace --locked --test e2e
+## Clippy's lints run inside the test build: clippy-driver wraps rustc for the workspace's own
+## crates (as `cargo clippy` does), so the code is compiled once instead of checked, then built;
+## `-D warnings` makes any lint or compiler warning fail it (dependencies' lints are capped).
+## The same settings in both runs keep the second from rebuilding anything.
+CLIPPY_DRIVER ?= $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
+TEST_ENV = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" RUSTFLAGS="-D warnings" CARGO_INCREMENTAL=0
+test: setup-test check-fmt
+	@[ -n "$(CLIPPY_DRIVER)" ] || { echo "make test: clippy-driver is missing (rustup component add clippy)" >&2; exit 1; }
+	$(TEST_ENV) $(CARGO) test --workspace --locked --all-targets
+	$(TEST_ENV) scripts/with-postgres.sh $(CARGO) test --workspace --locked --test e2e
 
 lint: check-fmt clippy
 
