@@ -24,6 +24,7 @@ mod query;
 mod ratelimit;
 mod raw;
 mod sources;
+mod sync;
 #[cfg(test)]
 mod testing;
 mod webhooks;
@@ -41,8 +42,8 @@ use tokio::sync::Notify;
 pub use auth::Principal;
 pub use clock::{format_ms, Clock, SystemClock, UnixMs};
 pub use connectors::{
-    ConnectorStatus, ConnectorView, CreateConnector, Health, ResourceMapping, UpdateConnector,
-    VaultEntry,
+    ConnectorStatus, ConnectorView, CreateConnector, Health, HealthStatus, Lifecycle,
+    ResourceMapping, SyncStatus, UpdateConnector, VaultEntry,
 };
 pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,

@@ -47,7 +47,7 @@ impl App {
         if llm.base_url.trim().is_empty() {
             return rules;
         }
-        let settings = engram_pipeline::LlmSettings {
+        let settings = engram_graph::LlmSettings {
             base_url: llm.base_url.clone(),
             api_key: llm.api_key.clone(),
             model: llm.model.clone(),
@@ -62,7 +62,7 @@ impl App {
                 jitter: 0.2,
             },
         };
-        Arc::new(engram_pipeline::LlmExtractor::new(
+        Arc::new(engram_graph::LlmExtractor::new(
             self.inner.outbound.clone(),
             settings,
             rules,

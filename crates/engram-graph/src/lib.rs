@@ -1,8 +1,10 @@
-//! The knowledge graph without I/O. An extractor turns an item's passages into an [`ItemGraph`]
+//! The knowledge graph. An extractor turns an item's passages into an [`ItemGraph`]
 //! (entities resolved to keys, relations with their evidence, mentions by passage) that the
-//! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default.
+//! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default;
+//! [`LlmExtractor`] asks a configured model, through `engram-outbound` (this crate's only I/O).
 
 pub mod infer;
+mod llm;
 pub mod model;
 pub mod payload;
 pub mod rank;
@@ -11,6 +13,7 @@ pub mod rules;
 use async_trait::async_trait;
 
 pub use infer::{infer, Fact, Focus, FACTS_PER_MEMORY_MAX};
+pub use llm::{LlmExtractor, LlmSettings};
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };

@@ -9,11 +9,9 @@
 //! refuses a result from a lease that is no longer current, so nothing is indexed twice.
 
 mod chunk;
-mod llm;
 mod prepare;
 mod worker;
 
 pub use chunk::{Chunk, Chunker, ChunkerOptions};
-pub use llm::{LlmExtractor, LlmSettings};
 pub use prepare::{prepare, Prepared};
 pub use worker::{Pipeline, PipelineOptions};

@@ -67,8 +67,8 @@ pub struct ConnectorRecord {
     pub sync_blocked_at: Option<UnixMs>,
     pub sync_blocked_reason: String,
     pub capped_at: Option<UnixMs>,
-    /// The limit stopping syncs (JSON), empty when none.
-    pub plan_cap: String,
+    /// The limit stopping syncs, when one does.
+    pub plan_cap: Option<PlanCap>,
     /// The run holding the lease, while one runs.
     pub run_id: Option<String>,
     pub lease_until: Option<UnixMs>,
@@ -138,6 +138,106 @@ impl std::fmt::Debug for ConnectorUpdate {
     }
 }
 
+/// How a resource is synced: `rescan` dispatches every object whose version changed since the
+/// last pass; `new_only` only objects never synced before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncMode {
+    #[default]
+    Rescan,
+    NewOnly,
+}
+
+impl SyncMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rescan => "rescan",
+            Self::NewOnly => "new_only",
+        }
+    }
+
+    /// A mode by its name (empty: the default).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "" | "rescan" => Some(Self::Rescan),
+            "new_only" => Some(Self::NewOnly),
+            _ => None,
+        }
+    }
+}
+
+/// What the last run found of a resource: `checking` until its first run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceStatus {
+    #[default]
+    Checking,
+    /// Synced, with objects.
+    Ok,
+    /// Synced, and it holds nothing (or nothing changed on a first pass).
+    Empty,
+    Failed,
+}
+
+impl ResourceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Checking => "checking",
+            Self::Ok => "ok",
+            Self::Empty => "empty",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Checking, Self::Ok, Self::Empty, Self::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
+/// Which document limit stopped a sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapMeter {
+    DocumentsPerConnector,
+    DocumentsPerOrganization,
+}
+
+impl CapMeter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DocumentsPerConnector => "documents_per_connector",
+            Self::DocumentsPerOrganization => "documents_per_organization",
+        }
+    }
+}
+
+/// The limit stopping a connector's syncs, as the spec's `plan_cap` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanCap {
+    pub meter: CapMeter,
+    pub limit: u64,
+    /// `self-hosted`: the limit is this instance's setting, not a plan's.
+    pub plan: String,
+    pub message: String,
+}
+
+impl PlanCap {
+    /// The cap of `meter` at `limit`, with the setting that raises it.
+    pub fn self_hosted(meter: CapMeter, limit: u64) -> Self {
+        let meter_name = meter.as_str();
+        Self {
+            meter,
+            limit,
+            plan: "self-hosted".into(),
+            message: format!(
+                "{meter_name} is limited to {limit} (connectors.max_{meter_name}); raise it or remove documents"
+            ),
+        }
+    }
+}
+
 /// A resource to configure (created, or its settings replaced; its sync position is kept).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewResource {
@@ -152,7 +252,7 @@ pub struct NewResource {
     pub filters: Value,
     /// Principals allowed to read its objects; `None` for no rule.
     pub acl: Option<Vec<String>>,
-    pub sync_mode: String,
+    pub sync_mode: SyncMode,
     pub provider_metadata: Value,
     pub backfill_oldest: Option<UnixMs>,
 }
@@ -174,8 +274,7 @@ pub struct ResourceRecord {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResourceState {
     pub resource_id: String,
-    /// ok, empty, failed, checking or unknown.
-    pub status: String,
+    pub status: ResourceStatus,
     pub last_row_count: i64,
     pub message: String,
     pub retryable: bool,
@@ -269,8 +368,8 @@ pub struct SyncOutcome {
     pub needs_reauth: Option<String>,
     /// A failure retrying cannot fix.
     pub blocked: Option<String>,
-    /// The limit stopping syncs (JSON); `None` clears a cap.
-    pub capped: Option<String>,
+    /// The limit stopping syncs; `None` clears a cap.
+    pub capped: Option<PlanCap>,
     pub next_sync_at: UnixMs,
     pub resources: Vec<ResourceState>,
 }
@@ -485,7 +584,10 @@ pub(crate) fn connector(row: &impl Columns) -> StoreResult<ConnectorRecord> {
         sync_blocked_at: row.opt_time("sync_blocked_at")?,
         sync_blocked_reason: row.text("sync_blocked_reason")?,
         capped_at: row.opt_time("capped_at")?,
-        plan_cap: row.text("plan_cap")?,
+        plan_cap: match row.text("plan_cap")?.as_str() {
+            "" => None,
+            cap => Some(serde_json::from_str(cap).map_err(|e| corrupt("connectors.plan_cap", e))?),
+        },
         run_id: row.opt_text("run_id")?,
         lease_until: row.opt_time("lease_until")?,
         requested_run_id: row.opt_text("requested_run_id")?,
@@ -516,7 +618,11 @@ pub(crate) fn resource(row: &impl Columns) -> StoreResult<ResourceRecord> {
             additional_metadata: json_column(row, "additional_metadata")?,
             filters: json_column(row, "filters")?,
             acl,
-            sync_mode: row.text("sync_mode")?,
+            sync_mode: {
+                let mode = row.text("sync_mode")?;
+                SyncMode::parse(&mode)
+                    .ok_or_else(|| corrupt("connector_resources.sync_mode", &mode))?
+            },
             provider_metadata: json_column(row, "provider_metadata")?,
             backfill_oldest: row.opt_time("backfill_oldest")?,
         },
@@ -525,7 +631,11 @@ pub(crate) fn resource(row: &impl Columns) -> StoreResult<ResourceRecord> {
         pass_position: row.text("pass_position")?,
         state: ResourceState {
             resource_id,
-            status: row.text("status")?,
+            status: {
+                let status = row.text("status")?;
+                ResourceStatus::parse(&status)
+                    .ok_or_else(|| corrupt("connector_resources.status", &status))?
+            },
             last_row_count: row.int("last_row_count")?,
             message: row.text("message")?,
             retryable: row.int("retryable")? != 0,
@@ -885,7 +995,7 @@ impl crate::ConnectorStore for $store {
             .bind(crate::connectors::json_text(&r.additional_metadata))
             .bind(crate::connectors::json_text(&r.filters))
             .bind(crate::connectors::acl_text(&r.acl))
-            .bind(&r.sync_mode)
+            .bind(r.sync_mode.as_str())
             .bind(crate::connectors::json_text(&r.provider_metadata))
             .bind(r.backfill_oldest)
             .bind(at)
@@ -1272,6 +1382,13 @@ impl crate::ConnectorStore for $store {
         outcome: &crate::SyncOutcome,
         now: engram_types::UnixMs,
     ) -> crate::StoreResult<bool> {
+        let capped = match &outcome.capped {
+            Some(cap) => Some(
+                serde_json::to_string(cap)
+                    .map_err(|e| $crate::error::corrupt("connectors.plan_cap", e))?,
+            ),
+            None => None,
+        };
         let mut tx = self.pool.$($begin)+.await?;
         // A paused connector's run still records how it ended.
         let held = sqlx::query(
@@ -1300,7 +1417,7 @@ impl crate::ConnectorStore for $store {
         .bind(&outcome.action)
         .bind(outcome.needs_reauth.as_deref())
         .bind(outcome.blocked.as_deref())
-        .bind(outcome.capped.as_deref())
+        .bind(capped.as_deref())
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -1316,7 +1433,7 @@ impl crate::ConnectorStore for $store {
             )
             .bind(&lease.connector_id)
             .bind(&state.resource_id)
-            .bind(&state.status)
+            .bind(state.status.as_str())
             .bind(state.last_row_count)
             .bind(&state.message)
             .bind(i64::from(state.retryable))

@@ -439,7 +439,7 @@ fn pause_state(view: &engram_app::ConnectorView) -> PauseState {
         connector_id: view.record.id.clone(),
         paused: view.record.paused_at.is_some(),
         paused_at: view.record.paused_at.map(engram_app::format_ms),
-        lifecycle: view.health.lifecycle.to_owned(),
+        lifecycle: view.health.lifecycle.as_str().to_owned(),
         next_sync_at: view.record.next_sync_at.map(engram_app::format_ms),
     }
 }

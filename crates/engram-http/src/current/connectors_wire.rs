@@ -332,8 +332,8 @@ impl From<&ConnectorView> for ConnectorDto {
             last_successful_sync_at: time(r.last_successful_sync_at),
             next_sync_at: time(r.next_sync_at),
             last_error: r.last_error.clone(),
-            lifecycle: view.health.lifecycle.to_owned(),
-            sync_status: view.health.sync_status.to_owned(),
+            lifecycle: view.health.lifecycle.as_str().to_owned(),
+            sync_status: view.health.sync_status.as_str().to_owned(),
             status: "active".to_owned(),
             message: view.health.message.clone(),
             needs_reauth: r.needs_reauth_at.is_some(),
@@ -494,7 +494,7 @@ impl From<&ResourceRecord> for ResourceDto {
             resource_id: m.resource_id.clone(),
             resource_type: m.resource_type.clone(),
             display_name: m.display_name.clone(),
-            status: r.state.status.clone(),
+            status: r.state.status.as_str().to_owned(),
             provider_cursor: r.provider_cursor.clone(),
             database_override: m.database_override.clone(),
             collection_override: m.collection_override.clone(),
@@ -507,7 +507,7 @@ impl From<&ResourceRecord> for ResourceDto {
             additional_metadata: m.additional_metadata.clone(),
             acl: m.acl.clone(),
             acl_warning: r.state.acl_warning.clone(),
-            sync_mode: m.sync_mode.clone(),
+            sync_mode: m.sync_mode.as_str().to_owned(),
             backfill_oldest: m.backfill_oldest.map(format_ms).unwrap_or_default(),
             sync_blocked: !r.state.sync_blocked_reason.is_empty(),
             sync_blocked_reason: r.state.sync_blocked_reason.clone(),
@@ -622,9 +622,9 @@ impl StatusResponse {
         Self {
             connector_id: r.id.clone(),
             provider: r.provider.clone(),
-            status: h.status.to_owned(),
-            lifecycle: h.lifecycle.to_owned(),
-            sync_status: h.sync_status.to_owned(),
+            status: h.status.as_str().to_owned(),
+            lifecycle: h.lifecycle.as_str().to_owned(),
+            sync_status: h.sync_status.as_str().to_owned(),
             last_successful_sync_at: time(r.last_successful_sync_at),
             last_attempted_sync_at: time(r.last_attempted_sync_at),
             next_sync_at: time(r.next_sync_at),
@@ -632,7 +632,10 @@ impl StatusResponse {
                 message: message.clone(),
                 action: action.clone(),
             }),
-            plan_cap: h.plan_cap.clone(),
+            plan_cap: h
+                .plan_cap
+                .as_ref()
+                .and_then(|cap| serde_json::to_value(cap).ok()),
             message: h.message.clone(),
             resources: status
                 .resources
@@ -640,10 +643,7 @@ impl StatusResponse {
                 .map(|res| ResourceStatusDto {
                     resource_id: res.resource.resource_id.clone(),
                     display_name: res.resource.display_name.clone(),
-                    status: match res.state.status.as_str() {
-                        s @ ("ok" | "empty" | "failed" | "checking") => s.to_owned(),
-                        _ => "unknown".to_owned(),
-                    },
+                    status: res.state.status.as_str().to_owned(),
                     last_row_count: res.state.last_row_count,
                     message: res.state.message.clone(),
                     retryable: res.state.retryable,

@@ -37,7 +37,7 @@ fn resource(id: &str) -> NewResource {
         resource_type: "folder".to_owned(),
         display_name: id.to_owned(),
         metadata: serde_json::json!({"team": "a"}),
-        sync_mode: "rescan".to_owned(),
+        sync_mode: crate::SyncMode::Rescan,
         ..NewResource::default()
     }
 }
@@ -206,7 +206,7 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
         resources[0].resource.metadata,
         serde_json::json!({"team": "a"})
     );
-    assert_eq!(resources[0].state.status, "checking");
+    assert_eq!(resources[0].state.status, crate::ResourceStatus::Checking);
     let record = store.get_connector(&org, "con_a").await.unwrap().unwrap();
     assert_eq!(
         record.next_sync_at,
@@ -376,7 +376,7 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
         next_sync_at: moment(3_643_000),
         resources: vec![ResourceState {
             resource_id: "docs".into(),
-            status: "ok".into(),
+            status: crate::ResourceStatus::Ok,
             last_row_count: 2,
             retryable: true,
             ..ResourceState::default()

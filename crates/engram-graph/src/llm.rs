@@ -11,11 +11,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use engram_graph::{
+use crate::{
     ExtractRequest, GraphError, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage,
     PayloadEntity, PayloadRelation,
 };
+use async_trait::async_trait;
 use engram_outbound::Outbound;
 use engram_types::Backoff;
 use serde_json::{json, Value};
@@ -210,7 +210,7 @@ impl<'b, 'p> Grounding<'b, 'p> {
             .filter(|e| {
                 self.written(&e.name) || e.identifier.as_deref().is_some_and(|i| self.written(i))
             })
-            .filter(|e| seen.insert(engram_graph::entity_key(&e.name)))
+            .filter(|e| seen.insert(crate::entity_key(&e.name)))
             .collect()
     }
 
@@ -224,13 +224,13 @@ impl<'b, 'p> Grounding<'b, 'p> {
     ) -> Vec<PayloadRelation> {
         let names: HashMap<String, String> = entities
             .iter()
-            .map(|e| (engram_graph::entity_key(&e.name), folded(&e.name)))
+            .map(|e| (crate::entity_key(&e.name), folded(&e.name)))
             .collect();
         relations
             .into_iter()
             .filter_map(|mut r| {
-                let source = engram_graph::entity_key(&r.source);
-                let target = engram_graph::entity_key(&r.target);
+                let source = crate::entity_key(&r.source);
+                let target = crate::entity_key(&r.target);
                 if source == target {
                     return None;
                 }
@@ -239,7 +239,7 @@ impl<'b, 'p> Grounding<'b, 'p> {
                     let sentence = self
                         .passages
                         .iter()
-                        .flat_map(|p| engram_graph::sentences(p.text))
+                        .flat_map(|p| crate::sentences(p.text))
                         .find(|s| {
                             let s = folded(s);
                             s.contains(source.as_str()) && s.contains(target.as_str())
@@ -405,15 +405,15 @@ impl LlmExtractor {
             // Within the payload limits as it grows: the rest of a long item is left out
             // rather than the whole answer refused.
             for e in entities {
-                if payload.entities.len() >= engram_graph::model::MAX_ENTITIES {
+                if payload.entities.len() >= crate::model::MAX_ENTITIES {
                     break;
                 }
                 payload
                     .entities
-                    .entry(engram_graph::entity_key(&e.name))
+                    .entry(crate::entity_key(&e.name))
                     .or_insert(e);
             }
-            let room = engram_graph::model::MAX_RELATIONS.saturating_sub(payload.relations.len());
+            let room = crate::model::MAX_RELATIONS.saturating_sub(payload.relations.len());
             payload.relations.extend(relations.into_iter().take(room));
         }
         let checked = payload
@@ -597,10 +597,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::RuleExtractor;
     use axum::extract::State;
     use axum::http::{HeaderMap, StatusCode};
     use axum::Json;
-    use engram_graph::RuleExtractor;
 
     /// A scripted OpenAI-compatible endpoint: it records every request and answers the
     /// entity and relation calls from a script, failing the first `failures` calls with
