@@ -200,7 +200,10 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
         let chunks = [
             chunk(&format!("{prefix}-2"), 2, "third"),
             chunk(&format!("{prefix}-0"), 0, "first"),
-            chunk(&format!("{prefix}-1"), 1, "second"),
+            crate::NewChunk {
+                layout: page_layout(),
+                ..chunk(&format!("{prefix}-1"), 1, "second")
+            },
         ];
         assert!(store
             .complete_item(
@@ -237,6 +240,17 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
         read(ChunkSelection::Item("doc")).await,
         ["first", "second", "third"]
     );
+    // A chunk's layout (page, sheet, heading path) reads back as it was written.
+    let keys = store
+        .selected_chunk_keys(&ours, &all, ChunkSelection::Item("doc"), 100, moment(60))
+        .await
+        .unwrap();
+    let hits = store
+        .fetch_chunks(&ours, &all, &keys, moment(60))
+        .await
+        .unwrap();
+    let layouts: Vec<&serde_json::Value> = hits.iter().map(|h| &h.layout).collect();
+    assert!(layouts.contains(&&page_layout()), "{layouts:?}");
     let ids = ["a-2".to_owned(), "b-0".to_owned(), "a-0".to_owned()];
     assert_eq!(
         read(ChunkSelection::Ids(&ids)).await,
@@ -260,6 +274,16 @@ async fn chunks_are_read_by_item_and_by_id_within_their_database<S: Store>(store
         .unwrap();
     assert!(read(ChunkSelection::Item("doc")).await.is_empty());
     assert!(read(ChunkSelection::Ids(&ids)).await.is_empty());
+}
+
+/// A layout as parsing gives it: page, sheet, heading path and rows.
+fn page_layout() -> serde_json::Value {
+    serde_json::json!({
+        "page": 3,
+        "sheet": "Q3 — résumé",
+        "heading_path": ["Intro", "Scope", "数据"],
+        "rows": [4, 9]
+    })
 }
 
 /// Work is handed out in turns (organization served longest ago, then its database served
