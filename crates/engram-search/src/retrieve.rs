@@ -386,12 +386,13 @@ impl Retriever<'_> {
         };
         let lane = named.get_or_try_init(|| async {
             if request.graph_lane || request.vector_prune {
-                self.lane_entities(request).await
+                let entities = self.lane_entities(request);
+                self.clock.time(Stage::GraphLane, entities).await
             } else {
                 Ok(None)
             }
         });
-        let (ranked, named) = tokio::join!(first, self.clock.time(Stage::GraphLane, lane));
+        let (ranked, named) = tokio::join!(first, lane);
         let mut ranked = ranked?;
         if let Some(named) = named? {
             self.clock
