@@ -64,3 +64,15 @@ pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
 pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
+
+impl StoreError {
+    /// `Conflict(what)` for a broken uniqueness rule; any other error as it is.
+    pub(crate) fn on_unique(self, what: impl FnOnce() -> String) -> Self {
+        if let Self::Backend(err) = &self {
+            if is_unique_violation(err) {
+                return Self::Conflict(what());
+            }
+        }
+        self
+    }
+}

@@ -6,12 +6,23 @@
 //! ([`DatabaseScope`]) and the backend checks it in the query itself, so a handler bug cannot
 //! read another organization's rows.
 
+// `SqlStore<B>` implements the store traits for every `B: Backend`, a crate-private (sealed)
+// trait: outside the crate the store is only ever `SqliteStore` or `PgStore`.
+#![allow(private_bounds)]
+
+mod backend;
 mod connectors;
+mod databases;
 mod error;
+mod feedback;
 mod graph;
+mod graph_store;
+mod item_store;
 mod items;
+mod keys;
 mod migration;
 pub mod postgres;
+mod queue;
 mod raw;
 mod records;
 mod rows;
@@ -23,72 +34,19 @@ mod webhooks;
 pub mod conformance;
 
 use async_trait::async_trait;
-use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
+use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
+pub use backend::SqlStore;
 pub use connectors::*;
 pub use error::{StoreError, StoreResult};
+pub use feedback::*;
 pub use graph::*;
 pub use items::*;
+pub use keys::*;
 pub use raw::*;
 pub use records::*;
 pub use search::*;
 pub use webhooks::*;
-
-/// Storage of API keys. Only hashes of secrets are stored.
-#[async_trait]
-pub trait KeyStore: Send + Sync {
-    async fn insert_key(&self, key: &ApiKeyRecord) -> StoreResult<()>;
-    async fn find_key(&self, prefix: &ApiKeyPrefix) -> StoreResult<Option<ApiKeyRecord>>;
-    /// Every key, or the keys of one organization, oldest first.
-    async fn list_keys(&self, org: Option<&OrgId>) -> StoreResult<Vec<ApiKeyRecord>>;
-    /// Marks a key revoked; false when no such key exists or it was revoked already.
-    async fn revoke_key(&self, prefix: &ApiKeyPrefix, at: UnixMs) -> StoreResult<bool>;
-    /// The service's own secret of that name (the key signing download links): the stored one,
-    /// or `candidate` stored now when there is none. Every instance on the store gets the same.
-    async fn service_secret(
-        &self,
-        name: &str,
-        candidate: &[u8],
-        at: UnixMs,
-    ) -> StoreResult<Vec<u8>>;
-    /// Takes one request from the key's budget at `now_us` (GCRA, one statement, so every
-    /// instance on the store shares the budget): `None` when allowed, else how many
-    /// microseconds until the next request would be.
-    async fn take_request(
-        &self,
-        prefix: &ApiKeyPrefix,
-        rule: RateRule,
-        now_us: i64,
-    ) -> StoreResult<Option<i64>>;
-}
-
-/// A request budget per API key: `per_second` requests a second, `burst` at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateRule {
-    pub per_second: u32,
-    pub burst: u32,
-}
-
-impl RateRule {
-    /// Microseconds between two requests at the sustained rate.
-    pub fn interval_us(self) -> i64 {
-        1_000_000 / i64::from(self.per_second.max(1))
-    }
-
-    /// How far ahead of now a key's next arrival time may be (the burst).
-    pub fn tolerance_us(self) -> i64 {
-        self.interval_us() * i64::from(self.burst.max(1))
-    }
-}
-
-/// Feedback on earlier answers, per organization.
-#[async_trait]
-pub trait FeedbackStore: Send + Sync {
-    async fn insert_feedback(&self, feedback: &FeedbackRecord) -> StoreResult<()>;
-    /// The organization's feedback on one request id, oldest first.
-    async fn feedback_for(&self, org: &OrgId, request_id: &str)
-        -> StoreResult<Vec<FeedbackRecord>>;
-}
 
 /// Databases (tenants), their collections and their lifecycle.
 #[async_trait]

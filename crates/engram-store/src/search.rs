@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use engram_types::{CollectionName, ItemKind, UnixMs};
 use serde_json::Value;
 
+use crate::backend::{push_live_scope, Backend, ListParam, Sql, SqlStore};
+use crate::rows::Columns as _;
 use crate::ChunkKey;
 use crate::{DatabaseScope, FilterValue, ItemOrigin, ItemRecord, StoreResult};
 
@@ -111,4 +113,176 @@ pub trait ChunkSearch: Send + Sync {
         keys: &[ChunkKey],
         now: UnixMs,
     ) -> StoreResult<Vec<ChunkHit>>;
+}
+
+/// ` AND …` conditions on `c` (chunks) and `i` (items) for scope, liveness and `filter`.
+pub(crate) fn push_chunk_where<B: Backend>(
+    sql: &mut Sql,
+    scope: &DatabaseScope,
+    filter: &ChunkFilter,
+    now: UnixMs,
+) -> StoreResult<()> {
+    push_live_scope(sql, scope, "c.database_id", now);
+    let texts = |values: Vec<String>| ListParam::Texts(values);
+    B::push_in(
+        sql,
+        "c.kind",
+        texts(filter.kinds.iter().map(|k| k.as_str().to_owned()).collect()),
+    );
+    B::push_in(
+        sql,
+        "c.collection",
+        texts(
+            filter
+                .collections
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
+        ),
+    );
+    if let Some(origin) = filter.origin {
+        sql.push(" AND i.origin = ").push_bind(origin.as_str());
+    }
+    if filter.apps {
+        sql.push(format!(
+            " AND (i.origin = 'app' OR {})",
+            B::json_has("i.additional_metadata", "connector_id")
+        ));
+    }
+    B::push_in(sql, "i.id", texts(filter.ids.clone()));
+    B::push_in(
+        sql,
+        "i.title_key",
+        texts(filter.titles.iter().map(|t| t.to_lowercase()).collect()),
+    );
+    for (key, value) in &filter.metadata {
+        B::push_filter(sql, "metadata", key, value)?;
+    }
+    for (key, value) in &filter.additional_metadata {
+        B::push_filter(sql, "additional_metadata", key, value)?;
+    }
+    Ok(())
+}
+
+const CHUNK_JOINS: &str =
+    " JOIN items i ON i.item_key = c.item_key JOIN databases d ON d.id = c.database_id";
+
+/// `SELECT` of the keys of live chunks passing `filter`; the caller adds conditions and order.
+fn live_chunk_keys<B: Backend>(
+    scope: &DatabaseScope,
+    filter: &ChunkFilter,
+    now: UnixMs,
+) -> StoreResult<Sql> {
+    let mut select = Sql::new("SELECT c.chunk_key FROM chunks c");
+    select.push(CHUNK_JOINS).push(" WHERE 1 = 1");
+    push_chunk_where::<B>(&mut select, scope, filter, now)?;
+    Ok(select)
+}
+
+/// `SELECT columns` of the given chunks that are live and pass `filter`.
+fn among_chunks<B: Backend>(
+    columns: &str,
+    scope: &DatabaseScope,
+    filter: &ChunkFilter,
+    keys: &[ChunkKey],
+    now: UnixMs,
+) -> StoreResult<Sql> {
+    let keys: Vec<i64> = keys.iter().map(|k| k.0).collect();
+    let mut select = Sql::default();
+    B::push_chunks_among(&mut select, columns, CHUNK_JOINS, &keys);
+    push_chunk_where::<B>(&mut select, scope, filter, now)?;
+    Ok(select)
+}
+
+impl<B: Backend> SqlStore<B> {
+    async fn chunk_keys(&self, select: Sql) -> StoreResult<Vec<ChunkKey>> {
+        let rows = self.all(select).await?;
+        rows.iter()
+            .map(|row| Ok(ChunkKey(row.int("chunk_key")?)))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl<B: Backend> ChunkSearch for SqlStore<B> {
+    async fn filtered_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        limit: u32,
+        now: UnixMs,
+    ) -> StoreResult<Vec<ChunkKey>> {
+        let mut select = live_chunk_keys::<B>(scope, filter, now)?;
+        select.push(" ORDER BY c.chunk_key LIMIT ").push_bind(limit);
+        self.chunk_keys(select).await
+    }
+
+    async fn selected_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        which: ChunkSelection<'_>,
+        limit: u32,
+        now: UnixMs,
+    ) -> StoreResult<Vec<ChunkKey>> {
+        let mut select = live_chunk_keys::<B>(scope, filter, now)?;
+        match which {
+            ChunkSelection::Item(id) => {
+                select.push(" AND i.id = ").push_bind(id);
+            }
+            ChunkSelection::Span { id, from, to } => {
+                select
+                    .push(" AND i.id = ")
+                    .push_bind(id)
+                    .push(" AND c.position BETWEEN ")
+                    .push_bind(from)
+                    .push(" AND ")
+                    .push_bind(to);
+            }
+            ChunkSelection::Ids(ids) => {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let ids = ids.iter().take(B::MAX_LIST).cloned().collect();
+                B::push_in(&mut select, "c.chunk_id", ListParam::Texts(ids));
+            }
+        }
+        select
+            .push(" ORDER BY c.collection, i.id, c.position LIMIT ")
+            .push_bind(limit);
+        self.chunk_keys(select).await
+    }
+
+    async fn passing_chunk_keys(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[ChunkKey],
+        now: UnixMs,
+    ) -> StoreResult<Vec<ChunkKey>> {
+        let mut passing = Vec::with_capacity(keys.len());
+        for slice in keys.chunks(B::MAX_LIST) {
+            let select = among_chunks::<B>("c.chunk_key", scope, filter, slice, now)?;
+            passing.extend(self.chunk_keys(select).await?);
+        }
+        Ok(passing)
+    }
+
+    async fn fetch_chunks(
+        &self,
+        scope: &DatabaseScope,
+        filter: &ChunkFilter,
+        keys: &[ChunkKey],
+        now: UnixMs,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        let columns = crate::rows::chunk_hit_columns("CAST(NULL AS TEXT)");
+        let mut hits = Vec::with_capacity(keys.len());
+        for slice in keys.chunks(B::MAX_LIST) {
+            let select = among_chunks::<B>(&columns, scope, filter, slice, now)?;
+            for row in self.all(select).await? {
+                hits.push(crate::rows::chunk_hit(&row)?);
+            }
+        }
+        Ok(hits)
+    }
 }

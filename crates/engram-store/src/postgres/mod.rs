@@ -10,30 +10,19 @@
 //! first, so the feed's sequence numbers commit in order (see `migrations/postgres`).
 
 mod connectors;
-mod databases;
-mod feedback;
-mod graph;
-mod items;
-mod keys;
 mod migrate;
-mod raw;
-mod search;
+mod queue;
 mod sql;
-mod webhooks;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::PgPool;
 
 use crate::{StoreError, StoreResult};
 
 /// The PostgreSQL store.
-#[derive(Clone)]
-pub struct PgStore {
-    pub(crate) pool: PgPool,
-}
+pub type PgStore = crate::SqlStore<sqlx::Postgres>;
 
 /// How to reach the server.
 #[derive(Debug, Clone)]
@@ -69,7 +58,7 @@ impl PgStore {
             .connect_with(connect)
             .await?;
         migrate::run(&pool).await?;
-        Ok(Self { pool })
+        Ok(crate::SqlStore { pool })
     }
 }
 

@@ -1,13 +1,13 @@
 //! SQL the PostgreSQL backend's resources share: locks, scope checks, filters, key lists and
 //! vector columns.
 
-use engram_types::UnixMs;
 use pgvector::Vector;
 use serde_json::Value;
-use sqlx::{PgConnection, Postgres, QueryBuilder};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{PgConnection, Pool, Postgres, Transaction};
 
-pub(crate) use crate::error::{corrupt, is_unique_violation};
-use crate::{DatabaseScope, FilterValue, StoreError, StoreResult};
+use crate::backend::{Backend, Kind, ListParam, Param, Sql};
+use crate::{FilterValue, StoreResult};
 
 /// Taken first by every transaction that writes chunks (directly or by cascade), so the chunk
 /// feed's sequence numbers commit in the order they are handed out. The feed's trigger takes it
@@ -17,119 +17,6 @@ pub(crate) async fn lock_feed(conn: &mut PgConnection) -> StoreResult<()> {
         .execute(&mut *conn)
         .await?;
     Ok(())
-}
-
-/// Taken by claims of indexing work: one claim at a time across instances, so the turn order
-/// and the organizations' shares hold exactly.
-pub(crate) async fn lock_claims(conn: &mut PgConnection) -> StoreResult<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock(7405, 2)")
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
-}
-
-/// Fails with `NotFound` unless the scope names a live database of its organization, and keeps
-/// it live (a share lock on its row) until the transaction ends.
-pub(crate) async fn check_scope(conn: &mut PgConnection, scope: &DatabaseScope) -> StoreResult<()> {
-    let live: Option<i32> = sqlx::query_scalar(
-        "SELECT 1 FROM databases WHERE id = $1 AND org_id = $2 AND state <> 'deleting' FOR SHARE",
-    )
-    .bind(scope.id.as_str())
-    .bind(scope.org.as_str())
-    .fetch_optional(&mut *conn)
-    .await?;
-    match live {
-        Some(_) => Ok(()),
-        None => Err(StoreError::NotFound(format!("database {}", scope.id))),
-    }
-}
-
-/// ` AND` the item's `column.<key>` matches `value`: equal JSON (numbers by value), a filter on
-/// null matching a null or absent value. Equality on a non-null value also tests containment,
-/// which the column's GIN index serves.
-pub(crate) fn push_filter(
-    builder: &mut QueryBuilder<'_, Postgres>,
-    column: &str,
-    key: &str,
-    value: &FilterValue,
-) {
-    let field = |builder: &mut QueryBuilder<'_, Postgres>| {
-        builder
-            .push(format!(" COALESCE(i.{column} -> "))
-            .push_bind(key.to_owned())
-            .push(", 'null'::jsonb)");
-    };
-    match value {
-        FilterValue::Eq(v) => {
-            if !v.is_null() {
-                builder
-                    .push(format!(" AND i.{column} @> jsonb_build_object("))
-                    .push_bind(key.to_owned())
-                    .push("::text, ")
-                    .push_bind(v.clone())
-                    .push("::jsonb)");
-            }
-            builder.push(" AND");
-            field(builder);
-            builder.push(" = ").push_bind(v.clone()).push("::jsonb");
-        }
-        FilterValue::In(values) => {
-            builder.push(" AND");
-            field(builder);
-            builder
-                .push(" = ANY(")
-                .push_bind(values.clone())
-                .push("::jsonb[])");
-        }
-        FilterValue::Readable(principals) => {
-            // No rule (absent, null, not a list, an empty list), or a principal in the list.
-            builder.push(" AND (jsonb_typeof(");
-            field(builder);
-            builder.push(") <> 'array' OR jsonb_array_length(");
-            field(builder);
-            builder.push(") = 0 OR");
-            field(builder);
-            builder
-                .push(" ?| ")
-                .push_bind(principals.clone())
-                .push("::text[])");
-        }
-    }
-}
-
-/// ` AND` the scope's database (by `database_column`) in a live database of its organization,
-/// and an unexpired item `i`. Expects `d` (databases) and `i` (items) joined.
-pub(crate) fn push_live_scope(
-    builder: &mut QueryBuilder<'_, Postgres>,
-    scope: &DatabaseScope,
-    database_column: &str,
-    now: UnixMs,
-) {
-    builder
-        .push(format!(" AND {database_column} = "))
-        .push_bind(scope.id.as_str().to_owned())
-        .push(" AND d.org_id = ")
-        .push_bind(scope.org.as_str().to_owned())
-        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
-        .push_bind(now)
-        .push(")");
-}
-
-/// ` AND column = ANY(…)`: one array parameter; nothing when `values` is empty (no condition).
-pub(crate) fn push_any<'a, T>(
-    builder: &mut QueryBuilder<'a, Postgres>,
-    column: &str,
-    values: Vec<T>,
-) where
-    Vec<T>: 'a + sqlx::Encode<'a, Postgres> + sqlx::Type<Postgres> + Send,
-{
-    if values.is_empty() {
-        return;
-    }
-    builder
-        .push(format!(" AND {column} = ANY("))
-        .push_bind(values)
-        .push(")");
 }
 
 /// A vector column's value: NULL for an empty vector (pgvector has no zero-dimension vector).
@@ -151,5 +38,140 @@ impl crate::rows::Columns for sqlx::postgres::PgRow {
 
     fn vector(&self, column: &str) -> StoreResult<Vec<f32>> {
         Ok(from_vector(sqlx::Row::try_get(self, column)?))
+    }
+}
+
+/// A statement with its values bound.
+fn query(sql: &Sql) -> sqlx::query::Query<'_, Postgres, PgArguments> {
+    let mut query = sqlx::query(&sql.text);
+    for param in &sql.params {
+        query = match param {
+            Param::Text(v) => query.bind(v.as_str()),
+            Param::Int(v) => query.bind(*v),
+            Param::Real(v) => query.bind(*v),
+            Param::Bool(v) => query.bind(*v),
+            Param::Bytes(v) => query.bind(v.as_slice()),
+            Param::Json(v) => query.bind(v),
+            Param::Vector(v) => query.bind(to_vector(v)),
+            Param::Texts(v) => query.bind(v.as_slice()),
+            Param::Ints(v) => query.bind(v.as_slice()),
+            Param::Jsons(v) => query.bind(v.as_slice()),
+            Param::Null(Kind::Text) => query.bind(None::<String>),
+            Param::Null(Kind::Int) => query.bind(None::<i64>),
+            Param::Null(Kind::Real) => query.bind(None::<f64>),
+            Param::Null(Kind::Bool) => query.bind(None::<bool>),
+            Param::Null(Kind::Bytes) => query.bind(None::<Vec<u8>>),
+            Param::Null(Kind::Json) => query.bind(None::<Value>),
+        };
+    }
+    query
+}
+
+impl Backend for Postgres {
+    const FOR_SHARE: &'static str = " FOR SHARE";
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const RANDOM_HEX: &'static str = "replace(gen_random_uuid()::text, '-', '')";
+    const GREATEST: &'static str = "GREATEST";
+    const MAX_LIST: usize = usize::MAX;
+
+    fn json_has(column: &str, key: &str) -> String {
+        format!("{column} ? '{key}'")
+    }
+
+    /// The keys are probed first, alone (primary-key lookups), and scope and filter apply to
+    /// what they found: planned with statistics from before a database filled up (its id
+    /// unseen), the scope's index looked selective, and every chunk of the database was read
+    /// instead.
+    fn push_chunks_among(sql: &mut Sql, columns: &str, joins: &str, keys: &[i64]) {
+        sql.push("WITH c AS MATERIALIZED (SELECT c.* FROM unnest(")
+            .push_bind(Param::Ints(keys.to_vec()))
+            .push(format!(
+                "::bigint[]) AS k(chunk_key) JOIN chunks c ON c.chunk_key = k.chunk_key) \
+                 SELECT {columns} FROM c{joins} WHERE 1 = 1"
+            ));
+    }
+
+    async fn begin_write(pool: &Pool<Self>) -> StoreResult<Transaction<'static, Self>> {
+        Ok(pool.begin().await?)
+    }
+
+    async fn begin_snapshot(pool: &Pool<Self>) -> StoreResult<Transaction<'static, Self>> {
+        let mut tx = pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    async fn fetch_all(conn: &mut PgConnection, sql: Sql) -> StoreResult<Vec<PgRow>> {
+        Ok(query(&sql).fetch_all(conn).await?)
+    }
+
+    async fn fetch_optional(conn: &mut PgConnection, sql: Sql) -> StoreResult<Option<PgRow>> {
+        Ok(query(&sql).fetch_optional(conn).await?)
+    }
+
+    async fn execute(conn: &mut PgConnection, sql: Sql) -> StoreResult<u64> {
+        Ok(query(&sql).execute(conn).await?.rows_affected())
+    }
+
+    async fn lock_feed(conn: &mut PgConnection) -> StoreResult<()> {
+        lock_feed(conn).await
+    }
+
+    /// One array parameter.
+    fn push_in(sql: &mut Sql, column: &str, values: ListParam) {
+        if values.is_empty() {
+            return;
+        }
+        sql.push(format!(" AND {column} = ANY("))
+            .push_bind(values.array())
+            .push(")");
+    }
+
+    /// Equal JSON (numbers by value), a filter on null matching a null or absent value.
+    /// Equality on a non-null value also tests containment, which the column's GIN index
+    /// serves.
+    fn push_filter(sql: &mut Sql, column: &str, key: &str, value: &FilterValue) -> StoreResult<()> {
+        let field = |sql: &mut Sql| {
+            sql.push(format!(" COALESCE(i.{column} -> "))
+                .push_bind(key)
+                .push(", 'null'::jsonb)");
+        };
+        match value {
+            FilterValue::Eq(v) => {
+                if !v.is_null() {
+                    sql.push(format!(" AND i.{column} @> jsonb_build_object("))
+                        .push_bind(key)
+                        .push("::text, ")
+                        .push_bind(v)
+                        .push("::jsonb)");
+                }
+                sql.push(" AND");
+                field(sql);
+                sql.push(" = ").push_bind(v).push("::jsonb");
+            }
+            FilterValue::In(values) => {
+                sql.push(" AND");
+                field(sql);
+                sql.push(" = ANY(")
+                    .push_bind(Param::Jsons(values.clone()))
+                    .push("::jsonb[])");
+            }
+            FilterValue::Readable(principals) => {
+                // No rule (absent, null, not a list, an empty list), or a principal in the list.
+                sql.push(" AND (jsonb_typeof(");
+                field(sql);
+                sql.push(") <> 'array' OR jsonb_array_length(");
+                field(sql);
+                sql.push(") = 0 OR");
+                field(sql);
+                sql.push(" ?| ")
+                    .push_bind(Param::Texts(principals.clone()))
+                    .push("::text[])");
+            }
+        }
+        Ok(())
     }
 }

@@ -2,16 +2,9 @@
 //! processes (the server and `engram keys`) may open it at once.
 
 mod connectors;
-mod databases;
-mod feedback;
-mod graph;
-mod items;
-mod keys;
 mod migrate;
-mod raw;
-mod search;
+mod queue;
 mod sql;
-mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -19,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, SqlitePool};
+use sqlx::Connection;
 
 use crate::StoreResult;
 
@@ -27,10 +20,7 @@ use crate::StoreResult;
 pub const DB_FILE: &str = "engram.sqlite3";
 
 /// The SQLite store.
-#[derive(Clone)]
-pub struct SqliteStore {
-    pub(crate) pool: SqlitePool,
-}
+pub type SqliteStore = crate::SqlStore<sqlx::Sqlite>;
 
 impl SqliteStore {
     /// Opens (creating if needed) the store in `data_dir` and applies pending migrations.
@@ -50,7 +40,7 @@ impl SqliteStore {
             .max_connections(8)
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        Ok(crate::SqlStore { pool })
     }
 }
 
@@ -68,6 +58,7 @@ mod tests {
     use sqlx::Row;
 
     use super::*;
+    use crate::backend::Sql;
     use crate::Store as _;
     use crate::{DatabaseStore, KeyStore, StoreError};
 
@@ -110,13 +101,13 @@ mod tests {
     async fn a_claim_reads_only_the_queue() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
-        let explain = format!(
-            "EXPLAIN QUERY PLAN {}",
-            items::database_in_turn(items::RUNNABLE)
-        );
+        let turn = Sql::new(queue::database_in_turn(crate::queue::RUNNABLE))
+            .bind(1_i64)
+            .bind(1_i64)
+            .bind("owner");
         assert_plan(
             &store,
-            sqlx::query(&explain).bind(1_i64).bind(1_i64).bind("owner"),
+            turn,
             "SEARCH i USING INDEX items_queue",
             "items_by_id",
         )
@@ -130,34 +121,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).await.unwrap();
         let scope = crate::conformance::setup(&store, "db_plan", "org_plan").await;
-        let select =
-            crate::graph::specific_mentions_select::<sqlx::Sqlite>(&scope, &[1, 2, 3], 40, 100);
-        let explain = format!("EXPLAIN QUERY PLAN {}", select.sql());
-        let mut plan = sqlx::query(&explain)
-            .bind(scope.id.as_str())
-            .bind(scope.org.as_str());
-        for value in [1_i64, 2, 3, 41, 40, 100] {
-            plan = plan.bind(value);
-        }
+        let select = crate::graph_store::specific_mentions_select(&scope, &[1, 2, 3], 40, 100);
         assert_plan(
             &store,
-            plan,
+            select,
             "SEARCH e USING INTEGER PRIMARY KEY",
             "database_id=?",
         )
         .await;
     }
 
-    /// Asserts that the plan of an `EXPLAIN QUERY PLAN` query (its parameters bound) has a
-    /// step containing `uses` and none containing `avoids`.
-    async fn assert_plan<'q>(
-        store: &SqliteStore,
-        explain: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-        uses: &str,
-        avoids: &str,
-    ) {
-        let plan: Vec<String> = explain
-            .fetch_all(&store.pool)
+    /// Asserts that the plan of a statement has a step containing `uses` and none containing
+    /// `avoids`.
+    async fn assert_plan(store: &SqliteStore, select: Sql, uses: &str, avoids: &str) {
+        let mut explain = Sql::new(format!("EXPLAIN QUERY PLAN {}", select.sql()));
+        explain.params = select.params;
+        let plan: Vec<String> = store
+            .all(explain)
             .await
             .unwrap()
             .iter()

@@ -1,126 +1,18 @@
 //! SQL the SQLite backend's resources share: transactions, scope checks, filters, key lists,
 //! JSON and vector columns, error mapping.
 
-use engram_types::UnixMs;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Pool, Row, Sqlite, SqliteConnection, Transaction};
 
-pub(crate) use crate::error::{corrupt, is_unique_violation};
-use crate::{DatabaseScope, FilterValue, StoreError, StoreResult};
+use crate::backend::{Backend, ListParam, Param, Sql};
+pub(crate) use crate::error::corrupt;
+use crate::{FilterValue, StoreResult};
 
 pub(crate) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
 pub(crate) fn json_text(value: &Value, what: &str) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| corrupt(what, e))
-}
-
-/// Fails with `NotFound` unless the scope names a live database of its organization.
-pub(crate) async fn check_scope(
-    conn: &mut SqliteConnection,
-    scope: &DatabaseScope,
-) -> StoreResult<()> {
-    let live: bool = sqlx::query(
-        "SELECT EXISTS (SELECT 1 FROM databases WHERE id = ? AND org_id = ? AND state <> 'deleting')",
-    )
-    .bind(scope.id.as_str())
-    .bind(scope.org.as_str())
-    .fetch_one(&mut *conn)
-    .await?
-    .try_get(0)?;
-    if live {
-        Ok(())
-    } else {
-        Err(StoreError::NotFound(format!("database {}", scope.id)))
-    }
-}
-
-pub(crate) fn push_filter(
-    builder: &mut QueryBuilder<'_, Sqlite>,
-    column: &str,
-    key: &str,
-    value: &FilterValue,
-) -> StoreResult<()> {
-    let path = format!("$.\"{}\"", key.replace('"', ""));
-    if let FilterValue::Readable(principals) = value {
-        builder
-            .push(format!(" AND (COALESCE(json_array_length(i.{column}, "))
-            .push_bind(path.clone())
-            .push(format!(
-                "), 0) = 0 OR EXISTS (SELECT 1 FROM json_each(i.{column}, "
-            ))
-            .push_bind(path)
-            .push(") WHERE value IN (");
-        let mut sep = builder.separated(", ");
-        for principal in principals {
-            sep.push_bind(principal.clone());
-        }
-        builder.push(")))");
-        return Ok(());
-    }
-    builder
-        .push(format!(" AND json_extract(i.{column}, "))
-        .push_bind(path)
-        .push(")");
-    match value {
-        FilterValue::Eq(v) => {
-            // `IS`: a filter on null matches a null (or absent) value.
-            builder
-                .push(" IS json_extract(")
-                .push_bind(json_text(v, "filter")?)
-                .push(", '$')");
-        }
-        FilterValue::In(values) => {
-            builder.push(" IN (");
-            let mut sep = builder.separated(", ");
-            for v in values {
-                sep.push("json_extract(")
-                    .push_bind_unseparated(json_text(v, "filter")?)
-                    .push_unseparated(", '$')");
-            }
-            builder.push(")");
-        }
-        FilterValue::Readable(_) => {}
-    }
-    Ok(())
-}
-
-/// ` AND` the scope's database (by `database_column`) in a live database of its organization,
-/// and an unexpired item `i`. Expects `d` (databases) and `i` (items) joined.
-pub(crate) fn push_live_scope(
-    builder: &mut QueryBuilder<'_, Sqlite>,
-    scope: &DatabaseScope,
-    database_column: &str,
-    now: UnixMs,
-) {
-    builder
-        .push(format!(" AND {database_column} = "))
-        .push_bind(scope.id.as_str().to_owned())
-        .push(" AND d.org_id = ")
-        .push_bind(scope.org.as_str().to_owned())
-        .push(" AND d.state <> 'deleting' AND (i.expires_at IS NULL OR i.expires_at > ")
-        .push_bind(now)
-        .push(")");
-}
-
-/// ` AND column IN (…)`; nothing when `values` is empty (no condition).
-pub(crate) fn push_in<'a, T>(
-    builder: &mut QueryBuilder<'a, Sqlite>,
-    column: &str,
-    values: impl IntoIterator<Item = T>,
-) where
-    T: 'a + sqlx::Encode<'a, Sqlite> + sqlx::Type<Sqlite> + Send,
-{
-    let mut values = values.into_iter().peekable();
-    if values.peek().is_none() {
-        return;
-    }
-    builder.push(format!(" AND {column} IN ("));
-    let mut sep = builder.separated(", ");
-    for v in values {
-        sep.push_bind(v);
-    }
-    builder.push(")");
 }
 
 /// A vector stored as little-endian `f32`s.
@@ -148,5 +40,129 @@ impl crate::rows::Columns for SqliteRow {
     fn vector(&self, column: &str) -> StoreResult<Vec<f32>> {
         let bytes: Option<Vec<u8>> = self.try_get(column)?;
         Ok(vector_from_bytes(&bytes.unwrap_or_default()))
+    }
+}
+
+/// A statement with its values bound.
+fn query(sql: &Sql) -> StoreResult<sqlx::query::Query<'_, Sqlite, SqliteArguments<'_>>> {
+    let mut query = sqlx::query(&sql.text);
+    for param in &sql.params {
+        query = match param {
+            Param::Text(v) => query.bind(v.as_str()),
+            Param::Int(v) => query.bind(*v),
+            Param::Real(v) => query.bind(*v),
+            Param::Bool(v) => query.bind(*v),
+            Param::Bytes(v) => query.bind(v.as_slice()),
+            Param::Json(v) => query.bind(json_text(v, "parameter")?),
+            Param::Vector(v) => query.bind(embedding_bytes(v)),
+            Param::Null(_) => query.bind(None::<i64>),
+            Param::Texts(_) | Param::Ints(_) | Param::Jsons(_) => {
+                return Err(corrupt(
+                    "statement",
+                    "a list parameter on SQLite (push_in writes one per value)",
+                ))
+            }
+        };
+    }
+    Ok(query)
+}
+
+impl Backend for Sqlite {
+    const FOR_SHARE: &'static str = "";
+    const FOR_UPDATE: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+    const RANDOM_HEX: &'static str = "lower(hex(randomblob(16)))";
+    const GREATEST: &'static str = "MAX";
+    const MAX_LIST: usize = 10_000;
+
+    fn json_has(column: &str, key: &str) -> String {
+        format!("json_extract({column}, '$.{key}') IS NOT NULL")
+    }
+
+    fn push_chunks_among(sql: &mut Sql, columns: &str, joins: &str, keys: &[i64]) {
+        sql.push(format!(
+            "SELECT {columns} FROM chunks c{joins} WHERE c.chunk_key IN ("
+        ))
+        .push_list(keys.iter().copied())
+        .push(")");
+    }
+
+    async fn begin_write(pool: &Pool<Self>) -> StoreResult<Transaction<'static, Self>> {
+        Ok(pool.begin_with(BEGIN_WRITE).await?)
+    }
+
+    /// A deferred transaction: its snapshot is taken at its first read.
+    async fn begin_snapshot(pool: &Pool<Self>) -> StoreResult<Transaction<'static, Self>> {
+        Ok(pool.begin().await?)
+    }
+
+    async fn fetch_all(conn: &mut SqliteConnection, sql: Sql) -> StoreResult<Vec<SqliteRow>> {
+        Ok(query(&sql)?.fetch_all(conn).await?)
+    }
+
+    async fn fetch_optional(
+        conn: &mut SqliteConnection,
+        sql: Sql,
+    ) -> StoreResult<Option<SqliteRow>> {
+        Ok(query(&sql)?.fetch_optional(conn).await?)
+    }
+
+    async fn execute(conn: &mut SqliteConnection, sql: Sql) -> StoreResult<u64> {
+        Ok(query(&sql)?.execute(conn).await?.rows_affected())
+    }
+
+    /// SQLite's writers are serialized by the immediate transaction itself.
+    async fn lock_feed(_: &mut SqliteConnection) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn push_in(sql: &mut Sql, column: &str, values: ListParam) {
+        if values.is_empty() {
+            return;
+        }
+        sql.push(format!(" AND {column} IN ("))
+            .push_list(values.each())
+            .push(")");
+    }
+
+    fn push_filter(sql: &mut Sql, column: &str, key: &str, value: &FilterValue) -> StoreResult<()> {
+        let path = format!("$.\"{}\"", key.replace('"', ""));
+        if let FilterValue::Readable(principals) = value {
+            sql.push(format!(" AND (COALESCE(json_array_length(i.{column}, "))
+                .push_bind(path.clone())
+                .push(format!(
+                    "), 0) = 0 OR EXISTS (SELECT 1 FROM json_each(i.{column}, "
+                ))
+                .push_bind(path)
+                .push(") WHERE value IN (")
+                .push_list(principals.iter().map(String::as_str))
+                .push(")))");
+            return Ok(());
+        }
+        sql.push(format!(" AND json_extract(i.{column}, "))
+            .push_bind(path)
+            .push(")");
+        match value {
+            FilterValue::Eq(v) => {
+                // `IS`: a filter on null matches a null (or absent) value.
+                sql.push(" IS json_extract(")
+                    .push_bind(json_text(v, "filter")?)
+                    .push(", '$')");
+            }
+            FilterValue::In(values) => {
+                sql.push(" IN (");
+                for (i, v) in values.iter().enumerate() {
+                    if i > 0 {
+                        sql.push(", ");
+                    }
+                    sql.push("json_extract(")
+                        .push_bind(json_text(v, "filter")?)
+                        .push(", '$')");
+                }
+                sql.push(")");
+            }
+            FilterValue::Readable(_) => {}
+        }
+        Ok(())
     }
 }
