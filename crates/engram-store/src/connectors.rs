@@ -12,6 +12,7 @@ use engram_types::{DatabaseId, OrgId, UnixMs};
 use serde_json::Value;
 use std::collections::HashMap;
 
+use crate::backend::{one, Backend, Sql, SqlStore};
 use crate::error::corrupt;
 use crate::rows::Columns;
 use crate::StoreResult;
@@ -691,49 +692,47 @@ pub(crate) fn acl_text(acl: &Option<Vec<String>>) -> Option<String> {
         .map(|principals| Value::from(principals.clone()).to_string())
 }
 
-/// The shared body of both backends' [`ConnectorStore`]: `$snapshot` is the statement that makes
-/// a read transaction one snapshot (empty where every transaction is one), `$begin` opens a write
-/// transaction.
-macro_rules! connector_store_impl {
-    ($store:ty, $db:ty, $snapshot:expr, $($begin:tt)+) => {
-async fn connector_by_id(
-    conn: &mut <$db as sqlx::Database>::Connection,
+async fn connector_by_id<B: Backend>(
+    conn: &mut B::Connection,
     org: &engram_types::OrgId,
     id: &str,
 ) -> crate::StoreResult<Option<crate::ConnectorRecord>> {
-    let row = sqlx::query(&format!(
-        "{} WHERE c.org_id = $1 AND c.connector_id = $2",
-        crate::connectors::CONNECTOR_SELECT
-    ))
-    .bind(org.as_str())
-    .bind(id)
-    .fetch_optional(&mut *conn)
+    let row = B::fetch_optional(
+        conn,
+        Sql::new(format!(
+            "{} WHERE c.org_id = $1 AND c.connector_id = $2",
+            crate::connectors::CONNECTOR_SELECT
+        ))
+        .bind(org.as_str())
+        .bind(id),
+    )
     .await?;
     row.as_ref().map(crate::connectors::connector).transpose()
 }
 
 /// Whether the lease is still the run's; renews it to `until`.
-async fn hold_lease(
-    conn: &mut <$db as sqlx::Database>::Connection,
+async fn hold_lease<B: Backend>(
+    conn: &mut B::Connection,
     lease: &crate::SyncLease,
     until: engram_types::UnixMs,
 ) -> crate::StoreResult<bool> {
-    let renewed = sqlx::query(
-        "UPDATE connectors SET lease_until = $1
+    let renewed = B::execute(
+        conn,
+        Sql::new(
+            "UPDATE connectors SET lease_until = $1
          WHERE connector_id = $2 AND run_id = $3 AND paused_at IS NULL",
+        )
+        .bind(until)
+        .bind(&lease.connector_id)
+        .bind(&lease.run_id),
     )
-    .bind(until)
-    .bind(&lease.connector_id)
-    .bind(&lease.run_id)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+    .await?;
     Ok(renewed == 1)
 }
 
 /// Runs `sql` once per slice of at most 500 ids, the ids bound from `$first` on after `binds`.
-async fn for_each_slice(
-    conn: &mut <$db as sqlx::Database>::Connection,
+async fn for_each_slice<B: Backend>(
+    conn: &mut B::Connection,
     sql: &str,
     binds: &[&str],
     ids: &[String],
@@ -744,53 +743,50 @@ async fn for_each_slice(
             .map(|n| format!("${n}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let sql = sql.replace("{ids}", &list);
-        let mut query = sqlx::query(&sql);
+        let mut query = Sql::new(sql.replace("{ids}", &list));
         for bind in binds {
             query = query.bind(*bind);
         }
         for id in slice {
             query = query.bind(id.as_str());
         }
-        query.execute(&mut *conn).await?;
+        B::execute(conn, query).await?;
     }
     Ok(())
 }
 
 #[async_trait::async_trait]
-impl crate::ConnectorStore for $store {
+impl<B: Backend> crate::ConnectorStore for SqlStore<B> {
     async fn create_connector(
         &self,
         new: &crate::NewConnector,
         max_per_org: u32,
     ) -> crate::StoreResult<crate::ConnectorRecord> {
-        let mut tx = self.pool.$($begin)+.await?;
-        let live: i64 = sqlx::Row::try_get(
-            &sqlx::query(
-                "SELECT COUNT(*) FROM databases WHERE id = $1 AND org_id = $2 AND state <> 'deleting'",
-            )
-            .bind(new.database_id.as_str())
-            .bind(new.org.as_str())
-            .fetch_one(&mut *tx)
-            .await?,
-            0,
-        )?;
-        if live == 0 {
-            return Err(crate::StoreError::NotFound(format!("database {}", new.database_id)));
+        let mut tx = B::begin_write(&self.pool).await?;
+        let live = Sql::new(
+            "SELECT id FROM databases WHERE id = $1 AND org_id = $2 AND state <> 'deleting'",
+        )
+        .bind(new.database_id.as_str())
+        .bind(new.org.as_str());
+        if B::fetch_optional(&mut tx, live).await?.is_none() {
+            return Err(crate::StoreError::NotFound(format!(
+                "database {}",
+                new.database_id
+            )));
         }
-        let count: i64 = sqlx::Row::try_get(
-            &sqlx::query("SELECT COUNT(*) FROM connectors WHERE org_id = $1")
-                .bind(new.org.as_str())
-                .fetch_one(&mut *tx)
-                .await?,
-            0,
-        )?;
+        let count = one::<B>(
+            &mut tx,
+            Sql::new("SELECT COUNT(*) AS n FROM connectors WHERE org_id = $1")
+                .bind(new.org.as_str()),
+        )
+        .await?
+        .int("n")?;
         if count >= i64::from(max_per_org) {
             return Err(crate::StoreError::Conflict(format!(
                 "the organization has {count} connectors, the most it may have"
             )));
         }
-        let inserted = sqlx::query(
+        let insert = Sql::new(
             "INSERT INTO connectors (connector_id, org_id, provider, name, auth_type, database_id, collection,
                  account_scope, custom_instructions, sync_interval_s, credentials, credentials_updated_at,
                  created_at, updated_at)
@@ -805,24 +801,19 @@ impl crate::ConnectorStore for $store {
         .bind(&new.collection)
         .bind(&new.account_scope)
         .bind(&new.custom_instructions)
-        .bind(i64::from(new.sync_interval_s))
+        .bind(new.sync_interval_s)
         .bind(new.credentials.clone())
         .bind(new.credentials.as_ref().map(|_| new.at))
-        .bind(new.at)
-        .execute(&mut *tx)
-        .await;
-        match inserted {
-            Err(err) if crate::error::is_unique_violation(&err) => {
-                return Err(crate::StoreError::Conflict(format!(
+        .bind(new.at);
+        B::execute(&mut tx, insert).await.map_err(|e| {
+            e.on_unique(|| {
+                format!(
                     "a `{}` connector with account scope `{}` exists",
                     new.provider, new.account_scope
-                )));
-            }
-            other => {
-                other?;
-            }
-        }
-        let record = connector_by_id(&mut tx, &new.org, &new.id).await?;
+                )
+            })
+        })?;
+        let record = connector_by_id::<B>(&mut tx, &new.org, &new.id).await?;
         tx.commit().await?;
         record.ok_or_else(|| crate::StoreError::NotFound(format!("connector {}", new.id)))
     }
@@ -833,7 +824,7 @@ impl crate::ConnectorStore for $store {
         id: &str,
     ) -> crate::StoreResult<Option<crate::ConnectorRecord>> {
         let mut conn = self.pool.acquire().await?;
-        connector_by_id(&mut conn, org, id).await
+        connector_by_id::<B>(&mut conn, org, id).await
     }
 
     async fn list_connectors(
@@ -841,14 +832,12 @@ impl crate::ConnectorStore for $store {
         org: &engram_types::OrgId,
         provider: Option<&str>,
     ) -> crate::StoreResult<Vec<crate::ConnectorRecord>> {
-        let rows = sqlx::query(&format!(
+        let rows = self.all(Sql::new(format!(
             "{} WHERE c.org_id = $1 AND ($2 = '' OR c.provider = $2) ORDER BY c.created_at, c.connector_id",
             crate::connectors::CONNECTOR_SELECT
         ))
         .bind(org.as_str())
-        .bind(provider.unwrap_or(""))
-        .fetch_all(&self.pool)
-        .await?;
+        .bind(provider.unwrap_or(""))).await?;
         rows.iter().map(crate::connectors::connector).collect()
     }
 
@@ -859,9 +848,8 @@ impl crate::ConnectorStore for $store {
         update: &crate::ConnectorUpdate,
         at: engram_types::UnixMs,
     ) -> crate::StoreResult<Option<crate::ConnectorRecord>> {
-        let mut tx = self.pool.$($begin)+.await?;
-        let changed = sqlx::query(
-            "UPDATE connectors SET
+        let mut tx = B::begin_write(&self.pool).await?;
+        let changed = B::execute(&mut tx, Sql::new("UPDATE connectors SET
                  name = COALESCE($3, name),
                  sync_interval_s = COALESCE($4, sync_interval_s),
                  custom_instructions = COALESCE($5, custom_instructions),
@@ -875,27 +863,27 @@ impl crate::ConnectorStore for $store {
                  needs_reauth_reason = CASE WHEN $6 IS NULL THEN needs_reauth_reason ELSE '' END,
                  sync_blocked_at = NULL, sync_blocked_reason = '',
                  updated_at = $7
-             WHERE org_id = $1 AND connector_id = $2",
-        )
+             WHERE org_id = $1 AND connector_id = $2",)
         .bind(org.as_str())
         .bind(id)
         .bind(update.name.as_deref())
         .bind(update.sync_interval_s.map(i64::from))
         .bind(update.custom_instructions.as_deref())
         .bind(update.credentials.clone())
-        .bind(at)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .bind(at)).await?;
         if changed == 0 {
             return Ok(None);
         }
         // The user changed the settings: resources blocked by the old ones are tried again.
-        sqlx::query("UPDATE connector_resources SET sync_blocked_reason = '' WHERE connector_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        let record = connector_by_id(&mut tx, org, id).await?;
+        B::execute(
+            &mut tx,
+            Sql::new(
+                "UPDATE connector_resources SET sync_blocked_reason = '' WHERE connector_id = $1",
+            )
+            .bind(id),
+        )
+        .await?;
+        let record = connector_by_id::<B>(&mut tx, org, id).await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -905,13 +893,14 @@ impl crate::ConnectorStore for $store {
         org: &engram_types::OrgId,
         id: &str,
     ) -> crate::StoreResult<bool> {
-        let mut tx = self.pool.$($begin)+.await?;
-        let deleted = sqlx::query("DELETE FROM connectors WHERE org_id = $1 AND connector_id = $2")
-            .bind(org.as_str())
-            .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let mut tx = B::begin_write(&self.pool).await?;
+        let deleted = B::execute(
+            &mut tx,
+            Sql::new("DELETE FROM connectors WHERE org_id = $1 AND connector_id = $2")
+                .bind(org.as_str())
+                .bind(id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(deleted == 1)
     }
@@ -923,7 +912,7 @@ impl crate::ConnectorStore for $store {
         paused: bool,
         at: engram_types::UnixMs,
     ) -> crate::StoreResult<Option<crate::ConnectorRecord>> {
-        let mut tx = self.pool.$($begin)+.await?;
+        let mut tx = B::begin_write(&self.pool).await?;
         let sql = if paused {
             "UPDATE connectors SET paused_at = COALESCE(paused_at, $3), updated_at = $3
              WHERE org_id = $1 AND connector_id = $2"
@@ -934,13 +923,8 @@ impl crate::ConnectorStore for $store {
                      THEN $3 ELSE next_sync_at END
              WHERE org_id = $1 AND connector_id = $2"
         };
-        sqlx::query(sql)
-            .bind(org.as_str())
-            .bind(id)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
-        let record = connector_by_id(&mut tx, org, id).await?;
+        B::execute(&mut tx, Sql::new(sql).bind(org.as_str()).bind(id).bind(at)).await?;
+        let record = connector_by_id::<B>(&mut tx, org, id).await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -952,24 +936,18 @@ impl crate::ConnectorStore for $store {
         resources: &[crate::NewResource],
         at: engram_types::UnixMs,
     ) -> crate::StoreResult<Option<u32>> {
-        let mut tx = self.pool.$($begin)+.await?;
-        let touched = sqlx::query(
-            "UPDATE connectors SET next_sync_at = $3, sync_blocked_at = NULL, sync_blocked_reason = '',
+        let mut tx = B::begin_write(&self.pool).await?;
+        let touched = B::execute(&mut tx, Sql::new("UPDATE connectors SET next_sync_at = $3, sync_blocked_at = NULL, sync_blocked_reason = '',
                  updated_at = $3
-             WHERE org_id = $1 AND connector_id = $2",
-        )
+             WHERE org_id = $1 AND connector_id = $2",)
         .bind(org.as_str())
         .bind(id)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .bind(at)).await?;
         if touched == 0 {
             return Ok(None);
         }
         for r in resources {
-            sqlx::query(
-                "INSERT INTO connector_resources (connector_id, resource_id, resource_type, display_name,
+            B::execute(&mut tx, Sql::new("INSERT INTO connector_resources (connector_id, resource_id, resource_type, display_name,
                      database_override, collection_override, custom_instructions, metadata, additional_metadata,
                      filters, acl, sync_mode, provider_metadata, backfill_oldest, status, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'checking', $15, $15)
@@ -982,25 +960,22 @@ impl crate::ConnectorStore for $store {
                      acl = excluded.acl, sync_mode = excluded.sync_mode,
                      provider_metadata = excluded.provider_metadata,
                      backfill_oldest = excluded.backfill_oldest, sync_blocked_reason = '',
-                     updated_at = excluded.updated_at",
-            )
-            .bind(id)
-            .bind(&r.resource_id)
-            .bind(&r.resource_type)
-            .bind(&r.display_name)
-            .bind(&r.database_override)
-            .bind(&r.collection_override)
-            .bind(&r.custom_instructions)
-            .bind(crate::connectors::json_text(&r.metadata))
-            .bind(crate::connectors::json_text(&r.additional_metadata))
-            .bind(crate::connectors::json_text(&r.filters))
-            .bind(crate::connectors::acl_text(&r.acl))
-            .bind(r.sync_mode.as_str())
-            .bind(crate::connectors::json_text(&r.provider_metadata))
-            .bind(r.backfill_oldest)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
+                     updated_at = excluded.updated_at",)
+        .bind(id)
+        .bind(&r.resource_id)
+        .bind(&r.resource_type)
+        .bind(&r.display_name)
+        .bind(&r.database_override)
+        .bind(&r.collection_override)
+        .bind(&r.custom_instructions)
+        .bind(crate::connectors::json_text(&r.metadata))
+        .bind(crate::connectors::json_text(&r.additional_metadata))
+        .bind(crate::connectors::json_text(&r.filters))
+        .bind(crate::connectors::acl_text(&r.acl))
+        .bind(r.sync_mode.as_str())
+        .bind(crate::connectors::json_text(&r.provider_metadata))
+        .bind(r.backfill_oldest)
+        .bind(at)).await?;
         }
         tx.commit().await?;
         Ok(Some(u32::try_from(resources.len()).unwrap_or(u32::MAX)))
@@ -1012,14 +987,16 @@ impl crate::ConnectorStore for $store {
         id: &str,
     ) -> crate::StoreResult<Option<Vec<crate::ResourceRecord>>> {
         let mut conn = self.pool.acquire().await?;
-        if connector_by_id(&mut conn, org, id).await?.is_none() {
+        if connector_by_id::<B>(&mut conn, org, id).await?.is_none() {
             return Ok(None);
         }
-        let rows = sqlx::query(
-            "SELECT * FROM connector_resources WHERE connector_id = $1 ORDER BY resource_id",
+        let rows = B::fetch_all(
+            &mut conn,
+            Sql::new(
+                "SELECT * FROM connector_resources WHERE connector_id = $1 ORDER BY resource_id",
+            )
+            .bind(id),
         )
-        .bind(id)
-        .fetch_all(&mut *conn)
         .await?;
         rows.iter()
             .map(crate::connectors::resource)
@@ -1035,44 +1012,46 @@ impl crate::ConnectorStore for $store {
         update: &crate::ResourceUpdate,
         at: engram_types::UnixMs,
     ) -> crate::StoreResult<Option<crate::ResourceRecord>> {
-        let mut tx = self.pool.$($begin)+.await?;
-        if connector_by_id(&mut tx, org, id).await?.is_none() {
+        let mut tx = B::begin_write(&self.pool).await?;
+        if connector_by_id::<B>(&mut tx, org, id).await?.is_none() {
             return Ok(None);
         }
         let (set_acl, acl) = match &update.acl {
             Some(acl) => (1_i64, crate::connectors::acl_text(acl)),
             None => (0, None),
         };
-        let row = sqlx::query(
-            "UPDATE connector_resources SET
+        let row = B::fetch_optional(
+            &mut tx,
+            Sql::new(
+                "UPDATE connector_resources SET
                  custom_instructions = COALESCE($3, custom_instructions),
                  acl = CASE WHEN $4 = 1 THEN $5 ELSE acl END,
                  updated_at = $6
              WHERE connector_id = $1 AND resource_id = $2
              RETURNING *",
+            )
+            .bind(id)
+            .bind(resource_id)
+            .bind(update.custom_instructions.as_deref())
+            .bind(set_acl)
+            .bind(acl)
+            .bind(at),
         )
-        .bind(id)
-        .bind(resource_id)
-        .bind(update.custom_instructions.as_deref())
-        .bind(set_acl)
-        .bind(acl)
-        .bind(at)
-        .fetch_optional(&mut *tx)
         .await?;
         let record = row.as_ref().map(crate::connectors::resource).transpose()?;
         if record.is_some() && set_acl == 1 {
             // Synced objects carry their resource's rule: every one is dispatched again by the
             // next sync, which is due at once.
-            sqlx::query("UPDATE connector_objects SET version = '' WHERE connector_id = $1 AND resource_id = $2")
-                .bind(id)
-                .bind(resource_id)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("UPDATE connectors SET next_sync_at = $2 WHERE connector_id = $1")
-                .bind(id)
-                .bind(at)
-                .execute(&mut *tx)
-                .await?;
+            B::execute(&mut tx, Sql::new("UPDATE connector_objects SET version = '' WHERE connector_id = $1 AND resource_id = $2")
+        .bind(id)
+        .bind(resource_id)).await?;
+            B::execute(
+                &mut tx,
+                Sql::new("UPDATE connectors SET next_sync_at = $2 WHERE connector_id = $1")
+                    .bind(id)
+                    .bind(at),
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(record)
@@ -1084,23 +1063,26 @@ impl crate::ConnectorStore for $store {
         id: &str,
         resource_id: &str,
     ) -> crate::StoreResult<bool> {
-        let mut tx = self.pool.$($begin)+.await?;
-        if connector_by_id(&mut tx, org, id).await?.is_none() {
+        let mut tx = B::begin_write(&self.pool).await?;
+        if connector_by_id::<B>(&mut tx, org, id).await?.is_none() {
             return Ok(false);
         }
-        let deleted = sqlx::query(
-            "DELETE FROM connector_resources WHERE connector_id = $1 AND resource_id = $2",
-        )
-        .bind(id)
-        .bind(resource_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        sqlx::query("DELETE FROM connector_objects WHERE connector_id = $1 AND resource_id = $2")
+        let deleted = B::execute(
+            &mut tx,
+            Sql::new(
+                "DELETE FROM connector_resources WHERE connector_id = $1 AND resource_id = $2",
+            )
             .bind(id)
-            .bind(resource_id)
-            .execute(&mut *tx)
-            .await?;
+            .bind(resource_id),
+        )
+        .await?;
+        B::execute(
+            &mut tx,
+            Sql::new("DELETE FROM connector_objects WHERE connector_id = $1 AND resource_id = $2")
+                .bind(id)
+                .bind(resource_id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(deleted == 1)
     }
@@ -1112,8 +1094,8 @@ impl crate::ConnectorStore for $store {
         run_id: &str,
         at: engram_types::UnixMs,
     ) -> crate::StoreResult<crate::SyncRequest> {
-        let mut tx = self.pool.$($begin)+.await?;
-        let Some(connector) = connector_by_id(&mut tx, org, id).await? else {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let Some(connector) = connector_by_id::<B>(&mut tx, org, id).await? else {
             return Ok(crate::SyncRequest::NotFound);
         };
         if connector.paused_at.is_some() {
@@ -1125,23 +1107,27 @@ impl crate::ConnectorStore for $store {
         if let Some(queued) = connector.requested_run_id {
             return Ok(crate::SyncRequest::Queued(queued));
         }
-        sqlx::query(
-            "UPDATE connectors SET requested_run_id = $2, next_sync_at = $3, updated_at = $3
+        B::execute(
+            &mut tx,
+            Sql::new(
+                "UPDATE connectors SET requested_run_id = $2, next_sync_at = $3, updated_at = $3
              WHERE connector_id = $1",
+            )
+            .bind(id)
+            .bind(run_id)
+            .bind(at),
         )
-        .bind(id)
-        .bind(run_id)
-        .bind(at)
-        .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO connector_runs (run_id, connector_id, trigger, state, queued_at)
+        B::execute(
+            &mut tx,
+            Sql::new(
+                "INSERT INTO connector_runs (run_id, connector_id, trigger, state, queued_at)
              VALUES ($1, $2, 'manual', 'queued', $3)",
+            )
+            .bind(run_id)
+            .bind(id)
+            .bind(at),
         )
-        .bind(run_id)
-        .bind(id)
-        .bind(at)
-        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(crate::SyncRequest::Queued(run_id.to_owned()))
@@ -1155,18 +1141,18 @@ impl crate::ConnectorStore for $store {
     ) -> crate::StoreResult<Option<crate::ClaimedSync>> {
         // Polled every second by every instance: a read first, so that nothing due takes no
         // write lock (on SQLite the write lock is the whole store's).
-        let due: Option<String> = sqlx::query_scalar(&format!(
+        let due = Sql::new(format!(
             "SELECT connector_id FROM ({}) due",
             crate::connectors::DUE_CONNECTOR
         ))
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        if due.is_none() {
+        .bind(now);
+        if self.optional(due).await?.is_none() {
             return Ok(None);
         }
-        let mut tx = self.pool.$($begin)+.await?;
-        let row = sqlx::query(&format!(
+        let mut tx = B::begin_write(&self.pool).await?;
+        let row = B::fetch_optional(
+            &mut tx,
+            Sql::new(format!(
             "UPDATE connectors SET run_id = COALESCE(requested_run_id, $3), requested_run_id = NULL,
                  lease_until = $2, last_attempted_sync_at = $1
              WHERE connector_id = ({})
@@ -1174,42 +1160,40 @@ impl crate::ConnectorStore for $store {
              RETURNING connector_id, org_id, run_id",
             crate::connectors::DUE_CONNECTOR
         ))
-        .bind(now)
-        .bind(lease_until)
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
+            .bind(now)
+            .bind(lease_until)
+            .bind(run_id),
+        )
         .await?;
         let Some(row) = row else {
             return Ok(None);
         };
         let (connector_id, org, claimed_run): (String, String, String) = (
-            sqlx::Row::try_get(&row, "connector_id")?,
-            sqlx::Row::try_get(&row, "org_id")?,
-            sqlx::Row::try_get(&row, "run_id")?,
+            row.text("connector_id")?,
+            row.text("org_id")?,
+            row.text("run_id")?,
         );
         // A run whose lease lapsed (its instance died) is over.
-        sqlx::query(
-            "UPDATE connector_runs SET state = 'abandoned', finished_at = $3
+        B::execute(
+            &mut tx,
+            Sql::new(
+                "UPDATE connector_runs SET state = 'abandoned', finished_at = $3
              WHERE connector_id = $1 AND state = 'running' AND run_id <> $2",
+            )
+            .bind(&connector_id)
+            .bind(&claimed_run)
+            .bind(now),
         )
-        .bind(&connector_id)
-        .bind(&claimed_run)
-        .bind(now)
-        .execute(&mut *tx)
         .await?;
         let manual = claimed_run != run_id;
-        sqlx::query(
-            "INSERT INTO connector_runs (run_id, connector_id, trigger, state, queued_at, started_at)
+        B::execute(&mut tx, Sql::new("INSERT INTO connector_runs (run_id, connector_id, trigger, state, queued_at, started_at)
              VALUES ($1, $2, 'scheduled', 'running', $3, $3)
-             ON CONFLICT (run_id) DO UPDATE SET state = 'running', started_at = excluded.started_at",
-        )
+             ON CONFLICT (run_id) DO UPDATE SET state = 'running', started_at = excluded.started_at",)
         .bind(&claimed_run)
         .bind(&connector_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        .bind(now)).await?;
         let org = engram_types::OrgId::from_trusted(org);
-        let connector = connector_by_id(&mut tx, &org, &connector_id).await?;
+        let connector = connector_by_id::<B>(&mut tx, &org, &connector_id).await?;
         tx.commit().await?;
         Ok(connector.map(|connector| crate::ClaimedSync {
             connector,
@@ -1224,7 +1208,7 @@ impl crate::ConnectorStore for $store {
         until: engram_types::UnixMs,
     ) -> crate::StoreResult<bool> {
         let mut conn = self.pool.acquire().await?;
-        hold_lease(&mut conn, lease, until).await
+        hold_lease::<B>(&mut conn, lease, until).await
     }
 
     async fn object_versions(
@@ -1243,16 +1227,16 @@ impl crate::ConnectorStore for $store {
                 "SELECT native_id, version, state FROM connector_objects
                  WHERE connector_id = $1 AND resource_id = $2 AND native_id IN ({list})"
             );
-            let mut query = sqlx::query(&sql).bind(connector_id).bind(resource_id);
+            let mut query = Sql::new(sql).bind(connector_id).bind(resource_id);
             for id in slice {
                 query = query.bind(id.as_str());
             }
-            for row in query.fetch_all(&self.pool).await? {
+            for row in self.all(query).await? {
                 versions.insert(
-                    sqlx::Row::try_get(&row, "native_id")?,
+                    row.text("native_id")?,
                     crate::KnownObject {
-                        version: sqlx::Row::try_get(&row, "version")?,
-                        state: sqlx::Row::try_get(&row, "state")?,
+                        version: row.text("version")?,
+                        state: row.text("state")?,
                     },
                 );
             }
@@ -1267,17 +1251,19 @@ impl crate::ConnectorStore for $store {
         pass_id: &str,
         limit: u32,
     ) -> crate::StoreResult<Vec<crate::SyncedObject>> {
-        let rows = sqlx::query(
-            "SELECT * FROM connector_objects
+        let rows = self
+            .all(
+                Sql::new(
+                    "SELECT * FROM connector_objects
              WHERE connector_id = $1 AND resource_id = $2 AND pass_id <> $3
              ORDER BY native_id LIMIT $4",
-        )
-        .bind(connector_id)
-        .bind(resource_id)
-        .bind(pass_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+                )
+                .bind(connector_id)
+                .bind(resource_id)
+                .bind(pass_id)
+                .bind(i64::from(limit)),
+            )
+            .await?;
         rows.iter().map(crate::connectors::synced_object).collect()
     }
 
@@ -1288,36 +1274,32 @@ impl crate::ConnectorStore for $store {
         now: engram_types::UnixMs,
         lease_until: engram_types::UnixMs,
     ) -> crate::StoreResult<bool> {
-        let mut tx = self.pool.$($begin)+.await?;
-        if !hold_lease(&mut tx, lease, lease_until).await? {
+        let mut tx = B::begin_write(&self.pool).await?;
+        if !hold_lease::<B>(&mut tx, lease, lease_until).await? {
             return Ok(false);
         }
         let (connector, resource) = (lease.connector_id.as_str(), page.resource_id.as_str());
         for object in &page.dispatched {
-            sqlx::query(
-                "INSERT INTO connector_objects (connector_id, resource_id, native_id, item_id, database_id,
+            B::execute(&mut tx, Sql::new("INSERT INTO connector_objects (connector_id, resource_id, native_id, item_id, database_id,
                      collection, version, pass_id, synced_at, state)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (connector_id, resource_id, native_id) DO UPDATE SET
                      item_id = excluded.item_id, database_id = excluded.database_id,
                      collection = excluded.collection, version = excluded.version,
                      pass_id = excluded.pass_id, synced_at = excluded.synced_at,
-                     state = excluded.state",
-            )
-            .bind(connector)
-            .bind(resource)
-            .bind(&object.native_id)
-            .bind(&object.item_id)
-            .bind(object.database_id.as_str())
-            .bind(&object.collection)
-            .bind(&object.version)
-            .bind(&page.pass_id)
-            .bind(now)
-            .bind(&object.state)
-            .execute(&mut *tx)
-            .await?;
+                     state = excluded.state",)
+        .bind(connector)
+        .bind(resource)
+        .bind(&object.native_id)
+        .bind(&object.item_id)
+        .bind(object.database_id.as_str())
+        .bind(&object.collection)
+        .bind(&object.version)
+        .bind(&page.pass_id)
+        .bind(now)
+        .bind(&object.state)).await?;
         }
-        for_each_slice(
+        for_each_slice::<B>(
             &mut tx,
             "UPDATE connector_objects SET pass_id = $3
              WHERE connector_id = $1 AND resource_id = $2 AND native_id IN ({ids})",
@@ -1325,7 +1307,7 @@ impl crate::ConnectorStore for $store {
             &page.unchanged,
         )
         .await?;
-        for_each_slice(
+        for_each_slice::<B>(
             &mut tx,
             "DELETE FROM connector_objects
              WHERE connector_id = $1 AND resource_id = $2 AND native_id IN ({ids})",
@@ -1334,44 +1316,32 @@ impl crate::ConnectorStore for $store {
         )
         .await?;
         let finished = page.finished_cursor.is_some();
-        sqlx::query(
-            "UPDATE connector_resources SET pass_id = $3, pass_position = $4,
+        B::execute(&mut tx, Sql::new("UPDATE connector_resources SET pass_id = $3, pass_position = $4,
                  provider_cursor = CASE WHEN $5 = 1 THEN $6 ELSE provider_cursor END, updated_at = $7
-             WHERE connector_id = $1 AND resource_id = $2",
-        )
+             WHERE connector_id = $1 AND resource_id = $2",)
         .bind(connector)
         .bind(resource)
         .bind(&page.pass_id)
         .bind(&page.position)
         .bind(i64::from(finished))
         .bind(page.finished_cursor.as_deref().unwrap_or(""))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        .bind(now)).await?;
         let dispatched = i64::try_from(page.dispatched.len()).unwrap_or(i64::MAX);
-        sqlx::query(
-            "UPDATE connectors SET documents_dispatched = documents_dispatched + $2,
+        B::execute(&mut tx, Sql::new("UPDATE connectors SET documents_dispatched = documents_dispatched + $2,
                  first_data_dispatched_at = CASE WHEN $2 > 0 THEN COALESCE(first_data_dispatched_at, $3)
                      ELSE first_data_dispatched_at END
-             WHERE connector_id = $1",
-        )
+             WHERE connector_id = $1",)
         .bind(connector)
         .bind(dispatched)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE connector_runs SET added = added + $2, updated = updated + $3, deleted = deleted + $4,
+        .bind(now)).await?;
+        B::execute(&mut tx, Sql::new("UPDATE connector_runs SET added = added + $2, updated = updated + $3, deleted = deleted + $4,
                  failed = failed + $5
-             WHERE run_id = $1",
-        )
+             WHERE run_id = $1",)
         .bind(&lease.run_id)
         .bind(i64::from(page.added))
         .bind(i64::from(page.updated))
         .bind(i64::try_from(page.removed.len()).unwrap_or(i64::MAX))
-        .bind(i64::from(page.failed))
-        .execute(&mut *tx)
-        .await?;
+        .bind(i64::from(page.failed))).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -1385,14 +1355,13 @@ impl crate::ConnectorStore for $store {
         let capped = match &outcome.capped {
             Some(cap) => Some(
                 serde_json::to_string(cap)
-                    .map_err(|e| $crate::error::corrupt("connectors.plan_cap", e))?,
+                    .map_err(|e| crate::error::corrupt("connectors.plan_cap", e))?,
             ),
             None => None,
         };
-        let mut tx = self.pool.$($begin)+.await?;
+        let mut tx = B::begin_write(&self.pool).await?;
         // A paused connector's run still records how it ended.
-        let held = sqlx::query(
-            "UPDATE connectors SET
+        let held = B::execute(&mut tx, Sql::new("UPDATE connectors SET
                  run_id = NULL, lease_until = NULL,
                  next_sync_at = CASE WHEN requested_run_id IS NOT NULL THEN $3 ELSE $4 END,
                  last_successful_sync_at = CASE WHEN $5 = 1 THEN $3 ELSE last_successful_sync_at END,
@@ -1406,8 +1375,7 @@ impl crate::ConnectorStore for $store {
                  capped_at = CASE WHEN $10 IS NULL THEN NULL ELSE COALESCE(capped_at, $3) END,
                  plan_cap = COALESCE($10, ''),
                  updated_at = $3
-             WHERE connector_id = $1 AND run_id = $2",
-        )
+             WHERE connector_id = $1 AND run_id = $2",)
         .bind(&lease.connector_id)
         .bind(&lease.run_id)
         .bind(now)
@@ -1417,43 +1385,38 @@ impl crate::ConnectorStore for $store {
         .bind(&outcome.action)
         .bind(outcome.needs_reauth.as_deref())
         .bind(outcome.blocked.as_deref())
-        .bind(capped.as_deref())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .bind(capped.as_deref())).await?;
         if held == 0 {
             return Ok(false);
         }
         for state in &outcome.resources {
-            sqlx::query(
-                "UPDATE connector_resources SET status = $3, last_row_count = $4, message = $5,
+            B::execute(
+                &mut tx,
+                Sql::new(
+                    "UPDATE connector_resources SET status = $3, last_row_count = $4, message = $5,
                      retryable = $6, http_status = $7, checked_at = $8, action = $9,
                      sync_blocked_reason = $10, acl_warning = $11, updated_at = $8
                  WHERE connector_id = $1 AND resource_id = $2",
+                )
+                .bind(&lease.connector_id)
+                .bind(&state.resource_id)
+                .bind(state.status.as_str())
+                .bind(state.last_row_count)
+                .bind(&state.message)
+                .bind(i64::from(state.retryable))
+                .bind(i64::from(state.http_status))
+                .bind(state.checked_at.unwrap_or(now))
+                .bind(&state.action)
+                .bind(&state.sync_blocked_reason)
+                .bind(&state.acl_warning),
             )
-            .bind(&lease.connector_id)
-            .bind(&state.resource_id)
-            .bind(state.status.as_str())
-            .bind(state.last_row_count)
-            .bind(&state.message)
-            .bind(i64::from(state.retryable))
-            .bind(i64::from(state.http_status))
-            .bind(state.checked_at.unwrap_or(now))
-            .bind(&state.action)
-            .bind(&state.sync_blocked_reason)
-            .bind(&state.acl_warning)
-            .execute(&mut *tx)
             .await?;
         }
-        sqlx::query(
-            "UPDATE connector_runs SET state = $2, finished_at = $3, error = $4 WHERE run_id = $1",
-        )
+        B::execute(&mut tx, Sql::new("UPDATE connector_runs SET state = $2, finished_at = $3, error = $4 WHERE run_id = $1",)
         .bind(&lease.run_id)
         .bind(if outcome.succeeded { "succeeded" } else { "failed" })
         .bind(now)
-        .bind(&outcome.error)
-        .execute(&mut *tx)
-        .await?;
+        .bind(&outcome.error)).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -1464,16 +1427,12 @@ impl crate::ConnectorStore for $store {
         id: &str,
         limit: u32,
     ) -> crate::StoreResult<Vec<crate::RunRecord>> {
-        let rows = sqlx::query(
-            "SELECT r.* FROM connector_runs r JOIN connectors c ON c.connector_id = r.connector_id
+        let rows = self.all(Sql::new("SELECT r.* FROM connector_runs r JOIN connectors c ON c.connector_id = r.connector_id
              WHERE c.org_id = $1 AND r.connector_id = $2
-             ORDER BY r.queued_at DESC, r.run_id DESC LIMIT $3",
-        )
+             ORDER BY r.queued_at DESC, r.run_id DESC LIMIT $3",)
         .bind(org.as_str())
         .bind(id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+        .bind(i64::from(limit))).await?;
         rows.iter().map(crate::connectors::run).collect()
     }
 
@@ -1483,29 +1442,30 @@ impl crate::ConnectorStore for $store {
         id: &str,
         runs: u32,
     ) -> crate::StoreResult<Option<crate::ConnectorSnapshot>> {
-        let mut tx = self.pool.begin().await?;
-        if !$snapshot.is_empty() {
-            sqlx::query($snapshot).execute(&mut *tx).await?;
-        }
-        let Some(connector) = connector_by_id(&mut tx, org, id).await? else {
+        let mut tx = B::begin_snapshot(&self.pool).await?;
+        let Some(connector) = connector_by_id::<B>(&mut tx, org, id).await? else {
             return Ok(None);
         };
-        let resources = sqlx::query(
-            "SELECT * FROM connector_resources WHERE connector_id = $1 ORDER BY resource_id",
+        let resources = B::fetch_all(
+            &mut tx,
+            Sql::new(
+                "SELECT * FROM connector_resources WHERE connector_id = $1 ORDER BY resource_id",
+            )
+            .bind(id),
         )
-        .bind(id)
-        .fetch_all(&mut *tx)
         .await?
         .iter()
         .map(crate::connectors::resource)
         .collect::<crate::StoreResult<Vec<_>>>()?;
-        let runs = sqlx::query(
-            "SELECT * FROM connector_runs WHERE connector_id = $1
+        let runs = B::fetch_all(
+            &mut tx,
+            Sql::new(
+                "SELECT * FROM connector_runs WHERE connector_id = $1
              ORDER BY queued_at DESC, run_id DESC LIMIT $2",
+            )
+            .bind(id)
+            .bind(i64::from(runs)),
         )
-        .bind(id)
-        .bind(i64::from(runs))
-        .fetch_all(&mut *tx)
         .await?
         .iter()
         .map(crate::connectors::run)
@@ -1523,22 +1483,15 @@ impl crate::ConnectorStore for $store {
         org: &engram_types::OrgId,
         id: &str,
     ) -> crate::StoreResult<(u64, u64)> {
-        let row = sqlx::query(
-            "SELECT
+        let row = self.one(Sql::new("SELECT
                  (SELECT COUNT(*) FROM connector_objects o JOIN connectors c ON c.connector_id = o.connector_id
                   WHERE c.org_id = $1 AND o.connector_id = $2) AS one,
                  (SELECT COUNT(*) FROM connector_objects o JOIN connectors c ON c.connector_id = o.connector_id
-                  WHERE c.org_id = $1) AS every",
-        )
+                  WHERE c.org_id = $1) AS every",)
         .bind(org.as_str())
-        .bind(id)
-        .fetch_one(&self.pool)
-        .await?;
-        let one: i64 = sqlx::Row::try_get(&row, "one")?;
-        let every: i64 = sqlx::Row::try_get(&row, "every")?;
+        .bind(id)).await?;
+        let one: i64 = row.int("one")?;
+        let every: i64 = row.int("every")?;
         Ok((one.max(0).unsigned_abs(), every.max(0).unsigned_abs()))
     }
 }
-    };
-}
-pub(crate) use connector_store_impl;

@@ -434,3 +434,11 @@ impl<B: QueueDialect> ChunkFeed for SqlStore<B> {
         rows.iter().map(crate::rows::indexed_chunk).collect()
     }
 }
+
+#[async_trait]
+impl<B: QueueDialect> crate::Store for SqlStore<B> {
+    /// Closes every connection (on SQLite, checkpointing the WAL).
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -9,14 +9,12 @@
 //! exact across instances), and every transaction that writes chunks takes the feed's lock
 //! first, so the feed's sequence numbers commit in order (see `migrations/postgres`).
 
-mod connectors;
 mod migrate;
 mod queue;
 mod sql;
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::{StoreError, StoreResult};
@@ -59,13 +57,6 @@ impl PgStore {
             .await?;
         migrate::run(&pool).await?;
         Ok(crate::SqlStore { pool })
-    }
-}
-
-#[async_trait]
-impl crate::Store for PgStore {
-    async fn close(&self) {
-        self.pool.close().await;
     }
 }
 

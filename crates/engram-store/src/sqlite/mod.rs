@@ -1,7 +1,6 @@
 //! The embedded backend: one SQLite file in WAL mode under the data directory. Several
 //! processes (the server and `engram keys`) may open it at once.
 
-mod connectors;
 mod migrate;
 mod queue;
 mod sql;
@@ -10,7 +9,6 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::Connection;
 
@@ -41,14 +39,6 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         Ok(crate::SqlStore { pool })
-    }
-}
-
-#[async_trait]
-impl crate::Store for SqliteStore {
-    /// Closes every connection (checkpointing the WAL).
-    async fn close(&self) {
-        self.pool.close().await;
     }
 }
 
