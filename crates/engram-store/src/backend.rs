@@ -179,9 +179,15 @@ pub(crate) trait Backend: sqlx::Database<Row: Columns> {
     /// A condition: the JSON object in `column` has a non-null `key` (a trusted name).
     fn json_has(column: &str, key: &str) -> String;
 
-    /// `SELECT columns FROM` the chunks with these keys as `c`, then `joins`, then `WHERE`
-    /// and a first condition: the caller adds ` AND …` conditions on what the keys found.
-    fn push_chunks_among(sql: &mut Sql, columns: &str, joins: &str, keys: &[i64]);
+    /// `SELECT columns FROM` the chunks with these keys as `c`, then `joins`, with the
+    /// ` AND …` conditions `conditions` writes on what the keys found.
+    fn push_chunks_among(
+        sql: &mut Sql,
+        columns: &str,
+        joins: &str,
+        keys: &[i64],
+        conditions: &dyn Fn(&mut Sql) -> StoreResult<()>,
+    ) -> StoreResult<()>;
 
     /// Begins a transaction that will write (SQLite: `BEGIN IMMEDIATE`, taking the write lock
     /// at once rather than failing to upgrade later).

@@ -4,8 +4,7 @@
 //! is fenced by that lease, so a sync that lost it (its instance stalled, the connector was
 //! paused or deleted) writes nothing more.
 //!
-//! One body serves both backends ([`connector_store_impl`]): the SQL is the same text, with
-//! numbered parameters, integer flags and JSON as text.
+//! Its tables keep integer flags and JSON as text on both backends.
 
 use async_trait::async_trait;
 use engram_types::{DatabaseId, OrgId, UnixMs};

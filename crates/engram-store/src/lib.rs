@@ -1,6 +1,7 @@
-//! engram's storage: the traits every backend implements, the embedded SQLite backend (WAL,
-//! numbered migrations), the PostgreSQL backend (several engram instances on one server) and the
-//! conformance suite each backend must pass.
+//! engram's storage: the traits every backend implements, each implemented once for both
+//! backends ([`SqlStore`] over a crate-private dialect: the embedded SQLite file in WAL mode, or
+//! PostgreSQL for several engram instances on one server), their numbered migrations, and the
+//! conformance suite both must pass.
 //!
 //! Tenancy is structural: every read or write of a database's data takes the organization
 //! ([`DatabaseScope`]) and the backend checks it in the query itself, so a handler bug cannot

@@ -360,7 +360,7 @@ impl<B: QueueDialect> ChunkFeed for SqlStore<B> {
         let mut current = Vec::with_capacity(keys.len());
         for slice in keys.chunks(B::MAX_LIST) {
             let mut select = Sql::default();
-            B::push_chunks_among(&mut select, INDEXED_COLUMNS, "", slice);
+            B::push_chunks_among(&mut select, INDEXED_COLUMNS, "", slice, &|_| Ok(()))?;
             for row in B::fetch_all(&mut tx, select).await? {
                 current.push(crate::rows::indexed_chunk(&row)?);
             }

@@ -189,8 +189,9 @@ fn among_chunks<B: Backend>(
 ) -> StoreResult<Sql> {
     let keys: Vec<i64> = keys.iter().map(|k| k.0).collect();
     let mut select = Sql::default();
-    B::push_chunks_among(&mut select, columns, CHUNK_JOINS, &keys);
-    push_chunk_where::<B>(&mut select, scope, filter, now)?;
+    B::push_chunks_among(&mut select, columns, CHUNK_JOINS, &keys, &|sql| {
+        push_chunk_where::<B>(sql, scope, filter, now)
+    })?;
     Ok(select)
 }
 

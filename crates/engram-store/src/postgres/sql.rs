@@ -83,13 +83,20 @@ impl Backend for Postgres {
     /// what they found: planned with statistics from before a database filled up (its id
     /// unseen), the scope's index looked selective, and every chunk of the database was read
     /// instead.
-    fn push_chunks_among(sql: &mut Sql, columns: &str, joins: &str, keys: &[i64]) {
+    fn push_chunks_among(
+        sql: &mut Sql,
+        columns: &str,
+        joins: &str,
+        keys: &[i64],
+        conditions: &dyn Fn(&mut Sql) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         sql.push("WITH c AS MATERIALIZED (SELECT c.* FROM unnest(")
             .push_bind(Param::Ints(keys.to_vec()))
             .push(format!(
                 "::bigint[]) AS k(chunk_key) JOIN chunks c ON c.chunk_key = k.chunk_key) \
                  SELECT {columns} FROM c{joins} WHERE 1 = 1"
             ));
+        conditions(sql)
     }
 
     async fn begin_write(pool: &Pool<Self>) -> StoreResult<Transaction<'static, Self>> {

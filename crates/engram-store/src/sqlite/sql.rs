@@ -1,6 +1,8 @@
 //! SQL the SQLite backend's resources share: transactions, scope checks, filters, key lists,
 //! JSON and vector columns, error mapping.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Pool, Row, Sqlite, SqliteConnection, Transaction};
@@ -43,9 +45,46 @@ impl crate::rows::Columns for SqliteRow {
     }
 }
 
+/// The statement's text as SQLite runs it: when its parameters are `$1`, `$2`… in order, each
+/// once, as anonymous `?`s. SQLite finds a named parameter's name by walking a list
+/// (`sqlite3_bind_parameter_name`), which sqlx asks for every parameter of every execution, so
+/// a list of 1,000 keys cost quadratic time (checking 1,000 hits against a filter took 1.3x as
+/// long with named parameters).
+fn positional(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut next, mut copied, mut at) = (1_u64, 0, 0);
+    while let Some(found) = text[at..].find('$') {
+        let start = at + found;
+        let digits = bytes[start + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        at = start + 1 + digits;
+        if digits == 0 {
+            continue;
+        }
+        if text[start + 1..at].parse::<u64>() != Ok(next) {
+            return Cow::Borrowed(text);
+        }
+        next += 1;
+        out.push_str(&text[copied..start]);
+        out.push('?');
+        copied = at;
+    }
+    if next == 1 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
 /// A statement with its values bound.
-fn query(sql: &Sql) -> StoreResult<sqlx::query::Query<'_, Sqlite, SqliteArguments<'_>>> {
-    let mut query = sqlx::query(&sql.text);
+fn query<'q>(
+    text: &'q str,
+    sql: &'q Sql,
+) -> StoreResult<sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>> {
+    let mut query = sqlx::query(text);
     for param in &sql.params {
         query = match param {
             Param::Text(v) => query.bind(v.as_str()),
@@ -79,12 +118,21 @@ impl Backend for Sqlite {
         format!("json_extract({column}, '$.{key}') IS NOT NULL")
     }
 
-    fn push_chunks_among(sql: &mut Sql, columns: &str, joins: &str, keys: &[i64]) {
-        sql.push(format!(
-            "SELECT {columns} FROM chunks c{joins} WHERE c.chunk_key IN ("
-        ))
-        .push_list(keys.iter().copied())
-        .push(")");
+    /// The keys' condition comes last, as the plan tests and benchmarks have seen it (SQLite
+    /// probes the keys by primary key either way).
+    fn push_chunks_among(
+        sql: &mut Sql,
+        columns: &str,
+        joins: &str,
+        keys: &[i64],
+        conditions: &dyn Fn(&mut Sql) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        sql.push(format!("SELECT {columns} FROM chunks c{joins} WHERE 1 = 1"));
+        conditions(sql)?;
+        sql.push(" AND c.chunk_key IN (")
+            .push_list(keys.iter().copied())
+            .push(")");
+        Ok(())
     }
 
     async fn begin_write(pool: &Pool<Self>) -> StoreResult<Transaction<'static, Self>> {
@@ -97,18 +145,21 @@ impl Backend for Sqlite {
     }
 
     async fn fetch_all(conn: &mut SqliteConnection, sql: Sql) -> StoreResult<Vec<SqliteRow>> {
-        Ok(query(&sql)?.fetch_all(conn).await?)
+        let text = positional(&sql.text);
+        Ok(query(&text, &sql)?.fetch_all(conn).await?)
     }
 
     async fn fetch_optional(
         conn: &mut SqliteConnection,
         sql: Sql,
     ) -> StoreResult<Option<SqliteRow>> {
-        Ok(query(&sql)?.fetch_optional(conn).await?)
+        let text = positional(&sql.text);
+        Ok(query(&text, &sql)?.fetch_optional(conn).await?)
     }
 
     async fn execute(conn: &mut SqliteConnection, sql: Sql) -> StoreResult<u64> {
-        Ok(query(&sql)?.execute(conn).await?.rows_affected())
+        let text = positional(&sql.text);
+        Ok(query(&text, &sql)?.execute(conn).await?.rows_affected())
     }
 
     /// SQLite's writers are serialized by the immediate transaction itself.
@@ -164,5 +215,33 @@ impl Backend for Sqlite {
             FilterValue::Readable(_) => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::positional;
+
+    #[test]
+    fn parameters_in_order_run_as_anonymous_ones() {
+        assert_eq!(
+            positional("a = $1 AND b IN ($2, $3)"),
+            "a = ? AND b IN (?, ?)"
+        );
+        assert_eq!(positional("x = $10"), "x = $10", "not in order from 1");
+        assert_eq!(
+            positional("a = $1 OR b = $1"),
+            "a = $1 OR b = $1",
+            "one used twice"
+        );
+        assert_eq!(positional("a = $2 AND b = $1"), "a = $2 AND b = $1");
+        assert_eq!(
+            positional("no parameters, '$.key'"),
+            "no parameters, '$.key'"
+        );
+        assert_eq!(
+            positional("json_extract(x, '$.k') = $1"),
+            "json_extract(x, '$.k') = ?"
+        );
     }
 }
