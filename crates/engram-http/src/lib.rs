@@ -33,7 +33,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::ApiError;
-pub use metrics::{install as install_metrics, listener_router as metrics_router};
+pub use metrics::{
+    install as install_metrics, listener_router as metrics_router, rendered as render_metrics,
+};
 
 /// Every documented route of both generations and the service.
 fn api() -> (OpenApiRouter<App>, Arc<std::collections::HashSet<String>>) {

@@ -60,6 +60,12 @@ pub fn install() -> bool {
     }
 }
 
+/// The recorder's figures in Prometheus' text format, as `GET /metrics` serves them (without
+/// the stored-state gauges, which a scrape reads); `None` before [`install`].
+pub fn rendered() -> Option<String> {
+    HANDLE.get().map(PrometheusHandle::render)
+}
+
 /// The route template a request matched, carried to the outer request layer in the response.
 #[derive(Clone)]
 pub(crate) struct RouteTemplate(pub String);

@@ -101,6 +101,32 @@ enum Build {
     Vectors,
 }
 
+/// A step of following the feed whose time is recorded (`engram_index_stage_seconds{stage}`):
+/// what ingestion costs the indexes shows beside the pipeline's own steps.
+#[derive(Debug, Clone, Copy)]
+enum Follow {
+    /// Reading a page of changes and the chunks they name.
+    Feed,
+    /// Applying the page to the keyword index (its commit included).
+    Keyword,
+    /// Applying the page to the vectors.
+    Vectors,
+    /// Saving the keyword index's position and trimming the feed.
+    Position,
+}
+
+impl Follow {
+    fn took(self, took: Duration) {
+        let stage = match self {
+            Self::Feed => "feed",
+            Self::Keyword => "keyword",
+            Self::Vectors => "vectors",
+            Self::Position => "position",
+        };
+        metrics::histogram!("engram_index_stage_seconds", "stage" => stage).record(took);
+    }
+}
+
 /// Changes (or chunks, when rebuilding) read from the store at once.
 const PAGE: u32 = 5_000;
 /// The least time between two background catch-ups started by wakes.
@@ -203,20 +229,26 @@ impl Indexes {
         };
         *cursor = Some(at);
         loop {
+            let reading = std::time::Instant::now();
             let changes = self.store.chunk_changes(at, PAGE).await?;
             if changes.through == at {
                 return Ok(applied);
             }
+            Follow::Feed.took(reading.elapsed());
             applied += changes.removed.len();
             let through = changes.through;
-            self.apply(changes).await?;
+            let (keyword, vectors) = self.apply(changes).await?;
+            Follow::Keyword.took(keyword);
+            Follow::Vectors.took(vectors);
             at = through;
             *cursor = Some(at);
+            let noting = std::time::Instant::now();
             self.keyword.covers(self.feed().await?, at).await?;
             // Trimmed through what every reader of the feed has applied: this process alone
             // on SQLite, the slowest live instance on PostgreSQL.
             let every_reader = self.note(at).await?;
             self.store.trim_chunk_changes(every_reader).await?;
+            Follow::Position.took(noting.elapsed());
         }
     }
 

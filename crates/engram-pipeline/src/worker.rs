@@ -83,6 +83,40 @@ impl PipelineOptions {
     }
 }
 
+/// A step of indexing whose time is recorded (`engram_indexing_stage_seconds{stage}`), so where
+/// ingestion's time goes shows in every run (`engram bench ingest` prints the split).
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Claiming items from the queue.
+    Claim,
+    /// Inference's text, parsing and chunking, a memory's context.
+    Prepare,
+    /// The model.
+    Embed,
+    /// Storing the chunks (`complete_item`).
+    Write,
+    /// Extracting and storing the graph (`complete_graph`).
+    Graph,
+}
+
+impl Step {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Claim => "claim",
+            Self::Prepare => "prepare",
+            Self::Embed => "embed",
+            Self::Write => "write",
+            Self::Graph => "graph",
+        }
+    }
+
+    /// Records the time since `started` as this step's.
+    fn took(self, started: Instant) {
+        metrics::histogram!("engram_indexing_stage_seconds", "stage" => self.as_str())
+            .record(started.elapsed());
+    }
+}
+
 /// Aborts a background task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -252,6 +286,7 @@ impl Pipeline {
             )
         };
         let items = self.store.claim_items(&claim).await?;
+        Step::Claim.took(started);
         if items.is_empty() {
             return Ok(0);
         }
@@ -297,6 +332,17 @@ impl Pipeline {
     /// graph (its chunks are never lost), as does one claimed for its graph more times than
     /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
     async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>], stop: &AtomicBool) {
+        let started = Instant::now();
+        self.build_graph_untimed(item, passages, stop).await;
+        Step::Graph.took(started);
+    }
+
+    async fn build_graph_untimed(
+        &self,
+        item: &ClaimedItem,
+        passages: &[Passage<'_>],
+        stop: &AtomicBool,
+    ) {
         let graph = if item.attempts > self.options.max_attempts {
             tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
             ItemGraph::empty(Origin::Extracted)
@@ -390,6 +436,7 @@ impl Pipeline {
     ) -> StoreResult<usize> {
         let budget = self.options.time_budget.saturating_sub(started.elapsed());
         let interrupt = Interrupt::new(Some(budget), Some(stop.clone()));
+        let preparing = Instant::now();
         let inferred = self.inferred_text(items).await?;
         let prepared = self.prepare_all(items.to_vec(), inferred, interrupt).await;
         if stop.load(Ordering::Relaxed) {
@@ -408,6 +455,7 @@ impl Pipeline {
                 }
             }
         }
+        Step::Prepare.took(preparing);
         // Texts are made batch by batch as they are embedded: never copied whole.
         let pieces: Vec<ToEmbed<'_>> = ready
             .iter()
@@ -421,7 +469,10 @@ impl Pipeline {
             .collect();
         let deadline = started + self.options.time_budget;
         let texts = pieces.iter().map(text_to_embed);
-        let vectors = match self.embed(texts, pieces.len(), &stop, deadline).await {
+        let embedding = Instant::now();
+        let embedded = self.embed(texts, pieces.len(), &stop, deadline).await;
+        Step::Embed.took(embedding);
+        let vectors = match embedded {
             Ok(vectors) => vectors,
             Err(stopped) => {
                 for (item, ..) in &ready {
@@ -467,11 +518,13 @@ impl Pipeline {
             } else {
                 AfterChunks::Completed
             };
-            match self
+            let writing = Instant::now();
+            let stored = self
                 .store
                 .complete_item(&item, &chunks, then, self.clock.now())
-                .await
-            {
+                .await;
+            Step::Write.took(writing);
+            match stored {
                 Ok(true) => {
                     written += chunks.len();
                     if then == AfterChunks::Graph {

@@ -73,7 +73,9 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
     .await??;
     let baseline_rate = texts.len() as f64 / baseline.as_secs_f64();
 
-    // The service, end to end.
+    // The service, end to end, with the recorder that times each step of indexing.
+    engram_http::install_metrics();
+    let before = engram_http::render_metrics().unwrap_or_default();
     let service = Service::start(config).await?;
     let auth = service.key("bench").await?;
     service.database(&auth, "bench").await?;
@@ -193,6 +195,7 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
     let chunks = stats["data"]["knowledge_collection"]["row_count"]
         .as_u64()
         .unwrap_or(0);
+    let after = engram_http::render_metrics().unwrap_or_default();
     let mut latencies = poller.await?;
     latencies.sort_by(f64::total_cmp);
     service.stop().await?;
@@ -213,6 +216,25 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
         accepted.as_secs_f64(),
         elapsed.as_secs_f64()
     );
+    for (what, metric) in [
+        ("pipeline", "engram_indexing_stage_seconds"),
+        ("indexes", "engram_index_stage_seconds"),
+    ] {
+        let spent: Vec<String> = stage_seconds(&after, metric)
+            .into_iter()
+            .map(|(stage, seconds)| {
+                let earlier = stage_seconds(&before, metric)
+                    .into_iter()
+                    .find(|(s, _)| *s == stage)
+                    .map_or(0.0, |(_, s)| s);
+                format!("{stage} {:.2}", seconds - earlier)
+            })
+            .collect();
+        report!(
+            "  {what} steps, seconds summed over workers: {}",
+            spent.join(", ")
+        );
+    }
     report!(
         "  GET /context/status during ingestion: {} calls, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         latencies.len(),
@@ -221,4 +243,34 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
         latencies.last().copied().unwrap_or(0.0)
     );
     Ok(())
+}
+
+/// The seconds a `*_seconds` histogram recorded per `stage`, from Prometheus' text format.
+fn stage_seconds(rendered: &str, metric: &str) -> Vec<(String, f64)> {
+    let prefix = format!("{metric}_sum{{stage=\"");
+    rendered
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (stage, value) = rest.split_once("\"}")?;
+            Some((stage.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stage_seconds;
+
+    #[test]
+    fn stage_sums_are_read_from_the_text_format() {
+        let text = "x_seconds_bucket{stage=\"embed\",le=\"1\"} 3\n\
+                    x_seconds_sum{stage=\"embed\"} 12.5\n\
+                    x_seconds_sum{stage=\"write\"} 0.25\n\
+                    y_seconds_sum{stage=\"embed\"} 9\n";
+        assert_eq!(
+            stage_seconds(text, "x_seconds"),
+            vec![("embed".to_owned(), 12.5), ("write".to_owned(), 0.25)]
+        );
+    }
 }
