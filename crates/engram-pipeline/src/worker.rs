@@ -95,8 +95,10 @@ enum Step {
     Embed,
     /// Storing the chunks (`complete_item`).
     Write,
-    /// Extracting and storing the graph (`complete_graph`).
+    /// Extracting the graph (or reading the client's), inference's facts.
     Graph,
+    /// Storing the graph (`complete_graph`).
+    GraphWrite,
 }
 
 impl Step {
@@ -107,6 +109,7 @@ impl Step {
             Self::Embed => "embed",
             Self::Write => "write",
             Self::Graph => "graph",
+            Self::GraphWrite => "graph_write",
         }
     }
 
@@ -332,17 +335,7 @@ impl Pipeline {
     /// graph (its chunks are never lost), as does one claimed for its graph more times than
     /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
     async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>], stop: &AtomicBool) {
-        let started = Instant::now();
-        self.build_graph_untimed(item, passages, stop).await;
-        Step::Graph.took(started);
-    }
-
-    async fn build_graph_untimed(
-        &self,
-        item: &ClaimedItem,
-        passages: &[Passage<'_>],
-        stop: &AtomicBool,
-    ) {
+        let extracting = Instant::now();
         let graph = if item.attempts > self.options.max_attempts {
             tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
             ItemGraph::empty(Origin::Extracted)
@@ -408,11 +401,14 @@ impl Pipeline {
                 &item.instructions,
             );
         }
-        match self
+        Step::Graph.took(extracting);
+        let writing = Instant::now();
+        let stored = self
             .store
             .complete_graph(item, &graph, self.clock.now())
-            .await
-        {
+            .await;
+        Step::GraphWrite.took(writing);
+        match stored {
             Ok(true) => {
                 metrics::counter!("engram_graph_relations_total")
                     .increment(graph.relations.len() as u64);
