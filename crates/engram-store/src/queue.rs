@@ -83,6 +83,17 @@ pub(crate) trait QueueDialect: Backend {
     ) -> impl Future<Output = StoreResult<i64>> + Send + 'p;
 }
 
+/// How far the feed was trimmed: a reader behind it must rebuild (read from [`QueueDialect::FEED_STATE`]).
+pub(crate) async fn feed_trimmed<B: QueueDialect>(conn: &mut B::Connection) -> StoreResult<i64> {
+    let (table, trimmed, _) = B::FEED_STATE;
+    one::<B>(
+        conn,
+        Sql::new(format!("SELECT {trimmed} AS trimmed FROM {table}")),
+    )
+    .await?
+    .int("trimmed")
+}
+
 #[async_trait]
 impl<B: QueueDialect> WorkQueue for SqlStore<B> {
     async fn claim_items(&self, claim: &ClaimRequest<'_>) -> StoreResult<Vec<ClaimedItem>> {

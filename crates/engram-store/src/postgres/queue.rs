@@ -9,7 +9,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Pool, Postgres};
 
 use crate::backend::{one, Backend, Param, Sql};
-use crate::queue::{runnable, QueueDialect};
+use crate::queue::{feed_trimmed, runnable, QueueDialect};
 use crate::rows::{Columns as _, CLAIMED_COLUMNS};
 use crate::{ClaimRequest, DatabaseScope, NewItem, StoreError, StoreResult};
 
@@ -140,9 +140,7 @@ impl QueueDialect for Postgres {
         at: i64,
     ) -> StoreResult<i64> {
         let mut conn = pool.acquire().await?;
-        let trimmed = one::<Postgres>(&mut conn, Sql::new("SELECT through FROM chunk_log_trimmed"))
-            .await?
-            .int("through")?;
+        let trimmed = feed_trimmed::<Postgres>(&mut conn).await?;
         if at < trimmed {
             let forget = Sql::new("DELETE FROM chunk_feed_readers WHERE reader = $1").bind(reader);
             Postgres::execute(&mut conn, forget).await?;

@@ -7,8 +7,8 @@ use engram_types::UnixMs;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Pool, Sqlite, SqliteConnection};
 
-use crate::backend::{one, Backend, Sql};
-use crate::queue::{runnable, QueueDialect};
+use crate::backend::{Backend, Sql};
+use crate::queue::{feed_trimmed, runnable, QueueDialect};
 use crate::rows::{Columns as _, CLAIMED_COLUMNS};
 use crate::{ClaimRequest, DatabaseScope, NewItem, StoreError, StoreResult};
 
@@ -121,9 +121,7 @@ impl QueueDialect for Sqlite {
         at: i64,
     ) -> StoreResult<i64> {
         let mut conn = pool.acquire().await?;
-        let trimmed = one::<Sqlite>(&mut conn, Sql::new("SELECT trimmed FROM chunk_feed"))
-            .await?
-            .int("trimmed")?;
+        let trimmed = feed_trimmed::<Sqlite>(&mut conn).await?;
         if at < trimmed {
             return Err(StoreError::FeedBehind(format!(
                 "changes up to {trimmed} were trimmed (the reader is at {at})"
