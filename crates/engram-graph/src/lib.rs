@@ -48,4 +48,12 @@ pub enum GraphError {
 #[async_trait]
 pub trait GraphExtractor: Send + Sync {
     async fn extract(&self, request: &ExtractRequest<'_>) -> Result<ItemGraph, GraphError>;
+
+    /// The graph made at once on the calling thread, for an extractor that waits on nothing
+    /// (CPU work of milliseconds): the pipeline then stores it with the item's chunks in one
+    /// transaction. `None` for one that waits (a model): its items' chunks are stored first,
+    /// searchable in `graph_creation`, and [`Self::extract`] is awaited after.
+    fn extract_now(&self, _request: &ExtractRequest<'_>) -> Option<ItemGraph> {
+        None
+    }
 }

@@ -135,6 +135,19 @@ pub struct Passage<'a> {
     pub text: &'a str,
 }
 
+impl<'a> Passage<'a> {
+    /// The passages of `(position, text)` pairs, borrowed.
+    pub fn all(owned: &'a [(u32, String)]) -> Vec<Self> {
+        owned
+            .iter()
+            .map(|(position, text)| Passage {
+                position: *position,
+                text,
+            })
+            .collect()
+    }
+}
+
 /// The name as shown: lowercased, whitespace collapsed, at most [`MAX_NAME_CHARS`].
 pub fn display_name(name: &str) -> String {
     let lowered = name.to_lowercase();

@@ -46,18 +46,13 @@ impl GraphExtractor for RuleExtractor {
             .iter()
             .map(|p| (p.position, p.text.to_owned()))
             .collect();
-        tokio::task::spawn_blocking(move || {
-            let passages: Vec<Passage<'_>> = passages
-                .iter()
-                .map(|(position, text)| Passage {
-                    position: *position,
-                    text,
-                })
-                .collect();
-            RuleExtractor.graph(&title, &passages)
-        })
-        .await
-        .map_err(|e| GraphError::Failed(format!("the rule extractor stopped: {e}")))
+        tokio::task::spawn_blocking(move || RuleExtractor.graph(&title, &Passage::all(&passages)))
+            .await
+            .map_err(|e| GraphError::Failed(format!("the rule extractor stopped: {e}")))
+    }
+
+    fn extract_now(&self, request: &ExtractRequest<'_>) -> Option<ItemGraph> {
+        Some(self.graph(request.title, request.passages))
     }
 }
 

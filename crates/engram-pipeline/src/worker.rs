@@ -13,7 +13,8 @@ use engram_embed::Embedder;
 use engram_graph::{ExtractRequest, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage};
 use engram_parse::{Interrupt, Limits};
 use engram_store::{
-    AfterChunks, ClaimRequest, ClaimedItem, ItemFailure, NewChunk, Stage, Store, StoreResult,
+    AfterChunks, ClaimRequest, ClaimedItem, Completion, ItemFailure, NewChunk, Stage, Store,
+    StoreResult,
 };
 use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
@@ -300,15 +301,8 @@ impl Pipeline {
         let (graphs, items): (Vec<ClaimedItem>, Vec<ClaimedItem>) =
             items.into_iter().partition(|i| i.stage == Stage::Graph);
         for item in &graphs {
-            let stored = self.store.item_passages(item).await?;
-            let passages: Vec<Passage<'_>> = stored
-                .iter()
-                .map(|(position, text)| Passage {
-                    position: *position,
-                    text,
-                })
-                .collect();
-            self.build_graph(item, &passages, &stop).await;
+            let passages = self.store.item_passages(item).await?;
+            self.build_graph(item, passages, &stop).await;
         }
         if items.is_empty() {
             return Ok(graphs.len());
@@ -334,73 +328,62 @@ impl Pipeline {
     /// client's own graph when it brought one, else extracted), completing it. A failed extraction completes the item without a
     /// graph (its chunks are never lost), as does one claimed for its graph more times than
     /// attempts allow; a store failure leaves it to be claimed again once its lease runs out.
-    async fn build_graph(&self, item: &ClaimedItem, passages: &[Passage<'_>], stop: &AtomicBool) {
+    async fn build_graph(
+        &self,
+        item: &ClaimedItem,
+        passages: Vec<(u32, String)>,
+        stop: &AtomicBool,
+    ) {
         let extracting = Instant::now();
-        let graph = if item.attempts > self.options.max_attempts {
-            tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
-            ItemGraph::empty(Origin::Extracted)
-        } else if let Some(payload) = &item.graph_payload {
-            // Checked at ingestion; a payload that no longer reads is a bug, not the client's.
-            match serde_json::from_str::<GraphPayload>(payload) {
-                Ok(payload) => {
-                    // Matching up to 10,000 relations to the passages is CPU work.
-                    let owned: Vec<(u32, String)> = passages
-                        .iter()
-                        .map(|p| (p.position, p.text.to_owned()))
-                        .collect();
-                    tokio::task::spawn_blocking(move || {
-                        let passages: Vec<Passage<'_>> = owned
-                            .iter()
-                            .map(|(position, text)| Passage {
-                                position: *position,
-                                text,
-                            })
-                            .collect();
-                        payload.to_graph(&passages)
-                    })
-                    .await
-                    .unwrap_or_else(|_| ItemGraph::empty(Origin::Byog))
-                }
-                Err(err) => {
-                    tracing::error!(id = %item.id, error = %err, "a stored graph payload does not read; completing without a graph");
-                    ItemGraph::empty(Origin::Byog)
-                }
+        // Matching a payload's relations to the passages, or the rules, is CPU work.
+        let passages = Arc::new(passages);
+        let (extractor, max_attempts, claimed, owned) = (
+            self.graph.clone(),
+            self.options.max_attempts,
+            item.clone(),
+            passages.clone(),
+        );
+        let quick = tokio::task::spawn_blocking(move || {
+            graph_at_once(
+                extractor.as_deref(),
+                max_attempts,
+                &claimed,
+                &Passage::all(&owned),
+            )
+        })
+        .await
+        .unwrap_or_else(|_| Some(ItemGraph::empty(Origin::Extracted)));
+        let graph = match (quick, &self.graph) {
+            (Some(graph), _) => graph,
+            (None, None) => with_facts(item, ItemGraph::empty(Origin::Extracted)),
+            (None, Some(extractor)) => {
+                let passages = Passage::all(&passages);
+                let request = ExtractRequest {
+                    org: item.org.as_str(),
+                    database: item.database_id.as_str(),
+                    title: &item.title,
+                    instructions: &item.instructions,
+                    passages: &passages,
+                };
+                // An extractor may wait on a model for minutes: a deleted or replaced item
+                // stops it.
+                let extracted = tokio::select! {
+                    result = extractor.extract(&request) => Some(result),
+                    () = stopped(stop) => None,
+                };
+                let Some(extracted) = extracted else {
+                    self.dropped(std::slice::from_ref(item));
+                    return;
+                };
+                with_facts(
+                    item,
+                    extracted.unwrap_or_else(|err| {
+                        tracing::warn!(id = %item.id, error = %err, "graph extraction failed; completing without a graph");
+                        ItemGraph::empty(Origin::Extracted)
+                    }),
+                )
             }
-        } else if let Some(extractor) = &self.graph {
-            let request = ExtractRequest {
-                org: item.org.as_str(),
-                database: item.database_id.as_str(),
-                title: &item.title,
-                instructions: &item.instructions,
-                passages,
-            };
-            // An extractor may wait on a model for minutes: a deleted or replaced item stops it.
-            let extracted = tokio::select! {
-                result = extractor.extract(&request) => Some(result),
-                () = stopped(stop) => None,
-            };
-            let Some(extracted) = extracted else {
-                self.dropped(std::slice::from_ref(item));
-                return;
-            };
-            match extracted {
-                Ok(graph) => graph,
-                Err(err) => {
-                    tracing::warn!(id = %item.id, error = %err, "graph extraction failed; completing without a graph");
-                    ItemGraph::empty(Origin::Extracted)
-                }
-            }
-        } else {
-            ItemGraph::empty(Origin::Extracted)
         };
-        let mut graph = graph;
-        if infers(item) {
-            graph.facts = engram_graph::infer(
-                item.text.as_deref().unwrap_or_default(),
-                &item.user_name,
-                &item.instructions,
-            );
-        }
         Step::Graph.took(extracting);
         let writing = Instant::now();
         let stored = self
@@ -488,7 +471,7 @@ impl Pipeline {
             }
         };
         let mut vectors = vectors.into_iter();
-        let mut written = 0;
+        let mut batch: Vec<(ClaimedItem, Vec<NewChunk>)> = Vec::with_capacity(ready.len());
         for (item, extracted_text, chunks, context) in ready {
             let chunks: Vec<NewChunk> = chunks
                 .into_iter()
@@ -507,46 +490,122 @@ impl Pipeline {
             if extracted_text.is_some() {
                 item.text = extracted_text;
             }
-            // An item with its own graph, or a memory to infer from, goes through
-            // graph_creation even with extraction off.
-            let then = if self.graph.is_some() || item.graph_payload.is_some() || infers(&item) {
-                AfterChunks::Graph
-            } else {
-                AfterChunks::Completed
-            };
-            let writing = Instant::now();
-            let stored = self
-                .store
-                .complete_item(&item, &chunks, then, self.clock.now())
-                .await;
-            Step::Write.took(writing);
-            match stored {
-                Ok(true) => {
-                    written += chunks.len();
-                    if then == AfterChunks::Graph {
-                        let passages: Vec<Passage<'_>> = chunks
-                            .iter()
-                            .map(|c| Passage {
-                                position: c.position,
-                                text: &c.content,
-                            })
-                            .collect();
-                        self.build_graph(&item, &passages, &stop).await;
-                    }
-                    metrics::counter!("engram_items_indexed_total", "outcome" => "completed")
-                        .increment(1);
-                    metrics::counter!("engram_chunks_indexed_total").increment(chunks.len() as u64);
+            batch.push((item, chunks));
+        }
+        let extracting = Instant::now();
+        let (batch, graphs) = self.graphs_at_once(batch).await;
+        Step::Graph.took(extracting);
+        let completions: Vec<Completion<'_>> = batch
+            .iter()
+            .zip(&graphs)
+            .map(|((item, chunks), graph)| Completion {
+                item,
+                chunks,
+                then: match graph {
+                    Then::Completed => AfterChunks::Completed,
+                    Then::Later => AfterChunks::Graph,
+                    Then::With(graph) => AfterChunks::WithGraph(graph),
+                },
+            })
+            .collect();
+        let writing = Instant::now();
+        let stored = self
+            .store
+            .complete_items(&completions, self.clock.now())
+            .await;
+        Step::Write.took(writing);
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(err) => {
+                let message = format!("storing chunks failed: {err}");
+                for (item, _) in &batch {
+                    self.retry_or_fail(item, &message).await?;
                 }
-                Ok(false) => {
-                    self.dropped(std::slice::from_ref(&item));
-                }
-                Err(err) => {
-                    self.retry_or_fail(&item, &format!("storing chunks failed: {err}"))
-                        .await?
-                }
+                return Ok(0);
             }
+        };
+        let mut written = 0;
+        for (((item, chunks), graph), stored) in batch.iter().zip(&graphs).zip(stored) {
+            if !stored {
+                self.dropped(std::slice::from_ref(item));
+                continue;
+            }
+            written += chunks.len();
+            match graph {
+                Then::With(graph) => {
+                    metrics::counter!("engram_graph_relations_total")
+                        .increment(graph.relations.len() as u64);
+                }
+                Then::Later => {
+                    let passages = chunks
+                        .iter()
+                        .map(|c| (c.position, c.content.clone()))
+                        .collect();
+                    self.build_graph(item, passages, &stop).await;
+                }
+                Then::Completed => {}
+            }
+            metrics::counter!("engram_items_indexed_total", "outcome" => "completed").increment(1);
+            metrics::counter!("engram_chunks_indexed_total").increment(chunks.len() as u64);
         }
         Ok(written)
+    }
+
+    /// What becomes of each embedded item's graph: none to build, one made at once (stored
+    /// with the chunks), or one to wait for (a model) after the chunks are stored. The graphs
+    /// made at once are made together on the blocking pool; a panic there leaves its item to
+    /// complete without a graph.
+    async fn graphs_at_once(
+        &self,
+        batch: Vec<(ClaimedItem, Vec<NewChunk>)>,
+    ) -> (Vec<(ClaimedItem, Vec<NewChunk>)>, Vec<Then>) {
+        let wanted = |item: &ClaimedItem| {
+            // An item with its own graph, or a memory to infer from, gets one even with
+            // extraction off.
+            self.graph.is_some() || item.graph_payload.is_some() || infers(item)
+        };
+        if !batch.iter().any(|(item, _)| wanted(item)) {
+            let none = batch.iter().map(|_| Then::Completed).collect();
+            return (batch, none);
+        }
+        let wants: Vec<bool> = batch.iter().map(|(item, _)| wanted(item)).collect();
+        let (extractor, max_attempts) = (self.graph.clone(), self.options.max_attempts);
+        let joined = tokio::task::spawn_blocking(move || {
+            let graphs = batch
+                .iter()
+                .zip(wants)
+                .map(|((item, chunks), wanted)| {
+                    if !wanted {
+                        return Then::Completed;
+                    }
+                    let passages: Vec<Passage<'_>> = chunks
+                        .iter()
+                        .map(|c| Passage {
+                            position: c.position,
+                            text: &c.content,
+                        })
+                        .collect();
+                    catch_unwind(AssertUnwindSafe(|| {
+                        graph_at_once(extractor.as_deref(), max_attempts, item, &passages)
+                    }))
+                    .unwrap_or_else(|_| {
+                        tracing::warn!(id = %item.id, "graph extraction failed; completing without a graph");
+                        Some(ItemGraph::empty(Origin::Extracted))
+                    })
+                    .map_or(Then::Later, Then::With)
+                })
+                .collect();
+            (batch, graphs)
+        })
+        .await;
+        match joined {
+            Ok(done) => done,
+            // The task owned the batch: nothing to write with. Unreachable short of an abort.
+            Err(err) => {
+                tracing::error!(error = %err, "making graphs failed");
+                (Vec::new(), Vec::new())
+            }
+        }
     }
 
     fn dropped(&self, items: &[ClaimedItem]) -> usize {
@@ -780,6 +839,65 @@ async fn stopped(stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// What becomes of an embedded item's graph (see `Pipeline::graphs_at_once`).
+enum Then {
+    /// None to build: the item completes with its chunks.
+    Completed,
+    /// Made at once: stored with the chunks.
+    With(ItemGraph),
+    /// Made by an extractor that waits (a model), after the chunks are stored.
+    Later,
+}
+
+/// An item's graph when it can be made at once, inference's facts included: the client's own
+/// (matched to the passages), the extractor's when it waits on nothing, or an empty one (no
+/// extractor, or claimed for its graph more times than attempts allow). `None` when the
+/// extractor must be awaited.
+fn graph_at_once(
+    extractor: Option<&dyn GraphExtractor>,
+    max_attempts: u32,
+    item: &ClaimedItem,
+    passages: &[Passage<'_>],
+) -> Option<ItemGraph> {
+    let graph = if item.attempts > max_attempts {
+        tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
+        ItemGraph::empty(Origin::Extracted)
+    } else if let Some(payload) = &item.graph_payload {
+        // Checked at ingestion; a payload that no longer reads is a bug, not the client's.
+        match serde_json::from_str::<GraphPayload>(payload) {
+            Ok(payload) => payload.to_graph(passages),
+            Err(err) => {
+                tracing::error!(id = %item.id, error = %err, "a stored graph payload does not read; completing without a graph");
+                ItemGraph::empty(Origin::Byog)
+            }
+        }
+    } else if let Some(extractor) = extractor {
+        let request = ExtractRequest {
+            org: item.org.as_str(),
+            database: item.database_id.as_str(),
+            title: &item.title,
+            instructions: &item.instructions,
+            passages,
+        };
+        extractor.extract_now(&request)?
+    } else {
+        ItemGraph::empty(Origin::Extracted)
+    };
+    Some(with_facts(item, graph))
+}
+
+/// `graph` with inference's facts when the item is a memory inferred from.
+fn with_facts(item: &ClaimedItem, mut graph: ItemGraph) -> ItemGraph {
+    if infers(item) {
+        graph.facts = engram_graph::infer(
+            item.text.as_deref().unwrap_or_default(),
+            &item.user_name,
+            &item.instructions,
+        );
+    }
+    graph
 }
 
 /// Whether memory inference reads this item: a memory given with `infer: true`.
@@ -1171,7 +1289,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_item_passes_through_graph_creation_to_completed_with_its_graph() {
+    async fn an_item_whose_graph_is_made_at_once_completes_with_it_in_one_write() {
         let kit = TempStore::new().await;
         let scope = queued(&kit, &[("doc", "Ana Ruiz works for Acme Corp in Lisbon.")]).await;
         let pipeline = Pipeline::new(

@@ -69,6 +69,90 @@ pub(crate) fn specific_mentions_select(
     select
 }
 
+/// Stores `graph`, the graph of `item` whose chunks' keys by position are `chunks`: its
+/// entities (merged with the collection's), mentions, relations and, for a memory inferred from,
+/// its facts. A few statements per item, each writing many rows: a statement is a round trip to
+/// the database (on SQLite, to its connection's thread), and the graph written row by row
+/// halved the pipeline's throughput where nothing else costs.
+pub(crate) async fn store_graph<B: Backend>(
+    conn: &mut B::Connection,
+    item: &ClaimedItem,
+    graph: &ItemGraph,
+    chunks: &HashMap<u32, i64>,
+    now: UnixMs,
+) -> StoreResult<()> {
+    let write = GraphWrite::plan(graph, chunks);
+    let mut entity_keys: HashMap<String, i64> = HashMap::with_capacity(write.entities.len());
+    let mut named = HashSet::with_capacity(write.entities.len());
+    let unique: Vec<&Entity> = write
+        .entities
+        .iter()
+        .map(|&at| &graph.entities[at])
+        .filter(|e| named.insert(e.key.as_str()))
+        .collect();
+    for part in unique.chunks(ENTITY_ROWS) {
+        let mut insert = Sql::new(
+            "INSERT INTO graph_entities (database_id, collection, kind, key, name, type, namespace, identifier) VALUES ",
+        );
+        push_rows(&mut insert, part, |e| {
+            vec![
+                item.database_id.as_str().into(),
+                item.collection.as_str().into(),
+                item.kind.as_str().into(),
+                e.key.as_str().into(),
+                e.name.as_str().into(),
+                e.kind.as_str().into(),
+                e.namespace.as_str().into(),
+                e.identifier.as_deref().into(),
+            ]
+        });
+        insert.push(
+            " ON CONFLICT (database_id, collection, kind, key) DO UPDATE SET
+                 type = CASE WHEN graph_entities.type = 'ENTITY' THEN excluded.type ELSE graph_entities.type END,
+                 identifier = COALESCE(graph_entities.identifier, excluded.identifier)
+             RETURNING key, entity_key",
+        );
+        for row in B::fetch_all(conn, insert).await? {
+            entity_keys.insert(row.text("key")?, row.int("entity_key")?);
+        }
+    }
+    let key_of = |at: usize| entity_keys.get(graph.entities[at].key.as_str()).copied();
+    for part in write.mentions.chunks(MENTION_ROWS) {
+        let mut insert = Sql::new("INSERT INTO graph_mentions (entity_key, chunk_key) VALUES ");
+        push_rows(&mut insert, part, |&(entity, chunk)| {
+            vec![key_of(entity).into(), chunk.into()]
+        });
+        insert.push(" ON CONFLICT DO NOTHING");
+        B::execute(conn, insert).await?;
+    }
+    for part in write.relations.chunks(RELATION_ROWS) {
+        let mut insert = Sql::new(
+            "INSERT INTO graph_relations (chunk_key, item_key, source_key, target_key, raw_predicate,
+                 canonical_predicate, context, confidence, temporal_details, origin, created_at) VALUES ",
+        );
+        push_rows(&mut insert, part, |&(r, chunk)| {
+            vec![
+                chunk.into(),
+                item.item_key.into(),
+                key_of(r.source).into(),
+                key_of(r.target).into(),
+                r.raw_predicate.as_str().into(),
+                r.canonical_predicate.as_str().into(),
+                r.context.as_str().into(),
+                r.confidence.into(),
+                r.temporal_details.as_deref().into(),
+                graph.origin.as_str().into(),
+                now.into(),
+            ]
+        });
+        B::execute(conn, insert).await?;
+    }
+    if item.infer && item.kind == ItemKind::Memory {
+        write_facts::<B>(conn, item, &graph.facts, now).await?;
+    }
+    Ok(())
+}
+
 /// Writes a memory's facts about its user in the transaction completing it: its earlier facts
 /// replaced, a current fact of another live memory in the same slot with another value
 /// superseded (kept, `valid_until` and `superseded_by` set); the statements the user's current
@@ -215,78 +299,7 @@ impl<B: Backend> GraphStore for SqlStore<B> {
             let position = u32::try_from(row.int("position")?).unwrap_or(u32::MAX);
             chunks.insert(position, row.int("chunk_key")?);
         }
-        let write = GraphWrite::plan(graph, &chunks);
-        // A few statements per item, each writing many rows: a statement is a round trip to
-        // the database (on SQLite, to its connection's thread), and the graph written row by
-        // row halved the pipeline's throughput where nothing else costs.
-        let mut entity_keys: HashMap<String, i64> = HashMap::with_capacity(write.entities.len());
-        let mut named = HashSet::with_capacity(write.entities.len());
-        let unique: Vec<&Entity> = write
-            .entities
-            .iter()
-            .map(|&at| &graph.entities[at])
-            .filter(|e| named.insert(e.key.as_str()))
-            .collect();
-        for part in unique.chunks(ENTITY_ROWS) {
-            let mut insert = Sql::new(
-                "INSERT INTO graph_entities (database_id, collection, kind, key, name, type, namespace, identifier) VALUES ",
-            );
-            push_rows(&mut insert, part, |e| {
-                vec![
-                    item.database_id.as_str().into(),
-                    item.collection.as_str().into(),
-                    item.kind.as_str().into(),
-                    e.key.as_str().into(),
-                    e.name.as_str().into(),
-                    e.kind.as_str().into(),
-                    e.namespace.as_str().into(),
-                    e.identifier.as_deref().into(),
-                ]
-            });
-            insert.push(
-                " ON CONFLICT (database_id, collection, kind, key) DO UPDATE SET
-                     type = CASE WHEN graph_entities.type = 'ENTITY' THEN excluded.type ELSE graph_entities.type END,
-                     identifier = COALESCE(graph_entities.identifier, excluded.identifier)
-                 RETURNING key, entity_key",
-            );
-            for row in B::fetch_all(&mut tx, insert).await? {
-                entity_keys.insert(row.text("key")?, row.int("entity_key")?);
-            }
-        }
-        let key_of = |at: usize| entity_keys.get(graph.entities[at].key.as_str()).copied();
-        for part in write.mentions.chunks(MENTION_ROWS) {
-            let mut insert = Sql::new("INSERT INTO graph_mentions (entity_key, chunk_key) VALUES ");
-            push_rows(&mut insert, part, |&(entity, chunk)| {
-                vec![key_of(entity).into(), chunk.into()]
-            });
-            insert.push(" ON CONFLICT DO NOTHING");
-            B::execute(&mut tx, insert).await?;
-        }
-        for part in write.relations.chunks(RELATION_ROWS) {
-            let mut insert = Sql::new(
-                "INSERT INTO graph_relations (chunk_key, item_key, source_key, target_key, raw_predicate,
-                     canonical_predicate, context, confidence, temporal_details, origin, created_at) VALUES ",
-            );
-            push_rows(&mut insert, part, |&(r, chunk)| {
-                vec![
-                    chunk.into(),
-                    item.item_key.into(),
-                    key_of(r.source).into(),
-                    key_of(r.target).into(),
-                    r.raw_predicate.as_str().into(),
-                    r.canonical_predicate.as_str().into(),
-                    r.context.as_str().into(),
-                    r.confidence.into(),
-                    r.temporal_details.as_deref().into(),
-                    graph.origin.as_str().into(),
-                    now.into(),
-                ]
-            });
-            B::execute(&mut tx, insert).await?;
-        }
-        if item.infer && item.kind == ItemKind::Memory {
-            write_facts::<B>(&mut tx, item, &graph.facts, now).await?;
-        }
+        store_graph::<B>(&mut tx, item, graph, &chunks, now).await?;
         crate::webhooks::record_event::<B>(&mut tx, item, IndexingStatus::Completed, "", "", now)
             .await?;
         tx.commit().await?;

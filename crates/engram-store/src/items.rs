@@ -192,14 +192,25 @@ pub enum Stage {
     Graph,
 }
 
-/// Where [`WorkQueue::complete_item`] leaves an item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AfterChunks {
+/// Where [`WorkQueue::complete_items`] leaves an item.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AfterChunks<'a> {
     /// `completed`, its event recorded, the lease released.
     Completed,
     /// `graph_creation`, the lease kept: the worker builds the graph next and
     /// [`crate::GraphStore::complete_graph`] completes it.
     Graph,
+    /// `completed` with this graph stored beside the chunks, in the same transaction: a graph
+    /// made without waiting on anything (the rules, the client's own, inference's facts).
+    WithGraph(&'a engram_graph::ItemGraph),
+}
+
+/// One item of a batch [`WorkQueue::complete_items`] writes: its chunks and where it goes next.
+#[derive(Debug, Clone, Copy)]
+pub struct Completion<'a> {
+    pub item: &'a ClaimedItem,
+    pub chunks: &'a [NewChunk],
+    pub then: AfterChunks<'a>,
 }
 
 /// A chunk produced by indexing.
@@ -507,16 +518,24 @@ pub trait WorkQueue: Send + Sync {
     /// instances releases none and relies on the short, heartbeat-renewed leases. Returns how
     /// many claims were released.
     async fn release_dead_claims(&self) -> StoreResult<u64>;
-    /// Writes the chunks and moves the item on (see [`AfterChunks`]), in one transaction, if
-    /// the claim is still current. False (and nothing written) when the item was upserted,
-    /// deleted or re-leased meanwhile. Replaced chunks go, and with them their graph.
+    /// Writes each item's chunks and moves it on (see [`AfterChunks`]), the whole batch in one
+    /// transaction (one write lock and one commit for the items a worker claimed together);
+    /// for each item (same order), whether its claim was still current. An item upserted,
+    /// deleted or re-leased meanwhile gets false and nothing of it is written; the others are.
+    /// Replaced chunks go, and with them their graph.
+    async fn complete_items(&self, batch: &[Completion<'_>], now: UnixMs)
+        -> StoreResult<Vec<bool>>;
+    /// [`Self::complete_items`] for one item.
     async fn complete_item(
         &self,
         item: &ClaimedItem,
         chunks: &[NewChunk],
-        then: AfterChunks,
+        then: AfterChunks<'_>,
         now: UnixMs,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let batch = [Completion { item, chunks, then }];
+        Ok(self.complete_items(&batch, now).await?.first() == Some(&true))
+    }
     /// Records a failed attempt: back to `queued` for a later retry, or `errored`.
     async fn fail_item(
         &self,

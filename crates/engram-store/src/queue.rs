@@ -15,7 +15,7 @@ use crate::rows::{Columns as _, INDEXED_COLUMNS};
 use crate::webhooks::record_event;
 use crate::{
     AfterChunks, ChunkChanges, ChunkFeed, ChunkKey, ChunkScan, ClaimRequest, ClaimedItem,
-    DatabaseScope, IndexedChunk, ItemFailure, ItemOrigin, NewChunk, NewItem, StoreResult,
+    Completion, DatabaseScope, IndexedChunk, ItemFailure, ItemOrigin, NewItem, StoreResult,
     WorkQueue,
 };
 
@@ -171,64 +171,22 @@ impl<B: QueueDialect> WorkQueue for SqlStore<B> {
         Ok(extended == 1)
     }
 
-    async fn complete_item(
+    async fn complete_items(
         &self,
-        item: &ClaimedItem,
-        chunks: &[NewChunk],
-        then: AfterChunks,
+        batch: &[Completion<'_>],
         now: UnixMs,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Vec<bool>> {
+        let mut done = Vec::with_capacity(batch.len());
+        if batch.is_empty() {
+            return Ok(done);
+        }
         let mut tx = B::begin_write(&self.pool).await?;
         B::lock_feed(&mut tx).await?;
-        let graph = then == AfterChunks::Graph;
-        let complete = Sql::new(
-            "UPDATE items SET status = CASE WHEN $6 THEN 'graph_creation' ELSE 'completed' END,
-                 text = COALESCE($1, text),
-                 lease_owner = CASE WHEN $6 THEN lease_owner END,
-                 lease_until = CASE WHEN $6 THEN lease_until END,
-                 error_code = '', error_message = '', updated_at = $2
-             WHERE item_key = $3 AND version = $4 AND status = 'processing' AND lease_owner = $5",
-        )
-        .bind(item.text.as_deref())
-        .bind(now)
-        .bind(item.item_key)
-        .bind(item.version)
-        .bind(&item.lease_owner)
-        .bind(graph);
-        if B::execute(&mut tx, complete).await? != 1 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        let clear = Sql::new("DELETE FROM chunks WHERE item_key = $1").bind(item.item_key);
-        B::execute(&mut tx, clear).await?;
-        for batch in chunks.chunks(B::CHUNKS_PER_INSERT) {
-            let mut insert = Sql::new(
-                "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content,
-                     context, layout, embedding, created_at) VALUES ",
-            );
-            for (n, chunk) in batch.iter().enumerate() {
-                insert.push(if n == 0 { "(" } else { ", (" }).push_list([
-                    Param::from(&chunk.chunk_id),
-                    Param::from(item.item_key),
-                    Param::from(item.database_id.as_str()),
-                    Param::from(item.collection.as_str()),
-                    Param::from(item.kind.as_str()),
-                    Param::from(chunk.position),
-                    Param::from(&chunk.content),
-                    Param::from(&chunk.context),
-                    Param::from(&chunk.layout),
-                    Param::Vector(chunk.embedding.clone()),
-                    Param::from(now),
-                ]);
-                insert.push(")");
-            }
-            B::execute(&mut tx, insert).await?;
-        }
-        if !graph {
-            record_event::<B>(&mut tx, item, IndexingStatus::Completed, "", "", now).await?;
+        for completion in batch {
+            done.push(complete_one::<B>(&mut tx, completion, now).await?);
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(done)
     }
 
     async fn fail_item(
@@ -452,4 +410,74 @@ impl<B: QueueDialect> crate::Store for SqlStore<B> {
     async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// One item of [`WorkQueue::complete_items`], in its transaction: false (and nothing written)
+/// when its claim is no longer current.
+async fn complete_one<B: QueueDialect>(
+    conn: &mut B::Connection,
+    completion: &Completion<'_>,
+    now: UnixMs,
+) -> StoreResult<bool> {
+    let Completion { item, chunks, then } = *completion;
+    let graph = then == AfterChunks::Graph;
+    let complete = Sql::new(
+        "UPDATE items SET status = CASE WHEN $6 THEN 'graph_creation' ELSE 'completed' END,
+             text = COALESCE($1, text),
+             lease_owner = CASE WHEN $6 THEN lease_owner END,
+             lease_until = CASE WHEN $6 THEN lease_until END,
+             error_code = '', error_message = '', updated_at = $2
+         WHERE item_key = $3 AND version = $4 AND status = 'processing' AND lease_owner = $5",
+    )
+    .bind(item.text.as_deref())
+    .bind(now)
+    .bind(item.item_key)
+    .bind(item.version)
+    .bind(&item.lease_owner)
+    .bind(graph);
+    if B::execute(conn, complete).await? != 1 {
+        return Ok(false);
+    }
+    let clear = Sql::new("DELETE FROM chunks WHERE item_key = $1").bind(item.item_key);
+    B::execute(conn, clear).await?;
+    // The new chunks' keys by position, for a graph stored with them.
+    let mut keys: HashMap<u32, i64> = HashMap::new();
+    for batch in chunks.chunks(B::CHUNKS_PER_INSERT) {
+        let mut insert = Sql::new(
+            "INSERT INTO chunks (chunk_id, item_key, database_id, collection, kind, position, content,
+                 context, layout, embedding, created_at) VALUES ",
+        );
+        for (n, chunk) in batch.iter().enumerate() {
+            insert.push(if n == 0 { "(" } else { ", (" }).push_list([
+                Param::from(&chunk.chunk_id),
+                Param::from(item.item_key),
+                Param::from(item.database_id.as_str()),
+                Param::from(item.collection.as_str()),
+                Param::from(item.kind.as_str()),
+                Param::from(chunk.position),
+                Param::from(&chunk.content),
+                Param::from(&chunk.context),
+                Param::from(&chunk.layout),
+                Param::Vector(chunk.embedding.clone()),
+                Param::from(now),
+            ]);
+            insert.push(")");
+        }
+        if let AfterChunks::WithGraph(_) = then {
+            insert.push(" RETURNING position, chunk_key");
+            for row in B::fetch_all(conn, insert).await? {
+                let position = u32::try_from(row.int("position")?).unwrap_or(u32::MAX);
+                keys.insert(position, row.int("chunk_key")?);
+            }
+        } else {
+            B::execute(conn, insert).await?;
+        }
+    }
+    if let AfterChunks::WithGraph(item_graph) = then {
+        crate::graph_store::store_graph::<B>(conn, item, item_graph, &keys, now).await?;
+    }
+    if !graph {
+        record_event::<B>(conn, item, IndexingStatus::Completed, "", "", now).await?;
+    }
+    Ok(true)
 }

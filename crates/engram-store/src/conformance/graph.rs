@@ -10,7 +10,8 @@ use engram_types::{IndexingStatus, ItemKind, UnixMs};
 use super::items::{chunk, claim_ours, collection, item, setup};
 use super::moment;
 use crate::{
-    AfterChunks, ClaimRequest, ClaimedItem, DatabaseScope, GraphSize, RelationQuery, Stage, Store,
+    AfterChunks, ClaimRequest, ClaimedItem, Completion, DatabaseScope, GraphSize, RelationQuery,
+    Stage, Store,
 };
 
 pub(super) async fn run_all<S: Store>(store: &S) {
@@ -20,6 +21,7 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     a_lost_claim_writes_no_graph_and_a_dead_one_is_claimed_for_its_graph(store).await;
     declared_links_and_graphs_stay_with_their_items(store).await;
     inferred_facts_supersede_and_stay_with_their_memory(store).await;
+    a_batch_completes_at_once_with_its_graphs_and_skips_a_lost_claim(store).await;
 }
 
 fn relation(source: usize, target: usize, predicate: &str, passage: u32) -> Relation {
@@ -794,6 +796,111 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         .unwrap();
     assert!(store
         .user_facts(&scope, &coll, "ana", false, moment(300))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// A worker's batch in one `complete_items`: an item with a graph made at once is completed
+/// with it (never seen in `graph_creation`), one without a graph is completed, one to wait for
+/// is left in `graph_creation`; an item replaced meanwhile gets false and nothing of it is
+/// written, while the others are.
+async fn a_batch_completes_at_once_with_its_graphs_and_skips_a_lost_claim<S: Store>(store: &S) {
+    let scope = setup(store, "db_graph7", "org_graph7").await;
+    let ids = ["with", "plain", "later", "lost"];
+    let items: Vec<_> = ids.iter().map(|id| item("c", id, "text")).collect();
+    store
+        .enqueue_items(&scope, &items, true, moment(100))
+        .await
+        .unwrap();
+    let claimed = claim_ours(store, &scope, "g7", moment(110)).await;
+    let held = |id: &str| claimed.iter().find(|c| c.id == id).unwrap();
+    store
+        .enqueue_items(&scope, &[item("c", "lost", "new text")], true, moment(115))
+        .await
+        .unwrap();
+    let chunks: Vec<Vec<_>> = ids
+        .iter()
+        .map(|id| {
+            vec![
+                chunk(&format!("g7-{id}-0"), 0, "first passage"),
+                chunk(&format!("g7-{id}-1"), 1, "second passage"),
+            ]
+        })
+        .collect();
+    let g = graph(
+        &["Ana Ruiz", "Acme", "Lisbon"],
+        &[(0, 1, "WORKS_FOR", 0), (1, 2, "BASED_IN", 1)],
+        &[],
+    );
+    let thens = [
+        AfterChunks::WithGraph(&g),
+        AfterChunks::Completed,
+        AfterChunks::Graph,
+        AfterChunks::WithGraph(&g),
+    ];
+    let batch: Vec<Completion<'_>> = ids
+        .iter()
+        .zip(&chunks)
+        .zip(thens)
+        .map(|((id, chunks), then)| Completion {
+            item: held(id),
+            chunks,
+            then,
+        })
+        .collect();
+    let done = store.complete_items(&batch, moment(120)).await.unwrap();
+    assert_eq!(done, [true, true, true, false]);
+
+    let coll = collection("c");
+    let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+    let statuses = store
+        .item_statuses(&scope, &coll, &ids, moment(121))
+        .await
+        .unwrap();
+    let status = |id: &str| statuses.iter().find(|s| s.id == id).unwrap().status;
+    assert_eq!(status("with"), IndexingStatus::Completed);
+    assert_eq!(status("plain"), IndexingStatus::Completed);
+    assert_eq!(status("later"), IndexingStatus::GraphCreation);
+    assert_eq!(
+        status("lost"),
+        IndexingStatus::Queued,
+        "the new version waits"
+    );
+    assert_eq!(
+        store.graph_size(&scope).await.unwrap(),
+        GraphSize {
+            entities: 3,
+            relations: 2
+        },
+        "only the current item's graph is written"
+    );
+    let listed = store
+        .item_relations(
+            &scope,
+            &query(&coll, "with", ItemKind::Knowledge),
+            moment(121),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let passages: Vec<&str> = listed.iter().map(|r| r.chunk_id.as_str()).collect();
+    assert_eq!(
+        passages,
+        ["g7-with-0", "g7-with-1"],
+        "each relation on its passage's chunk"
+    );
+    let searchable = store
+        .filtered_chunk_keys(&scope, &crate::ChunkFilter::default(), 10, moment(121))
+        .await
+        .unwrap();
+    assert_eq!(
+        searchable.len(),
+        6,
+        "the lost item's chunks are not written"
+    );
+    assert!(store
+        .complete_items(&[], moment(122))
         .await
         .unwrap()
         .is_empty());
