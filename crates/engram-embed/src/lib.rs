@@ -44,6 +44,21 @@ pub trait Embedder: Send + Sync {
 /// sized by.
 pub trait TokenCounter: Send + Sync {
     fn count_tokens(&self, text: &str) -> usize;
+
+    /// The byte ranges of all of `text`'s tokens in order (special tokens excluded, nothing
+    /// truncated), so that many pieces of one text can be sized from one tokenization; `None`
+    /// when the counter cannot tell (each piece is then counted alone).
+    fn token_spans(&self, _text: &str) -> Option<Vec<(usize, usize)>> {
+        None
+    }
+}
+
+/// How many of the tokens at `spans` (from [`TokenCounter::token_spans`]) the bytes
+/// `start..end` of the same text overlap.
+pub fn tokens_in(spans: &[(usize, usize)], start: usize, end: usize) -> usize {
+    let first = spans.partition_point(|&(_, to)| to <= start);
+    let past = spans.partition_point(|&(from, _)| from < end);
+    past.saturating_sub(first)
 }
 
 /// A source error kept without naming the library it comes from.

@@ -85,6 +85,8 @@ impl LocalEmbedderOptions {
 pub struct LocalEmbedder {
     sessions: Vec<Mutex<Session>>,
     tokenizer: Tokenizer,
+    /// The tokenizer without truncation, for [`crate::TokenCounter::token_spans`].
+    whole: Tokenizer,
     padding: PaddingParams,
     token_type_ids: bool,
     dimension: usize,
@@ -131,9 +133,12 @@ impl LocalEmbedder {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let (token_type_ids, dimension) = check_signature(&sessions[0], &model_path)?;
+        let mut whole = tokenizer.clone();
+        whole.with_truncation(None).map_err(EmbedError::Tokenizer)?;
         Ok(Self {
             sessions: sessions.into_iter().map(Mutex::new).collect(),
             tokenizer,
+            whole,
             padding,
             token_type_ids,
             dimension,
@@ -280,6 +285,11 @@ impl crate::TokenCounter for LocalEmbedder {
     fn count_tokens(&self, text: &str) -> usize {
         self.token_ids(text)
             .map_or(text.len() / 4, |ids| ids.len().saturating_sub(2))
+    }
+
+    fn token_spans(&self, text: &str) -> Option<Vec<(usize, usize)>> {
+        let encoding = self.whole.encode(text, false).ok()?;
+        Some(encoding.get_offsets().to_vec())
     }
 }
 

@@ -165,3 +165,25 @@ fn zero_threads_sessions_or_batch_is_refused() {
         );
     }
 }
+
+#[test]
+fn token_spans_size_word_aligned_pieces_as_counting_them_alone_does() {
+    use engram_embed::TokenCounter;
+    let text = "Engram's chunker sizes pieces: naïve café-owners in São Paulo wrote 1,234 \
+                unbelievably long sentences, e.g. «Übermäßig» and 東京タワー, about PD-L1 \
+                inhibitors (IC50 = 3.2 nM).\n\nA second paragraph follows here.";
+    let spans = embedder().token_spans(text).unwrap();
+    assert_eq!(spans.len(), embedder().count_tokens(text));
+    // Pieces between word boundaries: the tokens they overlap are the tokens they have alone.
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices(char::is_whitespace).map(|(at, _)| at))
+        .chain(std::iter::once(text.len()))
+        .collect();
+    for (n, &start) in bounds.iter().enumerate() {
+        for &end in &bounds[n + 1..] {
+            let piece = &text[start..end];
+            let counted = engram_embed::tokens_in(&spans, start, end);
+            assert_eq!(counted, embedder().count_tokens(piece), "{piece:?}");
+        }
+    }
+}

@@ -14,4 +14,4 @@ mod worker;
 
 pub use chunk::{Chunk, Chunker, ChunkerOptions};
 pub use prepare::{prepare, Prepared};
-pub use worker::{Pipeline, PipelineOptions};
+pub use worker::{embedding_text, Pipeline, PipelineOptions};

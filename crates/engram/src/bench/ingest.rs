@@ -2,7 +2,10 @@
 //! pipeline and the default model, beside a baseline of the model alone on the same texts; and
 //! the latency of `GET /context/status` while ingestion runs.
 //!
-//! Texts are real: SciFact abstracts cut into pieces of about 110 tokens (one chunk each).
+//! Texts are real: SciFact abstracts cut into pieces of about 110 tokens (one chunk each), or
+//! with `--documents`, whole SciFact documents with their titles, as `../shared/bench/peers`
+//! sends them (the title field, and "title text" as the content). The baseline embeds exactly
+//! the texts the pipeline embeds: each chunk with its title line.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +32,40 @@ pub(crate) struct IngestBench {
     /// Items per ingest request.
     #[arg(long, default_value_t = 100)]
     per_request: usize,
+    /// Whole titled documents instead of pieces: this many (0: pieces).
+    #[arg(long, default_value_t = 0)]
+    documents: usize,
+    /// With `--documents`, leave the title field empty (the text still starts with the title):
+    /// what embedding each chunk with its title line costs.
+    #[arg(long)]
+    untitled: bool,
+}
+
+/// One item to ingest: its title and its text.
+struct Doc {
+    title: String,
+    text: String,
+}
+
+/// The first `count` documents of the corpus, titled, their text "title text".
+fn documents(corpus: &Path, count: usize) -> anyhow::Result<Vec<Doc>> {
+    let text =
+        std::fs::read_to_string(corpus).with_context(|| format!("reading {}", corpus.display()))?;
+    let mut out = Vec::with_capacity(count);
+    for line in text.lines().take(count) {
+        let doc: Value = serde_json::from_str(line)?;
+        let title = doc["title"].as_str().unwrap_or_default().trim().to_owned();
+        let body = doc["text"].as_str().unwrap_or_default();
+        out.push(Doc {
+            text: format!("{title} {body}").trim().to_owned(),
+            title,
+        });
+    }
+    anyhow::ensure!(
+        out.len() == count,
+        "the corpus holds fewer than {count} documents"
+    );
+    Ok(out)
 }
 
 /// Pieces of about `words` words from the corpus' abstracts.
@@ -51,17 +88,46 @@ pub(crate) fn pieces(corpus: &Path, count: usize, words: usize) -> anyhow::Resul
 }
 
 pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<()> {
-    let texts = pieces(&args.corpus, args.chunks, args.words)?;
+    let docs: Vec<Doc> = if args.documents > 0 {
+        let mut docs = documents(&args.corpus, args.documents)?;
+        if args.untitled {
+            docs.iter_mut().for_each(|doc| doc.title.clear());
+        }
+        docs
+    } else {
+        pieces(&args.corpus, args.chunks, args.words)?
+            .into_iter()
+            .map(|text| Doc {
+                title: String::new(),
+                text,
+            })
+            .collect()
+    };
 
-    // Baseline: the model alone on the same texts, in the pipeline's batch shape.
+    // Baseline: the model alone on the texts the pipeline embeds (each chunk with its title
+    // line), in the pipeline's batch shape.
     let models = engram_app::Models::load(&config.embedding).await?;
-    let tokens: Vec<usize> = texts
+    let chunker = engram_pipeline::Chunker::new(
+        models.tokens.as_ref(),
+        engram_pipeline::ChunkerOptions::default(),
+    );
+    let baseline_texts: Vec<String> = docs
+        .iter()
+        .flat_map(|doc| {
+            chunker
+                .chunk_text(&doc.text)
+                .iter()
+                .map(|chunk| engram_pipeline::embedding_text(&doc.title, chunk))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let tokens: Vec<usize> = baseline_texts
         .iter()
         .map(|t| models.tokens.count_tokens(t))
         .collect();
     let mean_tokens = tokens.iter().sum::<usize>() as f64 / tokens.len() as f64;
     let embedder = models.embedder.clone();
-    let baseline_texts = texts.clone();
+    let embedded = baseline_texts.len();
     let baseline = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
         let started = Instant::now();
         for batch in baseline_texts.chunks(64) {
@@ -71,7 +137,7 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
         Ok(started.elapsed())
     })
     .await??;
-    let baseline_rate = texts.len() as f64 / baseline.as_secs_f64();
+    let baseline_rate = embedded as f64 / baseline.as_secs_f64();
 
     // The service, end to end, with the recorder that times each step of indexing.
     engram_http::install_metrics();
@@ -117,11 +183,11 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
     };
 
     let started = Instant::now();
-    for (n, batch) in texts.chunks(args.per_request).enumerate() {
+    for (n, batch) in docs.chunks(args.per_request).enumerate() {
         let items: Vec<Value> = batch
             .iter()
             .enumerate()
-            .map(|(i, text)| json!({"id": format!("p{n}_{i}"), "title": "", "content": {"text": text}}))
+            .map(|(i, doc)| json!({"id": format!("p{n}_{i}"), "title": doc.title, "content": {"text": doc.text}}))
             .collect();
         let form = reqwest::multipart::Form::new()
             .text("type", "knowledge")
@@ -202,9 +268,14 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
 
     let total = chunks;
     let rate = total as f64 / elapsed.as_secs_f64();
-    report!("engram bench ingest: {} items of {mean_tokens:.0} tokens on average (SciFact) in {total} chunks, {} per request", texts.len(), args.per_request);
+    let what = match (args.documents > 0, args.untitled) {
+        (false, _) => "pieces",
+        (true, false) => "whole titled documents",
+        (true, true) => "whole documents, title field empty",
+    };
+    report!("engram bench ingest: {} items ({what}, SciFact) in {total} chunks, {embedded} embedded texts of {mean_tokens:.0} tokens on average, {} per request", docs.len(), args.per_request);
     report!(
-        "  baseline (model alone on the same texts, batches of 64): {baseline_rate:8.1} texts/s"
+        "  baseline (model alone on the texts the pipeline embeds, batches of 64): {baseline_rate:8.1} texts/s"
     );
     report!(
         "  end to end (HTTP, queue, chunk, embed, index): {rate:8.1} chunks/s  ({:.2} of baseline)",
@@ -212,7 +283,7 @@ pub(crate) async fn ingest(args: IngestBench, config: Config) -> anyhow::Result<
     );
     report!(
         "  all {} requests accepted in {:.2} s; indexed in {:.2} s",
-        texts.len().div_ceil(args.per_request),
+        docs.len().div_ceil(args.per_request),
         accepted.as_secs_f64(),
         elapsed.as_secs_f64()
     );
