@@ -42,6 +42,8 @@ pub fn event_body(record: &DeliveryRecord) -> Vec<u8> {
     body.insert("event".into(), json!(record.event_type));
     body.insert("delivery_id".into(), json!(record.delivery_id));
     body.insert("id".into(), json!(record.item_id));
+    // Older forms of the payload call the item id `doc_id`.
+    body.insert("doc_id".into(), json!(record.item_id));
     body.insert("database".into(), json!(record.database_name));
     body.insert("collection".into(), json!(record.collection));
     // Deprecated names: `tenant_id` identifies the database (it is not its name).
@@ -63,6 +65,7 @@ pub fn test_body(org: &OrgId, delivery_id: &str, now: UnixMs) -> Vec<u8> {
         "event": INDEXING_STATUS_CHANGED,
         "delivery_id": delivery_id,
         "id": "test_document",
+        "doc_id": "test_document",
         "database": org,
         "collection": org,
         "tenant_id": org,
@@ -487,7 +490,7 @@ mod tests {
             body,
             json!({
                 "event": "indexing.status_changed", "delivery_id": "dlv_1", "id": "notes",
-                "database": "docs", "collection": "alice", "tenant_id": "db_0f3a",
+                "doc_id": "notes", "database": "docs", "collection": "alice", "tenant_id": "db_0f3a",
                 "sub_tenant_id": "alice", "status": "completed",
                 "timestamp": "2023-11-14T22:13:20Z"
             })
@@ -513,6 +516,7 @@ mod tests {
             assert_eq!(body[field], "org_9");
         }
         assert_eq!(body["id"], "test_document");
+        assert_eq!(body["doc_id"], "test_document");
         assert_eq!(body["test"], true);
         assert_eq!(body["status"], "completed");
     }

@@ -372,6 +372,7 @@ async fn events_are_signed_delivered_and_recorded() {
         );
         assert_eq!(body["delivery_id"], event.delivery_id());
         assert_eq!(body["event"], "indexing.status_changed");
+        assert_eq!(body["doc_id"], body["id"], "older forms call the id doc_id");
         assert_eq!(body["database"], "docs");
         assert_ne!(
             body["tenant_id"], "docs",
@@ -463,6 +464,7 @@ async fn events_are_signed_delivered_and_recorded() {
     let body = test_event.json();
     assert!(body["delivery_id"].as_str().unwrap().starts_with("test_"));
     assert_eq!(body["id"], "test_document");
+    assert_eq!(body["doc_id"], "test_document");
     assert_eq!(body["status"], "completed");
     assert_eq!(body["test"], true);
     assert_eq!(body["database"], body["tenant_id"]);
