@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use engram_app::{App, KnowledgeRequest, MemoryRequest};
 use engram_types::{ErrorCode, FailureCode, IndexingStatus, ItemKind};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -113,14 +114,37 @@ async fn upload_knowledge(
 pub(super) struct AddMemoryBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
+    /// Memories; one that does not read as a memory is 422 `INVALID_MEMORY_FORMAT`.
     #[serde(default)]
-    pub memories: Vec<MemoryDto>,
+    #[schema(value_type = Vec<MemoryDto>)]
+    pub memories: Value,
     pub upsert: Option<bool>,
+}
+
+/// The legacy body's `memories`, each read as a memory: anything else (not an array, a
+/// memory that is not an object of the memory's fields and types) is 422
+/// `INVALID_MEMORY_FORMAT` naming the memory. Absent: none. A memory that reads but says
+/// nothing (no text, no pairs) is the app's to refuse, with `VALIDATION_ERROR`.
+fn legacy_memories(memories: Value) -> Result<Vec<MemoryDto>, ApiError> {
+    let bad = |message: String| ApiError::new(ErrorCode::InvalidMemoryFormat, message);
+    let memories = match memories {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(memories) => memories,
+        _ => return Err(bad("`memories` must be an array of memories".into())),
+    };
+    memories
+        .into_iter()
+        .enumerate()
+        .map(|(at, memory)| {
+            serde_json::from_value(memory).map_err(|e| bad(format!("memories[{at}]: {e}")))
+        })
+        .collect()
 }
 
 /// Add memories (legacy, JSON).
 #[utoipa::path(post, path = "/memories/add_memory", tag = "legacy content", request_body = AddMemoryBody,
-    responses((status = 202, body = LegacyIngestResponse), (status = 422, body = LegacyErrorDoc)))]
+    responses((status = 202, body = LegacyIngestResponse),
+        (status = 422, body = LegacyErrorDoc, description = "INVALID_MEMORY_FORMAT: a memory that does not read as one; VALIDATION_ERROR: a memory without text or pairs")))]
 async fn add_memory(
     State(app): State<App>,
     Auth(who): Auth,
@@ -131,8 +155,7 @@ async fn add_memory(
     let request = MemoryRequest {
         collection: body.sub_tenant_id,
         upsert: body.upsert.unwrap_or(true),
-        memories: body
-            .memories
+        memories: legacy_memories(body.memories)?
             .into_iter()
             .map(|m| m.resolve(&mut deprecations, &mut ignored))
             .collect::<Result<_, _>>()?,

@@ -3,6 +3,7 @@
 
 use axum::extract::State;
 use engram_app::{App, RawDocument, RawFilter, RawVector};
+use engram_types::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
@@ -26,7 +27,37 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 #[derive(Debug, Deserialize, ToSchema)]
 pub(super) struct VectorDto {
     pub chunk_id: String,
-    pub embedding: Vec<f32>,
+    /// A non-empty array of finite numbers (anything else: 422 `INVALID_EMBEDDING_FORMAT`).
+    #[schema(value_type = Vec<f32>)]
+    pub embedding: Value,
+}
+
+/// `value` as a vector: a non-empty array of numbers, each finite as an `f32`. Anything else is
+/// 422 `INVALID_EMBEDDING_FORMAT` naming `field` (a well-formed vector of the wrong dimension is
+/// the database's to refuse, with `VALIDATION_ERROR`).
+fn vector(value: Value, field: &str) -> Result<Vec<f32>, ApiError> {
+    let bad = |why: &str| {
+        ApiError::new(
+            ErrorCode::InvalidEmbeddingFormat,
+            format!("`{field}` must be a non-empty array of finite numbers: {why}"),
+        )
+    };
+    let Value::Array(values) = value else {
+        return Err(bad("it is not an array"));
+    };
+    if values.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    values
+        .iter()
+        .enumerate()
+        .map(|(at, v)| {
+            v.as_f64()
+                .map(|x| x as f32)
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| bad(&format!("element {at} is {v}")))
+        })
+        .collect()
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -64,7 +95,7 @@ pub(super) struct InsertResult {
         (status = 200, body = InsertResult),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS: not an embeddings database, too many vectors"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
-        (status = 422, body = LegacyErrorDoc, description = "VALIDATION_ERROR: a vector of the wrong dimension, a bad id"),
+        (status = 422, body = LegacyErrorDoc, description = "VALIDATION_ERROR: a vector of the wrong dimension, a bad id; INVALID_EMBEDDING_FORMAT: a vector that is not a non-empty array of finite numbers"),
     ))]
 async fn insert(
     State(app): State<App>,
@@ -75,16 +106,18 @@ async fn insert(
     let documents = body
         .embeddings
         .into_iter()
-        .map(|d| RawDocument {
-            source_id: d.source_id,
-            metadata: d.metadata.unwrap_or_default(),
-            embeddings: d
-                .embeddings
-                .into_iter()
-                .map(|v| (v.chunk_id, v.embedding))
-                .collect(),
+        .map(|d| {
+            Ok(RawDocument {
+                source_id: d.source_id,
+                metadata: d.metadata.unwrap_or_default(),
+                embeddings: d
+                    .embeddings
+                    .into_iter()
+                    .map(|v| Ok((v.chunk_id, vector(v.embedding, "embedding")?)))
+                    .collect::<Result<_, ApiError>>()?,
+            })
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     let (_, _, ids) = app
         .insert_raw(
             &who,
@@ -177,8 +210,9 @@ fn result(vector: RawVector, score: Option<f32>, output: Output) -> RawResult {
 pub(super) struct SearchBody {
     pub tenant_id: Option<String>,
     pub sub_tenant_id: Option<String>,
-    #[serde(default)]
-    pub query_embedding: Vec<f32>,
+    /// A non-empty array of finite numbers (anything else: 422 `INVALID_EMBEDDING_FORMAT`).
+    #[schema(value_type = Vec<f32>)]
+    pub query_embedding: Option<Value>,
     /// 1-1000, default 10.
     pub limit: Option<i64>,
     /// `source_id == "x"`, `chunk_id in ["a", "b"]`, clauses joined by `and`.
@@ -193,7 +227,7 @@ pub(super) struct SearchBody {
         (status = 200, body = Vec<RawResult>),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS: not an embeddings database, limit, filter_expr outside the supported subset"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
-        (status = 422, body = LegacyErrorDoc, description = "VALIDATION_ERROR: a query of the wrong dimension"),
+        (status = 422, body = LegacyErrorDoc, description = "VALIDATION_ERROR: a query of the wrong dimension; INVALID_EMBEDDING_FORMAT: a query that is not a non-empty array of finite numbers"),
     ))]
 async fn search(
     State(app): State<App>,
@@ -201,6 +235,10 @@ async fn search(
     Json(body): Json<SearchBody>,
 ) -> Result<axum::Json<Vec<RawResult>>, ApiError> {
     let database = tenant(body.tenant_id)?;
+    let query = body
+        .query_embedding
+        .ok_or_else(|| ApiError::invalid("missing required field `query_embedding`"))?;
+    let query = vector(query, "query_embedding")?;
     let output = Output::parse(body.output_fields)?;
     let filter = match body.filter_expr.as_deref().map(str::trim) {
         None | Some("") => RawFilter::default(),
@@ -211,7 +249,7 @@ async fn search(
             &who,
             &database,
             body.sub_tenant_id.as_deref(),
-            &body.query_embedding,
+            &query,
             body.limit,
             &filter,
         )

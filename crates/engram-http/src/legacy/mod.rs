@@ -58,6 +58,16 @@ fn recode(err: ApiError) -> ApiError {
         .recode(ErrorCode::PayloadTooLarge, ErrorCode::FileTooLarge)
 }
 
+/// The recall routes' code for a request they cannot run: `INVALID_SEARCH_PARAMETERS` where the
+/// current routes say `INVALID_PARAMETERS` (a missing or malformed field, malformed JSON). A
+/// malformed tenant id keeps `INVALID_TENANT_ID`.
+fn search(err: ApiError) -> ApiError {
+    err.recode(
+        ErrorCode::InvalidParameters,
+        ErrorCode::InvalidSearchParameters,
+    )
+}
+
 /// An app error in the content routes' codes.
 fn content(err: AppError) -> ApiError {
     recode(legacy(err))

@@ -7,7 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::wire::*;
-use super::{content, tenant};
+use super::{content, search, tenant};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json};
@@ -24,12 +24,17 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 async fn recall(
     app: &App,
     who: &engram_app::Principal,
-    body: RecallBody,
+    body: Result<Json<RecallBody>, ApiError>,
     kind: QueryKind,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
-    let database = tenant(body.tenant_id.clone())?;
-    let request = body.into_request(kind)?;
-    let outcome = app.query(who, &database, request).await.map_err(content)?;
+    let Json(body) = body.map_err(search)?;
+    let database = tenant(body.tenant_id.clone()).map_err(search)?;
+    let request = body.into_request(kind).map_err(search)?;
+    let outcome = app
+        .query(who, &database, request)
+        .await
+        .map_err(content)
+        .map_err(search)?;
     Ok(axum::Json(RecallResponse::new(outcome, true)))
 }
 
@@ -37,14 +42,14 @@ async fn recall(
 #[utoipa::path(post, path = "/recall/full_recall", tag = "legacy recall", request_body = RecallBody,
     responses(
         (status = 200, body = RecallResponse),
-        (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_SEARCH_PARAMETERS, or INVALID_TENANT_ID"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
         (status = 429, body = LegacyErrorDoc, description = "RATE_LIMITED"),
     ))]
 async fn full_recall(
     State(app): State<App>,
     Auth(who): Auth,
-    Json(body): Json<RecallBody>,
+    body: Result<Json<RecallBody>, ApiError>,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
     recall(&app, &who, body, QueryKind::Knowledge).await
 }
@@ -53,14 +58,14 @@ async fn full_recall(
 #[utoipa::path(post, path = "/recall/recall_preferences", tag = "legacy recall", request_body = RecallBody,
     responses(
         (status = 200, body = RecallResponse),
-        (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_SEARCH_PARAMETERS, or INVALID_TENANT_ID"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
         (status = 429, body = LegacyErrorDoc, description = "RATE_LIMITED"),
     ))]
 async fn recall_preferences(
     State(app): State<App>,
     Auth(who): Auth,
-    Json(body): Json<RecallBody>,
+    body: Result<Json<RecallBody>, ApiError>,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
     recall(&app, &who, body, QueryKind::Memory).await
 }
@@ -70,18 +75,23 @@ async fn recall_preferences(
 #[utoipa::path(post, path = "/recall/boolean_recall", tag = "legacy recall", request_body = BooleanRecallBody,
     responses(
         (status = 200, body = RecallResponse),
-        (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_SEARCH_PARAMETERS, or INVALID_TENANT_ID"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND"),
         (status = 429, body = LegacyErrorDoc, description = "RATE_LIMITED"),
     ))]
 async fn boolean_recall(
     State(app): State<App>,
     Auth(who): Auth,
-    Json(body): Json<BooleanRecallBody>,
+    body: Result<Json<BooleanRecallBody>, ApiError>,
 ) -> Result<axum::Json<RecallResponse>, ApiError> {
-    let database = tenant(body.tenant_id.clone())?;
-    let request = body.into_request()?;
-    let outcome = app.query(&who, &database, request).await.map_err(content)?;
+    let Json(body) = body.map_err(search)?;
+    let database = tenant(body.tenant_id.clone()).map_err(search)?;
+    let request = body.into_request().map_err(search)?;
+    let outcome = app
+        .query(&who, &database, request)
+        .await
+        .map_err(content)
+        .map_err(search)?;
     Ok(axum::Json(RecallResponse::new(outcome, false)))
 }
 

@@ -703,17 +703,32 @@ async fn ingest_requests_are_validated_as_a_whole() {
     ingest_memories(&server, &key, "plain", "user_x", bad_memories.clone())
         .await
         .assert_current_error(422, "VALIDATION_ERROR");
-    server
-        .call(
+    let add_memories = |memories: Value| {
+        server.call(
             Method::POST,
             "/memories/add_memory",
             Some(&key),
-            Some(
-                json!({"tenant_id": "plain", "sub_tenant_id": "user_x", "memories": bad_memories}),
-            ),
+            Some(json!({"tenant_id": "plain", "sub_tenant_id": "user_x", "memories": memories})),
         )
+    };
+    add_memories(bad_memories)
         .await
         .assert_legacy_error(422, "VALIDATION_ERROR");
+    // A legacy memory that does not read as one (the wrong shape, a field of the wrong type):
+    // 422 INVALID_MEMORY_FORMAT, and the valid one beside it is not queued either.
+    for malformed in [
+        json!({"id": "fine", "text": "Likes hiking."}),
+        json!([{"id": "fine", "text": "Likes hiking."}, "Likes hiking."]),
+        json!([{"id": "fine", "text": "Likes hiking."}, {"id": "n", "text": 42}]),
+        json!([{"id": "fine", "text": "Likes hiking."},
+               {"id": "p", "user_assistant_pairs": [{"user": "hi"}]}]),
+        json!([{"id": "fine", "text": "Likes hiking."},
+               {"id": "p", "user_assistant_pairs": "hi / hello"}]),
+    ] {
+        add_memories(malformed)
+            .await
+            .assert_legacy_error(422, "INVALID_MEMORY_FORMAT");
+    }
     ingest_memories(
         &server,
         &key,

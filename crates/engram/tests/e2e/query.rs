@@ -118,6 +118,22 @@ async fn legacy(server: &Server, path: &str, key: &str, body: Value) -> Reply {
     server.call(Method::POST, path, Some(key), Some(body)).await
 }
 
+/// A POST to `path` whose JSON body does not parse (with the current generation's header, which
+/// the legacy routes ignore).
+async fn not_json(server: &Server, path: &str, key: &str) -> Reply {
+    let raw = server
+        .client
+        .post(server.url(path))
+        .header("API-Version", "2")
+        .header("Authorization", format!("Bearer {key}"))
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    common::read(raw).await
+}
+
 /// A successful legacy recall: a plain object in the legacy shape; returns the body.
 async fn legacy_ok(server: &Server, path: &str, key: &str, body: Value) -> Value {
     let reply = legacy(server, path, key, body.clone()).await;
@@ -496,21 +512,13 @@ async fn query_parameters_are_validated_and_access_is_checked() {
         reply.assert_current_error(400, "INVALID_PARAMETERS");
     }
     // A body that is not JSON at all.
-    let raw = server
-        .client
-        .post(server.url("/query"))
-        .header("API-Version", "2")
-        .header("Authorization", format!("Bearer {key}"))
-        .header("Content-Type", "application/json")
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
-    common::read(raw)
+    not_json(&server, "/query", &key)
         .await
         .assert_current_error(400, "INVALID_PARAMETERS");
 
-    // Unknown database: 404 on the current route, TENANT_NOT_FOUND on the legacy ones.
+    // Unknown database: 404 on the current route, TENANT_NOT_FOUND on the legacy ones. A search
+    // the legacy routes cannot run is INVALID_SEARCH_PARAMETERS (malformed JSON too); a malformed
+    // tenant id keeps INVALID_TENANT_ID.
     query(&server, &key, json!({"database": "nowhere", "query": "x"}))
         .await
         .assert_current_error(404, "DATABASE_NOT_FOUND");
@@ -529,10 +537,10 @@ async fn query_parameters_are_validated_and_access_is_checked() {
         .assert_legacy_error(404, "TENANT_NOT_FOUND");
         legacy(&server, path, &key, json!({"query": "x"}))
             .await
-            .assert_legacy_error(400, "INVALID_PARAMETERS");
+            .assert_legacy_error(400, "INVALID_SEARCH_PARAMETERS");
         legacy(&server, path, &key, json!({"tenant_id": "val"}))
             .await
-            .assert_legacy_error(400, "INVALID_PARAMETERS");
+            .assert_legacy_error(400, "INVALID_SEARCH_PARAMETERS");
         legacy(
             &server,
             path,
@@ -540,7 +548,7 @@ async fn query_parameters_are_validated_and_access_is_checked() {
             json!({"tenant_id": "val", "query": "x", "max_results": 0}),
         )
         .await
-        .assert_legacy_error(400, "INVALID_PARAMETERS");
+        .assert_legacy_error(400, "INVALID_SEARCH_PARAMETERS");
         legacy(
             &server,
             path,
@@ -549,6 +557,9 @@ async fn query_parameters_are_validated_and_access_is_checked() {
         )
         .await
         .assert_legacy_error(400, "INVALID_TENANT_ID");
+        not_json(&server, path, &key)
+            .await
+            .assert_legacy_error(400, "INVALID_SEARCH_PARAMETERS");
         server
             .call(
                 Method::POST,
@@ -570,7 +581,7 @@ async fn query_parameters_are_validated_and_access_is_checked() {
         }
         legacy(&server, "/recall/full_recall", &key, body)
             .await
-            .assert_legacy_error(400, "INVALID_PARAMETERS");
+            .assert_legacy_error(400, "INVALID_SEARCH_PARAMETERS");
     }
     for bad in [json!({"operator": "xor"}), json!({"search_mode": "all"})] {
         let mut body = json!({"tenant_id": "val", "query": "x"});
@@ -579,7 +590,7 @@ async fn query_parameters_are_validated_and_access_is_checked() {
         }
         legacy(&server, "/recall/boolean_recall", &key, body)
             .await
-            .assert_legacy_error(400, "INVALID_PARAMETERS");
+            .assert_legacy_error(400, "INVALID_SEARCH_PARAMETERS");
     }
 
     // Credentials: none is 401; a key for another database is 403; another organization's key
@@ -2075,4 +2086,87 @@ fn assert_layout_string(chunk: &Value, context: &str) {
     let parsed: Value = serde_json::from_str(layout)
         .unwrap_or_else(|e| panic!("chunk.layout {layout:?} is not JSON ({e}): {context}"));
     assert!(parsed.is_object(), "chunk.layout: {context}");
+}
+
+/// A raw embedding that is not a non-empty array of finite numbers is 422
+/// `INVALID_EMBEDDING_FORMAT` on both raw-embedding routes, and stores nothing; one of the wrong
+/// dimension stays `VALIDATION_ERROR`, as the spec's table says.
+#[tokio::test]
+async fn a_raw_embedding_of_the_wrong_shape_is_invalid_embedding_format() {
+    let server = Server::start();
+    let key = server.key(ORG, &[]);
+    let created = server
+        .post(
+            "/databases",
+            &key,
+            json!({"database": "vecs", "is_embeddings_tenant": true, "embeddings_dimension": 3}),
+        )
+        .await;
+    created.current_ok(202);
+    server.wait_ready(&key, "vecs").await;
+    let insert = |embedding: Value| {
+        json!({"tenant_id": "vecs", "embeddings": [
+            {"source_id": "s", "embeddings": [{"chunk_id": "c", "embedding": embedding}]}
+        ]})
+    };
+    for bad in [
+        json!([]),
+        json!("0.1, 0.2, 0.3"),
+        json!([0.1, "x", 0.3]),
+        json!([[0.1], [0.2], [0.3]]),
+        json!([0.1, 1e39, 0.3]),
+        json!({"values": [0.1, 0.2, 0.3]}),
+    ] {
+        legacy(
+            &server,
+            "/embeddings/insert_raw_embeddings",
+            &key,
+            insert(bad.clone()),
+        )
+        .await
+        .assert_legacy_error(422, "INVALID_EMBEDDING_FORMAT");
+        legacy(
+            &server,
+            "/embeddings/search_raw_embeddings",
+            &key,
+            json!({"tenant_id": "vecs", "query_embedding": bad}),
+        )
+        .await
+        .assert_legacy_error(422, "INVALID_EMBEDDING_FORMAT");
+    }
+    legacy(
+        &server,
+        "/embeddings/insert_raw_embeddings",
+        &key,
+        insert(json!([0.1, 0.2])),
+    )
+    .await
+    .assert_legacy_error(422, "VALIDATION_ERROR");
+    legacy(
+        &server,
+        "/embeddings/search_raw_embeddings",
+        &key,
+        json!({"tenant_id": "vecs"}),
+    )
+    .await
+    .assert_legacy_error(400, "INVALID_PARAMETERS");
+    let found = legacy(
+        &server,
+        "/embeddings/filter_raw_embeddings",
+        &key,
+        json!({"tenant_id": "vecs", "source_id": "s"}),
+    )
+    .await;
+    assert_eq!(found.status.as_u16(), 200, "{found:#?}");
+    assert_eq!(found.body, json!([]), "nothing was stored");
+    // A well-formed vector is stored and found.
+    let stored = legacy(
+        &server,
+        "/embeddings/insert_raw_embeddings",
+        &key,
+        insert(json!([0.1, 0.2, 0.3])),
+    )
+    .await;
+    assert_eq!(stored.status.as_u16(), 200, "{stored:#?}");
+    assert_eq!(stored.body["insert_count"], 1, "{stored:#?}");
 }
