@@ -126,7 +126,7 @@ pub(crate) fn code_for_status(status: StatusCode) -> ErrorCode {
         403 => ErrorCode::Forbidden,
         404 => ErrorCode::NotFound,
         405 => ErrorCode::MethodNotAllowed,
-        413 => ErrorCode::PayloadTooLarge,
+        413 => ErrorCode::FileTooLarge,
         422 => ErrorCode::ValidationError,
         429 => ErrorCode::RateLimited,
         503 => ErrorCode::ServiceUnavailable,

@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use engram_app::{App, AppError, Principal};
+use engram_types::ErrorCode;
 use serde::de::DeserializeOwned;
 use utoipa::IntoParams;
 
@@ -54,9 +55,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::new(crate::error::code_for_status(e.status()), e.body_text()))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            let code = crate::error::code_for_status(e.status());
+            let message = if code == ErrorCode::FileTooLarge {
+                "request body exceeds the size limit (ingest.max_upload_bytes)".to_owned()
+            } else {
+                e.body_text()
+            };
+            ApiError::new(code, message)
+        })?;
         let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {

@@ -106,8 +106,8 @@ impl FromRequest<App> for Form {
 fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
     if err.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "request body exceeds the upload size limit",
+            ErrorCode::FileTooLarge,
+            "request body exceeds the upload size limit (ingest.max_upload_bytes)",
         )
     } else {
         ApiError::invalid(format!("malformed multipart body: {}", err.body_text()))

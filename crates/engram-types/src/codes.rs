@@ -40,6 +40,8 @@ registry! {
     InvalidTenantId = "INVALID_TENANT_ID", 400;
     InvalidSearchParameters = "INVALID_SEARCH_PARAMETERS", 400;
     InvalidFileFormat = "INVALID_FILE_FORMAT", 400;
+    /// A request body over its size limit (`ingest.max_upload_bytes`), on both generations: the
+    /// spec's status table has no 413, and this is its code for a size limit.
     FileTooLarge = "FILE_TOO_LARGE", 400;
     Unauthorized = "UNAUTHORIZED", 401;
     Forbidden = "FORBIDDEN", 403;
@@ -68,7 +70,6 @@ registry! {
     ConnectorAlreadyExists = "CONNECTOR_ALREADY_EXISTS", 409;
     /// A sync asked of a paused connector.
     ConnectorPaused = "CONNECTOR_PAUSED", 409;
-    PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413;
     ValidationError = "VALIDATION_ERROR", 422;
     InvalidMemoryFormat = "INVALID_MEMORY_FORMAT", 422;
     InvalidEmbeddingFormat = "INVALID_EMBEDDING_FORMAT", 422;

@@ -51,11 +51,9 @@ fn legacy(err: AppError) -> ApiError {
     }
 }
 
-/// The content and recall routes' own codes: a missing tenant is `TENANT_NOT_FOUND`, an oversized upload
-/// `FILE_TOO_LARGE`.
+/// The content and recall routes' own code: a missing tenant is `TENANT_NOT_FOUND`.
 fn recode(err: ApiError) -> ApiError {
     err.recode(ErrorCode::DatabaseNotFound, ErrorCode::TenantNotFound)
-        .recode(ErrorCode::PayloadTooLarge, ErrorCode::FileTooLarge)
 }
 
 /// The recall routes' code for a request they cannot run: `INVALID_SEARCH_PARAMETERS` where the

@@ -317,3 +317,109 @@ async fn an_item_past_its_time_budget_errors_with_e2004() {
         "{status}"
     );
 }
+
+/// A request to `path` with a 17 MiB body of `content_type` that starts with `opening` (the
+/// rest is filler), written beside reading the answer (a refused body is not read to its end,
+/// so the writer may find the connection closed): the raw answer.
+async fn too_large(
+    server: &Server,
+    path: &str,
+    key: &str,
+    content_type: &str,
+    opening: &str,
+) -> String {
+    const SIZE: usize = 17 * 1024 * 1024;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut reader, mut writer) = stream.into_split();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nAPI-Version: 2\r\n\
+         Content-Type: {content_type}\r\nContent-Length: {SIZE}\r\n\r\n{opening}"
+    );
+    let filler = SIZE - opening.len();
+    let writing = tokio::spawn(async move {
+        if writer.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        let chunk = vec![b'a'; 64 * 1024];
+        let mut left = filler;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            if writer.write_all(&chunk[..n]).await.is_err() {
+                return;
+            }
+            left -= n;
+        }
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout_at(deadline, reader.read(&mut buf)).await {
+            Err(_) => panic!(
+                "{path}: no answer within 30 s; read so far: {:?}",
+                String::from_utf8_lossy(&answer)
+            ),
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => {
+                answer.extend_from_slice(&buf[..n]);
+                // One answer is all this request gets.
+                if String::from_utf8_lossy(&answer).contains("\"FILE_TOO_LARGE\"") {
+                    break;
+                }
+            }
+        }
+    }
+    writing.abort();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A body over the size limit is refused with a status of the spec's table, 400, and the spec's
+/// size-limit code, `FILE_TOO_LARGE`, on both generations (uploads and JSON bodies alike), naming
+/// the setting; nothing is stored. The limit is `ingest.max_upload_bytes`, at least the 16 MiB
+/// JSON bodies get.
+#[tokio::test]
+async fn a_body_over_the_size_limit_is_400_file_too_large_on_both_generations() {
+    let server = Server::start_with(&[("ENGRAM_INGEST__MAX_UPLOAD_BYTES", "1048576")]);
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "big").await;
+    let multipart = "multipart/form-data; boundary=engram-boundary";
+    let file = |field: &str| {
+        format!(
+            "--engram-boundary\r\nContent-Disposition: form-data; name=\"{field}\"; \
+             filename=\"big.txt\"\r\nContent-Type: text/plain\r\n\r\n"
+        )
+    };
+    for (path, content_type, opening) in [
+        ("/context/ingest", multipart, file("documents")),
+        ("/ingestion/upload_knowledge", multipart, file("files")),
+        (
+            "/query",
+            "application/json",
+            r#"{"database": "big", "query": ""#.to_owned(),
+        ),
+        (
+            "/recall/full_recall",
+            "application/json",
+            r#"{"tenant_id": "big", "query": ""#.to_owned(),
+        ),
+    ] {
+        let answer = too_large(&server, path, &key, content_type, &opening).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains("\"FILE_TOO_LARGE\""), "{path}: {answer}");
+        assert!(
+            answer.contains("ingest.max_upload_bytes"),
+            "{path}: {answer}"
+        );
+    }
+    let listed = server
+        .post("/context/list", &key, json!({"database": "big"}))
+        .await;
+    assert_eq!(
+        listed.current_ok(200)["total"],
+        0,
+        "nothing of the refused uploads was stored: {listed:#?}"
+    );
+}
