@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use engram_app::{App, KnowledgeRequest, MemoryRequest};
-use engram_types::{ErrorCode, FailureCode, IndexingStatus, ItemKind};
+use engram_types::{ErrorCode, FailureCode, IndexingStatus, ItemErrorCode, ItemKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -75,7 +75,9 @@ fn legacy_ingest(outcome: &engram_app::IngestOutcome) -> LegacyIngestResponse {
 /// `file_metadata`, `app_knowledge`.
 #[utoipa::path(post, path = "/ingestion/upload_knowledge", tag = "legacy content",
     request_body(content_type = "multipart/form-data"),
-    responses((status = 202, body = LegacyIngestResponse), (status = 422, body = LegacyErrorDoc)))]
+    responses((status = 202, body = LegacyIngestResponse),
+        (status = 400, body = LegacyErrorDoc, description = "INVALID_FILE_FORMAT: every file of the upload is of an unsupported format (E1002), and nothing else was sent"),
+        (status = 422, body = LegacyErrorDoc)))]
 async fn upload_knowledge(
     State(app): State<App>,
     Auth(who): Auth,
@@ -106,8 +108,36 @@ async fn upload_knowledge(
         .ingest_knowledge(&who, &database, request)
         .await
         .map_err(content)?;
+    unsupported_only(&outcome)?;
     let response = (StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response();
     Ok(super::deprecated(response, &deprecations))
+}
+
+/// A legacy upload whose every item was refused for its format (`E1002`, nothing stored) is
+/// 400 `INVALID_FILE_FORMAT` naming the files. With anything accepted beside them, the refused
+/// files keep their `E1002` in their own results, as the spec says of every upload.
+fn unsupported_only(outcome: &engram_app::IngestOutcome) -> Result<(), ApiError> {
+    let unsupported = ItemErrorCode::UnsupportedFormat.as_str();
+    if outcome.results.is_empty()
+        || outcome
+            .results
+            .iter()
+            .any(|r| r.status.is_some() || r.error_code != unsupported)
+    {
+        return Ok(());
+    }
+    let files: Vec<&str> = outcome
+        .results
+        .iter()
+        .map(|r| r.filename.as_str())
+        .collect();
+    Err(ApiError::new(
+        ErrorCode::InvalidFileFormat,
+        format!(
+            "unsupported file format ({unsupported}): {}",
+            files.join(", ")
+        ),
+    ))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

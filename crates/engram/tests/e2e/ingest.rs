@@ -493,6 +493,35 @@ async fn legacy_upload_knowledge_and_verify_processing() {
         }
     }
 
+    // Nothing but files of unsupported formats: 400 INVALID_FILE_FORMAT naming them, nothing
+    // stored (beside accepted items, a refused file keeps its E1002 in its own result, above).
+    let form = Form::new()
+        .text("tenant_id", "legacykb")
+        .text("sub_tenant_id", "team_a")
+        .text(
+            "file_metadata",
+            json!([{"id": "only-gz"}, {"id": "only-gz2"}]).to_string(),
+        )
+        .part("files", file("logo.gz", GZIP, "application/gzip"))
+        .part("files", file("again.gz", GZIP, "application/gzip"));
+    let refused = send_form(&server, "/ingestion/upload_knowledge", &key, form).await;
+    refused.assert_legacy_error(400, "INVALID_FILE_FORMAT");
+    let message = refused.body["detail"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("logo.gz") && message.contains("again.gz") && message.contains("E1002"),
+        "{refused:#?}"
+    );
+    // The current generation answers every upload with results, E1002 in the refused file's.
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "legacykb")
+        .part("documents", file("logo.gz", GZIP, "application/gzip"));
+    let current = send_form(&server, "/context/ingest", &key, form).await;
+    let data = current.current_ok(202);
+    assert_eq!(data["results"][0]["error_code"], "E1002", "{current:#?}");
+
     let accepted = ["leg-md", "leg-txt", "leg-app"];
     let verify = format!(
         "/ingestion/verify_processing?file_ids={}&tenant_id=legacykb&sub_tenant_id=team_a",
