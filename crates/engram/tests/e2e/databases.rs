@@ -1687,3 +1687,55 @@ async fn a_rename_never_widens_a_restricted_key() {
         .await;
     assert_eq!(seen.status.as_u16(), 200, "{seen:#?}");
 }
+
+/// A store that stays busy past its wait (another process holds the SQLite file's write lock)
+/// answers 503 `SERVICE_UNAVAILABLE` with `Retry-After`, on both generations, never a 500; the
+/// same request succeeds once the lock is gone. (PostgreSQL's faults are tested apart.)
+#[tokio::test]
+async fn a_busy_store_answers_503_with_retry_after_then_recovers() {
+    use std::io::BufRead;
+
+    let server = Server::start();
+    if server.storage_url.is_some() {
+        return;
+    }
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "warm").await;
+    let file = server.data_dir.join("engram.sqlite3");
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys, time\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN EXCLUSIVE')\n\
+             print('locked', flush=True)\n\
+             time.sleep(300)",
+        )
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the holder's line");
+    assert_eq!(line.trim(), "locked");
+
+    let busy = server
+        .post("/databases", &key, json!({"database": "later"}))
+        .await;
+    busy.assert_current_error(503, "SERVICE_UNAVAILABLE");
+    assert_eq!(busy.header("retry-after"), Some("1"), "{busy:#?}");
+    let legacy = server
+        .post("/tenants/create", &key, json!({"tenant_id": "later"}))
+        .await;
+    legacy.assert_legacy_error(503, "SERVICE_UNAVAILABLE");
+    assert_eq!(legacy.header("retry-after"), Some("1"), "{legacy:#?}");
+
+    holder.kill().expect("kill the holder");
+    holder.wait().expect("the holder ends");
+    server
+        .post("/databases", &key, json!({"database": "later"}))
+        .await
+        .current_ok(202);
+}
