@@ -366,18 +366,17 @@ impl Pipeline {
         );
         let quick = tokio::task::spawn_blocking(move || {
             graph_at_once(
-                extractor.as_deref(),
+                extractor.as_ref(),
                 max_attempts,
                 &claimed,
                 &Passage::all(&owned),
             )
         })
         .await
-        .unwrap_or_else(|_| Some(ItemGraph::empty(Origin::Extracted)));
-        let graph = match (quick, &self.graph) {
-            (Some(graph), _) => graph,
-            (None, None) => with_facts(item, ItemGraph::empty(Origin::Extracted)),
-            (None, Some(extractor)) => {
+        .unwrap_or_else(|_| Ok(ItemGraph::empty(Origin::Extracted)));
+        let graph = match quick {
+            Ok(graph) => graph,
+            Err(extractor) => {
                 let passages = Passage::all(&passages);
                 let request = ExtractRequest {
                     org: item.org.as_str(),
@@ -607,11 +606,11 @@ impl Pipeline {
                         })
                         .collect();
                     catch_unwind(AssertUnwindSafe(|| {
-                        graph_at_once(extractor.as_deref(), max_attempts, item, &passages)
+                        graph_at_once(extractor.as_ref(), max_attempts, item, &passages)
                     }))
                     .unwrap_or_else(|_| {
                         tracing::warn!(id = %item.id, "graph extraction failed; completing without a graph");
-                        Some(ItemGraph::empty(Origin::Extracted))
+                        Ok(ItemGraph::empty(Origin::Extracted))
                     })
                     .map_or(Then::Later, Then::With)
                 })
@@ -874,14 +873,14 @@ enum Then {
 
 /// An item's graph when it can be made at once, inference's facts included: the client's own
 /// (matched to the passages), the extractor's when it waits on nothing, or an empty one (no
-/// extractor, or claimed for its graph more times than attempts allow). `None` when the
-/// extractor must be awaited.
+/// extractor, or claimed for its graph more times than attempts allow); else the extractor,
+/// which must be awaited.
 fn graph_at_once(
-    extractor: Option<&dyn GraphExtractor>,
+    extractor: Option<&Arc<dyn GraphExtractor>>,
     max_attempts: u32,
     item: &ClaimedItem,
     passages: &[Passage<'_>],
-) -> Option<ItemGraph> {
+) -> Result<ItemGraph, Arc<dyn GraphExtractor>> {
     let graph = if item.attempts > max_attempts {
         tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
         ItemGraph::empty(Origin::Extracted)
@@ -902,11 +901,13 @@ fn graph_at_once(
             instructions: &item.instructions,
             passages,
         };
-        extractor.extract_now(&request)?
+        extractor
+            .extract_now(&request)
+            .ok_or_else(|| extractor.clone())?
     } else {
         ItemGraph::empty(Origin::Extracted)
     };
-    Some(with_facts(item, graph))
+    Ok(with_facts(item, graph))
 }
 
 /// `graph` with inference's facts when the item is a memory inferred from.
