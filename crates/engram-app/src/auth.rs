@@ -2,7 +2,7 @@
 //! per-key rate limit, applied to every authenticated request.
 
 use engram_store::DatabaseRecord;
-use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
+use engram_types::{ApiKeyPrefix, DatabaseName, OrgId, Scope, Scopes};
 
 use crate::keys::{secret_matches, split_token};
 use crate::{App, AppError, AppResult};
@@ -14,9 +14,25 @@ pub struct Principal {
     pub org: OrgId,
     /// Databases the key is restricted to; `None` for every database of the organization.
     pub databases: Option<Vec<DatabaseName>>,
+    /// What the key may do.
+    pub scopes: Scopes,
 }
 
 impl Principal {
+    /// 403 unless the key holds `scope`. Every operation of [`App`] that acts for a caller
+    /// calls this (directly or through [`App::authorize_database`]) before it reads or
+    /// changes anything, so the HTTP routes of both generations and MCP's tools get the same
+    /// answer.
+    pub fn require(&self, scope: Scope) -> AppResult<()> {
+        if self.scopes.grants(scope) {
+            return Ok(());
+        }
+        Err(AppError::Forbidden(format!(
+            "this API key has scopes [{}]; this operation needs `{scope}`",
+            self.scopes
+        )))
+    }
+
     /// Whether the key may use the database of that name (it may still not exist).
     pub fn may_use(&self, name: &DatabaseName) -> bool {
         self.databases
@@ -59,18 +75,22 @@ impl App {
             key: record.prefix,
             org: record.org,
             databases: (!record.databases.is_empty()).then_some(record.databases),
+            scopes: record.scopes,
         })
     }
 
-    /// The live database `name` as the caller may see it: 403 when the key is restricted to
-    /// other databases, 404 when the organization has no such database. Names are per
-    /// organization, so another organization's database of that name is simply absent: the
-    /// answer gives no key a way to learn which names other tenants use.
+    /// The live database `name` as the caller may see it for an operation that needs `scope`:
+    /// 403 when the key lacks the scope or is restricted to other databases, 404 when the
+    /// organization has no such database. Names are per organization, so another
+    /// organization's database of that name is simply absent: the answer gives no key a way to
+    /// learn which names other tenants use.
     pub(crate) async fn authorize_database(
         &self,
         who: &Principal,
         name: &DatabaseName,
+        scope: Scope,
     ) -> AppResult<DatabaseRecord> {
+        who.require(scope)?;
         if !who.may_use(name) {
             return Err(AppError::Forbidden(format!(
                 "this API key may not use database `{name}`"

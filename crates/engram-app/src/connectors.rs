@@ -25,6 +25,7 @@ use engram_types::{DatabaseName, UnixMs};
 use serde_json::{json, Map, Value};
 
 use crate::{App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// Longest connector name, account scope, resource id and display name.
 const LABEL_MAX: usize = 1024;
@@ -431,6 +432,7 @@ impl App {
     /// The caller's connector: 404 when another organization's, unknown, or of a database the
     /// key may not use.
     async fn own_connector(&self, who: &Principal, id: &str) -> AppResult<ConnectorRecord> {
+        who.require(Scope::Admin)?;
         match self.store().get_connector(&who.org, id).await? {
             Some(record) if who.may_use(&DatabaseName::from_trusted(&record.database_name)) => {
                 Ok(record)
@@ -444,6 +446,7 @@ impl App {
         who: &Principal,
         request: CreateConnector,
     ) -> AppResult<ConnectorView> {
+        who.require(Scope::Admin)?;
         if request.provider.trim().is_empty() {
             return Err(AppError::InvalidParameters("`provider` is required".into()));
         }
@@ -479,7 +482,7 @@ impl App {
                 field: "database",
                 reason,
             })?;
-        let db = self.authorize_database(who, &name).await?;
+        let db = self.authorize_database(who, &name, Scope::Admin).await?;
         let collection =
             crate::ingest::parse_collection(&db, request.collection.as_deref(), "collection")?;
         let id = new_id("con");
@@ -520,6 +523,7 @@ impl App {
 
     /// The connectors of the databases the key may use, oldest first.
     pub async fn list_connectors(&self, who: &Principal) -> AppResult<Vec<ConnectorView>> {
+        who.require(Scope::Admin)?;
         let records = self.store().list_connectors(&who.org, None).await?;
         Ok(records
             .into_iter()
@@ -529,6 +533,7 @@ impl App {
     }
 
     pub async fn connector(&self, who: &Principal, id: &str) -> AppResult<ConnectorView> {
+        who.require(Scope::Admin)?;
         let record = self.own_connector(who, id).await?;
         Ok(self.view(record))
     }
@@ -540,6 +545,7 @@ impl App {
         id: &str,
         update: UpdateConnector,
     ) -> AppResult<ConnectorView> {
+        who.require(Scope::Admin)?;
         let record = self.own_connector(who, id).await?;
         let info = self.provider_info(&record.provider).map_err(|_| {
             AppError::Forbidden(format!(
@@ -594,6 +600,7 @@ impl App {
 
     /// Deletes a connector, its resources and credentials; what it synced stays.
     pub async fn delete_connector(&self, who: &Principal, id: &str) -> AppResult<()> {
+        who.require(Scope::Admin)?;
         self.own_connector(who, id).await?;
         if self.store().delete_connector(&who.org, id).await? {
             Ok(())
@@ -608,6 +615,7 @@ impl App {
         id: &str,
         paused: bool,
     ) -> AppResult<ConnectorView> {
+        who.require(Scope::Admin)?;
         self.own_connector(who, id).await?;
         let record = self
             .store()
@@ -624,6 +632,7 @@ impl App {
         who: &Principal,
         id: &str,
     ) -> AppResult<(String, Vec<engram_connectors::DiscoveredResource>)> {
+        who.require(Scope::Admin)?;
         let record = self.own_connector(who, id).await?;
         let provider = self.catalog().get(&record.provider).ok_or_else(|| {
             AppError::Forbidden(format!("provider `{}` is not offered", record.provider))
@@ -639,9 +648,11 @@ impl App {
     /// Resources an account offers, from credentials given now (before creating a connector).
     pub async fn discover_preview(
         &self,
+        who: &Principal,
         provider: &str,
         credentials: Option<Value>,
     ) -> AppResult<Vec<engram_connectors::DiscoveredResource>> {
+        who.require(Scope::Admin)?;
         let source = self
             .catalog()
             .get(provider)
@@ -662,6 +673,7 @@ impl App {
         id: &str,
         mappings: Vec<ResourceMapping>,
     ) -> AppResult<u32> {
+        who.require(Scope::Admin)?;
         let record = self.own_connector(who, id).await?;
         if mappings.is_empty() {
             return Err(AppError::InvalidParameters(
@@ -695,6 +707,7 @@ impl App {
         index: usize,
         m: ResourceMapping,
     ) -> AppResult<NewResource> {
+        who.require(Scope::Admin)?;
         let whose = format!("resources[{index}]");
         if m.resource_id.trim().is_empty() {
             return Err(AppError::InvalidParameters(format!(
@@ -720,7 +733,7 @@ impl App {
             field: "resources[].database",
             reason,
         })?;
-        let db = self.authorize_database(who, &name).await?;
+        let db = self.authorize_database(who, &name, Scope::Admin).await?;
         if !m.collection.is_empty() {
             crate::ingest::parse_collection(&db, Some(&m.collection), "resources[].collection")?;
         }
@@ -769,6 +782,7 @@ impl App {
         who: &Principal,
         id: &str,
     ) -> AppResult<Vec<ResourceRecord>> {
+        who.require(Scope::Admin)?;
         self.own_connector(who, id).await?;
         self.store()
             .list_resources(&who.org, id)
@@ -782,6 +796,7 @@ impl App {
         id: &str,
         resource_id: &str,
     ) -> AppResult<ResourceRecord> {
+        who.require(Scope::Admin)?;
         self.list_resources(who, id)
             .await?
             .into_iter()
@@ -796,6 +811,7 @@ impl App {
         resource_id: &str,
         update: ResourceUpdate,
     ) -> AppResult<ResourceRecord> {
+        who.require(Scope::Admin)?;
         self.own_connector(who, id).await?;
         if update.custom_instructions.is_none() && update.acl.is_none() {
             return Err(AppError::InvalidParameters(
@@ -827,6 +843,7 @@ impl App {
         id: &str,
         resource_id: &str,
     ) -> AppResult<()> {
+        who.require(Scope::Admin)?;
         self.own_connector(who, id).await?;
         if self
             .store()
@@ -843,6 +860,7 @@ impl App {
 
     /// Asks for a sync now; the run id names it in the run history.
     pub async fn request_sync(&self, who: &Principal, id: &str) -> AppResult<String> {
+        who.require(Scope::Admin)?;
         self.own_connector(who, id).await?;
         match self
             .store()
@@ -862,6 +880,7 @@ impl App {
     }
 
     pub async fn connector_status(&self, who: &Principal, id: &str) -> AppResult<ConnectorStatus> {
+        who.require(Scope::Admin)?;
         let snapshot = self.store().connector_snapshot(&who.org, id, 20).await?;
         let Some(ConnectorSnapshot {
             connector: record,
@@ -883,6 +902,7 @@ impl App {
 
     /// The organization's stored credentials: which connector, which fields; never values.
     pub async fn vault(&self, who: &Principal) -> AppResult<(Vec<VaultEntry>, usize)> {
+        who.require(Scope::Admin)?;
         let mut entries = Vec::new();
         let mut unavailable = 0;
         for record in self.list_connectors(who).await? {
@@ -908,6 +928,7 @@ impl App {
         id: &str,
         field: &str,
     ) -> AppResult<(String, Value)> {
+        who.require(Scope::Admin)?;
         let record = self.own_connector(who, id).await?;
         let credentials = self.open_credentials(&record).await?;
         let value = credentials.get(field).cloned().ok_or_else(|| {

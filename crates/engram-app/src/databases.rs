@@ -7,6 +7,7 @@ use engram_types::schema::{FieldType, MetadataSchema, SchemaField};
 use engram_types::{CollectionName, DatabaseId, DatabaseName};
 
 use crate::{App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// One metadata schema field as given by a client; validated into a [`SchemaField`].
 #[derive(Debug, Clone, Default)]
@@ -76,6 +77,7 @@ impl App {
         who: &Principal,
         request: CreateDatabase,
     ) -> AppResult<DatabaseRecord> {
+        who.require(Scope::Admin)?;
         let name = parse_database_name("database", &request.name)?;
         if !who.may_use(&name) {
             return Err(AppError::Forbidden(format!(
@@ -125,11 +127,13 @@ impl App {
         who: &Principal,
         name: &DatabaseName,
     ) -> AppResult<DatabaseRecord> {
-        self.authorize_database(who, name).await
+        who.require(Scope::Read)?;
+        self.authorize_database(who, name, Scope::Read).await
     }
 
     /// Databases of the caller's organization that its key may use.
     pub async fn list_databases(&self, who: &Principal) -> AppResult<Vec<DatabaseRecord>> {
+        who.require(Scope::Read)?;
         let all = self.store().list_databases(&who.org).await?;
         Ok(all.into_iter().filter(|db| who.may_use(&db.name)).collect())
     }
@@ -140,7 +144,8 @@ impl App {
         who: &Principal,
         name: &DatabaseName,
     ) -> AppResult<Vec<CollectionName>> {
-        let db = self.authorize_database(who, name).await?;
+        who.require(Scope::Read)?;
+        let db = self.authorize_database(who, name, Scope::Read).await?;
         Ok(self.store().list_collections(&db.scope()).await?)
     }
 
@@ -154,6 +159,7 @@ impl App {
         name: &DatabaseName,
         collection: &str,
     ) -> AppResult<(DatabaseRecord, CollectionName, u64)> {
+        who.require(Scope::Write)?;
         if collection.is_empty() {
             return Err(AppError::InvalidParameters(
                 "missing required parameter `collection`".into(),
@@ -164,7 +170,7 @@ impl App {
                 field: "collection",
                 reason,
             })?;
-        let db = self.authorize_database(who, name).await?;
+        let db = self.authorize_database(who, name, Scope::Write).await?;
         let forget = collection != db.default_collection;
         let deleted = self
             .store()
@@ -181,7 +187,8 @@ impl App {
         who: &Principal,
         name: &DatabaseName,
     ) -> AppResult<DatabaseStats> {
-        let database = self.authorize_database(who, name).await?;
+        who.require(Scope::Read)?;
+        let database = self.authorize_database(who, name, Scope::Read).await?;
         let counts = self.store().counts(&database.scope(), self.now()).await?;
         Ok(DatabaseStats { database, counts })
     }
@@ -194,6 +201,7 @@ impl App {
         name: &DatabaseName,
         fields: Vec<SchemaFieldSpec>,
     ) -> AppResult<(Vec<String>, DatabaseRecord)> {
+        who.require(Scope::Admin)?;
         if fields.is_empty() {
             return Err(AppError::InvalidParameters(
                 "`add_fields` must name at least one field".into(),
@@ -201,7 +209,7 @@ impl App {
         }
         let fields = validate_fields(fields)?;
         let added: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
-        let mut db = self.authorize_database(who, name).await?;
+        let mut db = self.authorize_database(who, name, Scope::Admin).await?;
         db.schema = self
             .store()
             .add_schema_fields(&db.scope(), &fields, self.now())
@@ -225,13 +233,14 @@ impl App {
         name: &DatabaseName,
         new_name: &str,
     ) -> AppResult<(DatabaseName, DatabaseRecord)> {
+        who.require(Scope::Admin)?;
         if new_name.trim().is_empty() {
             return Err(AppError::InvalidParameters(
                 "missing required field `new_name`".into(),
             ));
         }
         let new_name = parse_database_name("new_name", new_name)?;
-        let db = self.authorize_database(who, name).await?;
+        let db = self.authorize_database(who, name, Scope::Admin).await?;
         if new_name == db.name {
             return Ok((db.name.clone(), db));
         }
@@ -272,6 +281,7 @@ impl App {
         name: &DatabaseName,
         update: InstructionsUpdate,
     ) -> AppResult<DatabaseRecord> {
+        who.require(Scope::Admin)?;
         if update.custom_instructions.is_none() && update.collections.is_empty() {
             return Err(AppError::InvalidParameters(
                 "send `custom_instructions`, `collections` or both".into(),
@@ -309,7 +319,7 @@ impl App {
                 return Err(err);
             }
         }
-        let mut db = self.authorize_database(who, name).await?;
+        let mut db = self.authorize_database(who, name, Scope::Admin).await?;
         db.instructions = self
             .store()
             .update_instructions(
@@ -336,7 +346,8 @@ impl App {
         who: &Principal,
         name: &DatabaseName,
     ) -> AppResult<DatabaseRecord> {
-        let db = self.authorize_database(who, name).await?;
+        who.require(Scope::Admin)?;
+        let db = self.authorize_database(who, name, Scope::Admin).await?;
         if !self
             .store()
             .schedule_deletion(&db.scope(), self.now())

@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::ingest::parse_collection;
 use crate::{parse_database_name, App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// What the caller knows the right answer to be.
 #[derive(Debug, Clone, Default)]
@@ -120,6 +121,7 @@ impl App {
         who: &Principal,
         input: FeedbackInput,
     ) -> AppResult<FeedbackRecord> {
+        who.require(Scope::Write)?;
         let body = input.body()?;
         let database = input.database.as_deref().filter(|d| !d.is_empty());
         let collection = input.collection.as_deref().filter(|c| !c.is_empty());
@@ -132,7 +134,7 @@ impl App {
             (None, None) => (String::new(), String::new()),
             (Some(name), collection) => {
                 let name = parse_database_name("database", name)?;
-                let db = self.authorize_database(who, &name).await?;
+                let db = self.authorize_database(who, &name, Scope::Write).await?;
                 let collection = match collection {
                     Some(c) => parse_collection(&db, Some(c), "collection")?.to_string(),
                     None => String::new(),
@@ -161,6 +163,7 @@ impl App {
         who: &Principal,
         request_id: &str,
     ) -> AppResult<Vec<FeedbackRecord>> {
+        who.require(Scope::Read)?;
         if request_id.trim().is_empty() {
             return Err(AppError::InvalidParameters(
                 "missing required parameter `request_id`".into(),

@@ -6,6 +6,7 @@ use engram_types::{CollectionName, DatabaseName, ItemKind};
 
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+use engram_types::Scope;
 
 /// Most relations one page may hold.
 pub const RELATIONS_LIMIT_MAX: u32 = 10_000;
@@ -42,6 +43,7 @@ impl App {
         database: &DatabaseName,
         request: RelationsRequest<'_>,
     ) -> AppResult<RelationsPage> {
+        who.require(Scope::Read)?;
         if request.id.is_empty() {
             return Err(AppError::InvalidParameters(
                 "missing required parameter `id`".into(),
@@ -67,7 +69,7 @@ impl App {
                     })?,
             ),
         };
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         let collection = parse_collection(&db, request.collection, "collection")?;
         let query = RelationQuery {
             collection: &collection,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::{App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// An uploaded file.
 #[derive(Debug, Clone)]
@@ -562,8 +563,9 @@ impl App {
         database: &engram_types::DatabaseName,
         request: KnowledgeRequest,
     ) -> AppResult<IngestOutcome> {
+        who.require(Scope::Write)?;
         check_item_count(request.files.len() + request.app_knowledge.len())?;
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Write).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
         let mut metadata = file_metadata(&db, &request)?;
         let mut request = request;
@@ -648,8 +650,9 @@ impl App {
         database: &engram_types::DatabaseName,
         request: MemoryRequest,
     ) -> AppResult<IngestOutcome> {
+        who.require(Scope::Write)?;
         check_item_count(request.memories.len())?;
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Write).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
         if request.memories.is_empty() {
             return Err(AppError::Validation(

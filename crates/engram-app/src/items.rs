@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::filters::FilterBudget;
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+use engram_types::Scope;
 
 /// Most ids one status, list or delete call may name.
 pub const IDS_MAX: usize = 100;
@@ -101,6 +102,7 @@ impl App {
         database: &DatabaseName,
         request: ChunksRequest,
     ) -> AppResult<ChunkRead> {
+        who.require(Scope::Read)?;
         let limit = request.limit.unwrap_or(i64::from(CHUNKS_DEFAULT));
         if !(1..=i64::from(CHUNKS_MAX)).contains(&limit) {
             return Err(AppError::InvalidParameters(format!(
@@ -118,7 +120,7 @@ impl App {
                 "give the source `id` or `chunk_ids`".into(),
             ));
         }
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
         let (scope, now) = (db.scope(), self.now());
         let filter = ChunkFilter {
@@ -179,6 +181,7 @@ impl App {
         collection: Option<&str>,
         ids: &[String],
     ) -> AppResult<(DatabaseRecord, Vec<(String, Option<ItemStatus>)>)> {
+        who.require(Scope::Read)?;
         if ids.is_empty() {
             return Err(AppError::InvalidParameters("give at least one id".into()));
         }
@@ -187,7 +190,7 @@ impl App {
                 "at most {IDS_MAX} ids per call"
             )));
         }
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         let collection = parse_collection(&db, collection, "collection")?;
         let found = self
             .store()
@@ -214,6 +217,7 @@ impl App {
         kind: Option<ItemKind>,
         ids: &[String],
     ) -> AppResult<(DatabaseRecord, Vec<DeletedItem>)> {
+        who.require(Scope::Write)?;
         if ids.is_empty() {
             return Err(AppError::InvalidParameters(
                 "`ids` must name at least one item".into(),
@@ -224,7 +228,7 @@ impl App {
                 "at most {IDS_MAX} ids per call"
             )));
         }
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Write).await?;
         let collection = parse_collection(&db, collection, "collection")?;
         let deleted = self
             .store()
@@ -246,6 +250,7 @@ impl App {
         database: &DatabaseName,
         request: ListRequest,
     ) -> AppResult<Listing> {
+        who.require(Scope::Read)?;
         let page = request.page.unwrap_or(1);
         if page < 1 || page > i64::from(u32::MAX) {
             return Err(AppError::InvalidParameters(
@@ -277,7 +282,7 @@ impl App {
             };
             fields.push((field, value));
         }
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         // A listing without a collection lists the default collection, like every other call.
         let collections = vec![parse_collection(
             &db,

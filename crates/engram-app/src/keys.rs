@@ -3,13 +3,14 @@
 //! adds nothing), compared in constant time.
 
 use engram_store::ApiKeyRecord;
-use engram_types::{ApiKeyPrefix, DatabaseName, OrgId};
+use engram_types::limits::{KEY_DATABASES_MAX, KEY_EXPIRES_IN_MAX_SECS, KEY_NAME_MAX_CHARS};
+use engram_types::{ApiKeyPrefix, DatabaseName, OrgId, Scope, Scopes};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 
-use crate::{App, AppError, AppResult};
+use crate::{App, AppError, AppResult, Principal};
 
 /// What a new key may do.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +19,8 @@ pub struct KeySpec {
     pub name: String,
     /// Databases the key is restricted to; empty for every database of the organization.
     pub databases: Vec<String>,
+    /// `read`, `write`, `admin` (each bringing the ones before it); empty for all three.
+    pub scopes: Vec<String>,
     pub expires_in_secs: Option<u64>,
 }
 
@@ -68,7 +71,26 @@ impl App {
             field: "org",
             reason,
         })?;
-        let databases = spec
+        if spec.name.chars().count() > KEY_NAME_MAX_CHARS {
+            return Err(AppError::InvalidParameters(format!(
+                "`name` is longer than {KEY_NAME_MAX_CHARS} characters"
+            )));
+        }
+        if spec.databases.len() > KEY_DATABASES_MAX {
+            return Err(AppError::InvalidParameters(format!(
+                "`databases` names more than {KEY_DATABASES_MAX} databases"
+            )));
+        }
+        if spec
+            .expires_in_secs
+            .is_some_and(|secs| secs == 0 || secs > KEY_EXPIRES_IN_MAX_SECS)
+        {
+            return Err(AppError::InvalidParameters(format!(
+                "`expires_in` must be between 1 and {KEY_EXPIRES_IN_MAX_SECS} seconds"
+            )));
+        }
+        let scopes = parse_scopes(&spec.scopes)?;
+        let mut databases = spec
             .databases
             .into_iter()
             .map(|d| {
@@ -78,6 +100,8 @@ impl App {
                 })
             })
             .collect::<AppResult<Vec<_>>>()?;
+        databases.sort();
+        databases.dedup();
         let now = self.now();
         let expires_at = spec
             .expires_in_secs
@@ -90,6 +114,7 @@ impl App {
             org,
             name: spec.name,
             databases,
+            scopes,
             created_at: now,
             expires_at,
             revoked_at: None,
@@ -116,6 +141,76 @@ impl App {
             Ok(())
         } else {
             Err(AppError::KeyNotFound(prefix.to_string()))
+        }
+    }
+}
+
+fn parse_scopes(names: &[String]) -> AppResult<Scopes> {
+    Scopes::from_names(names).map_err(|name| {
+        AppError::InvalidParameters(format!(
+            "unknown scope `{name}`; the scopes are read, write and admin"
+        ))
+    })
+}
+
+/// Whether `key` gives no more than `who` holds: its scopes within the caller's, and, for a
+/// caller restricted to some databases, restricted to some of those.
+fn within(who: &Principal, scopes: Scopes, databases: &[DatabaseName]) -> bool {
+    let databases_within = match &who.databases {
+        None => true,
+        Some(allowed) => !databases.is_empty() && databases.iter().all(|d| allowed.contains(d)),
+    };
+    who.scopes.covers(scopes) && databases_within
+}
+
+impl App {
+    /// `POST /keys`: a key of the caller's organization, never more than the caller holds
+    /// (403 otherwise: a key restricted to some databases makes keys restricted to some of
+    /// them). Needs `admin`.
+    pub async fn create_key_as(&self, who: &Principal, spec: KeySpec) -> AppResult<CreatedKey> {
+        who.require(Scope::Admin)?;
+        let asked = parse_scopes(&spec.scopes)?;
+        let databases: Vec<DatabaseName> = spec
+            .databases
+            .iter()
+            .filter_map(|d| DatabaseName::parse(d).ok())
+            .collect();
+        if !within(who, asked, &databases) {
+            return Err(AppError::Forbidden(
+                "a key can make keys with at most its own scopes and databases".into(),
+            ));
+        }
+        self.create_key(KeySpec {
+            org: who.org.to_string(),
+            ..spec
+        })
+        .await
+    }
+
+    /// `GET /keys`: the organization's keys that the caller could have made (all of them for
+    /// an unrestricted key), oldest first, never their secrets. Needs `admin`.
+    pub async fn keys_of(&self, who: &Principal) -> AppResult<Vec<ApiKeyRecord>> {
+        who.require(Scope::Admin)?;
+        let all = self.store().list_keys(Some(&who.org)).await?;
+        Ok(all
+            .into_iter()
+            .filter(|k| within(who, k.scopes, &k.databases))
+            .collect())
+    }
+
+    /// `DELETE /keys/{prefix}`: revokes one of [`App::keys_of`]; another organization's key,
+    /// or one wider than the caller, is 404 like an unknown prefix. Needs `admin`.
+    pub async fn revoke_key_as(&self, who: &Principal, prefix: &str) -> AppResult<ApiKeyRecord> {
+        who.require(Scope::Admin)?;
+        let prefix = ApiKeyPrefix::from_trusted(prefix);
+        let visible = |k: &ApiKeyRecord| k.org == who.org && within(who, k.scopes, &k.databases);
+        match self.store().find_key(&prefix).await? {
+            Some(key) if visible(&key) => {
+                self.store().revoke_key(&prefix, self.now()).await?;
+                tracing::info!(org = %who.org, key = %prefix, by = %who.key, "api key revoked");
+                Ok(self.store().find_key(&prefix).await?.unwrap_or(key))
+            }
+            _ => Err(AppError::KeyNotFound(prefix.to_string())),
         }
     }
 }

@@ -55,7 +55,7 @@ pub use engram_search::{
     StageScores, StageTime, TemporalOutcome,
 };
 pub use engram_store::ChunkHit;
-pub use engram_store::DeliveryRecord;
+pub use engram_store::{ApiKeyRecord, DeliveryRecord};
 pub use engram_store::{ConnectorRecord, ResourceRecord, ResourceUpdate, RunRecord};
 pub use engram_store::{
     DatabaseCounts, DatabaseRecord, DatabaseState, DeletedItem, InfraFlags, ItemPage, ItemRecord,

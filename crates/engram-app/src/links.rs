@@ -9,6 +9,7 @@ use engram_types::{CollectionName, DatabaseName, ItemKind};
 
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+use engram_types::Scope;
 
 /// Subgraph bounds: hops from the seed (default 2), members (default 50), links read per hop,
 /// and entity presences around the members.
@@ -81,6 +82,7 @@ impl App {
         database: &DatabaseName,
         request: SubgraphRequest<'_>,
     ) -> AppResult<Subgraph> {
+        who.require(Scope::Read)?;
         if request.id.is_empty() {
             return Err(AppError::InvalidParameters(
                 "missing required parameter `id`".into(),
@@ -98,7 +100,7 @@ impl App {
             SUBGRAPH_SOURCES_MAX,
             "max_sources",
         )? as usize;
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         let collection = parse_collection(&db, request.collection, "collection")?;
         let scope = db.scope();
         let now = self.now();

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use crate::filters::FilterBudget;
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, DatabaseRecord, Principal};
+use engram_types::Scope;
 
 /// `max_results` bounds and default.
 pub const MAX_RESULTS_DEFAULT: i64 = 10;
@@ -423,6 +424,7 @@ impl App {
         database: &DatabaseName,
         request: QueryRequest,
     ) -> AppResult<QueryOutcome> {
+        who.require(Scope::Read)?;
         let plan = Plan::resolve(&request)?;
         let temporal = match &request.temporal {
             None => None,
@@ -440,7 +442,7 @@ impl App {
                 Some((temporal::intent(&request.query, now), now))
             }
         };
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         let graph_rank = request.graph_rank.unwrap_or_else(|| {
             let kinds = request.kind.kinds();
             let searches = |kind| kinds.is_empty() || kinds.contains(&kind);

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::ingest::parse_collection;
 use crate::{App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// Most vectors one insert may carry, and most results one read may ask for.
 pub(crate) const RAW_VECTORS_PER_REQUEST_MAX: usize = 10_000;
@@ -209,8 +210,9 @@ impl App {
         who: &Principal,
         database: &DatabaseName,
         collection: Option<&str>,
+        scope: Scope,
     ) -> AppResult<(DatabaseRecord, CollectionName)> {
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, scope).await?;
         if !db.is_embeddings_tenant {
             return Err(AppError::InvalidParameters(format!(
                 "database `{}` does not hold raw embeddings; create one with `is_embeddings_tenant: true`",
@@ -249,6 +251,7 @@ impl App {
         documents: Vec<RawDocument>,
         upsert: bool,
     ) -> AppResult<(DatabaseRecord, CollectionName, Vec<String>)> {
+        who.require(Scope::Write)?;
         if documents.is_empty() {
             return Err(AppError::InvalidParameters(
                 "`embeddings` must hold at least one document".into(),
@@ -279,7 +282,9 @@ impl App {
                 "the documents' metadata, kept with each of their vectors, would take {stored} bytes; at most {RAW_METADATA_STORED_MAX} per request"
             )));
         }
-        let (db, collection) = self.raw_scope(who, database, collection).await?;
+        let (db, collection) = self
+            .raw_scope(who, database, collection, Scope::Write)
+            .await?;
         let mut vectors = Vec::with_capacity(count);
         for (i, doc) in documents.into_iter().enumerate() {
             let ok_id = |id: &str| {
@@ -337,8 +342,11 @@ impl App {
         limit: Option<i64>,
         filter: &RawFilter,
     ) -> AppResult<Vec<RawHit>> {
+        who.require(Scope::Read)?;
         let limit = limit_of(limit)? as usize;
-        let (db, collection) = self.raw_scope(who, database, collection).await?;
+        let (db, collection) = self
+            .raw_scope(who, database, collection, Scope::Read)
+            .await?;
         Self::check_vector(&db, "`query_embedding`", query)?;
         let scope = db.scope();
         let mut best = BinaryHeap::with_capacity(limit + 1);
@@ -382,9 +390,12 @@ impl App {
         chunk_ids: &[String],
         limit: Option<i64>,
     ) -> AppResult<Vec<RawVector>> {
+        who.require(Scope::Read)?;
         let limit = limit_of(limit.or(Some(i64::from(RAW_RESULTS_MAX))))?;
         let which = selection(source_id, chunk_ids)?;
-        let (db, collection) = self.raw_scope(who, database, collection).await?;
+        let (db, collection) = self
+            .raw_scope(who, database, collection, Scope::Read)
+            .await?;
         Ok(self
             .store()
             .select_raw(&db.scope(), &collection, which, limit)
@@ -400,8 +411,11 @@ impl App {
         source_id: Option<&str>,
         chunk_ids: &[String],
     ) -> AppResult<u64> {
+        who.require(Scope::Write)?;
         let which = selection(source_id, chunk_ids)?;
-        let (db, collection) = self.raw_scope(who, database, collection).await?;
+        let (db, collection) = self
+            .raw_scope(who, database, collection, Scope::Write)
+            .await?;
         Ok(self
             .store()
             .delete_raw(&db.scope(), &collection, which)

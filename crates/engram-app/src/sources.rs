@@ -18,6 +18,7 @@ use subtle::ConstantTimeEq;
 
 use crate::ingest::{check_item_limits, check_metadata, parse_collection};
 use crate::{App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// The name of the service secret that signs download links.
 const LINK_SECRET: &str = "download-links";
@@ -107,6 +108,7 @@ impl App {
         expiry_secs: Option<i64>,
         acl: &[String],
     ) -> AppResult<SourceView> {
+        who.require(Scope::Read)?;
         if id.is_empty() {
             return Err(AppError::InvalidParameters(
                 "missing required parameter `id`".into(),
@@ -123,7 +125,7 @@ impl App {
                     ))
                 })?,
         };
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
         let collection = parse_collection(&db, collection, "collection")?;
         let (scope, now) = (db.scope(), self.now());
         let source = self
@@ -195,6 +197,7 @@ impl App {
         id: &str,
         request: MetadataEditRequest,
     ) -> AppResult<MetadataEdited> {
+        who.require(Scope::Write)?;
         let mut request = request;
         if let Some(acl) = request.acl.take() {
             if request
@@ -215,7 +218,7 @@ impl App {
                 "send `database_metadata`, `additional_metadata`, `acl` or a mix".into(),
             ));
         }
-        let db = self.authorize_database(who, database).await?;
+        let db = self.authorize_database(who, database, Scope::Write).await?;
         let collection = parse_collection(&db, request.collection.as_deref(), "collection")?;
         let edit = MetadataEdit {
             metadata: request.metadata,

@@ -12,6 +12,7 @@ use engram_types::{limits, DeliveryStatus};
 use rand::RngCore;
 
 use crate::{App, AppError, AppResult, Principal};
+use engram_types::Scope;
 
 /// Shortest signing secret accepted.
 pub(crate) const SIGNING_SECRET_MIN: usize = limits::SIGNING_SECRET_MIN_CHARS;
@@ -135,6 +136,7 @@ impl App {
     }
 
     fn authorize_webhooks(&self, who: &Principal) -> AppResult<()> {
+        who.require(Scope::Admin)?;
         if who.databases.is_some() {
             return Err(AppError::Forbidden(
                 "webhooks report on every database of the organization; this API key is restricted to some databases".into(),

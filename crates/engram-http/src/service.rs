@@ -95,6 +95,7 @@ mod tests {
             "connector-catalog",
             "connector-discovery",
             "credential-vault",
+            "keys",
         ]
         .map(str::to_owned)
         .into();

@@ -61,14 +61,15 @@ impl<B: Backend> KeyStore for SqlStore<B> {
         let databases: Vec<&str> = key.databases.iter().map(DatabaseName::as_str).collect();
         self.run(
             Sql::new(
-                "INSERT INTO api_keys (prefix, secret_hash, org_id, name, databases, created_at, expires_at, revoked_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO api_keys (prefix, secret_hash, org_id, name, databases, scopes, created_at, expires_at, revoked_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(key.prefix.as_str())
             .bind(key.secret_hash.as_slice())
             .bind(key.org.as_str())
             .bind(&key.name)
             .bind(serde_json::json!(databases))
+            .bind(serde_json::json!(key.scopes.names()))
             .bind(key.created_at)
             .bind(key.expires_at)
             .bind(key.revoked_at),

@@ -3,7 +3,7 @@
 use engram_types::schema::MetadataSchema;
 use std::collections::BTreeMap;
 
-use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
+use engram_types::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId, Scopes, UnixMs};
 use serde_json::{json, Map, Value};
 
 /// A stored API key: the prefix is public, the secret is kept only as a hash.
@@ -15,9 +15,24 @@ pub struct ApiKeyRecord {
     pub name: String,
     /// Databases the key may use; empty means every database of its organization.
     pub databases: Vec<DatabaseName>,
+    /// What the key may do (closed under implication).
+    pub scopes: Scopes,
     pub created_at: UnixMs,
     pub expires_at: Option<UnixMs>,
     pub revoked_at: Option<UnixMs>,
+}
+
+impl ApiKeyRecord {
+    /// `revoked`, `expired` (at `now`) or `active`.
+    pub fn status(&self, now: UnixMs) -> &'static str {
+        if self.revoked_at.is_some() {
+            "revoked"
+        } else if self.expires_at.is_some_and(|at| at <= now) {
+            "expired"
+        } else {
+            "active"
+        }
+    }
 }
 
 /// Lifecycle of a database.

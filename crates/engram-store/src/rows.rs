@@ -93,6 +93,7 @@ pub(crate) fn origin(row: &impl Columns) -> StoreResult<ItemOrigin> {
 
 pub(crate) fn api_key(row: &impl Columns) -> StoreResult<ApiKeyRecord> {
     let databases: Vec<String> = from_json(row, "databases")?;
+    let scopes: Vec<String> = from_json(row, "scopes")?;
     Ok(ApiKeyRecord {
         prefix: ApiKeyPrefix::from_trusted(row.text("prefix")?),
         secret_hash: row.bytes("secret_hash")?,
@@ -102,6 +103,9 @@ pub(crate) fn api_key(row: &impl Columns) -> StoreResult<ApiKeyRecord> {
             .into_iter()
             .map(DatabaseName::from_trusted)
             .collect(),
+        // An unknown stored name (a newer version's scope) grants nothing rather than all.
+        scopes: engram_types::Scopes::from_names(&scopes)
+            .map_err(|name| corrupt("scopes", format!("unknown scope `{name}`")))?,
         created_at: row.time("created_at")?,
         expires_at: row.opt_time("expires_at")?,
         revoked_at: row.opt_time("revoked_at")?,

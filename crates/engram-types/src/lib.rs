@@ -8,6 +8,7 @@ pub mod codes;
 pub mod ids;
 pub mod limits;
 pub mod schema;
+pub mod scopes;
 pub mod status;
 pub mod temporal;
 
@@ -15,4 +16,5 @@ pub use backoff::Backoff;
 pub use clock::{millis, Clock, SystemClock, UnixMs};
 pub use codes::{ErrorCode, FailureCode};
 pub use ids::{ApiKeyPrefix, CollectionName, DatabaseId, DatabaseName, OrgId};
+pub use scopes::{Scope, Scopes};
 pub use status::{DeliveryStatus, IndexingStatus, ItemErrorCode, ItemKind};

@@ -51,3 +51,9 @@ pub const DOWNLOAD_LINK_MAX_SECS: u64 = 7 * 24 * 3600;
 /// metadata entries of one feedback.
 pub const FEEDBACK_TEXT_MAX_CHARS: usize = 10_000;
 pub const FEEDBACK_LIST_MAX: usize = 100;
+/// Longest API key label (`name`).
+pub const KEY_NAME_MAX_CHARS: usize = 200;
+/// Most databases one API key may be restricted to.
+pub const KEY_DATABASES_MAX: usize = 100;
+/// Longest lifetime an API key may be given (`expires_in`): ten years.
+pub const KEY_EXPIRES_IN_MAX_SECS: u64 = 10 * 365 * 24 * 3600;

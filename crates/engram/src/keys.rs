@@ -18,6 +18,10 @@ pub(crate) enum KeysCommand {
         /// Restrict the key to this database (repeatable); without it, every database of the org.
         #[arg(long = "database", value_name = "DB")]
         databases: Vec<String>,
+        /// What the key may do: `read`, `write` (brings read) or `admin` (brings both);
+        /// repeatable; without it, all three.
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<String>,
         /// Expire the key after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         expires_in: Option<u64>,
@@ -49,6 +53,7 @@ async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
             org,
             name,
             databases,
+            scopes,
             expires_in,
         } => {
             let created = app
@@ -56,6 +61,7 @@ async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
                     org,
                     name,
                     databases,
+                    scopes,
                     expires_in_secs: expires_in,
                 })
                 .await?;
@@ -68,6 +74,7 @@ async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
                 let names: Vec<&str> = record.databases.iter().map(|d| d.as_str()).collect();
                 println!("restricted to databases: {}", names.join(", "));
             }
+            println!("scopes: {}", record.scopes);
             if let Some(at) = record.expires_at {
                 println!("expires at {}", engram_app::format_ms(at));
             }
@@ -76,8 +83,8 @@ async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
         }
         KeysCommand::List { org } => {
             println!(
-                "{:<21}  {:<16}  {:<16}  {:<20}  {:<24}  {:<24}  status",
-                "prefix", "org", "name", "databases", "created", "expires"
+                "{:<21}  {:<16}  {:<16}  {:<20}  {:<16}  {:<24}  {:<24}  status",
+                "prefix", "org", "name", "databases", "scopes", "created", "expires"
             );
             for key in app.list_keys(org.as_deref()).await? {
                 let databases = if key.databases.is_empty() {
@@ -89,19 +96,14 @@ async fn run_with(app: &App, command: KeysCommand) -> anyhow::Result<()> {
                         .collect::<Vec<_>>()
                         .join(",")
                 };
-                let status = if key.revoked_at.is_some() {
-                    "revoked"
-                } else if key.expires_at.is_some_and(|at| at <= app.now()) {
-                    "expired"
-                } else {
-                    "active"
-                };
+                let status = key.status(app.now());
                 println!(
-                    "{:<21}  {:<16}  {:<16}  {:<20}  {:<24}  {:<24}  {status}",
+                    "{:<21}  {:<16}  {:<16}  {:<20}  {:<16}  {:<24}  {:<24}  {status}",
                     key.prefix.as_str(),
                     key.org.as_str(),
                     key.name,
                     databases,
+                    key.scopes.to_string(),
                     time(Some(key.created_at)),
                     time(key.expires_at)
                 );

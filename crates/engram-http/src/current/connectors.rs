@@ -79,7 +79,7 @@ fn ok(body: impl Serialize) -> Response {
 }
 
 /// The catalog of providers this server offers, in display order.
-#[utoipa::path(get, path = "/connector-catalog", tag = "connectors",
+#[utoipa::path(get, path = "/connector-catalog", tag = "connectors", security(("bearer" = ["read"])),
     responses((status = 200, body = CatalogList)))]
 async fn catalog(State(app): State<App>, Auth(_who): Auth) -> Result<Response, ApiError> {
     let connectors = app
@@ -92,7 +92,7 @@ async fn catalog(State(app): State<App>, Auth(_who): Auth) -> Result<Response, A
 
 /// Without `id`: the catalog in display order. With `id`: the provider's description
 /// (fields, filters, credential schema, interval bounds).
-#[utoipa::path(get, path = "/connectors/providers", tag = "connectors", params(ProvidersParams),
+#[utoipa::path(get, path = "/connectors/providers", tag = "connectors", security(("bearer" = ["read"])), params(ProvidersParams),
     responses(
         (status = 200, body = ProviderList, description = "the catalog, or with `id` a ProviderDescription"),
         (status = 404, body = ErrorEnvelopeDoc, description = "NOT_FOUND: no such provider"),
@@ -130,7 +130,7 @@ async fn providers(
 }
 
 /// The resources an account offers, from credentials given now (nothing is stored).
-#[utoipa::path(post, path = "/connector-discovery", tag = "connectors", params(DiscoverParams),
+#[utoipa::path(post, path = "/connector-discovery", tag = "connectors", security(("bearer" = ["admin"])), params(DiscoverParams),
     request_body = DiscoverPreviewRequest,
     responses(
         (status = 200, body = DiscoverResponse),
@@ -140,7 +140,7 @@ async fn providers(
     ))]
 async fn discover_preview(
     State(app): State<App>,
-    Auth(_who): Auth,
+    Auth(who): Auth,
     NotedQuery(params, mut ignored): NotedQuery<DiscoverParams>,
     Json(body): Json<DiscoverPreviewRequest>,
 ) -> Result<Response, ApiError> {
@@ -154,7 +154,9 @@ async fn discover_preview(
         .provider
         .filter(|p| !p.is_empty())
         .ok_or_else(|| ApiError::invalid("missing required field `provider`"))?;
-    let found = app.discover_preview(&provider, body.credentials).await?;
+    let found = app
+        .discover_preview(&who, &provider, body.credentials)
+        .await?;
     let page = DiscoverResponse::page(provider, found, params.cursor.as_deref(), params.limit);
     Ok(object(
         StatusCode::OK,
@@ -165,7 +167,7 @@ async fn discover_preview(
 }
 
 /// The organization's connectors (those of databases the key may use), oldest first.
-#[utoipa::path(get, path = "/connectors", tag = "connectors", params(ListParams),
+#[utoipa::path(get, path = "/connectors", tag = "connectors", security(("bearer" = ["admin"])), params(ListParams),
     responses((status = 200, body = ConnectorList)))]
 async fn list_connectors(
     State(app): State<App>,
@@ -197,7 +199,7 @@ async fn list_connectors(
 
 /// Create a connector and store its credentials (sealed); nothing syncs until resources are
 /// configured.
-#[utoipa::path(post, path = "/connectors", tag = "connectors", request_body = CreateConnectorRequest,
+#[utoipa::path(post, path = "/connectors", tag = "connectors", security(("bearer" = ["admin"])), request_body = CreateConnectorRequest,
     responses(
         (status = 201, body = ConnectorChanged, description = "created"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: provider or database missing, provider unknown, sync_interval_seconds out of range"),
@@ -255,7 +257,7 @@ async fn create_connector(
 }
 
 /// One connector.
-#[utoipa::path(get, path = "/connectors/{id}", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(get, path = "/connectors/{id}", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 200, body = ConnectorDto),
         (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
@@ -272,7 +274,7 @@ async fn get_connector(
 /// Update credentials (merged into the stored ones, checked against the schema; clears
 /// `needs_reauth`), the interval (0 resets to the provider default; out of bounds is 400),
 /// instructions or the name. Any update clears `sync_blocked`.
-#[utoipa::path(patch, path = "/connectors/{id}", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(patch, path = "/connectors/{id}", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     request_body = UpdateConnectorRequest,
     responses(
         (status = 200, body = ConnectorChanged),
@@ -319,7 +321,7 @@ async fn update_connector(
 }
 
 /// Delete a connector, its resources and stored credentials; syncs stop; what it synced stays.
-#[utoipa::path(delete, path = "/connectors/{id}", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(delete, path = "/connectors/{id}", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 200, body = ConnectorDeleted),
         (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
@@ -337,7 +339,7 @@ async fn delete_connector(
 }
 
 /// The resources the connector's account offers, read with its stored credentials.
-#[utoipa::path(get, path = "/connectors/{id}/discover", tag = "connectors",
+#[utoipa::path(get, path = "/connectors/{id}/discover", tag = "connectors", security(("bearer" = ["admin"])),
     params(("id" = String, Path), DiscoverParams),
     responses(
         (status = 200, body = DiscoverResponse),
@@ -396,7 +398,7 @@ fn mapping(
 
 /// Choose what to sync (resources are created or their settings replaced; sync positions are
 /// kept). The first sync starts at once.
-#[utoipa::path(post, path = "/connectors/{id}/configure", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/connectors/{id}/configure", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     request_body = ConfigureRequest,
     responses(
         (status = 200, body = Configured),
@@ -446,7 +448,7 @@ fn pause_state(view: &engram_app::ConnectorView) -> PauseState {
 
 /// Stop syncing: no scheduled or manual sync runs until resumed; a running sync stops at its
 /// next step; positions are kept.
-#[utoipa::path(post, path = "/connectors/{id}/pause", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/connectors/{id}/pause", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 200, body = PauseState),
         (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
@@ -461,7 +463,7 @@ async fn pause(
 }
 
 /// Resume syncing; the connector is due at once.
-#[utoipa::path(post, path = "/connectors/{id}/resume", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/connectors/{id}/resume", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 200, body = PauseState),
         (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
@@ -476,7 +478,7 @@ async fn resume(
 }
 
 /// The configured resources.
-#[utoipa::path(get, path = "/connectors/{id}/resources", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(get, path = "/connectors/{id}/resources", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 200, body = ResourceList),
         (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
@@ -493,7 +495,7 @@ async fn list_resources(
 }
 
 /// Add one resource (or replace its settings); it syncs at once.
-#[utoipa::path(post, path = "/connectors/{id}/resources", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/connectors/{id}/resources", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     request_body = ResourceMappingDto,
     responses(
         (status = 201, body = ResourceDto),
@@ -520,7 +522,7 @@ async fn create_resource(
 }
 
 /// Change one resource's access rule or instructions.
-#[utoipa::path(patch, path = "/connectors/{id}/resources/{*resource_id}", tag = "connectors",
+#[utoipa::path(patch, path = "/connectors/{id}/resources/{*resource_id}", tag = "connectors", security(("bearer" = ["admin"])),
     params(("id" = String, Path), ("resource_id" = String, Path)),
     request_body = ResourcePatch,
     responses(
@@ -562,7 +564,7 @@ async fn update_resource(
 }
 
 /// Stop syncing one resource; what it synced stays.
-#[utoipa::path(delete, path = "/connectors/{id}/resources/{*resource_id}", tag = "connectors",
+#[utoipa::path(delete, path = "/connectors/{id}/resources/{*resource_id}", tag = "connectors", security(("bearer" = ["admin"])),
     params(("id" = String, Path), ("resource_id" = String, Path)),
     responses(
         (status = 200, body = ResourceDeleted),
@@ -582,7 +584,7 @@ async fn delete_resource(
 }
 
 /// Health, lifecycle, each resource's state and the latest runs.
-#[utoipa::path(get, path = "/connectors/{id}/status", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(get, path = "/connectors/{id}/status", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 200, body = StatusResponse),
         (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
@@ -597,7 +599,7 @@ async fn status(
 }
 
 /// Sync now. A sync asked for while one runs starts when it ends.
-#[utoipa::path(post, path = "/connectors/{id}/sync", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/connectors/{id}/sync", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses(
         (status = 202, body = SyncQueued),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: no resources configured"),
@@ -624,7 +626,7 @@ async fn sync(
 }
 
 /// The hosted service's internal refresh-token rotation: not for API keys.
-#[utoipa::path(patch, path = "/connectors/{id}/credentials", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(patch, path = "/connectors/{id}/credentials", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
     responses((status = 403, body = ErrorEnvelopeDoc, description = "FORBIDDEN: always, for API keys; use PATCH /connectors/{id}")))]
 async fn rotate_refresh_token(
     Auth(_who): Auth,
@@ -637,7 +639,7 @@ async fn rotate_refresh_token(
 }
 
 /// Stored credentials, by connector: field names only, never values.
-#[utoipa::path(get, path = "/credential-vault", tag = "connectors",
+#[utoipa::path(get, path = "/credential-vault", tag = "connectors", security(("bearer" = ["admin"])),
     responses((status = 200, body = VaultList)))]
 async fn vault(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiError> {
     let (entries, unavailable) = app.vault(&who).await?;
@@ -661,7 +663,7 @@ async fn vault(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiE
 }
 
 /// Update a connector's stored credentials (merged, checked against the schema).
-#[utoipa::path(patch, path = "/credential-vault/{id}", tag = "connectors", params(("id" = String, Path, description = "the connector id")),
+#[utoipa::path(patch, path = "/credential-vault/{id}", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path, description = "the connector id")),
     request_body = VaultUpdate,
     responses(
         (status = 200, body = VaultUpdated),
@@ -695,7 +697,7 @@ async fn vault_update(
 }
 
 /// One credential field's value, to the organization that stored it. Never cached.
-#[utoipa::path(post, path = "/credential-vault/{id}/reveal", tag = "connectors", params(("id" = String, Path, description = "the connector id")),
+#[utoipa::path(post, path = "/credential-vault/{id}/reveal", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path, description = "the connector id")),
     request_body = RevealRequest,
     responses(
         (status = 200, body = Revealed),

@@ -27,7 +27,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 
 /// Ingest knowledge (files and/or app content) or memories. Indexing continues in the
 /// background; poll `GET /context/status`.
-#[utoipa::path(post, path = "/context/ingest", tag = "context",
+#[utoipa::path(post, path = "/context/ingest", tag = "context", security(("bearer" = ["write"])),
     request_body(content_type = "multipart/form-data", description = "fields: type, database, collection, upsert, \
         documents (files), document_metadata, app_knowledge, memories, graph_payload (JSON-encoded strings)"),
     responses(
@@ -155,7 +155,7 @@ fn ingest_request(
 
 /// Indexing status of ingested items. Unknown ids are reported as `FILE_NOT_FOUND`; when none
 /// is known the call is 404.
-#[utoipa::path(get, path = "/context/status", tag = "context", params(StatusParams, ScopeParams),
+#[utoipa::path(get, path = "/context/status", tag = "context", security(("bearer" = ["read"])), params(StatusParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<StatusListDto>),
         (status = 404, body = ErrorEnvelopeDoc, description = "FILE_NOT_FOUND or DATABASE_NOT_FOUND"),
@@ -182,7 +182,7 @@ async fn status(
 
 /// The indexed chunks of one source in order, or chosen chunks by id (the ids query results
 /// and relations cite).
-#[utoipa::path(get, path = "/context/chunks", tag = "context", params(ChunksParams, ScopeParams),
+#[utoipa::path(get, path = "/context/chunks", tag = "context", security(("bearer" = ["read"])), params(ChunksParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<ChunkReadDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: neither id nor chunk_ids, limit out of range"),
@@ -303,7 +303,7 @@ impl ListDataDto {
 }
 
 /// List knowledge sources or memories with pagination and filters.
-#[utoipa::path(post, path = "/context/list", tag = "context", request_body = ListBody,
+#[utoipa::path(post, path = "/context/list", tag = "context", security(("bearer" = ["read"])), request_body = ListBody,
     responses(
         (status = 200, body = EnvelopeDoc<ListDataDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: page, page_size, ids, filters"),
@@ -347,7 +347,7 @@ pub(super) struct DeleteBody {
 }
 
 /// Delete ingested items. `deleted: true` means gone from every index, listing and query.
-#[utoipa::path(delete, path = "/context", tag = "context", request_body = DeleteBody,
+#[utoipa::path(delete, path = "/context", tag = "context", security(("bearer" = ["write"])), request_body = DeleteBody,
     responses(
         (status = 200, body = EnvelopeDoc<DeleteResultDto>, description = "per-item results"),
         (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),

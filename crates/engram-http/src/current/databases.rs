@@ -35,7 +35,7 @@ fn database_param(
 }
 
 /// Create a database. Provisioning continues in the background; poll `GET /databases/status`.
-#[utoipa::path(post, path = "/databases", tag = "databases", request_body = CreateDatabaseRequest,
+#[utoipa::path(post, path = "/databases", tag = "databases", security(("bearer" = ["admin"])), request_body = CreateDatabaseRequest,
     responses(
         (status = 202, body = EnvelopeDoc<CreatedDatabase>, description = "accepted; provisioning"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS"),
@@ -61,7 +61,7 @@ async fn create_database(
 }
 
 /// List the databases the key may use.
-#[utoipa::path(get, path = "/databases", tag = "databases",
+#[utoipa::path(get, path = "/databases", tag = "databases", security(("bearer" = ["read"])),
     responses((status = 200, body = EnvelopeDoc<DatabaseList>)))]
 async fn list_databases(
     axum::extract::State(app): axum::extract::State<App>,
@@ -82,7 +82,7 @@ async fn list_databases(
 }
 
 /// Readiness flags of a database.
-#[utoipa::path(get, path = "/databases/status", tag = "databases", params(DatabaseParams),
+#[utoipa::path(get, path = "/databases/status", tag = "databases", security(("bearer" = ["read"])), params(DatabaseParams),
     responses(
         (status = 200, body = EnvelopeDoc<DatabaseStatus>),
         (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
@@ -102,7 +102,7 @@ async fn database_status(
 }
 
 /// Collections of a database (created on first use; the default one always exists).
-#[utoipa::path(get, path = "/databases/collections", tag = "databases", params(DatabaseParams),
+#[utoipa::path(get, path = "/databases/collections", tag = "databases", security(("bearer" = ["read"])), params(DatabaseParams),
     responses(
         (status = 200, body = EnvelopeDoc<CollectionList>),
         (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
@@ -132,7 +132,7 @@ async fn list_collections(
 
 /// Permanently remove one collection and everything in it; the database stays (its default
 /// collection stays listed, emptied). A collection that does not exist deletes nothing.
-#[utoipa::path(delete, path = "/databases/collections", tag = "databases", params(ScopeParams),
+#[utoipa::path(delete, path = "/databases/collections", tag = "databases", security(("bearer" = ["write"])), params(ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<CollectionDeleted>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: collection missing or malformed"),
@@ -163,7 +163,7 @@ async fn delete_collection(
 }
 
 /// Object counts of a database.
-#[utoipa::path(get, path = "/databases/stats", tag = "databases", params(DatabaseParams),
+#[utoipa::path(get, path = "/databases/stats", tag = "databases", security(("bearer" = ["read"])), params(DatabaseParams),
     responses(
         (status = 200, body = EnvelopeDoc<DatabaseStats>),
         (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
@@ -183,7 +183,7 @@ async fn database_stats(
 }
 
 /// Delete a database: scheduled at once, purged in the background. Its name is free again.
-#[utoipa::path(delete, path = "/databases", tag = "databases", params(DatabaseParams),
+#[utoipa::path(delete, path = "/databases", tag = "databases", security(("bearer" = ["admin"])), params(DatabaseParams),
     responses(
         (status = 200, body = EnvelopeDoc<DeletedDatabase>),
         (status = 404, body = ErrorEnvelopeDoc, description = "DATABASE_NOT_FOUND"),
@@ -209,7 +209,7 @@ async fn delete_database(
 }
 
 /// A database's metadata schema: its fields, in the order they were declared.
-#[utoipa::path(get, path = "/databases/{database}/metadata-schema", tag = "databases",
+#[utoipa::path(get, path = "/databases/{database}/metadata-schema", tag = "databases", security(("bearer" = ["read"])),
     params(("database" = String, Path, description = "database name")),
     responses(
         (status = 200, body = EnvelopeDoc<MetadataSchema>),
@@ -232,7 +232,7 @@ async fn metadata_schema(
 
 /// Add fields to a database's metadata schema. Existing fields cannot be changed or removed.
 /// Answered as a plain object (as the hosted service's clients read it).
-#[utoipa::path(patch, path = "/databases/{database}/metadata-schema", tag = "databases",
+#[utoipa::path(patch, path = "/databases/{database}/metadata-schema", tag = "databases", security(("bearer" = ["admin"])),
     params(("database" = String, Path, description = "database name")),
     request_body = AddSchemaFieldsRequest,
     responses(
@@ -265,7 +265,7 @@ async fn add_schema_fields(
 
 /// Rename a database in place: its data, collections and key restrictions move with it; the
 /// old name stops resolving at once and is free for a new database.
-#[utoipa::path(patch, path = "/databases/{database}", tag = "databases",
+#[utoipa::path(patch, path = "/databases/{database}", tag = "databases", security(("bearer" = ["admin"])),
     params(("database" = String, Path, description = "current database name")),
     request_body = RenameRequest,
     responses(
@@ -296,7 +296,7 @@ async fn rename_database(
 }
 
 /// A database's custom ingestion instructions and its collections'.
-#[utoipa::path(get, path = "/databases/{database}/instructions", tag = "databases",
+#[utoipa::path(get, path = "/databases/{database}/instructions", tag = "databases", security(("bearer" = ["read"])),
     params(("database" = String, Path, description = "database name")),
     responses(
         (status = 200, body = InstructionsDto),
@@ -318,7 +318,7 @@ async fn instructions(
 /// Set or clear the custom ingestion instructions of a database and of its collections (merged:
 /// a collection absent from the request keeps its own). Items accepted from now on carry them,
 /// database first, then collection, then the item's own; indexed items are not reprocessed.
-#[utoipa::path(patch, path = "/databases/{database}/instructions", tag = "databases",
+#[utoipa::path(patch, path = "/databases/{database}/instructions", tag = "databases", security(("bearer" = ["admin"])),
     params(("database" = String, Path, description = "database name")),
     request_body = InstructionsRequest,
     responses(

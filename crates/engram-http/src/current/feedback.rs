@@ -85,7 +85,7 @@ impl From<FeedbackRecord> for FeedbackDto {
 
 /// Record feedback about an answer already given, by the `request_id` in that answer's `meta`.
 /// It never changes the answer.
-#[utoipa::path(post, path = "/feedback", tag = "feedback", request_body = FeedbackBody,
+#[utoipa::path(post, path = "/feedback", tag = "feedback", security(("bearer" = ["write"])), request_body = FeedbackBody,
     responses(
         (status = 201, body = EnvelopeDoc<FeedbackDto>, description = "recorded"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: request_id missing, collection without database, over a limit"),
@@ -149,7 +149,7 @@ pub(super) struct FeedbackListDto {
 
 /// The feedback recorded for one answer, oldest first (a key restricted to some databases sees
 /// the feedback given for them).
-#[utoipa::path(get, path = "/feedback", tag = "feedback", params(FeedbackParams),
+#[utoipa::path(get, path = "/feedback", tag = "feedback", security(("bearer" = ["read"])), params(FeedbackParams),
     responses(
         (status = 200, body = EnvelopeDoc<FeedbackListDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: request_id missing"),

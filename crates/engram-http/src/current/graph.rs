@@ -61,7 +61,7 @@ pub(super) struct RelationsDto {
 
 /// The entity relations one source evidences (extracted at indexing, or given with the
 /// source), grouped by entity pair. Empty while the source is still being indexed.
-#[utoipa::path(get, path = "/context/relations", tag = "context", params(RelationsParams, ScopeParams),
+#[utoipa::path(get, path = "/context/relations", tag = "context", security(("bearer" = ["read"])), params(RelationsParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<RelationsDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: id missing, limit out of range, a cursor this route did not give"),
@@ -247,7 +247,7 @@ impl From<&Subgraph> for SubgraphDto {
 /// The sources connected to one source through the links sources declare at ingestion
 /// (`relations.ids`, either way), breadth first, within the collection; the links among them
 /// and the entities their chunks mention. An unknown id gives an empty subgraph, not an error.
-#[utoipa::path(get, path = "/context/subgraph", tag = "context", params(SubgraphParams, ScopeParams),
+#[utoipa::path(get, path = "/context/subgraph", tag = "context", security(("bearer" = ["read"])), params(SubgraphParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<SubgraphDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: id missing, depth or max_sources out of range"),
@@ -263,7 +263,7 @@ async fn subgraph(
 }
 
 /// The path form of `GET /context/subgraph`: the same parameters, answer and rules.
-#[utoipa::path(get, path = "/context/{id}/subgraph", tag = "context",
+#[utoipa::path(get, path = "/context/{id}/subgraph", tag = "context", security(("bearer" = ["read"])),
     params(("id" = String, Path, description = "the seed source's id"), SubgraphParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<SubgraphDto>),

@@ -1,5 +1,5 @@
 //! The current generation (`API-Version: 2`): `/databases*`, `/context/*`, `/query`,
-//! `/webhooks/indexing*`. Successes in the envelope (webhook management: plain objects, the
+//! `/webhooks/indexing*`, `/keys*`. Successes in the envelope (webhook management: plain objects, the
 //! spec's documented contract), errors in the current error envelope. Its routes, its wire types
 //! and its router live here.
 
@@ -9,6 +9,7 @@ mod context;
 mod databases;
 mod feedback;
 mod graph;
+mod keys;
 mod query;
 mod sources;
 mod webhooks;
@@ -40,6 +41,7 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
         .merge(query::routes())
         .merge(webhooks::routes())
         .merge(connectors::routes())
+        .merge(keys::routes())
         .layer(from_fn(api_version))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(map_response(mark))

@@ -40,7 +40,7 @@ fn meta(envelope: &mut Envelope, outcome: &QueryOutcome) {
 /// before ranking. `meta.mode` is the mode that ran (`auto` reports its choice) and
 /// `meta.ignored_filter_keys` the filter keys the schema does not declare matchable;
 /// `meta.timings_ms` is each stage's time in milliseconds (stages may overlap).
-#[utoipa::path(post, path = "/query", tag = "query", request_body = QueryBody,
+#[utoipa::path(post, path = "/query", tag = "query", security(("bearer" = ["read"])), request_body = QueryBody,
     responses(
         (status = 200, body = EnvelopeDoc<QueryResultDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS"),

@@ -77,7 +77,7 @@ pub(super) struct InspectDto {
 
 /// A source's text, its uploaded bytes and a signed link that downloads it until
 /// `expiry_seconds` have passed.
-#[utoipa::path(get, path = "/context/inspect", tag = "context", params(InspectParams, ScopeParams),
+#[utoipa::path(get, path = "/context/inspect", tag = "context", security(("bearer" = ["read"])), params(InspectParams, ScopeParams),
     responses(
         (status = 200, body = EnvelopeDoc<InspectDto>),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: id missing, expiry_seconds out of range, unknown mode"),
@@ -229,7 +229,7 @@ pub(super) struct MetadataEditedDto {
 
 /// Merge new metadata into one source in place, without reindexing: filters see it from the
 /// next query on.
-#[utoipa::path(patch, path = "/context/{id}/metadata", tag = "context",
+#[utoipa::path(patch, path = "/context/{id}/metadata", tag = "context", security(("bearer" = ["write"])),
     params(("id" = String, Path, description = "the source's id")),
     request_body = MetadataEditBody,
     responses(

@@ -26,7 +26,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 
 /// Register the organization's webhook, replacing any earlier one. Omitting `signing_secret`
 /// keeps the current secret.
-#[utoipa::path(post, path = "/webhooks/indexing", tag = "webhooks", request_body = RegisterWebhookRequest,
+#[utoipa::path(post, path = "/webhooks/indexing", tag = "webhooks", security(("bearer" = ["admin"])), request_body = RegisterWebhookRequest,
     responses(
         (status = 201, body = RegisteredWebhook, description = "registered"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: `url` missing or a field of the wrong type"),
@@ -48,7 +48,7 @@ async fn register_webhook(
 }
 
 /// The registration (never the secret).
-#[utoipa::path(get, path = "/webhooks/indexing", tag = "webhooks",
+#[utoipa::path(get, path = "/webhooks/indexing", tag = "webhooks", security(("bearer" = ["admin"])),
     responses((status = 200, body = WebhookState)))]
 async fn get_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiError> {
     let view = app.webhook(&who).await?;
@@ -56,7 +56,7 @@ async fn get_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Response
 }
 
 /// Remove the webhook; its secret is discarded.
-#[utoipa::path(delete, path = "/webhooks/indexing", tag = "webhooks",
+#[utoipa::path(delete, path = "/webhooks/indexing", tag = "webhooks", security(("bearer" = ["admin"])),
     responses((status = 200, body = WebhookDeleted)))]
 async fn delete_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Response, ApiError> {
     let deleted = app.delete_webhook(&who).await?;
@@ -76,7 +76,7 @@ async fn delete_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Respo
 
 /// Generate a signing secret (no body), or set your own (`{signing_secret}`, at least 16
 /// characters). Takes effect at once, for deliveries in flight too.
-#[utoipa::path(post, path = "/webhooks/indexing/signing-secret", tag = "webhooks", request_body = SigningSecretRequest,
+#[utoipa::path(post, path = "/webhooks/indexing/signing-secret", tag = "webhooks", security(("bearer" = ["admin"])), request_body = SigningSecretRequest,
     responses(
         (status = 200, body = SigningSecretSet),
         (status = 404, body = ErrorEnvelopeDoc, description = "WEBHOOK_NOT_FOUND"),
@@ -105,7 +105,7 @@ async fn set_signing_secret(
 }
 
 /// Turn signing off: deliveries lose the signature header.
-#[utoipa::path(delete, path = "/webhooks/indexing/signing-secret", tag = "webhooks",
+#[utoipa::path(delete, path = "/webhooks/indexing/signing-secret", tag = "webhooks", security(("bearer" = ["admin"])),
     responses(
         (status = 200, body = SigningDisabled),
         (status = 404, body = ErrorEnvelopeDoc, description = "WEBHOOK_NOT_FOUND"),
@@ -125,7 +125,7 @@ async fn clear_signing_secret(
 }
 
 /// Send a synthetic `indexing.status_changed` event now (absent from the history).
-#[utoipa::path(post, path = "/webhooks/indexing/test", tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/indexing/test", tag = "webhooks", security(("bearer" = ["admin"])),
     responses(
         (status = 200, body = TestDeliveryResult),
         (status = 404, body = ErrorEnvelopeDoc, description = "WEBHOOK_NOT_FOUND"),
@@ -143,7 +143,7 @@ async fn test_webhook(State(app): State<App>, Auth(who): Auth) -> Result<Respons
 }
 
 /// The delivery history, newest first, one page at a time.
-#[utoipa::path(get, path = "/webhooks/indexing/deliveries", tag = "webhooks", params(DeliveriesParams),
+#[utoipa::path(get, path = "/webhooks/indexing/deliveries", tag = "webhooks", security(("bearer" = ["admin"])), params(DeliveriesParams),
     responses(
         (status = 200, body = DeliveryList),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: limit, status or cursor"),
@@ -165,7 +165,7 @@ async fn list_deliveries(
 }
 
 /// One delivery by id.
-#[utoipa::path(get, path = "/webhooks/indexing/deliveries/{delivery_id}", tag = "webhooks",
+#[utoipa::path(get, path = "/webhooks/indexing/deliveries/{delivery_id}", tag = "webhooks", security(("bearer" = ["admin"])),
     params(("delivery_id" = String, Path)),
     responses(
         (status = 200, body = DeliveryDto),
@@ -182,7 +182,7 @@ async fn get_delivery(
 
 /// Queue a `failed` or `permanently_failed` delivery for another attempt, signed with the
 /// current secret.
-#[utoipa::path(post, path = "/webhooks/indexing/deliveries/{delivery_id}/retry", tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/indexing/deliveries/{delivery_id}/retry", tag = "webhooks", security(("bearer" = ["admin"])),
     params(("delivery_id" = String, Path)),
     responses(
         (status = 200, body = RetryQueued),

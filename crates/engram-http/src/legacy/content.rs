@@ -73,7 +73,7 @@ fn legacy_ingest(outcome: &engram_app::IngestOutcome) -> LegacyIngestResponse {
 
 /// Upload knowledge (legacy): multipart `tenant_id`, `sub_tenant_id`, `upsert`, `files`,
 /// `file_metadata`, `app_knowledge`.
-#[utoipa::path(post, path = "/ingestion/upload_knowledge", tag = "legacy content",
+#[utoipa::path(post, path = "/ingestion/upload_knowledge", tag = "legacy content", security(("bearer" = ["write"])),
     request_body(content_type = "multipart/form-data"),
     responses((status = 202, body = LegacyIngestResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_FILE_FORMAT: every file of the upload is of an unsupported format (E1002), and nothing else was sent"),
@@ -172,7 +172,7 @@ fn legacy_memories(memories: Value) -> Result<Vec<MemoryDto>, ApiError> {
 }
 
 /// Add memories (legacy, JSON).
-#[utoipa::path(post, path = "/memories/add_memory", tag = "legacy content", request_body = AddMemoryBody,
+#[utoipa::path(post, path = "/memories/add_memory", tag = "legacy content", security(("bearer" = ["write"])), request_body = AddMemoryBody,
     responses((status = 202, body = LegacyIngestResponse),
         (status = 422, body = LegacyErrorDoc, description = "INVALID_MEMORY_FORMAT: a memory that does not read as one; VALIDATION_ERROR: a memory without text or pairs")))]
 async fn add_memory(
@@ -227,7 +227,7 @@ pub(super) struct LegacyStatuses {
 }
 
 /// Poll indexing status (legacy). An errored item reports `PROCESSING_FAILED`.
-#[utoipa::path(post, path = "/ingestion/verify_processing", tag = "legacy content", params(VerifyParams),
+#[utoipa::path(post, path = "/ingestion/verify_processing", tag = "legacy content", security(("bearer" = ["read"])), params(VerifyParams),
     responses((status = 200, body = LegacyStatuses), (status = 404, body = LegacyErrorDoc, description = "FILE_NOT_FOUND")))]
 async fn verify_processing(
     State(app): State<App>,
@@ -275,7 +275,7 @@ pub(super) struct ListDataResponse {
 }
 
 /// List knowledge or memories (legacy). Machine-readable version `0.0.1`.
-#[utoipa::path(post, path = "/list/data", tag = "legacy content", request_body = ListDataBody,
+#[utoipa::path(post, path = "/list/data", tag = "legacy content", security(("bearer" = ["read"])), request_body = ListDataBody,
     responses((status = 200, body = ListDataResponse), (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND")))]
 async fn list_data(
@@ -302,7 +302,7 @@ pub(super) struct DeleteKnowledgeBody {
 }
 
 /// Delete knowledge by ids (legacy); 200 with per-item results.
-#[utoipa::path(post, path = "/knowledge/delete_knowledge", tag = "legacy content", request_body = DeleteKnowledgeBody,
+#[utoipa::path(post, path = "/knowledge/delete_knowledge", tag = "legacy content", security(("bearer" = ["write"])), request_body = DeleteKnowledgeBody,
     responses((status = 200, body = DeleteResultDto), (status = 404, body = LegacyErrorDoc)))]
 async fn delete_knowledge(
     State(app): State<App>,
@@ -341,7 +341,7 @@ pub(super) struct DeleteMemoryResponse {
 }
 
 /// Delete one memory (legacy). An unknown memory id is 404 `MEMORY_NOT_FOUND`.
-#[utoipa::path(delete, path = "/memories/delete_memory", tag = "legacy content", params(DeleteMemoryParams),
+#[utoipa::path(delete, path = "/memories/delete_memory", tag = "legacy content", security(("bearer" = ["write"])), params(DeleteMemoryParams),
     responses((status = 200, body = DeleteMemoryResponse), (status = 404, body = LegacyErrorDoc, description = "MEMORY_NOT_FOUND")))]
 async fn delete_memory(
     State(app): State<App>,

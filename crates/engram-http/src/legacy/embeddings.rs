@@ -89,7 +89,7 @@ pub(super) struct InsertResult {
 }
 
 /// Store vectors of the database's declared dimension (at most 10,000 per request).
-#[utoipa::path(post, path = "/embeddings/insert_raw_embeddings", tag = "legacy embeddings",
+#[utoipa::path(post, path = "/embeddings/insert_raw_embeddings", tag = "legacy embeddings", security(("bearer" = ["write"])),
     request_body = InsertBody,
     responses(
         (status = 200, body = InsertResult),
@@ -221,7 +221,7 @@ pub(super) struct SearchBody {
 }
 
 /// The stored vectors most similar to `query_embedding` (cosine, exact), best first.
-#[utoipa::path(post, path = "/embeddings/search_raw_embeddings", tag = "legacy embeddings",
+#[utoipa::path(post, path = "/embeddings/search_raw_embeddings", tag = "legacy embeddings", security(("bearer" = ["read"])),
     request_body = SearchBody,
     responses(
         (status = 200, body = Vec<RawResult>),
@@ -275,7 +275,7 @@ pub(super) struct FilterBody {
 }
 
 /// Stored vectors of one source and/or these chunk ids.
-#[utoipa::path(post, path = "/embeddings/filter_raw_embeddings", tag = "legacy embeddings",
+#[utoipa::path(post, path = "/embeddings/filter_raw_embeddings", tag = "legacy embeddings", security(("bearer" = ["read"])),
     request_body = FilterBody,
     responses(
         (status = 200, body = Vec<RawResult>),
@@ -327,7 +327,7 @@ pub(super) struct DeleteResult {
 }
 
 /// Delete the vectors of one source and/or these chunk ids.
-#[utoipa::path(delete, path = "/embeddings/delete_raw_embeddings", tag = "legacy embeddings",
+#[utoipa::path(delete, path = "/embeddings/delete_raw_embeddings", tag = "legacy embeddings", security(("bearer" = ["write"])),
     params(DeleteParams),
     responses(
         (status = 200, body = DeleteResult),

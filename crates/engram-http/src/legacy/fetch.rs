@@ -46,7 +46,7 @@ pub(super) struct FetchResponse {
 
 /// A source's text (`content`), a link that downloads it as uploaded until `expiry_seconds`
 /// pass (`url`), or both.
-#[utoipa::path(post, path = "/fetch/content", tag = "legacy content", request_body = FetchBody,
+#[utoipa::path(post, path = "/fetch/content", tag = "legacy content", security(("bearer" = ["read"])), request_body = FetchBody,
     responses(
         (status = 200, body = FetchResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS: source_id missing, unknown mode, expiry out of range"),

@@ -44,7 +44,7 @@ pub(super) struct GraphRelationsResponse {
 }
 
 /// The entity relations of one source (legacy), grouped by entity pair.
-#[utoipa::path(get, path = "/list/graph_relations_by_id", tag = "legacy content", params(GraphRelationsParams),
+#[utoipa::path(get, path = "/list/graph_relations_by_id", tag = "legacy content", security(("bearer" = ["read"])), params(GraphRelationsParams),
     responses((status = 200, body = GraphRelationsResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_PARAMETERS"),
         (status = 404, body = LegacyErrorDoc, description = "TENANT_NOT_FOUND or SOURCE_NOT_FOUND")))]

@@ -39,7 +39,7 @@ async fn recall(
 }
 
 /// Query knowledge (legacy).
-#[utoipa::path(post, path = "/recall/full_recall", tag = "legacy recall", request_body = RecallBody,
+#[utoipa::path(post, path = "/recall/full_recall", tag = "legacy recall", security(("bearer" = ["read"])), request_body = RecallBody,
     responses(
         (status = 200, body = RecallResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_SEARCH_PARAMETERS, or INVALID_TENANT_ID"),
@@ -55,7 +55,7 @@ async fn full_recall(
 }
 
 /// Query memories (legacy).
-#[utoipa::path(post, path = "/recall/recall_preferences", tag = "legacy recall", request_body = RecallBody,
+#[utoipa::path(post, path = "/recall/recall_preferences", tag = "legacy recall", security(("bearer" = ["read"])), request_body = RecallBody,
     responses(
         (status = 200, body = RecallResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_SEARCH_PARAMETERS, or INVALID_TENANT_ID"),
@@ -72,7 +72,7 @@ async fn recall_preferences(
 
 /// Boolean recall (legacy): deterministic BM25 over sources or memories, with `or`, `and` or
 /// `phrase`.
-#[utoipa::path(post, path = "/recall/boolean_recall", tag = "legacy recall", request_body = BooleanRecallBody,
+#[utoipa::path(post, path = "/recall/boolean_recall", tag = "legacy recall", security(("bearer" = ["read"])), request_body = BooleanRecallBody,
     responses(
         (status = 200, body = RecallResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_SEARCH_PARAMETERS, or INVALID_TENANT_ID"),

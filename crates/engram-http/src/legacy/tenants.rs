@@ -25,7 +25,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 }
 
 /// Create a tenant (legacy). A duplicate id is 409 `INVALID_INPUT`.
-#[utoipa::path(post, path = "/tenants/create", tag = "tenants (legacy)", request_body = CreateTenantRequest,
+#[utoipa::path(post, path = "/tenants/create", tag = "tenants (legacy)", security(("bearer" = ["admin"])), request_body = CreateTenantRequest,
     responses(
         (status = 202, body = TenantCreated),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_TENANT_ID or INVALID_PARAMETERS"),
@@ -46,7 +46,7 @@ async fn create_tenant(
 }
 
 /// Provisioning readiness flags (legacy).
-#[utoipa::path(get, path = "/tenants/infra/status", tag = "tenants (legacy)", params(TenantParams),
+#[utoipa::path(get, path = "/tenants/infra/status", tag = "tenants (legacy)", security(("bearer" = ["read"])), params(TenantParams),
     responses((status = 200, body = TenantInfraStatus), (status = 404, body = LegacyErrorDoc)))]
 async fn infra_status(
     State(app): State<App>,
@@ -61,7 +61,7 @@ async fn infra_status(
 }
 
 /// Object counts (legacy).
-#[utoipa::path(get, path = "/tenants/monitor", tag = "tenants (legacy)", params(TenantParams),
+#[utoipa::path(get, path = "/tenants/monitor", tag = "tenants (legacy)", security(("bearer" = ["read"])), params(TenantParams),
     responses((status = 200, body = TenantMonitor), (status = 404, body = LegacyErrorDoc)))]
 async fn monitor(
     State(app): State<App>,
@@ -76,7 +76,7 @@ async fn monitor(
 }
 
 /// Sub-tenants of a tenant (legacy).
-#[utoipa::path(get, path = "/tenants/sub_tenant_ids", tag = "tenants (legacy)", params(TenantParams),
+#[utoipa::path(get, path = "/tenants/sub_tenant_ids", tag = "tenants (legacy)", security(("bearer" = ["read"])), params(TenantParams),
     responses((status = 200, body = SubTenantIds), (status = 404, body = LegacyErrorDoc)))]
 async fn sub_tenant_ids(
     State(app): State<App>,
@@ -96,7 +96,7 @@ async fn sub_tenant_ids(
 }
 
 /// Tenants of the organization (legacy).
-#[utoipa::path(get, path = "/tenants/tenant_ids", tag = "tenants (legacy)",
+#[utoipa::path(get, path = "/tenants/tenant_ids", tag = "tenants (legacy)", security(("bearer" = ["read"])),
     responses((status = 200, body = TenantIds)))]
 async fn tenant_ids(
     State(app): State<App>,
@@ -117,7 +117,7 @@ async fn tenant_ids(
 }
 
 /// Delete a tenant: scheduled, asynchronous, irreversible (legacy).
-#[utoipa::path(delete, path = "/tenants/delete", tag = "tenants (legacy)", params(TenantParams),
+#[utoipa::path(delete, path = "/tenants/delete", tag = "tenants (legacy)", security(("bearer" = ["admin"])), params(TenantParams),
     responses((status = 200, body = TenantDeleted), (status = 404, body = LegacyErrorDoc)))]
 async fn delete_tenant(
     State(app): State<App>,

@@ -42,6 +42,7 @@ pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {
         org: OrgId::from_trusted(org),
         name: format!("key {prefix}"),
         databases: vec![DatabaseName::from_trusted("only")],
+        scopes: engram_types::Scopes::all(),
         created_at: moment(1_000),
         expires_at: Some(moment(9_000)),
         revoked_at: None,
@@ -67,7 +68,8 @@ pub(crate) fn new_db(id: &str, org: &str, db: &str) -> NewDatabase {
 
 async fn keys_round_trip_and_revoke<S: Store>(store: &S) {
     let a = sample_key("k_conf_a", "conf-keys-1");
-    let b = sample_key("k_conf_b", "conf-keys-2");
+    let mut b = sample_key("k_conf_b", "conf-keys-2");
+    b.scopes = engram_types::Scopes::from_names(&["read"]).unwrap();
     store.insert_key(&a).await.unwrap();
     store.insert_key(&b).await.unwrap();
     assert!(matches!(
@@ -84,6 +86,11 @@ async fn keys_round_trip_and_revoke<S: Store>(store: &S) {
     );
     let listed = store.list_keys(Some(&a.org)).await.unwrap();
     assert_eq!(listed, vec![a.clone()]);
+    assert_eq!(
+        store.find_key(&b.prefix).await.unwrap().as_ref(),
+        Some(&b),
+        "scopes round-trip"
+    );
     assert!(store.revoke_key(&a.prefix, moment(2_000)).await.unwrap());
     assert!(
         !store.revoke_key(&a.prefix, moment(3_000)).await.unwrap(),

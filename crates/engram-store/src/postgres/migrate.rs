@@ -54,6 +54,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "chunk_feed_id",
         sql: include_str!("../../migrations/postgres/0009_chunk_feed_id.sql"),
     },
+    Migration {
+        version: 10,
+        name: "key_scopes",
+        sql: include_str!("../../migrations/postgres/0010_key_scopes.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

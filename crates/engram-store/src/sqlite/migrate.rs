@@ -93,6 +93,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "chunk_feed",
         sql: include_str!("../../migrations/sqlite/0017_chunk_feed.sql"),
     },
+    Migration {
+        version: 18,
+        name: "key_scopes",
+        sql: include_str!("../../migrations/sqlite/0018_key_scopes.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -5,7 +5,7 @@ tool is called and its answer checked; a wrong key is refused, a restricted key 
 database, and errors come back as tool errors carrying the spec's codes.
 
 Run by the end-to-end test `clients::mcp_clients_use_every_tool` with ENGRAM_URL, ENGRAM_KEY,
-ENGRAM_RESTRICTED_KEY (restricted to the database `agents`), ENGRAM_BIN, and ENGRAM_LOCAL_DIR /
+ENGRAM_RESTRICTED_KEY (restricted to the database `agents`), ENGRAM_READ_KEY (scope `read`), ENGRAM_BIN, and ENGRAM_LOCAL_DIR /
 ENGRAM_LOCAL_KEY for the data directory stdio opens itself.
 """
 
@@ -131,6 +131,19 @@ async def restricted():
             assert (await call(session, "list_databases", {})).splitlines() == ["agents"]
             refused = await call_error(session, "search_knowledge", {"database": "agents-relay", "query": "x"})
             assert refused.startswith("FORBIDDEN:"), refused
+    step("HTTP: a read-only key searches and lists, and every tool that changes something is refused")
+    async with streamable_http_client(f"{URL}/mcp", http_client=http_client(os.environ["ENGRAM_READ_KEY"])) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await call(session, "search_knowledge", {"database": "agents", "query": "x"})
+            await call(session, "list_sources", {"database": "agents"})
+            for tool, args in [
+                ("add_memories", {"database": "agents", "user": "ana", "memories": [{"text": "Prefers tea."}]}),
+                ("ingest", {"database": "agents", "id": "ro", "title": "t", "text": "Read only."}),
+                ("delete_sources", {"database": "agents", "ids": ["ro"]}),
+            ]:
+                refused = await call_error(session, tool, args)
+                assert refused.startswith("FORBIDDEN:") and "needs `write`" in refused, (tool, refused)
     wrong = httpx.post(
         f"{URL}/mcp", headers={"Authorization": "Bearer ek_nope.nope", "Accept": "application/json, text/event-stream"},
         json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},

@@ -71,6 +71,7 @@ fn is_current(path: &str) -> bool {
             "connector-catalog",
             "connector-discovery",
             "credential-vault",
+            "keys",
         ]
         .contains(&f)
     })
@@ -152,6 +153,31 @@ fn create_key(server: &Server, args: &[&str]) -> String {
 /// OpenAPI document: a route added later is covered without touching this test. Path
 /// parameters name `db1`, which exists.
 async fn route_matrix(server: &Server) -> Vec<(Method, String)> {
+    let mut routes = Vec::new();
+    for (method, path, operation) in documented_operations(server).await {
+        let open = operation["security"].as_array().is_some_and(|s| {
+            s.iter()
+                .any(|r| r.as_object().is_some_and(|o| o.is_empty()))
+        });
+        if open || path == "/openapi.json" {
+            continue;
+        }
+        let concrete: String = path
+            .split('/')
+            .map(|part| if part.starts_with('{') { "db1" } else { part })
+            .collect::<Vec<_>>()
+            .join("/");
+        routes.push((method, concrete));
+    }
+    assert!(
+        routes.len() >= 35,
+        "the document lists every route: {routes:?}"
+    );
+    routes
+}
+
+/// `(method, path template, operation)` of every operation in the server's OpenAPI document.
+async fn documented_operations(server: &Server) -> Vec<(Method, String, Value)> {
     let doc = server
         .client
         .get(server.url("/openapi.json"))
@@ -161,32 +187,15 @@ async fn route_matrix(server: &Server) -> Vec<(Method, String)> {
         .json::<Value>()
         .await
         .expect("a JSON document");
-    let mut routes = Vec::new();
+    let mut found = Vec::new();
     for (path, operations) in doc["paths"].as_object().expect("paths") {
         for (method, operation) in operations.as_object().expect("operations") {
-            let Ok(method) = method.to_uppercase().parse::<Method>() else {
-                continue;
-            };
-            let open = operation["security"].as_array().is_some_and(|s| {
-                s.iter()
-                    .any(|r| r.as_object().is_some_and(|o| o.is_empty()))
-            });
-            if open || path == "/openapi.json" {
-                continue;
+            if let Ok(method) = method.to_uppercase().parse::<Method>() {
+                found.push((method, path.clone(), operation.clone()));
             }
-            let concrete: String = path
-                .split('/')
-                .map(|part| if part.starts_with('{') { "db1" } else { part })
-                .collect::<Vec<_>>()
-                .join("/");
-            routes.push((method, concrete));
         }
     }
-    assert!(
-        routes.len() >= 35,
-        "the document lists every route: {routes:?}"
-    );
-    routes
+    found
 }
 
 #[tokio::test]
@@ -982,4 +991,438 @@ async fn a_client_request_id_is_echoed() {
     let reply = send("/tenants/tenant_ids", Method::GET, "legacy-trace-2", None).await;
     assert_legacy(&reply, 401, "UNAUTHORIZED");
     assert_eq!(reply.header("x-request-id"), Some("legacy-trace-2"));
+}
+
+/// What a scope matrix request carries: nothing, a JSON body, or a multipart form.
+enum Sample {
+    Nothing,
+    Body(Value),
+    Form(fn() -> reqwest::multipart::Form),
+}
+
+/// A request to a route needing `write` or `admin` that gets past the route's own parsing, so
+/// the answer is the operation's: a key lacking the scope must be refused by the operation
+/// itself, not by a malformed request. `None` for a route this table does not know, which
+/// fails the matrix: a route added later gets a sample here. Read routes need none (every key
+/// holds `read`).
+fn sample(method: &Method, template: &str) -> Option<(&'static str, Sample)> {
+    use Sample::{Body, Form, Nothing};
+    let ingest_form = || {
+        reqwest::multipart::Form::new()
+            .text("type", "knowledge")
+            .text("database", "db1")
+            .text(
+                "app_knowledge",
+                json!([common::app("by-scope", "t", "Scoped.")]).to_string(),
+            )
+    };
+    let upload_form = || {
+        reqwest::multipart::Form::new()
+            .text("tenant_id", "db1")
+            .part(
+                "files",
+                reqwest::multipart::Part::bytes(b"Scoped upload.".to_vec())
+                    .file_name("scoped.txt")
+                    .mime_str("text/plain")
+                    .expect("media type"),
+            )
+    };
+    let m = method.as_str();
+    Some(match (m, template) {
+        ("POST", "/connector-discovery") => {
+            ("", Body(json!({"provider": "rss", "credentials": {}})))
+        }
+        ("POST", "/connectors") => ("", Body(json!({"provider": "folder", "database": "db1"}))),
+        ("PATCH", "/connectors/{id}") => ("", Body(json!({"name": "renamed"}))),
+        ("POST", "/connectors/{id}/configure" | "/connectors/{id}/resources") => {
+            ("", Body(json!({"resources": [{"resource_id": "r1"}]})))
+        }
+        ("PATCH", "/connectors/{id}/resources/{resource_id}") => {
+            ("", Body(json!({"enabled": false})))
+        }
+        ("PATCH", "/credential-vault/{id}") => ("", Body(json!({"credentials": {"token": "t"}}))),
+        ("POST", "/credential-vault/{id}/reveal") => ("", Body(json!({"field": "token"}))),
+        ("POST", "/databases") => ("", Body(json!({"database": "by-scope"}))),
+        ("DELETE", "/databases") => ("?database=db1", Nothing),
+        ("PATCH", "/databases/{database}") => ("", Body(json!({"new_database": "renamed"}))),
+        ("PATCH", "/databases/{database}/instructions") => {
+            ("", Body(json!({"instructions": "Prefer recent sources."})))
+        }
+        ("PATCH", "/databases/{database}/metadata-schema") => {
+            ("", Body(json!({"add_fields": [{"name": "f1"}]})))
+        }
+        ("DELETE", "/databases/collections") => ("?database=db1&collection=c1", Nothing),
+        ("POST", "/keys") => ("", Body(json!({"name": "by-scope"}))),
+        ("POST", "/tenants/create") => ("", Body(json!({"tenant_id": "by-scope"}))),
+        ("DELETE", "/tenants/delete") => ("?tenant_id=db1", Nothing),
+        ("POST", "/webhooks/indexing") => {
+            ("", Body(json!({"url": "https://hooks.example.com/engram"})))
+        }
+        ("POST", "/webhooks/indexing/signing-secret") => ("", Body(json!({}))),
+        ("DELETE", "/context") => ("", Body(json!({"database": "db1", "ids": ["x"]}))),
+        ("POST", "/context/ingest") => ("", Form(ingest_form)),
+        ("PATCH", "/context/{id}/metadata") => (
+            "",
+            Body(json!({"database": "db1", "metadata": {"team": "a"}})),
+        ),
+        ("DELETE", "/embeddings/delete_raw_embeddings") => ("?tenant_id=db1&source_id=s", Nothing),
+        ("POST", "/embeddings/insert_raw_embeddings") => (
+            "",
+            Body(json!({"tenant_id": "db1", "embeddings": [
+                {"source_id": "s", "embeddings": [{"chunk_id": "c", "embedding": [0.1, 0.2]}]}]})),
+        ),
+        ("POST", "/feedback") => ("", Body(json!({"request_id": "req-1", "feedback": "good"}))),
+        ("POST", "/ingestion/upload_knowledge") => ("", Form(upload_form)),
+        ("POST", "/knowledge/delete_knowledge") => {
+            ("", Body(json!({"tenant_id": "db1", "ids": ["x"]})))
+        }
+        ("POST", "/memories/add_memory") => (
+            "",
+            Body(json!({"tenant_id": "db1", "sub_tenant_id": "u1",
+                        "memories": [{"text": "Prefers tea."}]})),
+        ),
+        ("DELETE", "/memories/delete_memory") => ("?tenant_id=db1&memory_id=m1", Nothing),
+        // Routes whose path names everything they need.
+        (
+            "GET" | "DELETE" | "POST",
+            "/connectors"
+            | "/connectors/{id}"
+            | "/connectors/{id}/discover"
+            | "/connectors/{id}/pause"
+            | "/connectors/{id}/resume"
+            | "/connectors/{id}/resources"
+            | "/connectors/{id}/resources/{resource_id}"
+            | "/connectors/{id}/status"
+            | "/connectors/{id}/sync"
+            | "/connectors/{id}/credentials"
+            | "/credential-vault"
+            | "/keys"
+            | "/keys/{prefix}"
+            | "/webhooks/indexing"
+            | "/webhooks/indexing/deliveries"
+            | "/webhooks/indexing/deliveries/{delivery_id}"
+            | "/webhooks/indexing/deliveries/{delivery_id}/retry"
+            | "/webhooks/indexing/signing-secret"
+            | "/webhooks/indexing/test",
+        )
+        | ("PATCH", "/connectors/{id}/credentials") => ("", Nothing),
+        _ => return None,
+    })
+}
+
+/// Every documented route with the scope its document says it needs (`security`).
+async fn scoped_routes(server: &Server) -> Vec<(Method, String, String)> {
+    let mut routes = Vec::new();
+    for (method, path, operation) in documented_operations(server).await {
+        let Some(scopes) = operation["security"][0]["bearer"].as_array() else {
+            continue; // open: /healthz, /openapi.json, signed downloads
+        };
+        assert_eq!(scopes.len(), 1, "{method} {path} names one scope");
+        let scope = scopes[0].as_str().expect("a scope name").to_owned();
+        assert!(
+            ["read", "write", "admin"].contains(&scope.as_str()),
+            "{method} {path}: {scope}"
+        );
+        routes.push((method, path, scope));
+    }
+    routes
+}
+
+async fn send_sample(
+    server: &Server,
+    key: &str,
+    method: &Method,
+    path: &str,
+    sample: &Sample,
+) -> Reply {
+    let mut request = server
+        .client
+        .request(method.clone(), server.url(path))
+        .header(AUTHORIZATION, format!("Bearer {key}"));
+    if is_current(path) {
+        request = request.header("API-Version", "2");
+    }
+    request = match sample {
+        Sample::Nothing => request,
+        Sample::Body(body) => request.json(body),
+        Sample::Form(form) => request.multipart(form()),
+    };
+    common::read(request.send().await.expect("request")).await
+}
+
+#[tokio::test]
+async fn every_route_refuses_a_key_without_its_scope_and_serves_one_with_it() {
+    let server = Server::start();
+    let org = "org-scopes-5150";
+    let admin = server.key(org, &[]);
+    server.ready_database(&admin, "db1").await;
+    let read = create_key(&server, &["--org", org, "--scope", "read"]);
+    let write = create_key(&server, &["--org", org, "--scope", "write"]);
+    let explicit_admin = create_key(&server, &["--org", org, "--scope", "admin"]);
+    let keys = [
+        ("read", &read),
+        ("write", &write),
+        ("admin", &explicit_admin),
+    ];
+    let rank = |scope: &str| ["read", "write", "admin"].iter().position(|s| *s == scope);
+
+    let routes = scoped_routes(&server).await;
+    assert!(routes.len() >= 70, "{routes:?}");
+    for scope in ["read", "write", "admin"] {
+        assert!(
+            routes.iter().any(|(_, _, s)| s == scope),
+            "no route needs {scope}"
+        );
+    }
+    let mut wrong = Vec::new();
+    // First every refusal, so nothing is changed by them; then every allowed call.
+    for pass in ["refused", "allowed"] {
+        for (method, template, needs) in &routes {
+            let (query, body) = if needs == "read" {
+                ("", Sample::Nothing)
+            } else {
+                sample(method, template)
+                    .unwrap_or_else(|| panic!("no sample request for {method} {template}"))
+            };
+            let concrete: String = template
+                .split('/')
+                .map(|part| if part.starts_with('{') { "db1" } else { part })
+                .collect::<Vec<_>>()
+                .join("/");
+            let path = format!("{concrete}{query}");
+            for (held, key) in keys {
+                let enough = rank(held) >= rank(needs);
+                if enough != (pass == "allowed") {
+                    continue;
+                }
+                let reply = send_sample(&server, key, method, &path, &body).await;
+                let status = reply.status.as_u16();
+                if !enough {
+                    let text = reply.body.to_string();
+                    // Refreshing a token is refused to every key, whatever it holds.
+                    let always = template == "/connectors/{id}/credentials";
+                    let refused = status == 403
+                        && text.contains("FORBIDDEN")
+                        && (always || text.contains(&format!("needs `{needs}`")));
+                    if !refused {
+                        wrong.push(format!(
+                            "{held} key on {method} {path} (needs {needs}): {status} {text}"
+                        ));
+                    } else {
+                        assert_error(&reply, &path, 403, "FORBIDDEN");
+                    }
+                } else if status == 401
+                    || (status == 403 && template != "/connectors/{id}/credentials")
+                    || status >= 500
+                {
+                    wrong.push(format!(
+                        "{held} key on {method} {path} (needs {needs}): {status} {}",
+                        reply.body
+                    ));
+                }
+            }
+        }
+        if pass == "refused" {
+            // None of the refused calls changed anything.
+            assert_eq!(visible_databases(&server, &admin).await, ["db1"]);
+            let items = server
+                .post("/context/list", &admin, json!({"database": "db1"}))
+                .await;
+            assert_eq!(
+                items.current_ok(200)["sources"].as_array().map(Vec::len),
+                Some(0),
+                "{items:#?}"
+            );
+            let hook = server.get("/webhooks/indexing", &admin).await;
+            assert!(
+                !hook.body.to_string().contains("hooks.example.com"),
+                "{hook:#?}"
+            );
+            let listed = server.get("/keys", &admin).await;
+            assert_eq!(listed.current_ok(200)["count"], 4, "{listed:#?}");
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn an_admin_key_makes_lists_and_revokes_keys_over_http_within_its_own_reach() {
+    let server = Server::start();
+    let org = "org-keyroutes";
+    let admin = server.key(org, &[]);
+    server.ready_database(&admin, "a").await;
+    server.ready_database(&admin, "b").await;
+    let other_org = server.key("org-keyroutes-other", &[]);
+
+    // Made over HTTP: the token is in the answer once, with what the key may do.
+    let made = server
+        .post(
+            "/keys",
+            &admin,
+            json!({"name": "ingest-bot", "scopes": ["write"], "databases": ["a"], "expires_in": 3600}),
+        )
+        .await;
+    let data = made.current_ok(201).clone();
+    let token = data["token"].as_str().expect("a token").to_owned();
+    let prefix = data["prefix"].as_str().expect("a prefix").to_owned();
+    assert!(token.starts_with(&format!("{prefix}.")), "{data}");
+    assert_eq!(data["scopes"], json!(["read", "write"]));
+    assert_eq!(data["databases"], json!(["a"]));
+    assert_eq!(data["status"], "active");
+    assert!(data["expires_at"].is_string(), "{data}");
+
+    // It does what it was given and nothing more.
+    server
+        .get("/databases/status?database=a", &token)
+        .await
+        .current_ok(200);
+    let ingested = common::send_form(
+        &server,
+        "/context/ingest",
+        &token,
+        reqwest::multipart::Form::new()
+            .text("type", "knowledge")
+            .text("database", "a")
+            .text(
+                "app_knowledge",
+                json!([common::app("k1", "t", "Made by a scoped key.")]).to_string(),
+            ),
+    )
+    .await;
+    ingested.current_ok(202);
+    for (reply, path) in [
+        (
+            server.get("/databases/status?database=b", &token).await,
+            "/databases/status",
+        ),
+        (
+            server
+                .post("/databases", &token, json!({"database": "c"}))
+                .await,
+            "/databases",
+        ),
+        (server.get("/keys", &token).await, "/keys"),
+    ] {
+        assert_forbidden(&reply, path, org);
+    }
+
+    // Listed by prefix, never with its secret; the CLI sees the same store, both ways.
+    let secret = split(&token).1.to_owned();
+    let listed = server.get("/keys", &admin).await;
+    let keys = listed.current_ok(200)["keys"].clone();
+    assert!(!listed.body.to_string().contains(&secret), "{listed:#?}");
+    let line = keys
+        .as_array()
+        .expect("keys")
+        .iter()
+        .find(|k| k["prefix"] == prefix.as_str())
+        .unwrap_or_else(|| panic!("{prefix} not listed: {keys}"));
+    assert_eq!(line["name"], "ingest-bot");
+    assert_eq!(line["scopes"], json!(["read", "write"]));
+    assert!(line.get("token").is_none(), "{line}");
+    let (ok, cli_listing, stderr) = server.cli(&["keys", "list", "--org", org]);
+    assert!(ok, "{stderr}");
+    let cli_line = cli_listing
+        .lines()
+        .find(|l| l.contains(&prefix))
+        .unwrap_or_else(|| panic!("{prefix} not in the CLI listing: {cli_listing}"));
+    assert!(
+        cli_line.contains("read,write") && cli_line.contains("ingest-bot"),
+        "{cli_line}"
+    );
+    let from_cli = create_key(
+        &server,
+        &["--org", org, "--scope", "read", "--name", "cli-made"],
+    );
+    let listed = server.get("/keys", &admin).await;
+    assert!(
+        listed.body.to_string().contains(split(&from_cli).0),
+        "{listed:#?}"
+    );
+    let other_listing = server.get("/keys", &other_org).await;
+    assert!(
+        !other_listing.body.to_string().contains(&prefix),
+        "another organization sees the key: {other_listing:#?}"
+    );
+
+    // Bad requests say what is wrong and make nothing.
+    for body in [
+        json!({"scopes": ["owner"]}),
+        json!({"scopes": "read"}),
+        json!({"expires_in": 0}),
+        json!({"name": "x".repeat(201)}),
+        json!({"databases": ["bad name"]}),
+    ] {
+        server
+            .post("/keys", &admin, body.clone())
+            .await
+            .assert_current_error(400, "INVALID_PARAMETERS");
+    }
+
+    // A key restricted to `a` makes keys restricted to `a`, and sees and revokes only those.
+    let admin_a = create_key(
+        &server,
+        &["--org", org, "--database", "a", "--scope", "admin"],
+    );
+    for body in [
+        json!({}),
+        json!({"databases": ["b"]}),
+        json!({"databases": ["a", "b"]}),
+    ] {
+        let reply = server.post("/keys", &admin_a, body).await;
+        assert_forbidden(&reply, "/keys", org);
+    }
+    let narrow = server
+        .post(
+            "/keys",
+            &admin_a,
+            json!({"databases": ["a"], "scopes": ["read"]}),
+        )
+        .await;
+    assert_eq!(narrow.current_ok(201)["databases"], json!(["a"]));
+    let seen = server.get("/keys", &admin_a).await;
+    let seen = seen.current_ok(200)["keys"].to_string();
+    assert!(seen.contains(&prefix), "{seen}");
+    assert!(!seen.contains(split(&admin).0), "{seen}");
+    server
+        .delete(&format!("/keys/{}", split(&admin).0), &admin_a)
+        .await
+        .assert_current_error(404, "NOT_FOUND");
+
+    // Revoked over HTTP: refused from the next request on; again is harmless; another
+    // organization's or an unknown prefix is 404.
+    server
+        .delete(&format!("/keys/{prefix}"), &other_org)
+        .await
+        .assert_current_error(404, "NOT_FOUND");
+    server
+        .get("/databases/status?database=a", &token)
+        .await
+        .current_ok(200);
+    let revoked = server.delete(&format!("/keys/{prefix}"), &admin).await;
+    assert_eq!(revoked.current_ok(200)["status"], "revoked");
+    server
+        .get("/databases/status?database=a", &token)
+        .await
+        .assert_current_error(401, "UNAUTHORIZED");
+    server
+        .delete(&format!("/keys/{prefix}"), &admin)
+        .await
+        .current_ok(200);
+    server
+        .delete("/keys/egk_0000000000000000", &admin)
+        .await
+        .assert_current_error(404, "NOT_FOUND");
+    let (ok, cli_listing, _) = server.cli(&["keys", "list", "--org", org]);
+    assert!(ok);
+    let cli_line = cli_listing
+        .lines()
+        .find(|l| l.contains(&prefix))
+        .expect("listed");
+    assert!(cli_line.contains("revoked"), "{cli_line}");
 }

@@ -137,6 +137,7 @@ async fn mcp_clients_use_every_tool() {
     let server = Server::start_with(&[("ENGRAM_INGEST__MAX_UPLOAD_BYTES", "1048576")]);
     let key = server.key("org-mcp", &[]);
     let restricted = server.key("org-mcp", &["agents"]);
+    let read_only = server.scoped_key("org-mcp", &[], &["read"]);
     for name in ["agents", "agents-relay"] {
         server.ready_database(&key, name).await;
     }
@@ -189,6 +190,7 @@ async fn mcp_clients_use_every_tool() {
             &[
                 ("ENGRAM_KEY", key),
                 ("ENGRAM_RESTRICTED_KEY", restricted),
+                ("ENGRAM_READ_KEY", read_only),
                 ("ENGRAM_BIN", crate::common::BIN.to_owned()),
                 ("ENGRAM_LOCAL_DIR", local_dir.display().to_string()),
                 ("ENGRAM_LOCAL_KEY", local_key),

@@ -42,6 +42,22 @@ async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
         .as_str()
         .expect("a generated secret")
         .to_owned();
+    // A key made over HTTP: its token is in that one answer and nowhere in the log, used or
+    // revoked.
+    let made = server
+        .post("/keys", &key, json!({"name": "logged", "scopes": ["read"]}))
+        .await;
+    let made_token = made.body["data"]["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a token: {made:#?}"))
+        .to_owned();
+    assert_eq!(
+        server.get("/databases", &made_token).await.status.as_u16(),
+        200
+    );
+    let made_prefix = made_token.split_once('.').expect("prefix.secret").0;
+    let revoked = server.delete(&format!("/keys/{made_prefix}"), &key).await;
+    assert_eq!(revoked.status.as_u16(), 200, "{revoked:#?}");
     let wrong = format!("{prefix}.wrong-secret-never-logged-0003");
     let refused = server.get("/databases", &wrong).await;
     assert_eq!(refused.status.as_u16(), 401);
@@ -70,6 +86,7 @@ async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
         key.as_str(),
         own_secret,
         generated.as_str(),
+        made_token.split_once('.').expect("prefix.secret").1,
         "wrong-secret-never-logged-0003",
         metrics_token,
     ] {

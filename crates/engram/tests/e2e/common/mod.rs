@@ -295,9 +295,17 @@ impl Server {
 
     /// Creates a key with `engram keys create` and returns its `prefix.secret`.
     pub(crate) fn key(&self, org: &str, databases: &[&str]) -> String {
+        self.scoped_key(org, databases, &[])
+    }
+
+    /// A key with only these scopes (`read`, `write`, `admin`; none for all).
+    pub(crate) fn scoped_key(&self, org: &str, databases: &[&str], scopes: &[&str]) -> String {
         let mut args = vec!["keys", "create", "--org", org];
         for db in databases {
             args.extend(["--database", db]);
+        }
+        for scope in scopes {
+            args.extend(["--scope", scope]);
         }
         let (ok, stdout, stderr) = self.cli(&args);
         assert!(ok, "keys create failed: {stderr}");
