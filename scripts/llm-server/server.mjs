@@ -6,7 +6,9 @@
 //
 // It listens on 127.0.0.1 only and prints `listening on http://127.0.0.1:PORT` to stderr once
 // the model is loaded. Routes: POST /v1/chat/completions (one request at a time, in arrival
-// order), GET /v1/models, GET /health, GET /stats (completions served, by response format).
+// order; `stream: true` answers in server-sent events, a delta per piece of text, then
+// `data: [DONE]`), GET /v1/models, GET /health, GET /stats (completions served, by response
+// format).
 import http from "node:http";
 import path from "node:path";
 import {getLlama, LlamaChatSession} from "node-llama-cpp";
@@ -49,7 +51,7 @@ async function grammarFor(format) {
     return undefined;
 }
 
-async function complete(body) {
+async function complete(body, onTextChunk) {
     const {turns, last} = history(body.messages ?? []);
     const grammar = await grammarFor(body.response_format);
     const sequence = context.getSequence();
@@ -61,6 +63,7 @@ async function complete(body) {
             maxTokens: body.max_completion_tokens ?? body.max_tokens ?? 768,
             temperature: body.temperature ?? 0,
             seed: body.seed ?? 0,
+            onTextChunk,
         });
         session.dispose({disposeSequence: false});
         return text;
@@ -94,6 +97,38 @@ const server = http.createServer(async (req, res) => {
         body = JSON.parse(raw);
     } catch {
         return send(400, {error: {message: "the body is not JSON"}});
+    }
+    if (body.stream === true) {
+        const id = `chatcmpl-s${stats.completions + 1}`;
+        const event = (delta, finish) => JSON.stringify({
+            id, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: modelId,
+            choices: [{index: 0, delta, finish_reason: finish}],
+        });
+        let started = false;
+        const start = () => {
+            if (!started) {
+                started = true;
+                res.writeHead(200, {"content-type": "text/event-stream", "cache-control": "no-cache"});
+                res.write(`data: ${event({role: "assistant", content: ""}, null)}\n\n`);
+            }
+        };
+        const run = queue.then(() => complete(body, chunk => {
+            start();
+            res.write(`data: ${event({content: chunk}, null)}\n\n`);
+        }));
+        queue = run.catch(() => {});
+        try {
+            await run;
+            stats.completions += 1;
+            start();
+            res.write(`data: ${event({}, "stop")}\n\n`);
+            res.end("data: [DONE]\n\n");
+        } catch (error) {
+            stats.failed += 1;
+            if (started) res.end(`data: ${JSON.stringify({error: {message: String(error?.message ?? error)}})}\n\n`);
+            else send(400, {error: {message: String(error?.message ?? error)}});
+        }
+        return;
     }
     const run = queue.then(() => complete(body));
     queue = run.catch(() => {});

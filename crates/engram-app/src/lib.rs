@@ -6,6 +6,7 @@
 // wildcard over someone else's enum is the point there. Domain enums are matched exhaustively.
 #![allow(clippy::wildcard_enum_match_arm)]
 
+mod answer;
 mod auth;
 mod clock;
 mod connectors;
@@ -39,6 +40,7 @@ use engram_store::sqlite::SqliteStore;
 use engram_store::Store;
 use tokio::sync::Notify;
 
+pub use answer::{citations, QnaAnswer, QnaRequest, QnaStream, NO_ANSWER};
 pub use auth::Principal;
 pub use clock::{format_ms, Clock, SystemClock, UnixMs};
 pub use connectors::{

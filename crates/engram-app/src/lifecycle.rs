@@ -39,15 +39,25 @@ impl Workers {
 }
 
 impl App {
-    /// The graph extractor indexing uses: the model at `[llm]` when one is configured (the
-    /// rules reading what it cannot), else the offline rules.
+    /// The graph extractor indexing uses: the model at `[llm]` when one is configured for
+    /// graphs (the rules reading what it cannot), else the offline rules.
     fn graph_extractor(&self) -> Arc<dyn engram_graph::GraphExtractor> {
         let rules: Arc<dyn engram_graph::GraphExtractor> = Arc::new(RuleExtractor);
         let llm = &self.config().llm;
-        if llm.base_url.trim().is_empty() {
+        if llm.base_url.trim().is_empty() || !llm.graph {
             return rules;
         }
-        let settings = engram_graph::LlmSettings {
+        Arc::new(engram_graph::LlmExtractor::new(
+            self.inner.outbound.clone(),
+            self.llm_settings(),
+            rules,
+        ))
+    }
+
+    /// `[llm]` as the model client takes it.
+    pub(crate) fn llm_settings(&self) -> engram_graph::LlmSettings {
+        let llm = &self.config().llm;
+        engram_graph::LlmSettings {
             base_url: llm.base_url.clone(),
             api_key: llm.api_key.clone(),
             model: llm.model.clone(),
@@ -61,12 +71,7 @@ impl App {
                 max: std::time::Duration::from_secs(10),
                 jitter: 0.2,
             },
-        };
-        Arc::new(engram_graph::LlmExtractor::new(
-            self.inner.outbound.clone(),
-            settings,
-            rules,
-        ))
+        }
     }
 
     /// Starts the background workers; they stop when `token` is cancelled.

@@ -500,6 +500,13 @@ pub struct LlmConfig {
     pub timeout_ms: u64,
     /// Tries per call on 429, 5xx or an unreachable endpoint, with backoff in between.
     pub attempts: u32,
+    /// Whether the model reads items for their graph (else the rules do, and the model only
+    /// answers questions).
+    pub graph: bool,
+    /// Most characters of retrieved passages an answer (`/recall/qna`) reads.
+    pub answer_context_chars: usize,
+    /// Most tokens of an answer unless the request asks for fewer.
+    pub answer_max_tokens: u32,
 }
 
 impl Default for LlmConfig {
@@ -513,6 +520,9 @@ impl Default for LlmConfig {
             max_output_tokens: 4_096,
             timeout_ms: 60_000,
             attempts: 3,
+            graph: true,
+            answer_context_chars: 12_000,
+            answer_max_tokens: 1_024,
         }
     }
 }

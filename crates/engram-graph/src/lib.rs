@@ -3,6 +3,7 @@
 //! store keeps per database, collection and kind. [`RuleExtractor`] is the offline default;
 //! [`LlmExtractor`] asks a configured model, through `engram-outbound` (this crate's only I/O).
 
+mod chat;
 pub mod infer;
 mod llm;
 pub mod model;
@@ -12,8 +13,9 @@ pub mod rules;
 
 use async_trait::async_trait;
 
+pub use chat::{ChatError, ChatModel, ChatStream, LlmSettings};
 pub use infer::{infer, Fact, Focus, FACTS_PER_MEMORY_MAX};
-pub use llm::{LlmExtractor, LlmSettings};
+pub use llm::LlmExtractor;
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,
 };

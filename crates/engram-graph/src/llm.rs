@@ -9,54 +9,21 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use crate::chat::{ChatError, ChatModel, LlmSettings};
 use crate::{
     ExtractRequest, GraphError, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage,
     PayloadEntity, PayloadRelation,
 };
 use async_trait::async_trait;
 use engram_outbound::Outbound;
-use engram_types::Backoff;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// Largest answer read from the endpoint.
-const ANSWER_MAX_BYTES: usize = 1 << 20;
 /// Answers kept in the cache (oldest dropped first).
 const CACHE_ENTRIES: usize = 2_048;
 /// Confidence of a relation the model gave (the rules' verb-phrase relations have 0.6).
 const LLM_CONFIDENCE: f32 = 0.8;
-
-/// How to reach the model and how much of it one item may use.
-#[derive(Clone)]
-pub struct LlmSettings {
-    /// The endpoint's base (`https://host/v1`); `/chat/completions` is appended.
-    pub base_url: String,
-    pub api_key: String,
-    pub model: String,
-    /// Most characters of passages one call reads.
-    pub batch_chars: usize,
-    /// Most batches of one item read by the model (two calls each); later passages are read by
-    /// the rules.
-    pub max_batches: usize,
-    /// Most tokens one answer may have.
-    pub max_output_tokens: u32,
-    pub timeout: Duration,
-    /// Tries per call (429, 5xx, unreachable).
-    pub attempts: u32,
-    pub backoff: Backoff,
-}
-
-impl std::fmt::Debug for LlmSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmSettings")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &"***")
-            .finish_non_exhaustive()
-    }
-}
 
 /// `system` followed by the item's ingestion instructions, when it has any.
 fn with_instructions(system: &str, instructions: &str) -> String {
@@ -97,7 +64,7 @@ impl Cache {
 
 /// Extracts with the model, falling back to `fallback` (the rules).
 pub struct LlmExtractor {
-    client: Outbound,
+    model: ChatModel,
     settings: LlmSettings,
     fallback: Arc<dyn GraphExtractor>,
     cache: Mutex<Cache>,
@@ -291,17 +258,10 @@ fn relation_schema() -> Value {
     })
 }
 
-/// Why a call gave nothing usable.
-enum CallError {
-    /// Worth retrying: 429, 5xx, unreachable, timed out.
-    Transient(String),
-    Failed(String),
-}
-
 impl LlmExtractor {
     pub fn new(client: Outbound, settings: LlmSettings, fallback: Arc<dyn GraphExtractor>) -> Self {
         Self {
-            client,
+            model: ChatModel::new(client, settings.clone()),
             settings,
             fallback,
             cache: Mutex::new(Cache::default()),
@@ -337,7 +297,7 @@ impl LlmExtractor {
     async fn extract_with_model(
         &self,
         request: &ExtractRequest<'_>,
-    ) -> Result<(ItemGraph, usize), CallError> {
+    ) -> Result<(ItemGraph, usize), ChatError> {
         let batches = self.batches(request.passages);
         let read: usize = batches.iter().map(Vec::len).sum();
         let mut payload = GraphPayload::default();
@@ -418,7 +378,7 @@ impl LlmExtractor {
         }
         let checked = payload
             .check()
-            .map_err(|e| CallError::Failed(format!("the model's graph is over a limit: {e}")))?;
+            .map_err(|e| ChatError::Failed(format!("the model's graph is over a limit: {e}")))?;
         let mut graph = checked.payload.to_graph(request.passages);
         graph.origin = Origin::Extracted;
         for r in &mut graph.relations {
@@ -437,7 +397,7 @@ impl LlmExtractor {
         user: &str,
         name: &str,
         schema: Value,
-    ) -> Result<Value, CallError> {
+    ) -> Result<Value, ChatError> {
         // The item's instructions go with every call (and so into the cache key).
         let system = &with_instructions(system, owner.instructions);
         let key: [u8; 32] = Sha256::new()
@@ -458,7 +418,6 @@ impl LlmExtractor {
             return Ok(answer);
         }
         let body = json!({
-            "model": self.settings.model,
             "temperature": 0,
             "max_completion_tokens": self.settings.max_output_tokens,
             "messages": [
@@ -472,66 +431,18 @@ impl LlmExtractor {
                 "json_schema": {"name": name, "strict": true, "schema": schema}
             }
         });
-        let body = serde_json::to_vec(&body).map_err(|e| CallError::Failed(e.to_string()))?;
-        let url = format!(
-            "{}/chat/completions",
-            self.settings.base_url.trim_end_matches('/')
-        );
-        let url = url::Url::parse(&url)
-            .map_err(|_| CallError::Failed(format!("`{url}` is not a URL ([llm] base_url)")))?;
-        let mut headers = Vec::new();
-        if !self.settings.api_key.is_empty() {
-            headers.push(("authorization", format!("Bearer {}", self.settings.api_key)));
+        let content = self.model.complete(body).await?;
+        let content: Value = serde_json::from_str(&content)
+            .map_err(|e| ChatError::Failed(format!("the model's content is not JSON: {e}")))?;
+        if !content.is_object() {
+            return Err(ChatError::Failed(
+                "the model's content is not an object".into(),
+            ));
         }
-        let mut last = String::new();
-        for attempt in 1..=self.settings.attempts.max(1) {
-            if attempt > 1 {
-                tokio::time::sleep(self.settings.backoff.delay(attempt - 1, 0.5)).await;
-            }
-            let answer = self
-                .client
-                .post_json_read(
-                    &url,
-                    &headers,
-                    body.clone(),
-                    self.settings.timeout,
-                    ANSWER_MAX_BYTES,
-                )
-                .await;
-            let (status, bytes) = match answer {
-                Ok(answer) => answer,
-                Err(err) => {
-                    last = err.to_string();
-                    continue;
-                }
-            };
-            if status == 429 || status >= 500 {
-                last = format!("the model endpoint answered {status}");
-                continue;
-            }
-            if !(200..300).contains(&status) {
-                return Err(CallError::Failed(format!(
-                    "the model endpoint answered {status}"
-                )));
-            }
-            let answer: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| CallError::Failed(format!("the model's answer is not JSON: {e}")))?;
-            let content = answer["choices"][0]["message"]["content"]
-                .as_str()
-                .ok_or_else(|| CallError::Failed("the model's answer has no content".into()))?;
-            let content: Value = serde_json::from_str(content)
-                .map_err(|e| CallError::Failed(format!("the model's content is not JSON: {e}")))?;
-            if !content.is_object() {
-                return Err(CallError::Failed(
-                    "the model's content is not an object".into(),
-                ));
-            }
-            if let Ok(mut cache) = self.cache.lock() {
-                cache.put(key, content.clone());
-            }
-            return Ok(content);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.put(key, content.clone());
         }
-        Err(CallError::Transient(last))
+        Ok(content)
     }
 }
 
@@ -550,13 +461,13 @@ impl GraphExtractor for LlmExtractor {
                 merge(&mut graph, more);
                 Ok(graph)
             }
-            Err(CallError::Transient(why)) => {
+            Err(ChatError::Transient(why)) => {
                 tracing::warn!(error = %why, code = "E6001", "the model endpoint stayed unusable; the rules read the item");
                 metrics::counter!("engram_llm_fallbacks_total", "reason" => "transient")
                     .increment(1);
                 self.fallback.extract(request).await
             }
-            Err(CallError::Failed(why)) => {
+            Err(ChatError::Failed(why)) => {
                 tracing::warn!(error = %why, "the model gave no usable graph; the rules read the item");
                 metrics::counter!("engram_llm_fallbacks_total", "reason" => "failed").increment(1);
                 self.fallback.extract(request).await
@@ -670,11 +581,11 @@ mod tests {
             batch_chars: 200,
             max_batches,
             max_output_tokens: 512,
-            timeout: Duration::from_secs(5),
+            timeout: std::time::Duration::from_secs(5),
             attempts,
-            backoff: Backoff {
-                base: Duration::from_millis(1),
-                max: Duration::from_millis(5),
+            backoff: engram_types::Backoff {
+                base: std::time::Duration::from_millis(1),
+                max: std::time::Duration::from_millis(5),
                 jitter: 0.0,
             },
         };

@@ -305,6 +305,27 @@ impl Outbound {
         read_bounded(response, url, timeout, max_bytes).await
     }
 
+    /// POSTs a JSON body like [`Outbound::post_json`] and hands back the answer to read as it
+    /// arrives (server-sent events), within `timeout` for the whole exchange and at most
+    /// `max_bytes` of body.
+    pub async fn post_json_streamed(
+        &self,
+        url: &Url,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Streamed, OutboundError> {
+        let response = self.send_json(url, headers, body, timeout).await?;
+        Ok(Streamed {
+            status: response.status().as_u16(),
+            response,
+            url: url.clone(),
+            timeout,
+            left: max_bytes,
+        })
+    }
+
     /// POSTs a JSON body with the given headers, within `timeout` for the whole exchange. The
     /// response body is not read.
     pub async fn post_json(
@@ -351,6 +372,44 @@ pub struct Fetched {
     /// Where a redirect points (not followed).
     pub location: Option<String>,
     pub body: Vec<u8>,
+}
+
+/// An answer whose body is read piece by piece, as the receiver sends it.
+pub struct Streamed {
+    pub status: u16,
+    response: reqwest::Response,
+    url: Url,
+    timeout: Duration,
+    /// Bytes the body may still have.
+    left: usize,
+}
+
+impl Streamed {
+    /// The next piece of the body as it arrived; `None` at its end. A body past the bound
+    /// given is an error.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, OutboundError> {
+        let Some(piece) = self
+            .response
+            .chunk()
+            .await
+            .map_err(|e| classify(e, self.timeout, &self.url))?
+        else {
+            return Ok(None);
+        };
+        self.left = self.left.checked_sub(piece.len()).ok_or_else(|| {
+            OutboundError::Request("the answer is longer than its bound".to_owned())
+        })?;
+        Ok(Some(piece.to_vec()))
+    }
+
+    /// The rest of the body, within the same bound.
+    pub async fn rest(mut self) -> Result<Vec<u8>, OutboundError> {
+        let mut body = Vec::new();
+        while let Some(piece) = self.next().await? {
+            body.extend_from_slice(&piece);
+        }
+        Ok(body)
+    }
 }
 
 /// Reads a response's body, refusing more than `max_bytes`.

@@ -57,3 +57,5 @@ pub const KEY_NAME_MAX_CHARS: usize = 200;
 pub const KEY_DATABASES_MAX: usize = 100;
 /// Longest lifetime an API key may be given (`expires_in`): ten years.
 pub const KEY_EXPIRES_IN_MAX_SECS: u64 = 10 * 365 * 24 * 3600;
+/// Longest `extra_context` of a question (`/recall/qna`), in characters.
+pub const EXTRA_CONTEXT_MAX_CHARS: usize = 4_000;

@@ -7,6 +7,7 @@ mod content;
 mod embeddings;
 mod fetch;
 mod graph;
+mod qna;
 mod recall;
 mod tenants;
 mod wire;
@@ -29,6 +30,7 @@ pub(crate) fn routes() -> OpenApiRouter<App> {
         .merge(tenants::routes())
         .merge(content::routes())
         .merge(recall::routes())
+        .merge(qna::routes())
         .merge(fetch::routes())
         .merge(embeddings::routes())
         .merge(graph::routes())

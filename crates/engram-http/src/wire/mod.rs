@@ -210,6 +210,18 @@ impl Ignored {
         ignored
     }
 
+    /// `parameter (reason); …` for a legacy `Warning` header; `None` when nothing was ignored.
+    pub(crate) fn summary(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| {
+            self.0
+                .iter()
+                .map(|(parameter, reason)| format!("{parameter} ({reason})"))
+                .collect::<Vec<_>>()
+                .join("; ")
+                .replace('"', "'")
+        })
+    }
+
     /// `[{parameter, reason}]`; `None` when nothing was ignored.
     pub(crate) fn to_json(&self) -> Option<serde_json::Value> {
         (!self.0.is_empty()).then(|| {

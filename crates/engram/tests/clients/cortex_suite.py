@@ -1,12 +1,13 @@
 """The hosted service's legacy Python client (PyPI usecortex-ai, pinned in scripts/setup.sh),
 unchanged, against a running engram's legacy routes: tenants, upload (files, app sources with
 their old field names, memories), verify, list, fetch, recall, delete, and raw-embedding
-databases. Not driven: `recall.qna` (answer generation needs a hosted model), `key` (keys are
-made with `engram keys create`), `fetch.graph_relations_by_source_id` (the knowledge graph) and
+databases, and `recall.qna` (answered by the real local model when ENGRAM_QNA=model, else
+refused naming `[llm]`). Not driven: `key` (keys are made with `engram keys create`), `fetch.graph_relations_by_source_id` (the knowledge graph) and
 `metrics` (with the metrics endpoint).
 
 Run by the end-to-end test `clients::legacy_python_client_works_unchanged` with ENGRAM_URL,
-ENGRAM_KEY and ENGRAM_OTHER_KEY (another organization). Every step asserts what came back.
+ENGRAM_KEY, ENGRAM_OTHER_KEY (another organization) and ENGRAM_QNA. Every step asserts what
+came back.
 """
 
 import json
@@ -105,6 +106,17 @@ filtered = client.recall.full_recall(tenant_id="legacy", query="gamma reactor", 
 assert [c.source_id for c in filtered.chunks] == ["note-1"], filtered.chunks
 boolean = client.recall.boolean_recall(tenant_id="legacy", query="feed pump", operator="and")
 assert [c.source_id for c in boolean.chunks] == ["note-1"], boolean.chunks
+
+step("qna: an answer from the retrieved chunks, or 403 naming [llm] without a model")
+if os.environ.get("ENGRAM_QNA") == "model":
+    answer = client.recall.qna(tenant_id="legacy", question="How is the gamma reactor cooled?", max_chunks=3)
+    assert answer.success and answer.answer.strip(), answer
+    assert answer.chunks and answer.chunks[0].source_id == "reactor", answer.chunks
+    assert answer.model_used == "smollm2-135m-instruct", answer
+    assert answer.timing["total_ms"] >= answer.timing["retrieval_ms"] >= 0, answer
+else:
+    body = raises(403, lambda: client.recall.qna(tenant_id="legacy", question="How is the gamma reactor cooled?"))
+    assert code_of(body) == "FORBIDDEN" and "[llm]" in body["detail"]["message"], body
 
 step("fetch content: text, link, both")
 both = client.fetch.content(tenant_id="legacy", source_id="reactor")

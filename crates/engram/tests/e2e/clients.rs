@@ -109,16 +109,36 @@ async fn official_python_client_drives_connectors() {
 
 #[tokio::test]
 async fn legacy_python_client_works_unchanged() {
-    let server = Server::start_with(ENV);
+    // `recall.qna` answers with the real local model where `make setup-test` could set it up
+    // (the rules read the graphs); without one the suite checks the refusal naming `[llm]`.
+    let model = crate::common::LocalModel::start();
+    let url = model.as_ref().map(|m| format!("{}/v1", m.base));
+    let mut env = ENV.to_vec();
+    if let Some(url) = &url {
+        env.extend([
+            ("ENGRAM_LLM__BASE_URL", url.as_str()),
+            ("ENGRAM_LLM__MODEL", "smollm2-135m-instruct"),
+            ("ENGRAM_LLM__GRAPH", "false"),
+            ("ENGRAM_LLM__ANSWER_MAX_TOKENS", "64"),
+            ("ENGRAM_LLM__ANSWER_CONTEXT_CHARS", "2000"),
+        ]);
+    }
+    let server = Server::start_with(&env);
     let key = server.key("org-legacy-clients", &[]);
     let other = server.key("org-legacy-other", &[]);
+    let qna = if model.is_some() { "model" } else { "none" };
     let suite = tokio::task::spawn_blocking(move || {
         run_suite(
             &server,
             "usecortex-ai",
             "cortex_suite.py",
-            &[("ENGRAM_KEY", key), ("ENGRAM_OTHER_KEY", other)],
+            &[
+                ("ENGRAM_KEY", key),
+                ("ENGRAM_OTHER_KEY", other),
+                ("ENGRAM_QNA", qna.to_owned()),
+            ],
         );
+        drop(model);
     });
     suite.await.expect("the suite");
 }

@@ -875,10 +875,7 @@ async fn model_endpoint() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(complete))
         .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/v1"), seen)
+    (format!("{}/v1", crate::common::serve(app).await), seen)
 }
 
 /// With `[llm]` set, the model reads each item for its graph: relations no rule would find.
@@ -918,66 +915,6 @@ async fn a_configured_model_extracts_the_graph() {
     assert_eq!(seen[0]["model"], "tiny-graph");
 }
 
-/// A real model behind an OpenAI-compatible API: `scripts/llm-server` (llama.cpp through
-/// node-llama-cpp) serving SmolLM2-135M-Instruct, both put under `.cache` by `make setup-test`.
-/// Killed when dropped.
-struct LocalModel {
-    child: std::process::Child,
-    base: String,
-}
-
-impl LocalModel {
-    /// `None` (with a note) where `make setup-test` could not set it up (no Node.js 20).
-    fn start() -> Option<Self> {
-        use std::io::BufRead;
-        let cache = crate::common::cache_dir();
-        let script = cache.join("llm-server/server.mjs");
-        let model = cache.join("models/smollm2-135m-instruct/model.gguf");
-        if !cache.join("llm-server/node_modules").is_dir() || !script.is_file() || !model.is_file()
-        {
-            eprintln!(
-                "no local model server under {} (make setup-test installs it where Node.js 20 \
-                 or later is): skipped",
-                cache.display()
-            );
-            return None;
-        }
-        let mut child = std::process::Command::new("node")
-            .arg(&script)
-            .arg(&model)
-            .args(["0", "1"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("node runs the model server");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if let Some(base) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(base.to_owned());
-                } else {
-                    eprintln!("model server: {line}");
-                }
-            }
-        });
-        let base = rx
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .expect("the model server listens");
-        Some(Self { child, base })
-    }
-}
-
-impl Drop for LocalModel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The LLM extractor against a real model: engram's requests (a JSON schema, a worked example)
 /// are served by llama.cpp, and what a 135M-parameter model answers is held to what the text
 /// says: every relation listed joins two names the note writes and quotes a sentence of it.
@@ -987,7 +924,7 @@ async fn a_real_local_model_extracts_a_graph_held_to_the_text() {
     if std::env::var_os("E2E_POSTGRES_URL").is_some() {
         return;
     }
-    let Some(model) = LocalModel::start() else {
+    let Some(model) = crate::common::LocalModel::start() else {
         return;
     };
     let url = format!("{}/v1", model.base);

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod answers;
 mod auth;
 mod clients;
 mod connectors;

@@ -611,3 +611,73 @@ pub(crate) fn every_file(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
         }
     }
 }
+
+/// A real model behind an OpenAI-compatible API: `scripts/llm-server` (llama.cpp through
+/// node-llama-cpp) serving SmolLM2-135M-Instruct, both put under `.cache` by `make setup-test`.
+/// Killed when dropped.
+pub(crate) struct LocalModel {
+    child: std::process::Child,
+    pub(crate) base: String,
+}
+
+impl LocalModel {
+    /// `None` (with a note) where `make setup-test` could not set it up (no Node.js 20).
+    pub(crate) fn start() -> Option<Self> {
+        use std::io::BufRead;
+        let cache = cache_dir();
+        let script = cache.join("llm-server/server.mjs");
+        let model = cache.join("models/smollm2-135m-instruct/model.gguf");
+        if !cache.join("llm-server/node_modules").is_dir() || !script.is_file() || !model.is_file()
+        {
+            eprintln!(
+                "no local model server under {} (make setup-test installs it where Node.js 20 \
+                 or later is): skipped",
+                cache.display()
+            );
+            return None;
+        }
+        let mut child = std::process::Command::new("node")
+            .arg(&script)
+            .arg(&model)
+            .args(["0", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("node runs the model server");
+        let stderr = child.stderr.take().expect("the model server's stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(base) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(base.to_owned());
+                } else {
+                    eprintln!("model server: {line}");
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the model server listens");
+        Some(Self { child, base })
+    }
+}
+
+impl Drop for LocalModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Serves `app` on a free port of 127.0.0.1 for the rest of the test: its `http://addr`.
+pub(crate) async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
