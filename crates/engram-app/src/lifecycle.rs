@@ -100,6 +100,12 @@ impl App {
                 )
                 .with_batch_wake(self.inner.webhook_wake.clone())
                 .with_batch_wake(self.inner.index_wake.clone());
+                let pipeline = match self.chat_model().filter(|_| self.config().llm.infer) {
+                    Some(model) => {
+                        pipeline.with_inference(Arc::new(engram_graph::LlmInference::new(model)))
+                    }
+                    None => pipeline,
+                };
                 let pipeline = if self.config().graph.extract {
                     pipeline.with_graph(self.graph_extractor())
                 } else {

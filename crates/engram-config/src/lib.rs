@@ -503,6 +503,9 @@ pub struct LlmConfig {
     /// Whether the model reads items for their graph (else the rules do, and the model only
     /// answers questions).
     pub graph: bool,
+    /// Whether the model reads memories given with `infer: true` (with the rules beside it);
+    /// else the rules alone do.
+    pub infer: bool,
     /// Most characters of retrieved passages an answer (`/recall/qna`) reads.
     pub answer_context_chars: usize,
     /// Most tokens of an answer unless the request asks for fewer.
@@ -521,6 +524,7 @@ impl Default for LlmConfig {
             timeout_ms: 60_000,
             attempts: 3,
             graph: true,
+            infer: true,
             answer_context_chars: 12_000,
             answer_max_tokens: 1_024,
         }

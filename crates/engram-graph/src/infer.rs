@@ -376,11 +376,7 @@ impl Focus {
 /// in a slot replaces an earlier one of the same memory. Questions are not statements.
 pub fn infer(text: &str, user: &str, instructions: &str) -> Vec<Fact> {
     let focus = Focus::of(instructions);
-    let user = if user.trim().is_empty() {
-        "User"
-    } else {
-        user.trim()
-    };
+    let user = user_label(user);
     let words = user_words(text);
     let mut facts: Vec<Fact> = Vec::new();
     for sentence in split_keeping_questions(&words) {
@@ -428,6 +424,104 @@ pub fn infer(text: &str, user: &str, instructions: &str) -> Vec<Fact> {
         }
     }
     facts
+}
+
+/// The name statements give the user: `user`, or `User` when none is known.
+pub fn user_label(user: &str) -> &str {
+    if user.trim().is_empty() {
+        "User"
+    } else {
+        user.trim()
+    }
+}
+
+/// The words of a memory the user said (assistant turns left out), which inference reads.
+pub fn said_by_user(text: &str) -> String {
+    user_words(text)
+}
+
+/// One fact as a model gives it, made the way the rules make theirs (the same slots, values and
+/// statements, so the two supersede each other alike): `kind` is `preference` (`value`
+/// `likes` or `dislikes` of `about`), `lives_in`, `works_for`, `occupation` (`value`), `trait`,
+/// `allergy`, `habit` (`about`), or `attribute` (`about` = `value`). `None` for an unknown kind
+/// or an empty field.
+pub fn fact_of(kind: &str, about: &str, value: &str, user: &str) -> Option<Fact> {
+    let (about, value) = (
+        truncate_chars(
+            about.trim().trim_end_matches(['.', '!', ',']),
+            VALUE_MAX_CHARS,
+        ),
+        truncate_chars(
+            value.trim().trim_end_matches(['.', '!', ',']),
+            VALUE_MAX_CHARS,
+        ),
+    );
+    let needs = |field: &str| (!field.is_empty()).then_some(());
+    let user = user_label(user);
+    let (slot, value, statement) = match kind {
+        "preference" => {
+            needs(&about)?;
+            if ["dislikes", "dislike", "hates", "hate"]
+                .iter()
+                .any(|v| value.eq_ignore_ascii_case(v))
+            {
+                taste(&about, "dislikes", "dislikes", user)
+            } else {
+                taste(&about, "likes", "prefers", user)
+            }
+        }
+        "lives_in" => {
+            needs(&value)?;
+            lives_in(user, &value)
+        }
+        "works_for" => {
+            needs(&value)?;
+            (
+                "works_for".into(),
+                value.to_lowercase(),
+                format!("{user} works for {value}."),
+            )
+        }
+        "occupation" => {
+            needs(&value)?;
+            (
+                "occupation".into(),
+                value.to_lowercase(),
+                format!("{user} works as {value}."),
+            )
+        }
+        "trait" => {
+            needs(&about)?;
+            (
+                format!("trait:{}", about.to_lowercase()),
+                "yes".into(),
+                format!("{user} is {about}."),
+            )
+        }
+        "allergy" => {
+            needs(&about)?;
+            (
+                format!("allergy:{}", about.to_lowercase()),
+                "yes".into(),
+                format!("{user} is allergic to {about}."),
+            )
+        }
+        "habit" => {
+            needs(&about)?;
+            habit(user, &about)
+        }
+        "attribute" => {
+            needs(&about)?;
+            needs(&value)?;
+            attribute(user, &about, &value)
+        }
+        _ => return None,
+    };
+    Some(Fact {
+        slot,
+        value,
+        statement,
+    })
 }
 
 /// Sentences with their end mark, so questions can be told apart.

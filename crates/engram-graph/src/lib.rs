@@ -5,6 +5,7 @@
 
 mod chat;
 pub mod infer;
+mod inference;
 mod llm;
 pub mod model;
 pub mod payload;
@@ -15,6 +16,7 @@ use async_trait::async_trait;
 
 pub use chat::{ChatError, ChatModel, ChatStream, LlmSettings};
 pub use infer::{infer, Fact, Focus, FACTS_PER_MEMORY_MAX};
+pub use inference::{InferRequest, Inference, LlmInference, RuleInference};
 pub use llm::LlmExtractor;
 pub use model::{
     canonical_predicate, entity_key, Entity, ItemGraph, Mention, Origin, Passage, Relation,

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use crate::chunk::{Chunk, Chunker, ChunkerOptions, TokenCounter};
 use engram_config::{BudgetsConfig, PipelineConfig};
 use engram_embed::Embedder;
-use engram_graph::{ExtractRequest, GraphExtractor, GraphPayload, ItemGraph, Origin, Passage};
+use engram_graph::{
+    ExtractRequest, Fact, GraphExtractor, GraphPayload, InferRequest, Inference, ItemGraph, Origin,
+    Passage, RuleInference,
+};
 use engram_parse::{Interrupt, Limits};
 use engram_store::{
     AfterChunks, ClaimRequest, ClaimedItem, Completion, ItemFailure, NewChunk, Stage, Store,
@@ -143,6 +146,8 @@ pub struct Pipeline {
     batch_wakes: Vec<Arc<Notify>>,
     /// Builds each item's graph after its chunks are stored; none: items complete without one.
     graph: Option<Arc<dyn GraphExtractor>>,
+    /// Reads memories given with `infer: true` for their user's facts.
+    inference: Arc<dyn Inference>,
 }
 
 /// Most characters of the title line a chunk is embedded with.
@@ -256,6 +261,7 @@ impl Pipeline {
             owner,
             batch_wakes: Vec::new(),
             graph: None,
+            inference: Arc::new(RuleInference),
         }
     }
 
@@ -263,6 +269,12 @@ impl Pipeline {
     /// `graph_creation` (searchable), then its graph is extracted and stored and it completes.
     pub fn with_graph(mut self, extractor: Arc<dyn GraphExtractor>) -> Self {
         self.graph = Some(extractor);
+        self
+    }
+
+    /// Memory inference by `inference` (a model) instead of the rules alone.
+    pub fn with_inference(mut self, inference: Arc<dyn Inference>) -> Self {
+        self.inference = inference;
         self
     }
 
@@ -323,7 +335,7 @@ impl Pipeline {
             items.into_iter().partition(|i| i.stage == Stage::Graph);
         for item in &graphs {
             let passages = self.store.item_passages(item).await?;
-            self.build_graph(item, passages, &stop).await;
+            self.build_graph(item, passages, None, &stop).await;
         }
         if items.is_empty() {
             return Ok(graphs.len());
@@ -353,16 +365,23 @@ impl Pipeline {
         &self,
         item: &ClaimedItem,
         passages: Vec<(u32, String)>,
+        facts: Option<Vec<Fact>>,
         stop: &AtomicBool,
     ) {
         let extracting = Instant::now();
+        // Facts read when the item was chunked; for an item taken up again, read now.
+        let facts = match facts {
+            Some(facts) => facts,
+            None => self.facts_of(item).await,
+        };
         // Matching a payload's relations to the passages, or the rules, is CPU work.
         let passages = Arc::new(passages);
-        let (extractor, max_attempts, claimed, owned) = (
+        let (extractor, max_attempts, claimed, owned, known) = (
             self.graph.clone(),
             self.options.max_attempts,
             item.clone(),
             passages.clone(),
+            facts.clone(),
         );
         let quick = tokio::task::spawn_blocking(move || {
             graph_at_once(
@@ -370,6 +389,7 @@ impl Pipeline {
                 max_attempts,
                 &claimed,
                 &Passage::all(&owned),
+                known,
             )
         })
         .await
@@ -397,6 +417,7 @@ impl Pipeline {
                 };
                 with_facts(
                     item,
+                    facts,
                     extracted.unwrap_or_else(|err| {
                         tracing::warn!(id = %item.id, error = %err, "graph extraction failed; completing without a graph");
                         ItemGraph::empty(Origin::Extracted)
@@ -436,13 +457,14 @@ impl Pipeline {
         let budget = self.options.time_budget.saturating_sub(started.elapsed());
         let interrupt = Interrupt::new(Some(budget), Some(stop.clone()));
         let preparing = Instant::now();
-        let inferred = self.inferred_text(items).await?;
+        let (inferred, mut facts) = self.inferred(items).await?;
         let prepared = self.prepare_all(items.to_vec(), inferred, interrupt).await;
         if stop.load(Ordering::Relaxed) {
             return Ok(self.dropped(items));
         }
         let mut ready = Vec::with_capacity(items.len());
-        for (item, prepared) in items.iter().zip(prepared) {
+        let mut ready_facts = Vec::with_capacity(items.len());
+        for ((item, prepared), facts) in items.iter().zip(prepared).zip(facts.drain(..)) {
             match prepared {
                 Prepared::Failed { code, message } => self.fail(item, code, &message).await?,
                 Prepared::Chunks {
@@ -451,6 +473,7 @@ impl Pipeline {
                 } => {
                     let context = self.context(item).await?;
                     ready.push((item, extracted_text, chunks, context));
+                    ready_facts.push(facts);
                 }
             }
         }
@@ -513,7 +536,7 @@ impl Pipeline {
             batch.push((item, chunks));
         }
         let extracting = Instant::now();
-        let (batch, graphs) = self.graphs_at_once(batch).await;
+        let (batch, graphs, facts) = self.graphs_at_once(batch, ready_facts).await;
         Step::Graph.took(extracting);
         let completions: Vec<Completion<'_>> = batch
             .iter()
@@ -545,7 +568,9 @@ impl Pipeline {
             }
         };
         let mut written = 0;
-        for (((item, chunks), graph), stored) in batch.iter().zip(&graphs).zip(stored) {
+        for ((((item, chunks), graph), stored), facts) in
+            batch.iter().zip(&graphs).zip(stored).zip(facts)
+        {
             if !stored {
                 self.dropped(std::slice::from_ref(item));
                 continue;
@@ -561,7 +586,7 @@ impl Pipeline {
                         .iter()
                         .map(|c| (c.position, c.content.clone()))
                         .collect();
-                    self.build_graph(item, passages, &stop).await;
+                    self.build_graph(item, passages, Some(facts), &stop).await;
                 }
                 Then::Completed => {}
             }
@@ -578,7 +603,8 @@ impl Pipeline {
     async fn graphs_at_once(
         &self,
         batch: Vec<(ClaimedItem, Vec<NewChunk>)>,
-    ) -> (Vec<(ClaimedItem, Vec<NewChunk>)>, Vec<Then>) {
+        facts: Vec<Vec<Fact>>,
+    ) -> (Vec<(ClaimedItem, Vec<NewChunk>)>, Vec<Then>, Vec<Vec<Fact>>) {
         let wanted = |item: &ClaimedItem| {
             // An item with its own graph, or a memory to infer from, gets one even with
             // extraction off.
@@ -586,7 +612,7 @@ impl Pipeline {
         };
         if !batch.iter().any(|(item, _)| wanted(item)) {
             let none = batch.iter().map(|_| Then::Completed).collect();
-            return (batch, none);
+            return (batch, none, facts);
         }
         let wants: Vec<bool> = batch.iter().map(|(item, _)| wanted(item)).collect();
         let (extractor, max_attempts) = (self.graph.clone(), self.options.max_attempts);
@@ -594,7 +620,8 @@ impl Pipeline {
             let graphs = batch
                 .iter()
                 .zip(wants)
-                .map(|((item, chunks), wanted)| {
+                .zip(&facts)
+                .map(|(((item, chunks), wanted), facts)| {
                     if !wanted {
                         return Then::Completed;
                     }
@@ -606,7 +633,13 @@ impl Pipeline {
                         })
                         .collect();
                     catch_unwind(AssertUnwindSafe(|| {
-                        graph_at_once(extractor.as_ref(), max_attempts, item, &passages)
+                        graph_at_once(
+                            extractor.as_ref(),
+                            max_attempts,
+                            item,
+                            &passages,
+                            facts.clone(),
+                        )
                     }))
                     .unwrap_or_else(|_| {
                         tracing::warn!(id = %item.id, "graph extraction failed; completing without a graph");
@@ -615,7 +648,7 @@ impl Pipeline {
                     .map_or(Then::Later, Then::With)
                 })
                 .collect();
-            (batch, graphs)
+            (batch, graphs, facts)
         })
         .await;
         match joined {
@@ -623,7 +656,7 @@ impl Pipeline {
             // The task owned the batch: nothing to write with. Unreachable short of an abort.
             Err(err) => {
                 tracing::error!(error = %err, "making graphs failed");
-                (Vec::new(), Vec::new())
+                (Vec::new(), Vec::new(), Vec::new())
             }
         }
     }
@@ -683,22 +716,36 @@ impl Pipeline {
         }))
     }
 
-    /// Parses (files) and chunks the items on the blocking pool; a panic fails its item alone.
-    /// For each item (same order), what inference makes of it, to index with it: a memory's
-    /// new facts about its user (`infer: true`), the ones the user's current facts already hold
-    /// left out (inference's facts themselves are written with the item's graph).
-    async fn inferred_text(&self, items: &[ClaimedItem]) -> StoreResult<Vec<Option<String>>> {
-        let mut inferred = Vec::with_capacity(items.len());
+    /// What inference reads in a memory given with `infer: true` (the model's facts with the
+    /// rules', or the rules' alone); nothing for other items.
+    async fn facts_of(&self, item: &ClaimedItem) -> Vec<Fact> {
+        if !infers(item) {
+            return Vec::new();
+        }
+        let request = InferRequest {
+            text: item.text.as_deref().unwrap_or_default(),
+            user: &item.user_name,
+            instructions: &item.instructions,
+        };
+        self.inference.infer(&request).await
+    }
+
+    /// For each item (same order), what inference makes of it: the text to index with it (a
+    /// memory's new facts about its user, `infer: true`, the ones the user's current facts
+    /// already hold left out) and the facts themselves, written with the item's graph.
+    async fn inferred(
+        &self,
+        items: &[ClaimedItem],
+    ) -> StoreResult<(Vec<Option<String>>, Vec<Vec<Fact>>)> {
+        let mut texts = Vec::with_capacity(items.len());
+        let mut all = Vec::with_capacity(items.len());
         for item in items {
-            if !infers(item) {
-                inferred.push(None);
+            let facts = self.facts_of(item).await;
+            if facts.is_empty() {
+                texts.push(None);
+                all.push(facts);
                 continue;
             }
-            let facts = engram_graph::infer(
-                item.text.as_deref().unwrap_or_default(),
-                &item.user_name,
-                &item.instructions,
-            );
             let scope = engram_store::DatabaseScope {
                 org: item.org.clone(),
                 id: item.database_id.clone(),
@@ -722,11 +769,14 @@ impl Pipeline {
                 })
                 .map(|f| f.statement.as_str())
                 .collect();
-            inferred.push((!statements.is_empty()).then(|| statements.join(" ")));
+            texts.push((!statements.is_empty()).then(|| statements.join(" ")));
+            all.push(facts);
         }
-        Ok(inferred)
+        Ok((texts, all))
     }
 
+    /// Parses (files) and chunks the items on the blocking pool, each with its inferred text;
+    /// a panic fails its item alone.
     async fn prepare_all(
         &self,
         items: Vec<ClaimedItem>,
@@ -880,6 +930,7 @@ fn graph_at_once(
     max_attempts: u32,
     item: &ClaimedItem,
     passages: &[Passage<'_>],
+    facts: Vec<Fact>,
 ) -> Result<ItemGraph, Arc<dyn GraphExtractor>> {
     let graph = if item.attempts > max_attempts {
         tracing::warn!(id = %item.id, "graph abandoned after repeated attempts; completing without it");
@@ -907,17 +958,13 @@ fn graph_at_once(
     } else {
         ItemGraph::empty(Origin::Extracted)
     };
-    Ok(with_facts(item, graph))
+    Ok(with_facts(item, facts, graph))
 }
 
-/// `graph` with inference's facts when the item is a memory inferred from.
-fn with_facts(item: &ClaimedItem, mut graph: ItemGraph) -> ItemGraph {
+/// `graph` with inference's `facts` when the item is a memory inferred from.
+fn with_facts(item: &ClaimedItem, facts: Vec<Fact>, mut graph: ItemGraph) -> ItemGraph {
     if infers(item) {
-        graph.facts = engram_graph::infer(
-            item.text.as_deref().unwrap_or_default(),
-            &item.user_name,
-            &item.instructions,
-        );
+        graph.facts = facts;
     }
     graph
 }

@@ -108,21 +108,14 @@ fn assert_stream_shape(events: &[(String, Value)]) -> Value {
 /// is answered without asking it. On SQLite only (answers do not depend on the store).
 #[tokio::test]
 async fn a_real_local_model_answers_from_the_retrieved_chunks_whole_or_streamed() {
-    if std::env::var_os("E2E_POSTGRES_URL").is_some() {
-        return;
-    }
-    let Some(model) = crate::common::LocalModel::start() else {
+    let Some(model) = crate::common::LocalModel::start_on_sqlite() else {
         return;
     };
-    let url = format!("{}/v1", model.base);
-    let server = Server::start_with(&[
-        ("ENGRAM_LLM__BASE_URL", url.as_str()),
-        ("ENGRAM_LLM__MODEL", "smollm2-135m-instruct"),
+    let server = model.engram(&[
         ("ENGRAM_LLM__ANSWER_CONTEXT_CHARS", "2000"),
         ("ENGRAM_LLM__ANSWER_MAX_TOKENS", "64"),
         // The rules read the graphs: this test is about answers.
         ("ENGRAM_LLM__GRAPH", "false"),
-        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
     ]);
     let admin = server.key("org-qna", &[]);
     let reader = server.scoped_key("org-qna", &[], &["read"]);

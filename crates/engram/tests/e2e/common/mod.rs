@@ -665,6 +665,29 @@ impl LocalModel {
     }
 }
 
+impl LocalModel {
+    /// [`LocalModel::start`] on SQLite runs only (what a model answers does not depend on the
+    /// store, and the PostgreSQL run need not wait on it twice).
+    pub(crate) fn start_on_sqlite() -> Option<Self> {
+        if std::env::var_os("E2E_POSTGRES_URL").is_some() {
+            return None;
+        }
+        Self::start()
+    }
+
+    /// An engram whose `[llm]` is this model (`smollm2-135m-instruct`), with `envs` besides.
+    pub(crate) fn engram(&self, envs: &[(&str, &str)]) -> Server {
+        let url = format!("{}/v1", self.base);
+        let mut all = vec![
+            ("ENGRAM_LLM__BASE_URL", url.as_str()),
+            ("ENGRAM_LLM__MODEL", "smollm2-135m-instruct"),
+            ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+        ];
+        all.extend_from_slice(envs);
+        Server::start_with(&all)
+    }
+}
+
 impl Drop for LocalModel {
     fn drop(&mut self) {
         let _ = self.child.kill();
