@@ -71,6 +71,17 @@ impl FromRequest<App> for Form {
                 "send a multipart/form-data body (or application/json)",
             ));
         }
+        // The upload limit holds whatever the body limit (at least the JSON one): refused on a
+        // declared length before anything is read, else as soon as the parts read pass it.
+        let most = state.config().ingest.max_upload_bytes;
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > most as u64) {
+            return Err(too_large(most));
+        }
         let mut multipart = Multipart::from_request(req, state)
             .await
             .map_err(|e| ApiError::invalid(e.body_text()))?;
@@ -78,11 +89,19 @@ impl FromRequest<App> for Form {
             _slot: Some(slot),
             ..Self::default()
         };
-        while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
+        let mut read = 0usize;
+        while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
             let name = field.name().unwrap_or_default().to_owned();
+            let mut bytes = Vec::new();
+            while let Some(piece) = field.chunk().await.map_err(multipart_error)? {
+                read += piece.len();
+                if read > most {
+                    return Err(too_large(most));
+                }
+                bytes.extend_from_slice(&piece);
+            }
             if let Some(filename) = field.file_name().map(str::to_owned) {
                 let media_type = field.content_type().map(str::to_owned);
-                let bytes = field.bytes().await.map_err(multipart_error)?.to_vec();
                 form.files.push((
                     name,
                     UploadedFile {
@@ -92,7 +111,9 @@ impl FromRequest<App> for Form {
                     },
                 ));
             } else {
-                let text = field.text().await.map_err(multipart_error)?;
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    ApiError::invalid(format!("multipart field `{name}` is not UTF-8 text"))
+                })?;
                 form.fields
                     .entry(name)
                     .or_default()
@@ -101,6 +122,15 @@ impl FromRequest<App> for Form {
         }
         Ok(form)
     }
+}
+
+fn too_large(most: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::FileTooLarge,
+        format!(
+            "request body exceeds the upload size limit of {most} bytes (ingest.max_upload_bytes)"
+        ),
+    )
 }
 
 fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {

@@ -331,7 +331,19 @@ async fn too_large(
     content_type: &str,
     opening: &str,
 ) -> String {
-    const SIZE: usize = 17 * 1024 * 1024;
+    body_of_size(server, path, key, content_type, opening, 17 * 1024 * 1024).await
+}
+
+/// Sends `opening` and filler up to `size` bytes as the body (declared), and reads what comes
+/// back until the connection closes.
+pub(crate) async fn body_of_size(
+    server: &Server,
+    path: &str,
+    key: &str,
+    content_type: &str,
+    opening: &str,
+    size: usize,
+) -> String {
     let addr = server.base.trim_start_matches("http://").to_owned();
     let stream = tokio::net::TcpStream::connect(&addr)
         .await
@@ -339,9 +351,9 @@ async fn too_large(
     let (mut reader, mut writer) = stream.into_split();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nAPI-Version: 2\r\n\
-         Content-Type: {content_type}\r\nContent-Length: {SIZE}\r\n\r\n{opening}"
+         Content-Type: {content_type}\r\nContent-Length: {size}\r\n\r\n{opening}"
     );
-    let filler = SIZE - opening.len();
+    let filler = size - opening.len();
     let writing = tokio::spawn(async move {
         if writer.write_all(head.as_bytes()).await.is_err() {
             return;
@@ -364,8 +376,8 @@ async fn too_large(
 
 /// A body over the size limit is refused with a status of the spec's table, 400, and the spec's
 /// size-limit code, `FILE_TOO_LARGE`, on both generations (uploads and JSON bodies alike), naming
-/// the setting; nothing is stored. The limit is `ingest.max_upload_bytes`, at least the 16 MiB
-/// JSON bodies get.
+/// the setting; nothing is stored. The limit is `ingest.max_upload_bytes`; JSON bodies get at
+/// least 16 MiB (a multipart body between the two is refused too: see `errors.rs`).
 #[tokio::test]
 async fn a_body_over_the_size_limit_is_400_file_too_large_on_both_generations() {
     let server = Server::start_with(&[("ENGRAM_INGEST__MAX_UPLOAD_BYTES", "1048576")]);

@@ -9,6 +9,7 @@ mod auth;
 mod clients;
 mod connectors;
 mod databases;
+mod errors;
 mod graph;
 mod ingest;
 mod limits;
