@@ -144,6 +144,9 @@ pub struct QueryOutcome {
     pub temporal: Option<TemporalOutcome>,
     /// Each stage's time, in the order stages first ran.
     pub timings: Vec<StageTime>,
+    /// Parameters sent that the plan that ran does not act on, with the reason (see
+    /// [`inert_parameters`]).
+    pub inert: Vec<(&'static str, &'static str)>,
 }
 
 fn bad(message: impl Into<String>) -> AppError {
@@ -266,6 +269,52 @@ fn resolve_collections(
         .map(|(name, w)| (name, (w / top) as f32))
         .collect();
     Ok((names, weights))
+}
+
+/// The parameters of `request` that the plan resolved from it does not act on, each with the
+/// reason: the one place a query's fields meet the plan that runs, so a parameter that does
+/// nothing in some combination says so (`meta.ignored_parameters`, a legacy `Warning`). A new
+/// parameter of [`QueryRequest`] is decided here: acted on in every plan, or listed.
+fn inert_parameters(request: &QueryRequest, plan: &Plan) -> Vec<(&'static str, &'static str)> {
+    let mut inert = Vec::new();
+    let mut note = |sent: bool, parameter, reason| {
+        if sent {
+            inert.push((parameter, reason));
+        }
+    };
+    let text = plan.method == Method::Text;
+    note(
+        text && request.alpha.is_some(),
+        "alpha",
+        "query_by=text ranks by keywords (BM25) alone",
+    );
+    note(
+        text && request.query_apps,
+        "query_apps",
+        "its app pools belong to hybrid retrieval; query_by=text reads the keyword index alone",
+    );
+    note(
+        !text && request.query_apps && request.kind == QueryKind::Memory,
+        "query_apps",
+        "app sources are knowledge; type=memory searches memories",
+    );
+    note(
+        text && request.graph_vector_prune,
+        "graph_vector_prune",
+        "it ranks by vector similarity; query_by=text ranks by keywords alone",
+    );
+    note(
+        text && plan.mode == Mode::Thinking,
+        "mode",
+        "thinking's query expansion and rerank belong to hybrid retrieval; query_by=text ranks \
+         by keywords alone (linked sources are still returned)",
+    );
+    note(
+        plan.mode != Mode::Thinking && request.forceful_relations.is_some(),
+        "query_forceful_relations",
+        "linked sources are returned in thinking mode only",
+    );
+    inert
 }
 
 /// What a query asks for, checked and resolved before any database is read: the text, the
@@ -408,7 +457,7 @@ impl Plan {
             limit: self.limit,
             query_apps: request.query_apps,
             graph_lane: false,
-            vector_prune: request.graph_vector_prune,
+            vector_prune: request.graph_vector_prune && self.method == Method::Hybrid,
             now,
         };
         Ok((search, ignored))
@@ -451,6 +500,7 @@ impl App {
                 .rank
                 .ranks(searches(ItemKind::Knowledge), searches(ItemKind::Memory))
         });
+        let inert = inert_parameters(&request, &plan);
         let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
         search.graph_lane = graph_rank;
         let answer = self
@@ -474,6 +524,7 @@ impl App {
             linked: answer.linked,
             temporal: answer.temporal,
             timings: answer.timings,
+            inert,
         })
     }
 

@@ -39,14 +39,10 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<Envelope, ApiError> {
     let (mut deprecations, mut ignored) = (Deprecations::default(), Ignored::default());
     let (database, request) = ingest_request(&form, &mut deprecations, &mut ignored)?;
+    let memory = matches!(request, Ingest::Memory(_));
     for name in form.names() {
-        if name == "graph_payload" && matches!(request, Ingest::Memory(_)) {
-            ignored.note(
-                name,
-                "a client's own graph is taken for knowledge (type=knowledge)",
-            );
-        } else if !INGEST_FIELDS.contains(&name) {
-            ignored.note(name, "not a field of this route");
+        if let Some(reason) = ingest_field_unread(name, memory) {
+            ignored.note(name, reason);
         }
     }
     let (outcome, kind) = match request {
@@ -68,6 +64,7 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
 }
 
 /// The fields of an ingest form engram reads (current names and deprecated aliases).
+/// Fields every ingest reads.
 const INGEST_FIELDS: &[&str] = &[
     "type",
     "database",
@@ -75,15 +72,34 @@ const INGEST_FIELDS: &[&str] = &[
     "collection",
     "sub_tenant_id",
     "upsert",
+];
+/// Fields `type=knowledge` reads (and `type=memory` does not).
+const KNOWLEDGE_FIELDS: &[&str] = &[
     "documents",
     "files",
     "document_metadata",
     "file_metadata",
     "app_knowledge",
     "app_sources",
-    "memories",
     "graph_payload",
 ];
+/// Fields `type=memory` reads (and `type=knowledge` does not).
+const MEMORY_FIELDS: &[&str] = &["memories"];
+
+/// Why an ingest of that type does not read the field `name`; `None` when it does.
+fn ingest_field_unread(name: &str, memory: bool) -> Option<&'static str> {
+    if INGEST_FIELDS.contains(&name) {
+        None
+    } else if KNOWLEDGE_FIELDS.contains(&name) {
+        memory.then_some("type=memory reads `memories`; this field is read with type=knowledge")
+    } else if MEMORY_FIELDS.contains(&name) {
+        (!memory).then_some(
+            "type=knowledge reads documents and app content; `memories` is read with type=memory",
+        )
+    } else {
+        Some("not a field of this route")
+    }
+}
 
 /// What an ingest form asks the app for.
 enum Ingest {
@@ -315,8 +331,13 @@ async fn list(
     Json(body): Json<ListBody>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let ignored = Ignored::of_unknown(&body.unknown);
+    let mut ignored = Ignored::of_unknown(&body.unknown);
     let scoped = body.into_request(&mut deprecations)?;
+    ignored.note_if(
+        scoped.kind == ItemKind::Memory && scoped.include_fields.is_some(),
+        "include_fields",
+        "it selects the fields of listed sources; memories are listed whole",
+    );
     let listing = app
         .list_items(&who, &scoped.database, scoped.request)
         .await?;

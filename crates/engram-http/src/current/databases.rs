@@ -49,7 +49,17 @@ async fn create_database(
     Json(body): Json<CreateDatabaseRequest>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
-    let ignored = Ignored::of_unknown(&body.unknown);
+    let mut ignored = Ignored::of_unknown(&body.unknown);
+    for (parameter, fields) in [
+        ("database_metadata_schema", &body.database_metadata_schema),
+        ("tenant_metadata_schema", &body.tenant_metadata_schema),
+    ] {
+        crate::wire::FieldDto::note_inert(
+            fields.as_deref().unwrap_or_default(),
+            parameter,
+            &mut ignored,
+        );
+    }
     let request = body.into_request(&mut deprecations)?;
     let db = app.create_database(&who, request).await?;
     Ok(
@@ -247,7 +257,8 @@ async fn add_schema_fields(
     Json(body): Json<AddSchemaFieldsRequest>,
 ) -> Result<Response, ApiError> {
     let name = parse_database_name("database", &database)?;
-    let ignored = Ignored::of_unknown(&body.unknown);
+    let mut ignored = Ignored::of_unknown(&body.unknown);
+    crate::wire::FieldDto::note_inert(&body.add_fields, "add_fields", &mut ignored);
     let fields = body.add_fields.into_iter().map(Into::into).collect();
     let (added_fields, db) = app.add_schema_fields(&who, &name, fields).await?;
     let data = AddedSchemaFields {

@@ -55,7 +55,11 @@ async fn query(
     let mut deprecations = Deprecations::default();
     let scoped = body.into_request(&mut deprecations)?;
     let kind = scoped.request.kind;
+    let mut ignored = scoped.ignored;
     let outcome = app.query(&who, &scoped.database, scoped.request).await?;
+    for (parameter, reason) in &outcome.inert {
+        ignored.note(*parameter, *reason);
+    }
     let mut data = QueryResultDto::new(&outcome);
     let mut envelope = match scoped.response_format {
         None => {
@@ -67,7 +71,7 @@ async fn query(
     }
     .scoped(&outcome.database, scoped.collection.as_deref())
     .deprecations(deprecations)
-    .ignored(&scoped.ignored);
+    .ignored(&ignored);
     envelope.source_type(kind_name(kind));
     meta(&mut envelope, &outcome);
     Ok(envelope)

@@ -91,6 +91,18 @@ fn deprecated(mut response: Response, deprecations: &Deprecations) -> Response {
     response
 }
 
+/// `Warning: 299 engram "ignored: …"` naming what the request sent and the answer did not act on.
+pub(super) fn warned(mut response: Response, ignored: &crate::wire::Ignored) -> Response {
+    if let Some(text) = ignored.summary() {
+        if let Ok(value) = HeaderValue::from_str(&format!("299 engram \"ignored: {text}\"")) {
+            response
+                .headers_mut()
+                .append(axum::http::header::WARNING, value);
+        }
+    }
+    response
+}
+
 /// The required `tenant_id` of a request, checked.
 fn tenant(tenant_id: Option<String>) -> Result<DatabaseName, ApiError> {
     let tenant_id =

@@ -5,7 +5,6 @@
 use std::convert::Infallible;
 
 use axum::extract::State;
-use axum::http::HeaderValue;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use engram_app::{App, Method, QnaRequest, QnaStream, QueryKind, QueryRequest, RequestedMode};
@@ -16,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::wire::{LegacyChunkDto, RecallModeDto, RecallResponse, SearchModeDto};
-use super::{content, search, tenant};
+use super::{content, search, tenant, warned};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json};
@@ -214,18 +213,6 @@ fn timing(retrieval_ms: f64, answer_ms: f64) -> Map<String, Value> {
     timing.insert("answer_ms".into(), json!(round(answer_ms)));
     timing.insert("total_ms".into(), json!(round(retrieval_ms + answer_ms)));
     timing
-}
-
-/// `Warning: 299 engram "ignored: …"` naming what the request sent and the answer did not act on.
-fn warned(mut response: Response, ignored: &Ignored) -> Response {
-    if let Some(text) = ignored.summary() {
-        if let Ok(value) = HeaderValue::from_str(&format!("299 engram \"ignored: {text}\"")) {
-            response
-                .headers_mut()
-                .append(axum::http::header::WARNING, value);
-        }
-    }
-    response
 }
 
 /// The answer as server-sent events: `chunks` (what the model was given), a `delta` per piece

@@ -7,11 +7,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::wire::*;
-use super::{content, search, tenant};
+use super::{content, search, tenant, warned};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json};
 use crate::wire::query::{alpha, required_query};
+use crate::wire::Ignored;
+use axum::response::{IntoResponse, Response};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -26,16 +28,34 @@ async fn recall(
     who: &engram_app::Principal,
     body: Result<Json<RecallBody>, ApiError>,
     kind: QueryKind,
-) -> Result<axum::Json<RecallResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(search)?;
     let database = tenant(body.tenant_id.clone()).map_err(search)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let request = body.into_request(kind).map_err(search)?;
+    answered(app, who, &database, request, ignored, true).await
+}
+
+/// The recall answer to `request`, with a `Warning` naming what was sent and not acted on
+/// (unknown fields, parameters the plan that ran does not read).
+async fn answered(
+    app: &App,
+    who: &engram_app::Principal,
+    database: &engram_types::DatabaseName,
+    request: QueryRequest,
+    mut ignored: Ignored,
+    graph_context: bool,
+) -> Result<Response, ApiError> {
     let outcome = app
-        .query(who, &database, request)
+        .query(who, database, request)
         .await
         .map_err(content)
         .map_err(search)?;
-    Ok(axum::Json(RecallResponse::new(outcome, true)))
+    for (parameter, reason) in &outcome.inert {
+        ignored.note(*parameter, *reason);
+    }
+    let response = axum::Json(RecallResponse::new(outcome, graph_context)).into_response();
+    Ok(warned(response, &ignored))
 }
 
 /// Query knowledge (legacy).
@@ -50,7 +70,7 @@ async fn full_recall(
     State(app): State<App>,
     Auth(who): Auth,
     body: Result<Json<RecallBody>, ApiError>,
-) -> Result<axum::Json<RecallResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     recall(&app, &who, body, QueryKind::Knowledge).await
 }
 
@@ -66,7 +86,7 @@ async fn recall_preferences(
     State(app): State<App>,
     Auth(who): Auth,
     body: Result<Json<RecallBody>, ApiError>,
-) -> Result<axum::Json<RecallResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     recall(&app, &who, body, QueryKind::Memory).await
 }
 
@@ -83,16 +103,12 @@ async fn boolean_recall(
     State(app): State<App>,
     Auth(who): Auth,
     body: Result<Json<BooleanRecallBody>, ApiError>,
-) -> Result<axum::Json<RecallResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let Json(body) = body.map_err(search)?;
     let database = tenant(body.tenant_id.clone()).map_err(search)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let request = body.into_request().map_err(search)?;
-    let outcome = app
-        .query(&who, &database, request)
-        .await
-        .map_err(content)
-        .map_err(search)?;
-    Ok(axum::Json(RecallResponse::new(outcome, false)))
+    answered(&app, &who, &database, request, ignored, false).await
 }
 
 impl RecallBody {

@@ -107,6 +107,10 @@ pub(super) struct RecallBody {
     /// Text put before the query for retrieval, to steer relevance.
     pub additional_context: Option<String>,
     pub metadata_filters: Option<Map<String, Value>>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
 }
 
 /// Legacy `POST /recall/boolean_recall`.
@@ -123,6 +127,10 @@ pub(super) struct BooleanRecallBody {
     /// `sources` (default) or `memories`.
     #[serde(default, deserialize_with = "lenient")]
     pub search_mode: Option<SearchModeDto>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -167,6 +175,10 @@ pub(super) struct RecallResponse {
     pub additional_context: Map<String, Value>,
     /// Filter keys ignored because the tenant schema does not declare them matchable.
     pub ignored_filter_keys: Vec<String>,
+    /// The `alpha` the ranking used (`auto`'s choice when none was sent).
+    pub alpha: f64,
+    /// The mode that ran (`fast` or `thinking`).
+    pub mode: &'static str,
 }
 
 impl RecallResponse {
@@ -215,6 +227,8 @@ impl RecallResponse {
                 .map(GraphContextDto::from),
             additional_context,
             ignored_filter_keys: outcome.ignored_filters.clone(),
+            alpha: score(outcome.alpha),
+            mode: outcome.mode.as_str(),
         }
     }
 }

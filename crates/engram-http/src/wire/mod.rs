@@ -35,6 +35,38 @@ pub struct FieldDto {
     /// Default true.
     #[serde(default)]
     pub nullable: Option<bool>,
+    /// Keys a field does not have: reported in `meta.ignored_parameters`.
+    #[serde(flatten, default, skip_serializing)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
+}
+
+impl FieldDto {
+    /// Notes, for each field of a schema sent as `parameter`, what of it is stored and not acted
+    /// on: keys a field does not have, and the embedding flags (kept with the schema, but a
+    /// field's values are matched by filters, never embedded into chunk text nor indexed as
+    /// keywords).
+    pub(crate) fn note_inert(fields: &[FieldDto], parameter: &str, ignored: &mut Ignored) {
+        for (i, field) in fields.iter().enumerate() {
+            for key in field.unknown.keys() {
+                ignored.note(
+                    format!("{parameter}[{i}].{key}"),
+                    "not a key of a schema field",
+                );
+            }
+            for (flag, set) in [
+                ("enable_dense_embedding", field.enable_dense_embedding),
+                ("enable_sparse_embedding", field.enable_sparse_embedding),
+            ] {
+                ignored.note_if(
+                    set == Some(true),
+                    &format!("{parameter}[{i}].{flag}"),
+                    "stored with the schema; a field's values are matched by metadata_filters, \
+                     not embedded into chunk text nor indexed as keywords",
+                );
+            }
+        }
+    }
 }
 
 impl From<FieldDto> for SchemaFieldSpec {
@@ -64,6 +96,7 @@ impl From<&SchemaField> for FieldDto {
             enable_dense_embedding: Some(f.enable_dense_embedding),
             enable_sparse_embedding: Some(f.enable_sparse_embedding),
             nullable: Some(f.nullable),
+            unknown: serde_json::Map::new(),
         }
     }
 }

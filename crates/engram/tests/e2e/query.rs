@@ -2170,3 +2170,181 @@ async fn a_raw_embedding_of_the_wrong_shape_is_invalid_embedding_format() {
     assert_eq!(stored.status.as_u16(), 200, "{stored:#?}");
     assert_eq!(stored.body["insert_count"], 1, "{stored:#?}");
 }
+
+/// The names in `meta.ignored_parameters`.
+fn ignored_names(reply: &common::Reply) -> BTreeSet<String> {
+    reply.body["meta"]["ignored_parameters"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|p| p["parameter"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A parameter that does nothing in some combination says so there, and only there: on
+/// `/query` (`meta.ignored_parameters`), on legacy recall (a `Warning`, with the `alpha` and
+/// mode that ran in the body), on ingest (the other type's fields), on listings
+/// (`include_fields` for memories) and on schemas (keys a field lacks, embedding flags).
+#[tokio::test]
+async fn inert_parameters_are_reported_in_the_combinations_that_leave_them_inert() {
+    let server = Server::start();
+    let key = server.key("org-inert", &[]);
+    server.ready_database(&key, "kb").await;
+    crate::webhooks::ingest(
+        &server,
+        &key,
+        "kb",
+        &[
+            common::app("a", "Pumps", "The coolant pumps are replaced every autumn."),
+            common::app("b", "Reactor", "The gamma reactor is cooled by helium gas."),
+        ],
+    )
+    .await;
+    common::wait_completed(&server, &key, "kb", None, &["a", "b"]).await;
+
+    let query = |extra: Value| {
+        let mut body = json!({"database": "kb", "query": "how is the reactor cooled"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        server.post("/query", &key, body)
+    };
+    let text_only = json!({"query_by": "text", "alpha": 0.3, "query_apps": true,
+                           "graph_vector_prune": true, "mode": "thinking"});
+    let reply = query(text_only).await;
+    reply.current_ok(200);
+    let named = ignored_names(&reply);
+    for inert in ["alpha", "query_apps", "graph_vector_prune", "mode"] {
+        assert!(named.contains(inert), "{inert} not reported: {reply:#?}");
+    }
+    // The same fields with hybrid retrieval act, and are not reported.
+    let reply = query(
+        json!({"alpha": 0.3, "query_apps": true, "graph_vector_prune": true,
+                             "mode": "thinking", "query_forceful_relations": false}),
+    )
+    .await;
+    reply.current_ok(200);
+    assert_eq!(ignored_names(&reply), BTreeSet::new(), "{reply:#?}");
+    // Linked sources are a thinking-mode feature.
+    let reply = query(json!({"mode": "fast", "query_forceful_relations": true})).await;
+    assert_eq!(
+        ignored_names(&reply),
+        set(&["query_forceful_relations"]),
+        "{reply:#?}"
+    );
+    // App pools are knowledge's.
+    let reply = query(json!({"type": "memory", "query_apps": true})).await;
+    assert!(ignored_names(&reply).contains("query_apps"), "{reply:#?}");
+
+    // Legacy recall: a Warning names what was not acted on; the body says the alpha and mode
+    // that ran.
+    let reply = server
+        .post(
+            "/recall/boolean_recall",
+            &key,
+            json!({"tenant_id": "kb", "query": "reactor", "colour": "red"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{reply:#?}");
+    assert!(
+        reply
+            .header("warning")
+            .is_some_and(|w| w.contains("colour")),
+        "{reply:#?}"
+    );
+    let reply = server
+        .post(
+            "/recall/full_recall",
+            &key,
+            json!({"tenant_id": "kb", "query": "reactor cooling", "alpha": 0.25, "mode": "fast"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{reply:#?}");
+    assert_eq!(reply.body["alpha"], 0.25);
+    assert_eq!(reply.body["mode"], "fast");
+    assert!(reply.header("warning").is_none(), "{reply:#?}");
+    let auto = server
+        .post(
+            "/recall/full_recall",
+            &key,
+            json!({"tenant_id": "kb", "query": "reactor cooling"}),
+        )
+        .await;
+    assert!(auto.body["alpha"].as_f64().is_some(), "{auto:#?}");
+
+    // Ingest: the other type's fields are named, and what they would have made is not made.
+    let form = Form::new()
+        .text("type", "memory")
+        .text("database", "kb")
+        .text("collection", "u1")
+        .text(
+            "memories",
+            json!([{"id": "m1", "text": "Prefers tea."}]).to_string(),
+        )
+        .text(
+            "app_knowledge",
+            json!([common::app("stray", "Stray", "Not ingested.")]).to_string(),
+        );
+    let reply = common::send_form(&server, "/context/ingest", &key, form).await;
+    reply.current_ok(202);
+    assert!(
+        ignored_names(&reply).contains("app_knowledge"),
+        "{reply:#?}"
+    );
+    assert_eq!(
+        reply.body["data"]["success_count"], 1,
+        "only the memory: {reply:#?}"
+    );
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "kb")
+        .text(
+            "app_knowledge",
+            json!([common::app("c", "C", "Valves are checked monthly.")]).to_string(),
+        )
+        .text(
+            "memories",
+            json!([{"id": "m2", "text": "Prefers coffee."}]).to_string(),
+        );
+    let reply = common::send_form(&server, "/context/ingest", &key, form).await;
+    reply.current_ok(202);
+    assert_eq!(ignored_names(&reply), set(&["memories"]), "{reply:#?}");
+
+    // Listing memories: include_fields selects the fields of sources only.
+    let reply = server
+        .post(
+            "/context/list",
+            &key,
+            json!({"database": "kb", "collection": "u1", "type": "memory",
+                   "include_fields": ["title"]}),
+        )
+        .await;
+    reply.current_ok(200);
+    assert_eq!(
+        ignored_names(&reply),
+        set(&["include_fields"]),
+        "{reply:#?}"
+    );
+
+    // Schemas: a key a field lacks, and the embedding flags, which are stored, not acted on.
+    let reply = server
+        .post(
+            "/databases",
+            &key,
+            json!({"database": "typed", "database_metadata_schema": [
+                {"name": "team", "data_type": "VARCHAR", "enable_match": true,
+                 "enable_dense_embedding": true, "type": "VARCHAR"}]}),
+        )
+        .await;
+    reply.current_ok(202);
+    assert_eq!(
+        ignored_names(&reply),
+        set(&[
+            "database_metadata_schema[0].enable_dense_embedding",
+            "database_metadata_schema[0].type"
+        ]),
+        "{reply:#?}"
+    );
+}
