@@ -147,6 +147,9 @@ pub struct QueryOutcome {
     /// Parameters sent that the plan that ran does not act on, with the reason (see
     /// [`inert_parameters`]).
     pub inert: Vec<(&'static str, &'static str)>,
+    /// The plan that ran, every resolved setting of it (`meta.plan`): what a parameter acted
+    /// on changes.
+    pub plan: Value,
 }
 
 fn bad(message: impl Into<String>) -> AppError {
@@ -401,8 +404,9 @@ impl Plan {
                 (mode, Some(reason))
             }
         };
+        // Unsent, `auto` returns graph context with the mode it chose; sent, it is honoured.
         let graph_context = match request.mode {
-            RequestedMode::Auto => mode == Mode::Thinking,
+            RequestedMode::Auto => request.graph_context.unwrap_or(mode == Mode::Thinking),
             RequestedMode::Fast | RequestedMode::Thinking => request.graph_context.unwrap_or(true),
         };
         Ok(Self {
@@ -417,6 +421,40 @@ impl Plan {
             graph_context,
             forceful_relations: mode == Mode::Thinking
                 && request.forceful_relations.unwrap_or(true),
+        })
+    }
+
+    /// Every resolved setting of the plan and its search, as `meta.plan` shows them.
+    fn described(
+        &self,
+        search: &SearchRequest,
+        temporal_now: Option<impl std::fmt::Display>,
+    ) -> Value {
+        let mut weights: Vec<(&String, &f32)> = search.weights.iter().collect();
+        weights.sort_by(|a, b| a.0.cmp(b.0));
+        let filter = &search.filter;
+        serde_json::json!({
+            "search_text": search.query,
+            "method": format!("{:?}", search.method).to_lowercase(),
+            "operator": format!("{:?}", search.operator).to_lowercase(),
+            "mode": self.mode.as_str(),
+            "alpha": search.alpha,
+            "recency_bias": search.recency_bias,
+            "limit": search.limit,
+            "related_chunks": self.related,
+            "graph_context": self.graph_context,
+            "graph_lane": search.graph_lane,
+            "forceful_relations": self.forceful_relations,
+            "query_apps": search.query_apps,
+            "vector_prune": search.vector_prune,
+            "temporal_now": temporal_now.map(|now| now.to_string()),
+            "kinds": filter.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "collections": filter.collections.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "weights": weights.iter().map(|(c, w)| serde_json::json!([c, w])).collect::<Vec<_>>(),
+            "metadata": format!("{:?}", filter.metadata),
+            "additional_metadata": format!("{:?}", filter.additional_metadata),
+            "ids": filter.ids,
+            "titles": filter.titles,
         })
     }
 
@@ -503,6 +541,7 @@ impl App {
         let inert = inert_parameters(&request, &plan);
         let (mut search, ignored_filters) = plan.search(&db, request, self.now())?;
         search.graph_lane = graph_rank;
+        let described = plan.described(&search, temporal.as_ref().map(|(_, now)| *now));
         let answer = self
             .answer(&AnswerRequest {
                 search,
@@ -525,6 +564,7 @@ impl App {
             temporal: answer.temporal,
             timings: answer.timings,
             inert,
+            plan: described,
         })
     }
 

@@ -24,6 +24,7 @@ fn meta(envelope: &mut Envelope, outcome: &QueryOutcome) {
         envelope.meta("mode_reason", json!(reason));
     }
     envelope.meta("alpha", json!(score(outcome.alpha)));
+    envelope.meta("plan", outcome.plan.clone());
     envelope.meta("ignored_filter_keys", json!(outcome.ignored_filters));
     let timings: serde_json::Map<String, serde_json::Value> = outcome
         .timings
