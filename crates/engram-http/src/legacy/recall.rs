@@ -52,7 +52,13 @@ async fn answered(
         .map_err(content)
         .map_err(search)?;
     for (parameter, reason) in &outcome.inert {
-        ignored.note(*parameter, *reason);
+        // The legacy body's own names.
+        let parameter = match *parameter {
+            "query_forceful_relations" => "search_forceful_relations",
+            "type" => "search_mode",
+            other => other,
+        };
+        ignored.note(parameter, *reason);
     }
     let response = axum::Json(RecallResponse::new(outcome, graph_context)).into_response();
     Ok(warned(response, &ignored))

@@ -179,6 +179,9 @@ pub(super) struct RecallResponse {
     pub alpha: f64,
     /// The mode that ran (`fast` or `thinking`).
     pub mode: &'static str,
+    /// Every resolved setting of the plan that ran.
+    #[schema(value_type = Object)]
+    pub plan: Value,
 }
 
 impl RecallResponse {
@@ -229,6 +232,7 @@ impl RecallResponse {
             ignored_filter_keys: outcome.ignored_filters.clone(),
             alpha: score(outcome.alpha),
             mode: outcome.mode.as_str(),
+            plan: outcome.plan.clone(),
         }
     }
 }

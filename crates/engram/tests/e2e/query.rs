@@ -2410,13 +2410,15 @@ fn samples(doc: &Value, schema: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// Every field of `/query`'s body in the OpenAPI document, under several plans (hybrid with
-/// `auto` mode, `query_by=text`, `fast` mode): sending it either changes what runs (`meta.plan`),
-/// the answer (status or data), or it is reported (`meta.ignored_parameters`, the filter keys
-/// ignored, a deprecation). A field added later is covered without touching this test.
-#[tokio::test]
-async fn every_query_field_is_acted_on_or_reported_under_every_plan() {
-    let (server, key) = two_notes("org-fields").await;
+/// Each field of `path`'s JSON body in the OpenAPI document that, sent with each of `bases`
+/// (through each of its sample values), changes nothing by `acted`: `field with base`.
+async fn silent_fields(
+    server: &Server,
+    key: &str,
+    path: &str,
+    bases: &[Value],
+    acted: fn(&common::Reply, &common::Reply, &str) -> bool,
+) -> Vec<String> {
     let doc: Value = server
         .client
         .get(server.url("/openapi.json"))
@@ -2427,53 +2429,94 @@ async fn every_query_field_is_acted_on_or_reported_under_every_plan() {
         .await
         .unwrap();
     let body_schema =
-        &doc["paths"]["/query"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
     let fields = properties(&doc, body_schema);
-    assert!(fields.len() >= 25, "{fields:?}");
-
+    assert!(fields.len() >= 5, "{path}: {fields:?}");
     let mut silent = Vec::new();
-    for base_extra in [
-        json!({}),
-        json!({"query_by": "text"}),
-        json!({"mode": "fast"}),
-    ] {
-        let with = |field: Option<(&str, &Value)>| {
-            let mut body = json!({"database": "kb", "query": "how is the reactor cooled"});
-            for (k, v) in base_extra.as_object().unwrap() {
-                body[k] = v.clone();
-            }
-            if let Some((name, value)) = field {
-                body[name] = value.clone();
-            }
+    for base_body in bases {
+        let with = |name: &str, value: &Value| {
+            let mut body = base_body.clone();
+            body[name] = value.clone();
             body
         };
-        let base = server.post("/query", &key, with(None)).await;
-        base.current_ok(200);
+        let base = server.post(path, key, base_body.clone()).await;
+        assert_eq!(base.status, 200, "{base:#?}");
         for (name, schema) in &fields {
-            let mut acted = false;
+            let mut any = false;
             for value in samples(&doc, schema) {
-                let reply = server
-                    .post("/query", &key, with(Some((name.as_str(), &value))))
-                    .await;
-                let meta = &reply.body["meta"];
-                acted = reply.status != base.status
-                    || meta["plan"] != base.body["meta"]["plan"]
-                    || reply.body["data"] != base.body["data"]
-                    || ignored_names(&reply).contains(name.as_str())
-                    || meta["ignored_filter_keys"]
-                        .as_array()
-                        .is_some_and(|k| !k.is_empty())
-                    || meta["deprecation"]
-                        .as_array()
-                        .is_some_and(|d| d.iter().any(|d| d["deprecated_field"] == name.as_str()));
-                if acted {
+                let reply = server.post(path, key, with(name, &value)).await;
+                if acted(&base, &reply, name) {
+                    any = true;
                     break;
                 }
             }
-            if !acted {
-                silent.push(format!("{name} with {base_extra}"));
+            if !any {
+                silent.push(format!("{path}: {name} with {base_body}"));
             }
         }
+    }
+    silent
+}
+
+/// Every field of `/query`'s body in the OpenAPI document, under several plans (hybrid with
+/// `auto` mode, `query_by=text`, `fast` mode), and of the legacy recall routes' bodies:
+/// sending it either changes what runs (`plan`), the answer (status or data), or it is
+/// reported (`meta.ignored_parameters`, the filter keys ignored, a deprecation; a legacy
+/// `Warning`). A field added later is covered without touching this test.
+#[tokio::test]
+async fn every_query_field_is_acted_on_or_reported_under_every_plan() {
+    let (server, key) = two_notes("org-fields").await;
+    let query = |extra: Value| {
+        let mut body = json!({"database": "kb", "query": "how is the reactor cooled"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let current = |base: &common::Reply, reply: &common::Reply, name: &str| {
+        let meta = &reply.body["meta"];
+        reply.status != base.status
+            || meta["plan"] != base.body["meta"]["plan"]
+            || reply.body["data"] != base.body["data"]
+            || ignored_names(reply).contains(name)
+            || meta["ignored_filter_keys"]
+                .as_array()
+                .is_some_and(|k| !k.is_empty())
+            || meta["deprecation"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["deprecated_field"] == name))
+    };
+    let mut silent = silent_fields(
+        &server,
+        &key,
+        "/query",
+        &[
+            query(json!({})),
+            query(json!({"query_by": "text"})),
+            query(json!({"mode": "fast"})),
+        ],
+        current,
+    )
+    .await;
+    let legacy = |base: &common::Reply, reply: &common::Reply, name: &str| {
+        reply.status != base.status
+            || reply.body != base.body
+            || reply.header("warning").is_some_and(|w| w.contains(name))
+    };
+    let recall = |extra: Value| {
+        let mut body = json!({"tenant_id": "kb", "query": "how is the reactor cooled"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    for path in [
+        "/recall/full_recall",
+        "/recall/recall_preferences",
+        "/recall/boolean_recall",
+    ] {
+        let bases = [recall(json!({})), recall(json!({"mode": "fast"}))];
+        silent.extend(silent_fields(&server, &key, path, &bases, legacy).await);
     }
     assert!(
         silent.is_empty(),
