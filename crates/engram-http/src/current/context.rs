@@ -332,6 +332,7 @@ async fn list(
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let mut ignored = Ignored::of_unknown(&body.unknown);
+    body.filters.note_unknown(&mut ignored);
     let scoped = body.into_request(&mut deprecations)?;
     ignored.note_if(
         scoped.kind == ItemKind::Memory && scoped.include_fields.is_some(),

@@ -7,12 +7,12 @@ use axum::response::{IntoResponse, Response};
 use engram_app::{App, KnowledgeRequest, MemoryRequest};
 use engram_types::{ErrorCode, FailureCode, IndexingStatus, ItemErrorCode, ItemKind};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{content, recode, tenant};
+use super::{content, recode, tenant, warned};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
@@ -259,6 +259,10 @@ pub(super) struct ListDataBody {
     pub filters: ListFiltersDto,
     #[serde(default)]
     pub include_fields: Vec<String>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -282,15 +286,23 @@ async fn list_data(
     State(app): State<App>,
     Auth(who): Auth,
     Json(mut body): Json<ListDataBody>,
-) -> Result<axum::Json<ListDataResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id.clone())?;
+    let mut ignored = Ignored::of_unknown(&body.unknown);
+    body.filters.note_unknown(&mut ignored);
     let (kind, request) = body.request()?;
+    ignored.note_if(
+        kind == ItemKind::Memory && !body.include_fields.is_empty(),
+        "include_fields",
+        "it selects the fields of listed sources; memories are listed whole",
+    );
     let listing = app
         .list_items(&who, &database, request)
         .await
         .map_err(content)?;
     let include = (!body.include_fields.is_empty()).then_some(body.include_fields.as_slice());
-    Ok(axum::Json(ListDataResponse::new(&listing, kind, include)))
+    let response = axum::Json(ListDataResponse::new(&listing, kind, include)).into_response();
+    Ok(warned(response, &ignored))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -395,6 +395,23 @@ pub(crate) struct ListFiltersDto {
     pub additional_metadata: Option<Map<String, Value>>,
     pub document_metadata: Option<Map<String, Value>>,
     pub source_fields: Option<Map<String, Value>>,
+    /// Keys that are no kind of filter: reported, never matched.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}
+
+impl ListFiltersDto {
+    /// Notes the keys that are no kind of filter, as `filters.<key>`.
+    pub(crate) fn note_unknown(&self, ignored: &mut crate::wire::Ignored) {
+        for key in self.unknown.keys() {
+            ignored.note(
+                format!("filters.{key}"),
+                "not a kind of filter: filters take tenant_metadata, additional_metadata or \
+                 source_fields",
+            );
+        }
+    }
 }
 
 /// The pagination object of every list response.
