@@ -15,6 +15,7 @@ macro_rules! report {
     };
 }
 
+mod backup;
 mod bench;
 mod eval;
 mod keys;
@@ -76,6 +77,22 @@ enum Command {
     Mcp {
         #[command(flatten)]
         args: mcp::McpArgs,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Back the embedded store up into a new directory, consistently while the service runs
+    /// (PostgreSQL: use its own tools).
+    Backup {
+        /// Directory to create the backup in.
+        dest: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Restore a backup into an empty data directory; the indexes are built when the service
+    /// starts.
+    Restore {
+        /// A directory made by `engram backup`.
+        src: PathBuf,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -164,6 +181,8 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
+            Command::Backup { dest, config } => backup::backup(dest, config.load(None)?).await,
+            Command::Restore { src, config } => backup::restore(src, config.load(None)?).await,
             Command::Mcp { args, config } => mcp::run(args, config.load(None)?).await,
             Command::Bench {
                 command,

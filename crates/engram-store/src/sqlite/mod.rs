@@ -1,6 +1,7 @@
 //! The embedded backend: one SQLite file in WAL mode under the data directory. Several
 //! processes (the server and `engram keys`) may open it at once.
 
+pub mod backup;
 mod migrate;
 mod queue;
 mod sql;

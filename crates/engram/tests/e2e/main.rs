@@ -6,6 +6,7 @@ mod common;
 
 mod answers;
 mod auth;
+mod backup;
 mod clients;
 mod connectors;
 mod databases;
