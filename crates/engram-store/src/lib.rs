@@ -12,6 +12,7 @@
 #![allow(private_bounds)]
 
 mod backend;
+mod check;
 mod connectors;
 mod databases;
 mod error;
@@ -38,6 +39,7 @@ use async_trait::async_trait;
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
 pub use backend::SqlStore;
+pub use check::{Consistency, Finding};
 pub use connectors::*;
 pub use error::{StoreError, StoreResult};
 pub use feedback::*;
@@ -137,6 +139,7 @@ pub trait Store:
     + RawEmbeddingStore
     + GraphStore
     + ConnectorStore
+    + Consistency
     + Send
     + Sync
     + 'static

@@ -17,6 +17,7 @@ macro_rules! report {
 
 mod backup;
 mod bench;
+mod check;
 mod eval;
 mod keys;
 mod mcp;
@@ -93,6 +94,12 @@ enum Command {
     Restore {
         /// A directory made by `engram backup`.
         src: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Check the store's consistency (works while the service runs); exits 1 when anything
+    /// fails.
+    Check {
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -182,6 +189,13 @@ fn main() -> anyhow::Result<()> {
             Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
             Command::Backup { dest, config } => backup::backup(dest, config.load(None)?).await,
+            Command::Check { config } => {
+                if check::run(config.load(None)?).await? {
+                    Ok(())
+                } else {
+                    std::process::exit(1)
+                }
+            }
             Command::Restore { src, config } => backup::restore(src, config.load(None)?).await,
             Command::Mcp { args, config } => mcp::run(args, config.load(None)?).await,
             Command::Bench {

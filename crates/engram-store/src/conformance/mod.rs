@@ -33,6 +33,41 @@ pub async fn run_all<S: Store>(store: &S) {
     webhooks::run_all(store).await;
     graph::run_all(store).await;
     connectors::run_all(store).await;
+    the_consistency_check_runs_every_check(store).await;
+}
+
+/// Every check's query runs on the backend; a claim whose lease ran out counts as stalled
+/// (the store is shared by every case, so the count is compared before and after).
+async fn the_consistency_check_runs_every_check<S: Store>(store: &S) {
+    let (claimed_at, later) = (moment(50_000_000), moment(50_000_000 + 61_000));
+    let stalled = |findings: &[crate::Finding]| {
+        findings
+            .iter()
+            .find(|f| f.check == "stalled_claims")
+            .map(|f| f.count)
+            .unwrap()
+    };
+    let before = store.check(later).await.unwrap();
+    let names: Vec<&str> = before.iter().map(|f| f.check).collect();
+    assert!(names.contains(&"undelivered_events"), "{names:?}");
+    assert!(before.iter().all(|f| f.count >= 0), "{before:?}");
+    let scope = items::setup(store, "db_check", "conf-check").await;
+    store
+        .enqueue_items(
+            &scope,
+            &[items::item("c", "stuck", "text")],
+            true,
+            claimed_at,
+        )
+        .await
+        .unwrap();
+    let ours = items::claim_ours(store, &scope, "gone-worker", claimed_at).await;
+    assert_eq!(ours.len(), 1);
+    let after = store.check(later).await.unwrap();
+    assert!(stalled(&after) > stalled(&before), "{before:?} {after:?}");
+    // While the lease lives, nothing is stalled by it.
+    let live = store.check(claimed_at).await.unwrap();
+    assert!(stalled(&live) <= stalled(&before), "{live:?}");
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {

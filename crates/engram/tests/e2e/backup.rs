@@ -144,4 +144,39 @@ async fn a_backup_taken_while_ingesting_restores_everything_completed_before_it(
         )
         .await;
     assert_eq!(revealed.body["value"], "sealed-token-1", "{revealed:#?}");
+    server.assert_consistent();
+}
+
+/// `engram check` says what is wrong and exits non-zero: a chunk whose item is gone (written
+/// behind the service's back, with SQLite's foreign keys off) is found, beside the service.
+#[tokio::test]
+async fn engram_check_finds_what_no_correct_run_leaves() {
+    let server = Server::start();
+    if server.storage_url.is_some() {
+        return;
+    }
+    let key = server.key("org-check", &[]);
+    server.ready_database(&key, "kb").await;
+    crate::webhooks::ingest(&server, &key, "kb", &items("one", 2)).await;
+    wait_completed(&server, &key, "kb", None, &["one-0", "one-1"]).await;
+    server.assert_consistent();
+    let broke = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\nc.execute('PRAGMA foreign_keys = OFF')\n\
+             c.execute('UPDATE chunks SET item_key = 987654321 WHERE chunk_key = (SELECT MIN(chunk_key) FROM chunks)')\n\
+             c.commit()",
+        )
+        .arg(server.data_dir.join("engram.sqlite3"))
+        .status()
+        .unwrap();
+    assert!(broke.success());
+    let (ok, stdout, _) = server.cli(&["check"]);
+    assert!(!ok, "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("orphan_chunks"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("FAILED") && line.contains(" 1 "), "{line}");
+    assert!(stdout.contains("inconsistent"), "{stdout}");
 }

@@ -1978,6 +1978,7 @@ async fn a_crash_mid_indexing_loses_nothing_and_indexes_nothing_twice() {
         server.restart();
     }
     wait_completed(&server, &key, "crashy", None, &ids).await;
+    server.assert_consistent();
     let listed = list(
         &server,
         &key,

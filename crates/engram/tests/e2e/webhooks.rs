@@ -665,4 +665,5 @@ async fn every_event_is_delivered_after_sigkill() {
         .map(Received::delivery_id)
         .collect();
     assert_eq!(received, recorded, "every event reached the receiver");
+    server.assert_consistent();
 }

@@ -268,6 +268,16 @@ impl Server {
         cli_with(&self.data_dir, &self.storage_env(), args)
     }
 
+    /// Runs `engram check` on this server's store (beside the running server) and asserts it
+    /// finds everything consistent.
+    pub(crate) fn assert_consistent(&self) {
+        let (ok, stdout, stderr) = self.cli(&["check"]);
+        assert!(
+            ok && stdout.trim_end().ends_with("consistent") && !stdout.contains("FAILED"),
+            "engram check: {stdout} {stderr}"
+        );
+    }
+
     /// The environment that points an `engram` command at this server's store.
     pub(crate) fn storage_env(&self) -> Vec<(String, String)> {
         let mut env = vec![("ENGRAM_STORAGE__URL".to_owned(), String::new())];

@@ -1,0 +1,31 @@
+//! `engram check`: the store's consistency check (see `engram_store::Consistency`), printed
+//! check by check; exits non-zero when anything fails. It only reads, so it runs beside the
+//! service, on SQLite or PostgreSQL.
+
+use engram_config::Config;
+
+pub(crate) async fn run(config: Config) -> anyhow::Result<bool> {
+    let store = engram_app::open_store(&config).await?;
+    let now = engram_types::Clock::now(&engram_types::SystemClock);
+    let findings = store.check(now).await;
+    store.close().await;
+    let findings = findings?;
+    let mut consistent = true;
+    for finding in &findings {
+        let verdict = if finding.count == 0 { "ok" } else { "FAILED" };
+        println!("{:<28} {:>8}  {verdict}", finding.check, finding.count);
+        if finding.count > 0 {
+            consistent = false;
+            println!("    {}", finding.meaning);
+        }
+    }
+    println!(
+        "{}",
+        if consistent {
+            "consistent"
+        } else {
+            "inconsistent: see the checks above"
+        }
+    );
+    Ok(consistent)
+}
