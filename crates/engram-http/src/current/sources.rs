@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 use crate::envelope::{Envelope, EnvelopeDoc, ErrorEnvelopeDoc};
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, NotedQuery, Query};
-use crate::wire::items::{download_url, FetchMode};
+use crate::wire::items::{download_url, FetchMode, EXPIRY_WITHOUT_LINK};
 use crate::wire::{Deprecations, Ignored, ScopeDto, ScopeParams};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
@@ -87,11 +87,16 @@ async fn inspect(
     State(app): State<App>,
     Auth(who): Auth,
     headers: HeaderMap,
-    NotedQuery(params, ignored): NotedQuery<InspectParams>,
+    NotedQuery(params, mut ignored): NotedQuery<InspectParams>,
 ) -> Result<Envelope, ApiError> {
     let mut deprecations = Deprecations::default();
     let (database, collection) = deprecations.scope_params(params.scope)?;
     let mode = FetchMode::parse(params.mode.as_deref())?;
+    ignored.note_if(
+        params.expiry_seconds.is_some() && !mode.url(),
+        "expiry_seconds",
+        EXPIRY_WITHOUT_LINK,
+    );
     let acl = crate::wire::items::split_ids(&params.acl);
     let view = app
         .inspect_source(

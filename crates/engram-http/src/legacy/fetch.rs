@@ -8,11 +8,13 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{content, tenant};
+use super::{content, tenant, warned};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json};
-use crate::wire::items::{download_url, FetchMode};
+use crate::wire::items::{download_url, FetchMode, EXPIRY_WITHOUT_LINK};
+use crate::wire::Ignored;
+use axum::response::{IntoResponse, Response};
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new().routes(routes!(fetch_content))
@@ -28,6 +30,10 @@ pub(super) struct FetchBody {
     pub mode: Option<String>,
     /// Lifetime of `presigned_url` in seconds: 1 to 604800, default 3600.
     pub expiry_seconds: Option<i64>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -57,9 +63,15 @@ async fn fetch_content(
     Auth(who): Auth,
     headers: HeaderMap,
     Json(body): Json<FetchBody>,
-) -> Result<axum::Json<FetchResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
     let mode = FetchMode::parse(body.mode.as_deref())?;
+    let mut ignored = Ignored::of_unknown(&body.unknown);
+    ignored.note_if(
+        body.expiry_seconds.is_some() && !mode.url(),
+        "expiry_seconds",
+        EXPIRY_WITHOUT_LINK,
+    );
     let view = app
         .inspect_source(
             &who,
@@ -71,7 +83,7 @@ async fn fetch_content(
         )
         .await
         .map_err(content)?;
-    Ok(axum::Json(FetchResponse {
+    let response = axum::Json(FetchResponse {
         success: true,
         source_id: view.item.id.clone(),
         content: mode.content().then(|| view.content.clone()),
@@ -80,5 +92,7 @@ async fn fetch_content(
         size_bytes: view.size_bytes(),
         message: "source fetched".into(),
         error: None,
-    }))
+    })
+    .into_response();
+    Ok(warned(response, &ignored))
 }

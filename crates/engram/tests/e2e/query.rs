@@ -2462,13 +2462,14 @@ async fn silent_fields(
     silent
 }
 
-/// Every field of `/query`'s body in the OpenAPI document, under several plans (hybrid with
-/// `auto` mode, `query_by=text`, `fast` mode), and of the legacy recall routes' bodies:
-/// sending it either changes what runs (`plan`), the answer (status or data), or it is
-/// reported (`meta.ignored_parameters`, the filter keys ignored, a deprecation; a legacy
-/// `Warning`). A field added later is covered without touching this test.
+/// Every field of the JSON bodies of the reading routes in the OpenAPI document (`/query`
+/// under several plans: hybrid with `auto` mode, `query_by=text`, `fast` mode; legacy recall;
+/// both listings; fetched content; raw-embedding search and filter): sending it either changes
+/// what runs (`plan`), the answer (status or data), or it is reported
+/// (`meta.ignored_parameters`, the filter keys ignored, a deprecation; a legacy `Warning`). A
+/// field added later is covered without touching this test.
 #[tokio::test]
-async fn every_query_field_is_acted_on_or_reported_under_every_plan() {
+async fn every_field_of_the_reading_routes_is_acted_on_or_reported() {
     let (server, key) = two_notes("org-fields").await;
     let query = |extra: Value| {
         let mut body = json!({"database": "kb", "query": "how is the reactor cooled"});
@@ -2531,6 +2532,51 @@ async fn every_query_field_is_acted_on_or_reported_under_every_plan() {
     silent.extend(silent_fields(&server, &key, "/context/list", &bases, current).await);
     let bases = [json!({"tenant_id": "kb"})];
     silent.extend(silent_fields(&server, &key, "/list/data", &bases, legacy).await);
+    // Fetched content (as text: a link is new at every call) and raw embeddings.
+    let bases = [json!({"tenant_id": "kb", "source_id": "a", "mode": "content"})];
+    silent.extend(silent_fields(&server, &key, "/fetch/content", &bases, legacy).await);
+    server
+        .post(
+            "/databases",
+            &key,
+            json!({"database": "vecs", "is_embeddings_tenant": true, "embeddings_dimension": 2}),
+        )
+        .await
+        .current_ok(202);
+    server.wait_ready(&key, "vecs").await;
+    let inserted = server
+        .post(
+            "/embeddings/insert_raw_embeddings",
+            &key,
+            json!({"tenant_id": "vecs", "embeddings": [
+                {"source_id": "s1", "embeddings": [{"chunk_id": "c1", "embedding": [1.0, 0.0]},
+                                                   {"chunk_id": "c2", "embedding": [0.0, 1.0]}]},
+                {"source_id": "s2", "embeddings": [{"chunk_id": "c3", "embedding": [0.7, 0.7]}]}]}),
+        )
+        .await;
+    assert_eq!(inserted.status, 200, "{inserted:#?}");
+    let bases = [json!({"tenant_id": "vecs", "query_embedding": [1.0, 0.0]})];
+    silent.extend(
+        silent_fields(
+            &server,
+            &key,
+            "/embeddings/search_raw_embeddings",
+            &bases,
+            legacy,
+        )
+        .await,
+    );
+    let bases = [json!({"tenant_id": "vecs", "source_id": "s1"})];
+    silent.extend(
+        silent_fields(
+            &server,
+            &key,
+            "/embeddings/filter_raw_embeddings",
+            &bases,
+            legacy,
+        )
+        .await,
+    );
     assert!(
         silent.is_empty(),
         "fields that changed nothing and were not reported:\n{}",
