@@ -22,6 +22,9 @@ use crate::{StoreError, StoreResult};
 /// The PostgreSQL store.
 pub type PgStore = crate::SqlStore<sqlx::Postgres>;
 
+/// How long a session may sit in an open transaction before the server ends it.
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
+
 /// How to reach the server.
 #[derive(Debug, Clone)]
 pub struct PgOptions {
@@ -50,6 +53,14 @@ impl PgStore {
         let connect: PgConnectOptions = options.url.parse().map_err(|e| {
             StoreError::Migration(format!("storage.url is not a PostgreSQL URL: {e}"))
         })?;
+        // engram's transactions last milliseconds; one left open longer belongs to an instance
+        // that stalled inside it (a frozen VM, a cut network), and the server ends it so its
+        // locks do not hold every other instance up. The stalled instance, woken, finds its
+        // connection closed (a transient error: 503, then a new connection).
+        let connect = connect.options([(
+            "idle_in_transaction_session_timeout",
+            format!("{}ms", IDLE_IN_TRANSACTION.as_millis()),
+        )]);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(2))
             .acquire_timeout(options.acquire_timeout)

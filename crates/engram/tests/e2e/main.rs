@@ -11,6 +11,7 @@ mod clients;
 mod connectors;
 mod databases;
 mod errors;
+mod faults;
 mod graph;
 mod ingest;
 mod limits;

@@ -31,7 +31,7 @@ async fn found(server: &Server, key: &str, text: &str) -> BTreeSet<String> {
 }
 
 /// Runs SQL on the shared database; returns psql's unaligned rows.
-fn sql(server: &Server, query: &str) -> String {
+pub(crate) fn sql(server: &Server, query: &str) -> String {
     let url = server.storage_url.as_deref().expect("a PostgreSQL server");
     let out = Command::new("psql")
         .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", query, url])
@@ -41,10 +41,9 @@ fn sql(server: &Server, query: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-#[tokio::test]
-async fn two_instances_share_one_store_and_one_finishes_what_a_killed_one_left() {
-    // Short leases, so the killed instance's claims (items and deliveries) run out soon; small
-    // batches, so the kill lands while both instances have items in hand.
+/// Short leases, so a lost instance's claims (items and deliveries) run out soon; small
+/// batches, so a fault lands while the instances have items in hand.
+pub(crate) fn short_leases() -> Vec<(&'static str, &'static str)> {
     let mut envs: Vec<(&str, &str)> = FAST
         .iter()
         .copied()
@@ -55,6 +54,12 @@ async fn two_instances_share_one_store_and_one_finishes_what_a_killed_one_left()
         ("ENGRAM_PIPELINE__HEARTBEAT_MS", "500"),
         ("ENGRAM_PIPELINE__BATCH_ITEMS", "2"),
     ]);
+    envs
+}
+
+#[tokio::test]
+async fn two_instances_share_one_store_and_one_finishes_what_a_killed_one_left() {
+    let envs = short_leases();
     let mut a = Server::start_with(&envs);
     if a.storage_url.is_none() {
         eprintln!("scale-out: SQLite run, nothing shared; see the PostgreSQL pass");

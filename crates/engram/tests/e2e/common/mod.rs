@@ -237,6 +237,17 @@ impl Server {
         wait_with_deadline(&mut child, Duration::from_secs(20))
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, …) to the server process: `STOP` freezes it as a
+    /// stalled VM would, `CONT` wakes it.
+    pub(crate) fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
     /// Kills the server with SIGKILL (a crash).
     pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
