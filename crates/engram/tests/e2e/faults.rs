@@ -160,3 +160,114 @@ async fn dropped_database_connections_are_survived_without_a_restart() {
     eprintln!("statuses while connections were dropped: {statuses:?}");
     a.assert_consistent();
 }
+
+/// A TCP proxy between one instance and PostgreSQL that the test can cut: every connection
+/// through it is closed and new ones are refused until it is healed.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    links: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let links = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (cut_flag, open_links) = (cut.clone(), links.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if cut_flag.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is refused
+                }
+                let upstream = upstream.clone();
+                let link = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                open_links.lock().unwrap().push(link.abort_handle());
+            }
+        });
+        Self { addr, cut, links }
+    }
+
+    /// Closes every connection and refuses new ones.
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for link in self.links.lock().unwrap().drain(..) {
+            link.abort();
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// One instance cut off from PostgreSQL for longer than its leases while the other indexes:
+/// the other takes over its work; the cut instance answers 503 with `Retry-After` (never stale
+/// results, never another 5xx, never a hang); healed, it reconnects and serves again without a
+/// restart; nothing is lost or done twice. (Multi-threaded: the proxy runs while the harness
+/// waits on the instance's start.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_instance_answers_503_and_its_work_is_taken_over() {
+    let envs = short_leases();
+    let a = Server::start_with(&envs);
+    let Some(url) = a.storage_url.clone() else {
+        return;
+    };
+    // postgres://user@host:port/database: the same database, through the proxy.
+    let (head, database) = url.rsplit_once('/').unwrap();
+    let (scheme_user, upstream) = head.rsplit_once('@').unwrap();
+    let proxy = Proxy::start(upstream.to_owned()).await;
+    let b = Server::start_beside_via(
+        &a,
+        &envs,
+        format!("{scheme_user}@{}/{database}", proxy.addr),
+    );
+    let key = a.key("org-partition", &[]);
+    a.ready_database(&key, "shared").await;
+    b.wait_ready(&key, "shared").await;
+    let receiver = Receiver::start().await;
+    register(&a, &key, json!({"url": receiver.url})).await;
+    receiver.answer_by_default(Answer::Status(200));
+    let (batch, ids) = items("cut", 30);
+    ingest(&b, &key, "shared", &batch).await;
+
+    proxy.cut();
+    let cut_at = std::time::Instant::now();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut answers = BTreeSet::new();
+    while cut_at.elapsed() < Duration::from_secs(4) {
+        let asked = std::time::Instant::now();
+        let reply = b.get("/databases/status?database=shared", &key).await;
+        assert!(
+            asked.elapsed() < Duration::from_secs(15),
+            "a hang: {:?}",
+            asked.elapsed()
+        );
+        answers.insert(reply.status.as_u16());
+        if reply.status != 200 {
+            assert_eq!(reply.status, 503, "{reply:#?}");
+            assert!(reply.header("retry-after").is_some(), "{reply:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        answers.contains(&503),
+        "the cut instance never noticed: {answers:?}"
+    );
+    wait_completed(&a, &key, "shared", None, &refs).await;
+
+    proxy.heal();
+    eventually(WAIT, "the healed instance answers", || async {
+        let reply = b.get("/databases/status?database=shared", &key).await;
+        (reply.status == 200).then_some(())
+    })
+    .await;
+    each_once(&a, &key, &ids).await;
+    a.assert_consistent();
+}

@@ -150,6 +150,16 @@ impl Server {
         server
     }
 
+    /// [`Server::start_beside`], reaching the database through `url` (a proxy the test
+    /// controls) instead of `other`'s own.
+    pub(crate) fn start_beside_via(other: &Server, envs: &[(&str, &str)], url: String) -> Self {
+        assert!(other.storage_url.is_some(), "a PostgreSQL run");
+        let mut server = Self::unstarted(envs);
+        server.storage_url = Some(url);
+        server.spawn();
+        server
+    }
+
     fn unstarted(envs: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
