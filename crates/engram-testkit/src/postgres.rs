@@ -13,6 +13,8 @@ const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 pub struct TempPostgres {
     dir: tempfile::TempDir,
     port: u16,
+    /// The server's options, given again on a restart.
+    options: String,
 }
 
 fn is_root() -> bool {
@@ -88,7 +90,32 @@ impl TempPostgres {
             "pg_ctl start: {started:?}\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        Self { dir, port }
+        Self { dir, port, options }
+    }
+
+    /// Restarts the server with `pg_ctl restart -m mode` (`fast`: clients are disconnected and
+    /// transactions rolled back; `immediate`: as a crash, with recovery at start), waiting until
+    /// it accepts connections again.
+    pub fn restart(&self, mode: &str) {
+        let data = self.dir.path().join("data").display().to_string();
+        let log = self.dir.path().join("postgres.log").display().to_string();
+        let restarted = run(
+            "pg_ctl",
+            &[
+                "-D",
+                &data,
+                "-m",
+                mode,
+                "-o",
+                &self.options,
+                "-l",
+                &log,
+                "-w",
+                "restart",
+            ],
+        )
+        .expect("pg_ctl restart");
+        assert!(restarted.status.success(), "pg_ctl restart: {restarted:?}");
     }
 
     /// A connection URL to the cluster's `postgres` database as the superuser `engram`.

@@ -271,3 +271,75 @@ async fn a_partitioned_instance_answers_503_and_its_work_is_taken_over() {
     each_once(&a, &key, &ids).await;
     a.assert_consistent();
 }
+
+/// PostgreSQL itself restarted under two instances that index, once with a fast shutdown and
+/// once with an immediate one (a crash, recovered at start), on a cluster of the test's own:
+/// requests meanwhile answer 503 with `Retry-After` at worst (never another 5xx), both
+/// instances reconnect without a restart, and every item completes once with its event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_restarts_are_survived_fast_or_immediate() {
+    if std::env::var_os("E2E_POSTGRES_URL").is_none() {
+        return; // the PostgreSQL pass runs it
+    }
+    let pg = engram_testkit::TempPostgres::start();
+    let envs = short_leases();
+    let a = Server::start_on(pg.url(), &envs);
+    let b = Server::start_beside(&a, &envs);
+    let key = a.key("org-restart", &[]);
+    a.ready_database(&key, "shared").await;
+    b.wait_ready(&key, "shared").await;
+    let receiver = Receiver::start().await;
+    register(&a, &key, json!({"url": receiver.url})).await;
+    receiver.answer_by_default(Answer::Status(200));
+    let mut all = Vec::new();
+    for mode in ["fast", "immediate"] {
+        let (batch, ids) = items(mode, 20);
+        ingest(&a, &key, "shared", &batch).await;
+        // Asked all along while the server restarts (the restart blocks this worker thread
+        // only; the prober runs on the other).
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let prober = {
+            let (client, url, key, stop) = (
+                b.client.clone(),
+                b.url("/databases/status?database=shared"),
+                key.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Ok(reply) = client
+                        .get(&url)
+                        .header("API-Version", "2")
+                        .bearer_auth(&key)
+                        .send()
+                        .await
+                    {
+                        let retry = reply.headers().contains_key("retry-after");
+                        seen.push((reply.status().as_u16(), retry));
+                    }
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+                seen
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        pg.restart(mode);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let seen = prober.await.unwrap();
+        let statuses: BTreeSet<u16> = seen.iter().map(|(s, _)| *s).collect();
+        eprintln!(
+            "while PostgreSQL restarted ({mode}): {statuses:?} over {} requests",
+            seen.len()
+        );
+        for (status, retry) in &seen {
+            assert!(*status < 500 || (*status == 503 && *retry), "{seen:?}");
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        wait_completed(&b, &key, "shared", None, &refs).await;
+        all.extend(ids);
+    }
+    each_once(&a, &key, &all).await;
+    a.assert_consistent();
+}

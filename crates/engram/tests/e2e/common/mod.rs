@@ -150,6 +150,14 @@ impl Server {
         server
     }
 
+    /// Starts an instance on the PostgreSQL database at `url`.
+    pub(crate) fn start_on(url: String, envs: &[(&str, &str)]) -> Self {
+        let mut server = Self::unstarted(envs);
+        server.storage_url = Some(url);
+        server.spawn();
+        server
+    }
+
     /// [`Server::start_beside`], reaching the database through `url` (a proxy the test
     /// controls) instead of `other`'s own.
     pub(crate) fn start_beside_via(other: &Server, envs: &[(&str, &str)], url: String) -> Self {
