@@ -106,4 +106,50 @@ async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
         of_query.iter().any(|l| l["fields"]["message"] == "request"),
         "the query's own line carries its request id: {of_query:#?}"
     );
+
+    // Every line written while a request is handled carries its id: from its first line to its
+    // own closing `request` line, every line but those of background work (indexing,
+    // deliveries, the index follower, the lifecycle and connector workers, which run beside
+    // it), down to the SQL it ran and what the app said (`webhook registered`, `api key
+    // revoked`).
+    let background = [
+        "engram_pipeline",
+        "engram_webhooks",
+        "engram_index",
+        "engram_app::lifecycle",
+        "engram_app::sync",
+        "engram_connectors",
+        "engram_search",
+    ];
+    for (reply, said) in [
+        (&registered, Some("webhook registered")),
+        (&revoked, Some("api key revoked")),
+        (&query, None),
+    ] {
+        let id = reply.header("x-request-id").unwrap();
+        let carries = |l: &Value| l["span"]["request_id"] == id;
+        let first = lines.iter().position(|l| carries(l)).unwrap();
+        let last = lines
+            .iter()
+            .rposition(|l| carries(l) && l["fields"]["message"] == "request")
+            .unwrap();
+        for line in &lines[first..=last] {
+            let target = line["target"].as_str().unwrap_or_default();
+            if background.iter().any(|b| target.starts_with(b)) {
+                continue;
+            }
+            assert!(
+                carries(line),
+                "a line of request {id} without its id: {line}"
+            );
+        }
+        if let Some(said) = said {
+            assert!(
+                lines[first..=last]
+                    .iter()
+                    .any(|l| carries(l) && l["fields"]["message"] == said),
+                "`{said}` not logged with request {id}"
+            );
+        }
+    }
 }
