@@ -343,3 +343,208 @@ async fn postgresql_restarts_are_survived_fast_or_immediate() {
     each_once(&a, &key, &all).await;
     a.assert_consistent();
 }
+
+/// One fault of the chaos run.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// SIGKILL one instance, then start it again.
+    Crash(usize),
+    /// Freeze one instance past its leases, then wake it.
+    Freeze(usize),
+    /// Drop every connection to the database.
+    DropConnections,
+    /// Restart PostgreSQL (`fast` or `immediate`).
+    Restart(&'static str),
+}
+
+/// The chaos run: two instances on a PostgreSQL of the test's own under a mixed load
+/// (ingestion, queries, deletes, deliveries to a receiver that sometimes fails) while a fault
+/// from the list above strikes every few seconds. At the end every accepted item that was not
+/// deleted is indexed exactly once, every event is delivered at least once with one delivery
+/// per event, nothing answered a 5xx but 503, and `engram check` finds nothing. `CHAOS_SECS`
+/// sets its length (120 s in `make test`; the long run is by hand, e.g. `CHAOS_SECS=1200`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chaos_run_loses_nothing_and_does_nothing_twice() {
+    if std::env::var_os("E2E_POSTGRES_URL").is_none() {
+        return; // the PostgreSQL pass runs it
+    }
+    let secs: u64 = std::env::var("CHAOS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    let pg = engram_testkit::TempPostgres::start();
+    let envs = short_leases();
+    let a = Server::start_on(pg.url(), &envs);
+    let b = Server::start_beside(&a, &envs);
+    let mut servers = [a, b];
+    let key = servers[0].key("org-chaos", &[]);
+    servers[0].ready_database(&key, "chaos").await;
+    servers[1].wait_ready(&key, "chaos").await;
+    let receiver = Receiver::start().await;
+    register(&servers[0], &key, json!({"url": receiver.url})).await;
+
+    let faults = [
+        Fault::Crash(0),
+        Fault::Freeze(1),
+        Fault::DropConnections,
+        Fault::Restart("fast"),
+        Fault::Crash(1),
+        Fault::Freeze(0),
+        Fault::Restart("immediate"),
+    ];
+    let started = std::time::Instant::now();
+    let deadline = started + Duration::from_secs(secs);
+    let (mut accepted, mut deleted) = (Vec::<String>::new(), BTreeSet::<String>::new());
+    let (mut requests, mut unavailable, mut injected) = (0usize, 0usize, Vec::new());
+    let mut next_fault = started + Duration::from_secs(5);
+    let mut frozen: Option<(usize, std::time::Instant)> = None;
+    let mut n = 0usize;
+    let answered = |reply: &crate::common::Reply, requests: &mut usize, unavailable: &mut usize| {
+        *requests += 1;
+        if reply.status == 503 {
+            *unavailable += 1;
+            assert!(reply.header("retry-after").is_some(), "{reply:#?}");
+        } else {
+            assert!(!reply.status.is_server_error(), "{reply:#?}");
+        }
+    };
+    while std::time::Instant::now() < deadline {
+        // The load, on an instance that is up.
+        let up = match frozen {
+            Some((i, _)) => 1 - i,
+            None => n % 2,
+        };
+        let server = &servers[up];
+        let ids: Vec<String> = (0..3).map(|i| format!("chaos-{n}-{i}")).collect();
+        let batch: Vec<Value> = ids
+            .iter()
+            .map(|id| app(id, "Chaos", &format!("Chaos item {id} mentions wombat{n}.")))
+            .collect();
+        let form = reqwest::multipart::Form::new()
+            .text("type", "knowledge")
+            .text("database", "chaos")
+            .text("app_knowledge", Value::from(batch).to_string());
+        let reply = crate::common::send_form(server, "/context/ingest", &key, form).await;
+        answered(&reply, &mut requests, &mut unavailable);
+        if reply.status == 202 {
+            accepted.extend(ids);
+        }
+        let reply = server
+            .post(
+                "/query",
+                &key,
+                json!({"database": "chaos", "query": format!("wombat{n}")}),
+            )
+            .await;
+        answered(&reply, &mut requests, &mut unavailable);
+        if n % 7 == 3 && accepted.len() > 10 {
+            let gone = accepted[accepted.len() - 7].clone();
+            let reply = server
+                .call(
+                    reqwest::Method::DELETE,
+                    "/context",
+                    Some(&key),
+                    Some(json!({"database": "chaos", "ids": [gone]})),
+                )
+                .await;
+            answered(&reply, &mut requests, &mut unavailable);
+            if reply.status == 200 {
+                deleted.insert(gone);
+            }
+        }
+        receiver.answer_by_default(if n.is_multiple_of(5) {
+            Answer::Status(500)
+        } else {
+            Answer::Status(200)
+        });
+        n += 1;
+        // A frozen instance wakes past its leases.
+        if let Some((i, since)) = frozen {
+            if since.elapsed() > Duration::from_secs(3) {
+                servers[i].signal("CONT");
+                frozen = None;
+            }
+        }
+        if frozen.is_none() && std::time::Instant::now() >= next_fault {
+            let fault = faults[injected.len() % faults.len()];
+            match fault {
+                Fault::Crash(i) => {
+                    servers[i].kill();
+                    servers[i].restart();
+                }
+                Fault::Freeze(i) => {
+                    servers[i].signal("STOP");
+                    frozen = Some((i, std::time::Instant::now()));
+                }
+                Fault::DropConnections => {
+                    pg.psql(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                         WHERE pid <> pg_backend_pid() AND datname = 'postgres'",
+                    );
+                }
+                Fault::Restart(mode) => pg.restart(mode),
+            }
+            injected.push(fault);
+            next_fault = std::time::Instant::now() + Duration::from_secs(5 + (n as u64 % 4) * 5);
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    if let Some((i, _)) = frozen {
+        servers[i].signal("CONT");
+    }
+    receiver.answer_by_default(Answer::Status(200));
+
+    // Every accepted item not deleted is indexed, once; every event delivered, once each.
+    let kept: Vec<&str> = accepted
+        .iter()
+        .filter(|id| !deleted.contains(*id))
+        .map(String::as_str)
+        .collect();
+    for part in kept.chunks(100) {
+        wait_completed(&servers[0], &key, "chaos", None, part).await;
+    }
+    let sql = |query: &str| pg.psql(query);
+    assert_eq!(
+        sql("SELECT count(*) FROM (SELECT item_key FROM chunks GROUP BY item_key HAVING count(*) > 1) d"),
+        "0",
+        "an item indexed twice"
+    );
+    assert_eq!(
+        sql("SELECT count(*) FROM chunks"),
+        kept.len().to_string(),
+        "every kept item indexed"
+    );
+    eventually(
+        Duration::from_secs(120),
+        "every delivery delivered",
+        || async {
+            (sql("SELECT count(*) FROM webhook_deliveries WHERE status <> 'delivered'") == "0")
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        sql("SELECT count(*) FROM (SELECT item_id FROM webhook_deliveries GROUP BY item_id HAVING count(*) > 1) d"),
+        "0",
+        "one delivery per event"
+    );
+    let recorded: BTreeSet<String> = sql("SELECT delivery_id FROM webhook_deliveries")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let received: BTreeSet<String> = receiver
+        .received()
+        .iter()
+        .map(crate::common::receiver::Received::delivery_id)
+        .collect();
+    assert!(recorded.is_subset(&received), "a delivery never arrived");
+    servers[0].assert_consistent();
+    eprintln!(
+        "chaos run: {secs} s, {requests} requests ({unavailable} answered 503), {} faults \
+         ({injected:?}), {} items accepted, {} deleted, {} deliveries, nothing lost",
+        injected.len(),
+        accepted.len(),
+        deleted.len(),
+        recorded.len()
+    );
+}

@@ -128,7 +128,7 @@ async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
     ] {
         let id = reply.header("x-request-id").unwrap();
         let carries = |l: &Value| l["span"]["request_id"] == id;
-        let first = lines.iter().position(|l| carries(l)).unwrap();
+        let first = lines.iter().position(&carries).unwrap();
         let last = lines
             .iter()
             .rposition(|l| carries(l) && l["fields"]["message"] == "request")
