@@ -16,6 +16,8 @@ pub struct Principal {
     pub databases: Option<Vec<DatabaseName>>,
     /// What the key may do.
     pub scopes: Scopes,
+    /// When the key stops working, if ever.
+    pub expires_at: Option<engram_types::UnixMs>,
 }
 
 impl Principal {
@@ -76,6 +78,7 @@ impl App {
             org: record.org,
             databases: (!record.databases.is_empty()).then_some(record.databases),
             scopes: record.scopes,
+            expires_at: record.expires_at,
         })
     }
 

@@ -180,11 +180,25 @@ impl App {
                 "a key can make keys with at most its own scopes and databases".into(),
             ));
         }
-        self.create_key(KeySpec {
-            org: who.org.to_string(),
-            ..spec
-        })
-        .await
+        if let Some(own) = who.expires_at {
+            let until = spec
+                .expires_in_secs
+                .map(|secs| self.now().after(Duration::from_secs(secs)));
+            if until.is_none_or(|until| until > own) {
+                return Err(AppError::Forbidden(
+                    "this API key expires: the keys it makes must expire no later (expires_in)"
+                        .into(),
+                ));
+            }
+        }
+        let created = self
+            .create_key(KeySpec {
+                org: who.org.to_string(),
+                ..spec
+            })
+            .await?;
+        tracing::info!(org = %who.org, key = %created.record.prefix, by = %who.key, "api key created");
+        Ok(created)
     }
 
     /// `GET /keys`: the organization's keys that the caller could have made (all of them for

@@ -307,7 +307,7 @@ fn inert_parameters(request: &QueryRequest, plan: &Plan) -> Vec<(&'static str, &
         "it ranks by vector similarity; query_by=text ranks by keywords alone",
     );
     note(
-        text && plan.mode == Mode::Thinking,
+        text && request.mode == RequestedMode::Thinking,
         "mode",
         "thinking's query expansion and rerank belong to hybrid retrieval; query_by=text ranks \
          by keywords alone (linked sources are still returned)",

@@ -75,10 +75,9 @@ impl ChatModel {
     /// configured one): the first choice's content.
     pub async fn complete(&self, mut body: Value) -> Result<String, ChatError> {
         body["model"] = Value::from(self.settings.model.as_str());
-        let answer =
-            self.send(&body).await?.rest().await.map_err(|e| {
-                ChatError::Transient(format!("the model's answer was cut off: {e}"))
-            })?;
+        let Exchange::Whole(answer) = self.send(&body, true).await? else {
+            return Err(ChatError::Failed("no whole answer".into()));
+        };
         let answer: Value = serde_json::from_slice(&answer)
             .map_err(|e| ChatError::Failed(format!("the model's answer is not JSON: {e}")))?;
         answer["choices"][0]["message"]["content"]
@@ -91,7 +90,9 @@ impl ChatModel {
     pub async fn stream(&self, mut body: Value) -> Result<ChatStream, ChatError> {
         body["model"] = Value::from(self.settings.model.as_str());
         body["stream"] = Value::Bool(true);
-        let answer = self.send(&body).await?;
+        let Exchange::Streamed(answer) = self.send(&body, false).await? else {
+            return Err(ChatError::Failed("no streamed answer".into()));
+        };
         let bytes = futures_util::stream::unfold(answer, |mut answer| async move {
             match answer.next().await {
                 Ok(Some(piece)) => Some((Ok(bytes::Bytes::from(piece)), answer)),
@@ -105,8 +106,9 @@ impl ChatModel {
         })
     }
 
-    /// Sends `body`, retrying what may pass later; a 2xx answer, its body still to read.
-    async fn send(&self, body: &Value) -> Result<Streamed, ChatError> {
+    /// Sends `body`, retrying what may pass later (429, 5xx, unreachable, and with `whole` an
+    /// answer cut off while read): a 2xx answer, read whole or still to read.
+    async fn send(&self, body: &Value, whole: bool) -> Result<Exchange, ChatError> {
         let body = serde_json::to_vec(body).map_err(|e| ChatError::Failed(e.to_string()))?;
         let url = format!(
             "{}/chat/completions",
@@ -150,10 +152,22 @@ impl ChatModel {
                     "the model endpoint answered {status}"
                 )));
             }
-            return Ok(answer);
+            if !whole {
+                return Ok(Exchange::Streamed(Box::new(answer)));
+            }
+            match answer.rest().await {
+                Ok(bytes) => return Ok(Exchange::Whole(bytes)),
+                Err(err) => last = format!("the model's answer was cut off: {err}"),
+            }
         }
         Err(ChatError::Transient(last))
     }
+}
+
+/// A 2xx answer of the endpoint.
+enum Exchange {
+    Whole(Vec<u8>),
+    Streamed(Box<Streamed>),
 }
 
 type Events = std::pin::Pin<

@@ -250,21 +250,6 @@ impl Outbound {
         }
     }
 
-    /// POSTs a JSON body like [`Outbound::post_json`] and reads the answer's body, at most
-    /// `max_bytes` of it (a longer body is an error): the status and the body.
-    pub async fn post_json_read(
-        &self,
-        url: &Url,
-        headers: &[(&str, String)],
-        body: Vec<u8>,
-        timeout: Duration,
-        max_bytes: usize,
-    ) -> Result<(u16, Vec<u8>), OutboundError> {
-        let response = self.send_json(url, headers, body, timeout).await?;
-        let fetched = read_bounded(response, url, timeout, max_bytes).await?;
-        Ok((fetched.status, fetched.body))
-    }
-
     /// GETs `url` with the given headers, within `timeout`, and reads at most `max_bytes` of
     /// the body (a longer body is an error). Redirects are not followed (a `3xx` comes back).
     pub async fn get_read(
@@ -306,8 +291,9 @@ impl Outbound {
     }
 
     /// POSTs a JSON body like [`Outbound::post_json`] and hands back the answer to read as it
-    /// arrives (server-sent events), within `timeout` for the whole exchange and at most
-    /// `max_bytes` of body.
+    /// arrives (server-sent events): `timeout` bounds the wait for the answer to start and for
+    /// each piece after it (not the whole, which a long stream may pass), and at most
+    /// `max_bytes` of body are read.
     pub async fn post_json_streamed(
         &self,
         url: &Url,
@@ -316,7 +302,20 @@ impl Outbound {
         timeout: Duration,
         max_bytes: usize,
     ) -> Result<Streamed, OutboundError> {
-        let response = self.send_json(url, headers, body, timeout).await?;
+        self.check_target(url)?;
+        let mut request = self
+            .client
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let waited = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let response = tokio::time::timeout(timeout, request.send())
+            .await
+            .map_err(|_| OutboundError::Timeout(waited))?
+            .map_err(|e| classify(e, timeout, url))?;
         Ok(Streamed {
             status: response.status().as_u16(),
             response,
@@ -388,10 +387,10 @@ impl Streamed {
     /// The next piece of the body as it arrived; `None` at its end. A body past the bound
     /// given is an error.
     pub async fn next(&mut self) -> Result<Option<Vec<u8>>, OutboundError> {
-        let Some(piece) = self
-            .response
-            .chunk()
+        let waited = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+        let Some(piece) = tokio::time::timeout(self.timeout, self.response.chunk())
             .await
+            .map_err(|_| OutboundError::Timeout(waited))?
             .map_err(|e| classify(e, self.timeout, &self.url))?
         else {
             return Ok(None);

@@ -457,7 +457,14 @@ impl Pipeline {
         let budget = self.options.time_budget.saturating_sub(started.elapsed());
         let interrupt = Interrupt::new(Some(budget), Some(stop.clone()));
         let preparing = Instant::now();
-        let (inferred, mut facts) = self.inferred(items).await?;
+        // Memories read by a model wait on it: a deleted or replaced item stops the wait.
+        let read = tokio::select! {
+            read = self.inferred(items) => Some(read?),
+            () = stopped(&stop) => None,
+        };
+        let Some((inferred, mut facts)) = read else {
+            return Ok(self.dropped(items));
+        };
         let prepared = self.prepare_all(items.to_vec(), inferred, interrupt).await;
         if stop.load(Ordering::Relaxed) {
             return Ok(self.dropped(items));
@@ -739,8 +746,10 @@ impl Pipeline {
     ) -> StoreResult<(Vec<Option<String>>, Vec<Vec<Fact>>)> {
         let mut texts = Vec::with_capacity(items.len());
         let mut all = Vec::with_capacity(items.len());
-        for item in items {
-            let facts = self.facts_of(item).await;
+        // The batch's memories are read at once (a model answers them side by side).
+        let read =
+            futures_util::future::join_all(items.iter().map(|item| self.facts_of(item))).await;
+        for (item, facts) in items.iter().zip(read) {
             if facts.is_empty() {
                 texts.push(None);
                 all.push(facts);

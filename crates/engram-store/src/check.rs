@@ -17,7 +17,8 @@ pub struct Finding {
     pub count: i64,
 }
 
-/// The checks, each a query counting what fails it; `$1`, where a check uses it, is now.
+/// The checks, each a query counting what fails it; where a check uses them, `$1` is now and
+/// `$2` the oldest time deliveries are kept from.
 const CHECKS: &[(&str, &str, &str)] = &[
     (
         "stalled_claims",
@@ -34,7 +35,7 @@ const CHECKS: &[(&str, &str, &str)] = &[
     ),
     (
         "chunks_of_unfinished_items",
-        "chunks of an item that never completed (errored, or queued for the first time)",
+        "chunks of an item that errored (its chunks are removed with the failure)",
         "SELECT COUNT(*) AS n FROM chunks c JOIN items i ON i.item_key = c.item_key
          WHERE i.status = 'errored'",
     ),
@@ -52,33 +53,41 @@ const CHECKS: &[(&str, &str, &str)] = &[
     ),
     (
         "undelivered_events",
-        "items that reached completed or errored while their organization had a webhook, with no \
-         delivery recorded",
+        "items that reached completed or errored (their chunks written, or their failure) \
+         while their organization had a webhook, with no delivery recorded (deliveries older \
+         than their retention are not looked for)",
         "SELECT COUNT(*) AS n FROM items i
          JOIN databases d ON d.id = i.database_id
          JOIN webhooks w ON w.org_id = d.org_id
-         WHERE i.status IN ('completed', 'errored') AND i.updated_at > w.created_at
+         WHERE i.updated_at >= $2
+           AND ((i.status = 'completed'
+                 AND EXISTS (SELECT 1 FROM chunks c
+                             WHERE c.item_key = i.item_key AND c.created_at > w.created_at))
+             OR (i.status = 'errored' AND i.updated_at > w.created_at))
            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries x
                            WHERE x.database_id = i.database_id AND x.collection = i.collection
                              AND x.item_id = i.id)
-          ",
+           AND CAST($1 AS BIGINT) IS NOT NULL",
     ),
 ];
 
 /// The consistency check of a store.
 #[async_trait]
 pub trait Consistency: Send + Sync {
-    /// Every check, in order, with its count at `now`.
-    async fn check(&self, now: UnixMs) -> StoreResult<Vec<Finding>>;
+    /// Every check, in order, with its count at `now`; deliveries are kept from `kept_since`
+    /// (`webhooks.retention_days` before now).
+    async fn check(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Finding>>;
 }
 
 #[async_trait]
 impl<B: Backend> Consistency for SqlStore<B> {
-    async fn check(&self, now: UnixMs) -> StoreResult<Vec<Finding>> {
+    async fn check(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Finding>> {
         let mut findings = Vec::with_capacity(CHECKS.len());
         for (check, meaning, query) in CHECKS {
             let sql = Sql::new(*query);
-            let sql = if query.contains("$1") {
+            let sql = if query.contains("$2") {
+                sql.bind(now).bind(kept_since)
+            } else if query.contains("$1") {
                 sql.bind(now)
             } else {
                 sql

@@ -103,8 +103,10 @@ pub(crate) fn api_key(row: &impl Columns) -> StoreResult<ApiKeyRecord> {
             .into_iter()
             .map(DatabaseName::from_trusted)
             .collect(),
-        // An unknown stored name (a newer version's scope) grants nothing rather than all.
-        scopes: engram_types::Scopes::from_names(&scopes)
+        // Stored scopes are read strictly: empty grants nothing, and an unknown name (a newer
+        // version's scope) is a record this version cannot read (the request fails; it never
+        // grants more).
+        scopes: engram_types::Scopes::from_stored(&scopes)
             .map_err(|name| corrupt("scopes", format!("unknown scope `{name}`")))?,
         created_at: row.time("created_at")?,
         expires_at: row.opt_time("expires_at")?,

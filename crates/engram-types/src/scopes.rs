@@ -71,6 +71,17 @@ impl Scopes {
         })
     }
 
+    /// Scopes as stored (already closed under implication): empty grants nothing; an unknown
+    /// name is returned as the error.
+    pub fn from_stored<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+        names.iter().try_fold(Self(0), |held, name| {
+            let name = name.as_ref();
+            Scope::parse(name)
+                .map(|s| Self(held.0 | s.with_implied()))
+                .ok_or_else(|| name.to_owned())
+        })
+    }
+
     pub fn grants(self, scope: Scope) -> bool {
         self.0 & scope.bit() != 0
     }
@@ -118,5 +129,10 @@ mod tests {
         assert_eq!(Scopes::from_names::<&str>(&[]).unwrap(), Scopes::all());
         assert_eq!(Scopes::from_names(&["read", "owner"]), Err("owner".into()));
         assert!(!read.grants(Scope::Write) && read.grants(Scope::Read));
+        let none = Scopes::from_stored::<&str>(&[]).unwrap();
+        assert!(
+            Scope::ALL.iter().all(|s| !none.grants(*s)),
+            "stored empty grants nothing"
+        );
     }
 }

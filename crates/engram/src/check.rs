@@ -7,7 +7,9 @@ use engram_config::Config;
 pub(crate) async fn run(config: Config) -> anyhow::Result<bool> {
     let store = engram_app::open_store(&config).await?;
     let now = engram_types::Clock::now(&engram_types::SystemClock);
-    let findings = store.check(now).await;
+    let retention = u64::from(config.webhooks.retention_days) * 24 * 3600;
+    let kept_since = now.before(std::time::Duration::from_secs(retention));
+    let findings = store.check(now, kept_since).await;
     store.close().await;
     let findings = findings?;
     let mut consistent = true;

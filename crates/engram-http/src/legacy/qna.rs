@@ -239,7 +239,12 @@ fn streamed(
         }
         let mut text = String::new();
         let last = loop {
-            match stream.next_delta().await {
+            // A client that leaves stops the model's answer at once, not at the next piece.
+            let next = tokio::select! {
+                next = stream.next_delta() => next,
+                () = events.closed() => return,
+            };
+            match next {
                 Ok(Some(delta)) => {
                     text.push_str(&delta);
                     let event = Event::default()
@@ -276,5 +281,7 @@ fn streamed(
             .await
             .map(|event| (Ok::<_, Infallible>(event), received))
     });
-    Sse::new(events).into_response()
+    Sse::new(events)
+        .keep_alive(axum::response::sse::KeepAlive::default())
+        .into_response()
 }

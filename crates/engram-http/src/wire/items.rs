@@ -841,11 +841,11 @@ fn public_base(headers: &axum::http::HeaderMap) -> String {
     format!("{scheme}://{host}")
 }
 
-/// The URL a download token opens, on the base this request reached the service at.
 /// Why `expiry_seconds` does nothing with `mode=content`.
 pub(crate) const EXPIRY_WITHOUT_LINK: &str =
     "it is the lifetime of the download link, which mode=content does not return";
 
+/// The URL a download token opens, on the base this request reached the service at.
 pub(crate) fn download_url(headers: &axum::http::HeaderMap, token: &str) -> String {
     format!("{}/context/download?token={token}", public_base(headers))
 }

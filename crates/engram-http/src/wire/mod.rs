@@ -243,15 +243,31 @@ impl Ignored {
         ignored
     }
 
-    /// `parameter (reason); …` for a legacy `Warning` header; `None` when nothing was ignored.
+    /// `parameter (reason); …` for a legacy `Warning` header: at most 20 entries (then how many
+    /// more), visible ASCII only (anything else as `?`); `None` when nothing was ignored.
     pub(crate) fn summary(&self) -> Option<String> {
+        const MOST: usize = 20;
         (!self.0.is_empty()).then(|| {
-            self.0
+            let mut text = self
+                .0
                 .iter()
-                .map(|(parameter, reason)| format!("{parameter} ({reason})"))
+                .take(MOST)
+                .map(|(parameter, reason)| {
+                    let parameter: String = parameter.chars().take(100).collect();
+                    format!("{parameter} ({reason})")
+                })
                 .collect::<Vec<_>>()
-                .join("; ")
-                .replace('"', "'")
+                .join("; ");
+            if self.0.len() > MOST {
+                text.push_str(&format!("; and {} more", self.0.len() - MOST));
+            }
+            text.chars()
+                .map(|c| match c {
+                    '"' => '\'',
+                    c if c == ' ' || c.is_ascii_graphic() => c,
+                    _ => '?',
+                })
+                .collect()
         })
     }
 

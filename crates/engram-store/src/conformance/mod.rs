@@ -47,7 +47,7 @@ async fn the_consistency_check_runs_every_check<S: Store>(store: &S) {
             .map(|f| f.count)
             .unwrap()
     };
-    let before = store.check(later).await.unwrap();
+    let before = store.check(later, moment(0)).await.unwrap();
     let names: Vec<&str> = before.iter().map(|f| f.check).collect();
     assert!(names.contains(&"undelivered_events"), "{names:?}");
     assert!(before.iter().all(|f| f.count >= 0), "{before:?}");
@@ -63,10 +63,10 @@ async fn the_consistency_check_runs_every_check<S: Store>(store: &S) {
         .unwrap();
     let ours = items::claim_ours(store, &scope, "gone-worker", claimed_at).await;
     assert_eq!(ours.len(), 1);
-    let after = store.check(later).await.unwrap();
+    let after = store.check(later, moment(0)).await.unwrap();
     assert!(stalled(&after) > stalled(&before), "{before:?} {after:?}");
     // While the lease lives, nothing is stalled by it.
-    let live = store.check(claimed_at).await.unwrap();
+    let live = store.check(claimed_at, moment(0)).await.unwrap();
     assert!(stalled(&live) <= stalled(&before), "{live:?}");
 }
 

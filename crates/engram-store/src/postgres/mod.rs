@@ -57,11 +57,20 @@ impl PgStore {
         // that stalled inside it (a frozen VM, a cut network), and the server ends it so its
         // locks do not hold every other instance up. The stalled instance, woken, finds its
         // connection closed (a transient error: 503, then a new connection).
-        let connect = connect.options([(
-            "idle_in_transaction_session_timeout",
-            format!("{}ms", IDLE_IN_TRANSACTION.as_millis()),
-        )]);
+        // Set once each connection is made (not as a startup option, which PgBouncer and RDS
+        // Proxy refuse).
+        let idle = format!(
+            "SET idle_in_transaction_session_timeout = {}",
+            IDLE_IN_TRANSACTION.as_millis()
+        );
         let pool = PgPoolOptions::new()
+            .after_connect(move |conn, _meta| {
+                let idle = idle.clone();
+                Box::pin(async move {
+                    sqlx::Executor::execute(conn, idle.as_str()).await?;
+                    Ok(())
+                })
+            })
             .max_connections(options.max_connections.max(2))
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect)

@@ -61,7 +61,19 @@ fn copy_between(from_dir: &Path, to_dir: &Path, missing: &str, held: &str) -> St
     if to.exists() {
         return Err(StoreError::Conflict(format!("{} {held}", to.display())));
     }
-    copy(&from, &to)
+    // Written beside, renamed once whole and checked: a failed copy leaves no store behind.
+    let partial = to_dir.join(format!("{DB_FILE}.partial"));
+    let _ = std::fs::remove_file(&partial);
+    match copy(&from, &partial) {
+        Ok(size) => {
+            std::fs::rename(&partial, &to)?;
+            Ok(size)
+        }
+        Err(err) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(err)
+        }
+    }
 }
 
 /// Backs the store of `data_dir` up into `dest_dir` (created; it must not hold a store yet).

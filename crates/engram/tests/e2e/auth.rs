@@ -1364,6 +1364,17 @@ async fn an_admin_key_makes_lists_and_revokes_keys_over_http_within_its_own_reac
             .assert_current_error(400, "INVALID_PARAMETERS");
     }
 
+    // A key that expires makes only keys that expire no later.
+    let expiring = create_key(&server, &["--org", org, "--expires-in", "3600"]);
+    for body in [json!({}), json!({"expires_in": 7200})] {
+        let reply = server.post("/keys", &expiring, body).await;
+        assert_forbidden(&reply, "/keys", org);
+    }
+    server
+        .post("/keys", &expiring, json!({"expires_in": 60}))
+        .await
+        .current_ok(201);
+
     // A key restricted to `a` makes keys restricted to `a`, and sees and revokes only those.
     let admin_a = create_key(
         &server,
