@@ -38,8 +38,20 @@ fn run(program: &str, args: &[&str]) -> std::io::Result<std::process::Output> {
 }
 
 impl TempPostgres {
-    /// Starts a cluster; panics with what to do when PostgreSQL is not installed.
+    /// Starts a cluster; panics with what to do when PostgreSQL is not installed. Commits are
+    /// asynchronous (`synchronous_commit=off`), fast for tests but not durable across a crash
+    /// of the server: see [`TempPostgres::start_durable`].
     pub fn start() -> Self {
+        Self::start_with_commits(false)
+    }
+
+    /// A cluster whose answered commits survive a crash of the server (`pg_ctl restart -m
+    /// immediate`), as a production server's do: for tests that crash it.
+    pub fn start_durable() -> Self {
+        Self::start_with_commits(true)
+    }
+
+    fn start_with_commits(durable: bool) -> Self {
         assert!(
             Path::new(BIN_DIR).join("initdb").exists(),
             "PostgreSQL 15 is not installed: run `make setup-test`"
@@ -75,8 +87,15 @@ impl TempPostgres {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        // `fsync=off` loses nothing when only the server crashes (the operating system still
+        // holds what it wrote); `synchronous_commit=off` does lose the last commits.
+        let commits = if durable {
+            "-c synchronous_commit=on"
+        } else {
+            "-c synchronous_commit=off"
+        };
         let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off {commits} -c full_page_writes=off",
             dir.path().display()
         );
         let log = dir.path().join("postgres.log").display().to_string();
