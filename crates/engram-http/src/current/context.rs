@@ -63,8 +63,7 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
     Ok(envelope)
 }
 
-/// The fields of an ingest form engram reads (current names and deprecated aliases).
-/// Fields every ingest reads.
+/// Fields every ingest reads (current names and deprecated aliases).
 const INGEST_FIELDS: &[&str] = &[
     "type",
     "database",
@@ -337,7 +336,7 @@ async fn list(
     ignored.note_if(
         scoped.kind == ItemKind::Memory && scoped.include_fields.is_some(),
         "include_fields",
-        "it selects the fields of listed sources; memories are listed whole",
+        crate::wire::items::INCLUDE_FIELDS_FOR_MEMORIES,
     );
     let listing = app
         .list_items(&who, &scoped.database, scoped.request)

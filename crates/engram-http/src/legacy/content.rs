@@ -294,7 +294,7 @@ async fn list_data(
     ignored.note_if(
         kind == ItemKind::Memory && !body.include_fields.is_empty(),
         "include_fields",
-        "it selects the fields of listed sources; memories are listed whole",
+        crate::wire::items::INCLUDE_FIELDS_FOR_MEMORIES,
     );
     let listing = app
         .list_items(&who, &database, request)

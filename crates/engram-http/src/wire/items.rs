@@ -841,6 +841,10 @@ fn public_base(headers: &axum::http::HeaderMap) -> String {
     format!("{scheme}://{host}")
 }
 
+/// Why `include_fields` does nothing when memories are listed.
+pub(crate) const INCLUDE_FIELDS_FOR_MEMORIES: &str =
+    "it selects the fields of listed sources; memories are listed whole";
+
 /// Why `expiry_seconds` does nothing with `mode=content`.
 pub(crate) const EXPIRY_WITHOUT_LINK: &str =
     "it is the lifetime of the download link, which mode=content does not return";
