@@ -58,6 +58,20 @@ pub struct CreateDatabase {
     pub is_embeddings_tenant: bool,
 }
 
+impl CreateDatabase {
+    /// The fields of this request that do nothing in its combination, with why.
+    pub fn inert(&self) -> Vec<(&'static str, &'static str)> {
+        let mut inert = Vec::new();
+        if self.embeddings_dimension.is_some() && !self.is_embeddings_tenant {
+            inert.push((
+                "embeddings_dimension",
+                "read only with `is_embeddings_tenant: true`; a knowledge database's vectors have the embedding model's dimension",
+            ));
+        }
+        inert
+    }
+}
+
 /// A database with its object counts.
 #[derive(Debug, Clone)]
 pub struct DatabaseStats {
@@ -87,6 +101,7 @@ impl App {
         let dimension = request
             .embeddings_dimension
             .unwrap_or(limits::DEFAULT_EMBEDDING_DIMENSION);
+        // Checked either way (a bad value is a bad request), kept only for raw embeddings.
         if !limits::EMBEDDING_DIMENSION_RANGE.contains(&dimension) {
             return Err(AppError::InvalidParameters(format!(
                 "`embeddings_dimension` must be between {} and {}",
@@ -102,7 +117,11 @@ impl App {
             default_collection: default_collection(&name),
             name,
             schema,
-            embeddings_dimension: dimension,
+            embeddings_dimension: if request.is_embeddings_tenant {
+                dimension
+            } else {
+                limits::DEFAULT_EMBEDDING_DIMENSION
+            },
             is_embeddings_tenant: request.is_embeddings_tenant,
             created_at: self.now(),
         };

@@ -78,6 +78,37 @@ pub struct MemoryInput {
     pub relations: Value,
 }
 
+impl MemoryInput {
+    /// The fields of this memory that do nothing as sent, with why: what only inference
+    /// reads, when the memory is not inferred.
+    pub fn inert(&self) -> Vec<(&'static str, &'static str)> {
+        let mut inert = Vec::new();
+        if !self.infer {
+            let reason = "read only by inference, with `infer: true`";
+            if self
+                .custom_instructions
+                .as_deref()
+                .is_some_and(|c| !c.is_empty())
+            {
+                inert.push(("custom_instructions", reason));
+            }
+            if self.user_name.as_deref().is_some_and(|u| !u.is_empty()) {
+                inert.push(("user_name", reason));
+            }
+        }
+        // A knowledge item's relations are kept as given and listed back; a memory's are
+        // read for their `ids` alone.
+        if self
+            .relations
+            .as_object()
+            .is_some_and(|r| r.keys().any(|k| k != "ids"))
+        {
+            inert.push(("relations", "a memory's relations are read for `ids` alone"));
+        }
+        inert
+    }
+}
+
 /// An object a connector synced, as an item.
 #[derive(Debug, Clone)]
 pub(crate) struct SyncedItem {

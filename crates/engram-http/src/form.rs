@@ -155,6 +155,11 @@ impl Form {
             .collect()
     }
 
+    /// Whether `name` was sent as a text part (or a JSON field).
+    pub(crate) fn has_text(&self, name: &str) -> bool {
+        self.fields.contains_key(name)
+    }
+
     pub(crate) fn files_named(&self, names: &[&str]) -> Vec<UploadedFile> {
         self.files
             .iter()

@@ -28,8 +28,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
 /// Ingest knowledge (files and/or app content) or memories. Indexing continues in the
 /// background; poll `GET /context/status`.
 #[utoipa::path(post, path = "/context/ingest", tag = "context", security(("bearer" = ["write"])),
-    request_body(content_type = "multipart/form-data", description = "fields: type, database, collection, upsert, \
-        documents (files), document_metadata, app_knowledge, memories, graph_payload (JSON-encoded strings)"),
+    request_body(content = crate::wire::items::IngestFormDoc, content_type = "multipart/form-data"),
     responses(
         (status = 202, body = EnvelopeDoc<IngestResultDto>, description = "accepted; per-item results"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS"),
@@ -44,6 +43,9 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
         if let Some(reason) = ingest_field_unread(name, memory) {
             ignored.note(name, reason);
         }
+    }
+    if !memory {
+        crate::wire::items::note_text_files(&form, &["documents", "files"], &mut ignored);
     }
     let (outcome, kind) = match request {
         Ingest::Knowledge(request) => (

@@ -61,6 +61,9 @@ async fn create_database(
         );
     }
     let request = body.into_request(&mut deprecations)?;
+    for (parameter, reason) in request.inert() {
+        ignored.note(parameter, reason);
+    }
     let db = app.create_database(&who, request).await?;
     Ok(
         Envelope::new(StatusCode::ACCEPTED, &CreatedDatabase::from(&db))

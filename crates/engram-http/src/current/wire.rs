@@ -104,6 +104,10 @@ pub(super) struct DatabaseStatus {
     pub infra: Infra,
     /// The typed metadata fields of the database.
     pub database_metadata_schema: Vec<FieldDto>,
+    /// Whether the database holds raw embeddings its clients bring.
+    pub is_embeddings_tenant: bool,
+    /// The dimension of its vectors: the raw embeddings' or the embedding model's.
+    pub embeddings_dimension: u32,
     pub message: String,
 }
 
@@ -808,6 +812,8 @@ impl From<&DatabaseRecord> for DatabaseStatus {
                 ready_for_ingestion: infra.all_ready(),
             },
             database_metadata_schema: schema_dto(db),
+            is_embeddings_tenant: db.is_embeddings_tenant,
+            embeddings_dimension: db.embeddings_dimension,
             message: if infra.all_ready() {
                 "database is ready".into()
             } else {

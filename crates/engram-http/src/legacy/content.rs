@@ -74,7 +74,7 @@ fn legacy_ingest(outcome: &engram_app::IngestOutcome) -> LegacyIngestResponse {
 /// Upload knowledge (legacy): multipart `tenant_id`, `sub_tenant_id`, `upsert`, `files`,
 /// `file_metadata`, `app_knowledge`.
 #[utoipa::path(post, path = "/ingestion/upload_knowledge", tag = "legacy content", security(("bearer" = ["write"])),
-    request_body(content_type = "multipart/form-data"),
+    request_body(content = crate::wire::items::UploadKnowledgeFormDoc, content_type = "multipart/form-data"),
     responses((status = 202, body = LegacyIngestResponse),
         (status = 400, body = LegacyErrorDoc, description = "INVALID_FILE_FORMAT: every file of the upload is of an unsupported format (E1002), and nothing else was sent"),
         (status = 422, body = LegacyErrorDoc)))]
@@ -85,6 +85,13 @@ async fn upload_knowledge(
 ) -> Result<Response, ApiError> {
     let form = form.map_err(recode)?;
     let mut deprecations = Deprecations::default();
+    let mut ignored = Ignored::default();
+    for name in form.names() {
+        if !crate::wire::items::UPLOAD_FIELDS.contains(&name) {
+            ignored.note(name, "not a field of this route");
+        }
+    }
+    crate::wire::items::note_text_files(&form, &["files", "documents"], &mut ignored);
     let database = tenant(form.text("tenant_id")?)?;
     let files = form.files_named(&["files", "documents"]);
     let file_metadata = form
@@ -110,7 +117,10 @@ async fn upload_knowledge(
         .map_err(content)?;
     unsupported_only(&outcome)?;
     let response = (StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response();
-    Ok(super::deprecated(response, &deprecations))
+    Ok(super::warned(
+        super::deprecated(response, &deprecations),
+        &ignored,
+    ))
 }
 
 /// A legacy upload whose every item was refused for its format (`E1002`, nothing stored) is
@@ -149,6 +159,10 @@ pub(super) struct AddMemoryBody {
     #[schema(value_type = Vec<MemoryDto>)]
     pub memories: Value,
     pub upsert: Option<bool>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The legacy body's `memories`, each read as a memory: anything else (not an array, a
@@ -181,7 +195,8 @@ async fn add_memory(
     Json(body): Json<AddMemoryBody>,
 ) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
-    let (mut deprecations, mut ignored) = (Deprecations::default(), Ignored::default());
+    let mut deprecations = Deprecations::default();
+    let mut ignored = Ignored::of_unknown(&body.unknown);
     let request = MemoryRequest {
         collection: body.sub_tenant_id,
         upsert: body.upsert.unwrap_or(true),
@@ -195,7 +210,10 @@ async fn add_memory(
         .await
         .map_err(content)?;
     let response = (StatusCode::ACCEPTED, axum::Json(legacy_ingest(&outcome))).into_response();
-    Ok(super::deprecated(response, &deprecations))
+    Ok(super::warned(
+        super::deprecated(response, &deprecations),
+        &ignored,
+    ))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -311,6 +329,10 @@ pub(super) struct DeleteKnowledgeBody {
     pub sub_tenant_id: Option<String>,
     #[serde(default)]
     pub ids: Vec<String>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Delete knowledge by ids (legacy); 200 with per-item results.
@@ -320,8 +342,9 @@ async fn delete_knowledge(
     State(app): State<App>,
     Auth(who): Auth,
     Json(body): Json<DeleteKnowledgeBody>,
-) -> Result<axum::Json<DeleteResultDto>, ApiError> {
+) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let (_, deleted) = app
         .delete_items(
             &who,
@@ -332,7 +355,10 @@ async fn delete_knowledge(
         )
         .await
         .map_err(content)?;
-    Ok(axum::Json(DeleteResultDto::new(&deleted)))
+    Ok(super::warned(
+        axum::Json(DeleteResultDto::new(&deleted)).into_response(),
+        &ignored,
+    ))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

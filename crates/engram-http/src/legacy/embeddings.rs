@@ -2,6 +2,7 @@
 //! database created with `is_embeddings_tenant: true` and their declared dimension.
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use engram_app::{App, RawDocument, RawFilter, RawVector};
 use engram_types::ErrorCode;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
 use crate::wire::items::split_ids;
+use crate::wire::Ignored;
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -78,6 +80,10 @@ pub(super) struct InsertBody {
     /// Replace chunk ids that exist (default false: keep them).
     #[serde(default)]
     pub upsert: bool,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -101,8 +107,9 @@ async fn insert(
     State(app): State<App>,
     Auth(who): Auth,
     Json(body): Json<InsertBody>,
-) -> Result<axum::Json<InsertResult>, ApiError> {
+) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let documents = body
         .embeddings
         .into_iter()
@@ -128,12 +135,13 @@ async fn insert(
         )
         .await
         .map_err(content)?;
-    Ok(axum::Json(InsertResult {
+    let response = axum::Json(InsertResult {
         insert_count: ids.len(),
         ids,
         success: true,
         error: None,
-    }))
+    });
+    Ok(super::warned(response.into_response(), &ignored))
 }
 
 /// Which fields each result carries: `chunk_id`, `source_id` and `metadata` by default,
@@ -218,6 +226,10 @@ pub(super) struct SearchBody {
     /// `source_id == "x"`, `chunk_id in ["a", "b"]`, clauses joined by `and`.
     pub filter_expr: Option<String>,
     pub output_fields: Option<Vec<String>>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The stored vectors most similar to `query_embedding` (cosine, exact), best first.
@@ -233,8 +245,9 @@ async fn search(
     State(app): State<App>,
     Auth(who): Auth,
     Json(body): Json<SearchBody>,
-) -> Result<axum::Json<Vec<RawResult>>, ApiError> {
+) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let query = body
         .query_embedding
         .ok_or_else(|| ApiError::invalid("missing required field `query_embedding`"))?;
@@ -255,11 +268,12 @@ async fn search(
         )
         .await
         .map_err(content)?;
-    Ok(axum::Json(
+    let response = axum::Json(
         hits.into_iter()
             .map(|hit| result(hit.vector, Some(hit.score), output))
-            .collect(),
-    ))
+            .collect::<Vec<_>>(),
+    );
+    Ok(super::warned(response.into_response(), &ignored))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -272,6 +286,10 @@ pub(super) struct FilterBody {
     pub output_fields: Option<Vec<String>>,
     /// 1-1000, default 1000.
     pub limit: Option<i64>,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Stored vectors of one source and/or these chunk ids.
@@ -286,8 +304,9 @@ async fn filter(
     State(app): State<App>,
     Auth(who): Auth,
     Json(body): Json<FilterBody>,
-) -> Result<axum::Json<Vec<RawResult>>, ApiError> {
+) -> Result<Response, ApiError> {
     let database = tenant(body.tenant_id)?;
+    let ignored = Ignored::of_unknown(&body.unknown);
     let output = Output::parse(body.output_fields)?;
     let vectors = app
         .filter_raw(
@@ -300,12 +319,13 @@ async fn filter(
         )
         .await
         .map_err(content)?;
-    Ok(axum::Json(
+    let response = axum::Json(
         vectors
             .into_iter()
             .map(|v| result(v, None, output))
-            .collect(),
-    ))
+            .collect::<Vec<_>>(),
+    );
+    Ok(super::warned(response.into_response(), &ignored))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

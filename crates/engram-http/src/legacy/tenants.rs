@@ -13,6 +13,7 @@ use super::{legacy, tenant};
 use crate::envelope::LegacyErrorDoc;
 use crate::error::ApiError;
 use crate::extract::{Auth, Json, Query};
+use crate::wire::Ignored;
 
 pub(super) fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -38,11 +39,22 @@ async fn create_tenant(
     Json(body): Json<CreateTenantRequest>,
 ) -> Result<Response, ApiError> {
     let name = tenant(body.tenant_id.clone())?;
+    let mut ignored = Ignored::of_unknown(&body.unknown);
+    crate::wire::FieldDto::note_inert(
+        body.tenant_metadata_schema.as_deref().unwrap_or_default(),
+        "tenant_metadata_schema",
+        &mut ignored,
+    );
+    let request = body.into_request(&name);
+    for (parameter, reason) in request.inert() {
+        ignored.note(parameter, reason);
+    }
     let db = app
-        .create_database(&who, body.into_request(&name))
+        .create_database(&who, request)
         .await
         .map_err(|e| legacy(e).recode(ErrorCode::DatabaseAlreadyExists, ErrorCode::InvalidInput))?;
-    Ok((StatusCode::ACCEPTED, axum::Json(TenantCreated::from(&db))).into_response())
+    let response = (StatusCode::ACCEPTED, axum::Json(TenantCreated::from(&db))).into_response();
+    Ok(super::warned(response, &ignored))
 }
 
 /// Provisioning readiness flags (legacy).

@@ -20,6 +20,10 @@ pub(super) struct CreateTenantRequest {
     pub embeddings_dimension: Option<u32>,
     #[serde(default)]
     pub is_embeddings_tenant: bool,
+    /// Fields this route does not know: named in a `Warning`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

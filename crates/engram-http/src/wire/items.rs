@@ -220,7 +220,7 @@ impl MemoryDto {
             "memories[].additional_metadata",
             "memories[].document_metadata",
         )?;
-        Ok(engram_app::MemoryInput {
+        let memory = engram_app::MemoryInput {
             id: deprecations.pick(
                 self.id,
                 self.source_id,
@@ -243,7 +243,11 @@ impl MemoryDto {
                 "memories[].additional_metadata",
             )?,
             relations: self.relations,
-        })
+        };
+        for (field, reason) in memory.inert() {
+            ignored.note(format!("memories[].{field}"), reason);
+        }
+        Ok(memory)
     }
 }
 
@@ -852,4 +856,98 @@ pub(crate) const EXPIRY_WITHOUT_LINK: &str =
 /// The URL a download token opens, on the base this request reached the service at.
 pub(crate) fn download_url(headers: &axum::http::HeaderMap, token: &str) -> String {
     format!("{}/context/download?token={token}", public_base(headers))
+}
+
+/// The multipart form of `POST /context/ingest` (documentation: the handler reads the parts
+/// by name). JSON values travel as JSON-encoded text parts; files as file parts.
+#[derive(ToSchema)]
+#[allow(dead_code)] // read field by field from the form, described here for the document
+pub(crate) struct IngestFormDoc {
+    /// `knowledge` (default) or `memory`.
+    #[schema(value_type = Option<ItemKindDto>)]
+    r#type: Option<String>,
+    /// The database (required).
+    database: Option<String>,
+    /// Deprecated alias of `database`.
+    #[schema(deprecated)]
+    tenant_id: Option<String>,
+    /// The collection (default: the database's default collection).
+    collection: Option<String>,
+    /// Deprecated alias of `collection`.
+    #[schema(deprecated)]
+    sub_tenant_id: Option<String>,
+    /// Replace an item of the same id (default true).
+    upsert: Option<bool>,
+    /// Files to parse (file parts), with `type=knowledge`.
+    #[schema(value_type = Option<Vec<String>>, format = Binary)]
+    documents: Option<Vec<String>>,
+    /// Deprecated alias of `documents`.
+    #[schema(value_type = Option<Vec<String>>, format = Binary, deprecated)]
+    files: Option<Vec<String>>,
+    /// JSON array of per-file metadata, in the order of the files.
+    document_metadata: Option<String>,
+    /// Deprecated alias of `document_metadata`.
+    #[schema(deprecated)]
+    file_metadata: Option<String>,
+    /// JSON array of pre-extracted app content items.
+    app_knowledge: Option<String>,
+    /// Deprecated alias of `app_knowledge`.
+    #[schema(deprecated)]
+    app_sources: Option<String>,
+    /// JSON array of memories, with `type=memory`.
+    memories: Option<String>,
+    /// JSON graph of entities and relations to store beside the content.
+    graph_payload: Option<String>,
+}
+
+/// The multipart form of the legacy `POST /ingestion/upload_knowledge` (documentation).
+#[derive(ToSchema)]
+#[allow(dead_code)] // read field by field from the form, described here for the document
+pub(crate) struct UploadKnowledgeFormDoc {
+    /// The tenant (required).
+    tenant_id: Option<String>,
+    /// The sub-tenant (default: the tenant's default).
+    sub_tenant_id: Option<String>,
+    /// Replace an item of the same id (default true).
+    upsert: Option<bool>,
+    /// Files to parse (file parts).
+    #[schema(value_type = Option<Vec<String>>, format = Binary)]
+    files: Option<Vec<String>>,
+    /// Alias of `files`.
+    #[schema(value_type = Option<Vec<String>>, format = Binary)]
+    documents: Option<Vec<String>>,
+    /// JSON array of per-file metadata, in the order of the files.
+    file_metadata: Option<String>,
+    /// JSON array of pre-extracted app content items.
+    app_knowledge: Option<String>,
+    /// Deprecated alias of `app_knowledge`.
+    #[schema(deprecated)]
+    app_sources: Option<String>,
+    /// JSON graph of entities and relations to store beside the content.
+    graph_payload: Option<String>,
+}
+
+/// Fields the legacy upload form reads.
+pub(crate) const UPLOAD_FIELDS: &[&str] = &[
+    "tenant_id",
+    "sub_tenant_id",
+    "upsert",
+    "files",
+    "documents",
+    "file_metadata",
+    "app_knowledge",
+    "app_sources",
+    "graph_payload",
+];
+
+/// Notes the file fields of `form` sent as text parts: files are read from file parts only.
+pub(crate) fn note_text_files(form: &crate::form::Form, names: &[&str], ignored: &mut Ignored) {
+    for name in names {
+        if form.has_text(name) {
+            ignored.note(
+                *name,
+                "sent as a text part; files are read from file parts (with a filename)",
+            );
+        }
+    }
 }

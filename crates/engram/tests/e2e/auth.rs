@@ -177,7 +177,7 @@ async fn route_matrix(server: &Server) -> Vec<(Method, String)> {
 }
 
 /// `(method, path template, operation)` of every operation in the server's OpenAPI document.
-async fn documented_operations(server: &Server) -> Vec<(Method, String, Value)> {
+pub(crate) async fn documented_operations(server: &Server) -> Vec<(Method, String, Value)> {
     let doc = server
         .client
         .get(server.url("/openapi.json"))

@@ -627,7 +627,7 @@ async fn feed_connectors_go_through_every_health_transition_by_what_the_source_d
     assert_eq!(plain(&resumed, 200)["paused"], false);
 }
 
-fn urlencode(text: &str) -> String {
+pub(crate) fn urlencode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

@@ -343,13 +343,19 @@ async fn current_generation_lifecycle_from_create_to_recreate() {
     assert_eq!(created.body["meta"]["database"], "docs");
     assert_eq!(created.body["meta"]["api_version"], "2");
     created.assert_deprecations(&[]);
+    // A knowledge database's vectors have the embedding model's dimension: the one sent is
+    // reported as not read (it is for raw-embeddings databases).
+    assert_eq!(
+        created.body["meta"]["ignored_parameters"][0]["parameter"], "embeddings_dimension",
+        "{created:#?}"
+    );
 
     let status = poll_current_ready(&server, &key, "docs").await;
     assert_eq!(status["infra"]["ready_for_ingestion"], true);
     assert_eq!(current_names(&server, &key).await, ["docs"]);
     assert_eq!(collections_of(&server, &key, "docs").await, ["docs"]);
     assert_current_stats_empty(&server, &key, "docs").await;
-    assert_monitor_empty(&server, &key, "docs", 768).await;
+    assert_monitor_empty(&server, &key, "docs", 384).await;
     assert_eq!(
         schema_of(&server, &key, "docs").await,
         json!([default_field("team", "VARCHAR")])
@@ -408,6 +414,12 @@ async fn legacy_generation_lifecycle_from_create_to_recreate() {
     )
     .await;
     assert_eq!(created.body["tenant_id"], "legacy1");
+    assert!(
+        created
+            .header("warning")
+            .is_some_and(|w| w.contains("embeddings_dimension")),
+        "{created:#?}"
+    );
 
     poll_legacy_ready(&server, &key, "legacy1").await;
     assert_eq!(legacy_names(&server, &key).await, ["legacy1"]);
@@ -415,7 +427,7 @@ async fn legacy_generation_lifecycle_from_create_to_recreate() {
         legacy_sub_tenants(&server, &key, "legacy1").await,
         ["legacy1"]
     );
-    assert_monitor_empty(&server, &key, "legacy1", 1536).await;
+    assert_monitor_empty(&server, &key, "legacy1", 384).await;
 
     let deleted = server
         .delete("/tenants/delete?tenant_id=legacy1", &key)
@@ -482,7 +494,7 @@ async fn a_database_made_on_one_generation_is_seen_on_the_other() {
         collections_of(&server, &key, "made-legacy").await,
         ["made-legacy"]
     );
-    assert_monitor_empty(&server, &key, "made-current", 512).await;
+    assert_monitor_empty(&server, &key, "made-current", 384).await;
     assert_monitor_empty(&server, &key, "made-legacy", 384).await;
     assert_current_stats_empty(&server, &key, "made-legacy").await;
     assert_eq!(
@@ -934,7 +946,7 @@ async fn another_organizations_name_is_not_found_until_this_organization_creates
     create_current(
         &server,
         &key,
-        json!({"database": "theirs", "embeddings_dimension": 64}),
+        json!({"database": "theirs", "is_embeddings_tenant": true, "embeddings_dimension": 64}),
     )
     .await;
     poll_current_ready(&server, &key, "theirs").await;
@@ -1274,13 +1286,13 @@ async fn concurrent_creates_of_one_name_admit_exactly_one() {
                 (
                     Method::POST,
                     "/databases".to_owned(),
-                    json!({"database": "race", "embeddings_dimension": 100 + i}),
+                    json!({"database": "race", "is_embeddings_tenant": true, "embeddings_dimension": 100 + i}),
                 )
             } else {
                 (
                     Method::POST,
                     "/tenants/create".to_owned(),
-                    json!({"tenant_id": "race", "embeddings_dimension": 100 + i}),
+                    json!({"tenant_id": "race", "is_embeddings_tenant": true, "embeddings_dimension": 100 + i}),
                 )
             }
         })
@@ -1435,6 +1447,7 @@ async fn populate_for_restart(server: &Server, key: &str) -> Value {
         key,
         json!({
             "database": "kept",
+            "is_embeddings_tenant": true,
             "embeddings_dimension": 256,
             "database_metadata_schema": [{"name": "team"}, {"name": "n", "data_type": "INT64"}],
         }),
@@ -1443,7 +1456,7 @@ async fn populate_for_restart(server: &Server, key: &str) -> Value {
     create_legacy(
         server,
         key,
-        json!({"tenant_id": "kept-legacy", "embeddings_dimension": 1024}),
+        json!({"tenant_id": "kept-legacy", "is_embeddings_tenant": true, "embeddings_dimension": 1024}),
     )
     .await;
     create_current(server, key, json!({"database": "dropped"})).await;

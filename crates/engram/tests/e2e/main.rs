@@ -12,6 +12,7 @@ mod connectors;
 mod databases;
 mod errors;
 mod faults;
+mod fields;
 mod graph;
 mod ingest;
 mod limits;

@@ -2360,7 +2360,7 @@ async fn inert_parameters_are_reported_in_the_combinations_that_leave_them_inert
 }
 
 /// `$ref`s resolved against the document.
-fn resolved<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+pub(crate) fn resolved<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     match schema["$ref"].as_str() {
         Some(reference) => {
             let name = reference.rsplit('/').next().unwrap();
@@ -2370,8 +2370,21 @@ fn resolved<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
+/// The server's OpenAPI document.
+pub(crate) async fn openapi(server: &Server) -> Value {
+    server
+        .client
+        .get(server.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// Every property of an object schema (through `allOf` and `$ref`), with its schema.
-fn properties(doc: &Value, schema: &Value) -> Vec<(String, Value)> {
+pub(crate) fn properties(doc: &Value, schema: &Value) -> Vec<(String, Value)> {
     let schema = resolved(doc, schema);
     let mut found: Vec<(String, Value)> = schema["allOf"]
         .as_array()
@@ -2387,7 +2400,7 @@ fn properties(doc: &Value, schema: &Value) -> Vec<(String, Value)> {
 
 /// Values a client could send for a property: each variant of an enum or of a `oneOf`, both
 /// booleans, two numbers, a string, a one-string list, a one-key object.
-fn samples(doc: &Value, schema: &Value) -> Vec<Value> {
+pub(crate) fn samples(doc: &Value, schema: &Value) -> Vec<Value> {
     let schema = resolved(doc, schema);
     if let Some(values) = schema["enum"].as_array() {
         return values.clone();
@@ -2423,15 +2436,7 @@ async fn silent_fields(
     bases: &[Value],
     acted: fn(&common::Reply, &common::Reply, &str) -> bool,
 ) -> Vec<String> {
-    let doc: Value = server
-        .client
-        .get(server.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = openapi(server).await;
     let body_schema =
         &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
     let fields = properties(&doc, body_schema);
