@@ -371,3 +371,86 @@ async fn answers_cite_their_chunks_and_fail_clearly() {
     assert_eq!(done["citations"], json!([first]), "{events:#?}");
     assert_eq!(done["model_used"], "scripted");
 }
+
+/// Every field of `recall.qna`'s body in the OpenAPI document changes the answer, what the
+/// model is asked, or is named in the `Warning` (the reading routes' test, with the model's
+/// request as part of the outcome: a scripted model answers the same to every question).
+#[tokio::test]
+async fn every_field_of_qna_is_acted_on_or_reported() {
+    let (url, seen) = scripted_endpoint().await;
+    let server = Server::start_with(&[
+        ("ENGRAM_LLM__BASE_URL", url.as_str()),
+        ("ENGRAM_LLM__MODEL", "scripted"),
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+    ]);
+    let key = server.key("org-qna-fields", &[]);
+    server.ready_database(&key, "plant").await;
+    ingest(&server, &key, "plant", &notes()).await;
+    let doc = crate::query::openapi(&server).await;
+    let schema = &doc["paths"]["/recall/qna"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
+    let fields = crate::query::properties(&doc, schema);
+    assert!(fields.len() >= 5, "{fields:?}");
+    let base = json!({"tenant_id": "plant", "question": "What cools the gamma reactor?"});
+    // The answer and what the model was asked, as one value.
+    let outcome = |body: Value| {
+        let (server, key, seen) = (&server, &key, &seen);
+        async move {
+            seen.lock().unwrap().1.clear();
+            let reply = ask(server, key, body).await;
+            let asked = seen.lock().unwrap().1.clone();
+            let seen = json!({"status": reply.status.as_u16(), "body": reply.body, "asked": asked});
+            (reply, seen)
+        }
+    };
+    let (_, first) = outcome(base.clone()).await;
+    let (_, again) = outcome(base.clone()).await;
+    let mut volatile = std::collections::BTreeSet::new();
+    crate::fields::differences(&first, &again, "", &mut volatile);
+    let mut silent = Vec::new();
+    for (name, schema) in fields {
+        if name == "stream" {
+            // Acted on when the answer comes as server-sent events instead of one object.
+            let mut body = base.clone();
+            body["stream"] = json!(true);
+            let response = server
+                .client
+                .post(server.url("/recall/qna"))
+                .header("Authorization", format!("Bearer {key}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let kind = response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            assert!(kind.starts_with("text/event-stream"), "{kind}");
+            continue;
+        }
+        let mut acted = false;
+        for value in crate::query::samples(&doc, &schema) {
+            let mut body = base.clone();
+            body[&name] = value;
+            let (reply, seen) = outcome(body).await;
+            let mut changed = std::collections::BTreeSet::new();
+            crate::fields::differences(&first, &seen, "", &mut changed);
+            let changed = changed.iter().any(|c| {
+                !volatile
+                    .iter()
+                    .any(|v| c == v || c.starts_with(&format!("{v}/")))
+            });
+            if changed || reply.header("warning").is_some_and(|w| w.contains(&name)) {
+                acted = true;
+                break;
+            }
+        }
+        if !acted {
+            silent.push(name);
+        }
+    }
+    assert!(
+        silent.is_empty(),
+        "fields of recall.qna that changed nothing and were not reported: {silent:?}"
+    );
+}

@@ -584,7 +584,7 @@ fn form(fields: &Value) -> reqwest::multipart::Form {
 }
 
 /// The JSON pointers where `a` and `b` differ (a whole array when the lengths differ).
-fn differences(a: &Value, b: &Value, at: &str, out: &mut BTreeSet<String>) {
+pub(crate) fn differences(a: &Value, b: &Value, at: &str, out: &mut BTreeSet<String>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for key in x.keys().chain(y.keys()) {
