@@ -57,6 +57,8 @@ if $for_tests; then
   # server headers to build pgvector.
   [ -x /usr/lib/postgresql/15/bin/initdb ] || packages+=(postgresql-15)
   [ -f /usr/include/postgresql/15/server/postgres.h ] || packages+=(postgresql-server-dev-15)
+  # libfaketime runs an instance with its clock moved (the clock-skew test).
+  [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || packages+=(faketime)
   # The git connector's tests serve repositories with `git daemon` (Debian's git package).
   git daemon --help >/dev/null 2>&1 || [ $? -eq 129 ] || packages+=(git)
   # The imap connector's tests run their own dovecot (Debian's dovecot-imapd) on a loopback

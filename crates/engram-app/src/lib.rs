@@ -42,7 +42,7 @@ use tokio::sync::Notify;
 
 pub use answer::{citations, QnaAnswer, QnaRequest, QnaStream, NO_ANSWER};
 pub use auth::Principal;
-pub use clock::{format_ms, Clock, SystemClock, UnixMs};
+pub use clock::{format_ms, Clock, OffsetClock, SystemClock, UnixMs};
 pub use connectors::{
     ConnectorStatus, ConnectorView, CreateConnector, Health, HealthStatus, Lifecycle,
     ResourceMapping, SyncStatus, UpdateConnector, VaultEntry,
@@ -144,6 +144,8 @@ struct Inner {
     upload_slots: Arc<tokio::sync::Semaphore>,
     /// The connector catalog, the credentials sealer and the scheduler's wake-up.
     connectors: connectors::Connectors,
+    /// On a store with a clock of its own (PostgreSQL), `clock` is this, kept in step with it.
+    synced_clock: Option<Arc<OffsetClock>>,
     config: Config,
 }
 
@@ -160,7 +162,8 @@ impl App {
                 "resuming work interrupted when engram last stopped"
             );
         }
-        let app = Self::with_store(config, store, Arc::new(SystemClock), Some(models))?;
+        let (clock, synced) = clock::for_store(store.as_ref()).await?;
+        let app = Self::assemble(config, store, clock, synced, Some(models))?;
         app.inner
             .indexes
             .catch_up()
@@ -182,6 +185,17 @@ impl App {
         config: Config,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
+        models: Option<Models>,
+    ) -> AppResult<Self> {
+        Self::assemble(config, store, clock, None, models)
+    }
+
+    /// [`Self::with_store`], with the offset clock `clock` is when it follows the store's.
+    fn assemble(
+        config: Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        synced_clock: Option<Arc<OffsetClock>>,
         models: Option<Models>,
     ) -> AppResult<Self> {
         let outbound = engram_outbound::Outbound::new(engram_outbound::AddressPolicy {
@@ -237,6 +251,7 @@ impl App {
                     config.ingest.concurrent_uploads,
                 )),
                 connectors: connectors::Connectors::new(&config.connectors, &config.data_dir),
+                synced_clock,
                 config,
             }),
         })

@@ -87,6 +87,13 @@ impl App {
         let app = self.clone();
         let connector_token = token.clone();
         tracker.spawn(async move { app.run_connectors(connector_token).await });
+        if let Some(clock) = &self.inner.synced_clock {
+            tracker.spawn(crate::clock::keep_in_step(
+                self.inner.store.clone(),
+                clock.clone(),
+                token.clone(),
+            ));
+        }
         if let Some(models) = &self.inner.models {
             let config = &self.config().pipeline;
             let options = PipelineOptions::new(config, &self.config().budgets);

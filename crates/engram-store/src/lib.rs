@@ -146,4 +146,9 @@ pub trait Store:
 {
     /// Flushes and closes the backend; called once at shutdown.
     async fn close(&self);
+
+    /// The store's own clock, where instances on several machines share the store (PostgreSQL):
+    /// the one time base their leases, expiries and schedules are taken from. `None` where one
+    /// process serves the store (its machine's clock is the only one).
+    async fn clock(&self) -> StoreResult<Option<UnixMs>>;
 }

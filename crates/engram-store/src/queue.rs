@@ -47,6 +47,9 @@ pub(crate) trait QueueDialect: Backend {
     /// The feed's state row: its table, the column of the trimmed sequence number and the
     /// column of the feed's id.
     const FEED_STATE: (&'static str, &'static str, &'static str);
+    /// The statement reading the store's own clock (milliseconds since the epoch, as `now`),
+    /// where instances on several machines share the store; `None` where one process serves it.
+    const CLOCK: Option<&'static str>;
 
     /// The request's items that exist: `(collection, id)` to their key and whether they
     /// expired.
@@ -409,6 +412,14 @@ impl<B: QueueDialect> crate::Store for SqlStore<B> {
     /// Closes every connection (on SQLite, checkpointing the WAL).
     async fn close(&self) {
         self.pool.close().await;
+    }
+
+    async fn clock(&self) -> StoreResult<Option<UnixMs>> {
+        let Some(statement) = B::CLOCK else {
+            return Ok(None);
+        };
+        let row = self.one(Sql::new(statement)).await?;
+        Ok(Some(UnixMs::from_millis(row.int("now")?)))
     }
 }
 

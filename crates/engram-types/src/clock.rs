@@ -129,6 +129,45 @@ impl Clock for SystemClock {
     }
 }
 
+/// The system's wall clock moved by an offset: set to another clock's distance from this
+/// machine's (PostgreSQL's, shared by instances on several machines), so that every instance
+/// takes its times from one base whatever their own clocks say.
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl OffsetClock {
+    /// How far the clock is from the system's (ms; positive: ahead).
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_offset_ms(&self, offset_ms: i64) {
+        self.offset_ms
+            .store(offset_ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The offset that makes this clock read `other`, read as the system's clock went from
+    /// `sent` to `received`: `other` is taken to be the midpoint's.
+    pub fn offset_to(other: UnixMs, sent: UnixMs, received: UnixMs) -> i64 {
+        let (sent, received) = (sent.as_millis(), received.as_millis());
+        let midpoint = sent.saturating_add(received.saturating_sub(sent) / 2);
+        other.as_millis().saturating_sub(midpoint)
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> UnixMs {
+        UnixMs::from_millis(
+            SystemClock
+                .now()
+                .as_millis()
+                .saturating_add(self.offset_ms()),
+        )
+    }
+}
+
 /// A duration in milliseconds, saturating (leases and backoffs are given to the stores so).
 pub fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)

@@ -34,6 +34,20 @@ pub async fn run_all<S: Store>(store: &S) {
     graph::run_all(store).await;
     connectors::run_all(store).await;
     the_consistency_check_runs_every_check(store).await;
+    a_shared_store_reads_its_own_clock(store).await;
+}
+
+/// A store instances on several machines share reads its own clock (near this machine's, in
+/// a test); one a single process serves has none.
+async fn a_shared_store_reads_its_own_clock<S: Store>(store: &S) {
+    let ours = engram_types::Clock::now(&engram_types::SystemClock);
+    // SQLite has none: the machine's clock is the only one.
+    if let Some(theirs) = store.clock().await.unwrap() {
+        assert!(
+            (theirs.as_millis() - ours.as_millis()).abs() < 60_000,
+            "{theirs:?} against {ours:?}"
+        );
+    }
 }
 
 /// Every check's query runs on the backend; a claim whose lease ran out counts as stalled

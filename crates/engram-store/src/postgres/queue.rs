@@ -23,6 +23,8 @@ impl QueueDialect for Postgres {
     const FOR_UPDATE_OF_ITEM: &'static str = " FOR UPDATE OF i";
     const FEED_STATE: (&'static str, &'static str, &'static str) =
         ("chunk_log_trimmed", "through", "feed");
+    const CLOCK: Option<&'static str> =
+        Some("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");
 
     /// The request's ids in one statement by their unique key (per item, the planner could
     /// pick a scan of the collection from plans made while the table was small).

@@ -37,6 +37,7 @@ impl QueueDialect for Sqlite {
     const ONE_PROCESS: bool = true;
     const FOR_UPDATE_OF_ITEM: &'static str = "";
     const FEED_STATE: (&'static str, &'static str, &'static str) = ("chunk_feed", "trimmed", "id");
+    const CLOCK: Option<&'static str> = None;
 
     /// One probe per item, by its unique key.
     async fn existing_items<'c>(

@@ -584,3 +584,96 @@ async fn a_chaos_run_loses_nothing_and_does_nothing_twice() {
         recorded.len()
     );
 }
+
+/// libfaketime, which moves the clock of the process it is preloaded into (Debian's
+/// `faketime` package; `make setup-test` installs it).
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Clock skew: an instance whose machine clock runs two minutes ahead (libfaketime) takes its
+/// times from PostgreSQL's like the other. Its writes carry PostgreSQL's time, a memory that
+/// lives 40 s is found through it, and it takes over none of the other's claims before their
+/// leases run out (each item claimed once).
+#[tokio::test]
+async fn an_instance_whose_clock_is_ahead_keeps_the_shared_time() {
+    let envs: Vec<(&str, &str)> = vec![("ENGRAM_PIPELINE__BATCH_ITEMS", "2")];
+    let a = Server::start_with(&envs);
+    if a.storage_url.is_none() {
+        return;
+    }
+    assert!(
+        std::path::Path::new(FAKETIME).exists(),
+        "{FAKETIME} is missing: run `make setup-test` (Debian's faketime package)"
+    );
+    let mut skewed = envs.clone();
+    skewed.extend([("LD_PRELOAD", FAKETIME), ("FAKETIME", "+120s")]);
+    let b = Server::start_beside(&a, &skewed);
+    let key = a.key("org-skew", &[]);
+    a.ready_database(&key, "shared").await;
+    b.wait_ready(&key, "shared").await;
+
+    // The skew is real: b's answers are dated two minutes ahead of a's.
+    let (at_a, at_b) = (
+        a.get("/databases", &key).await,
+        b.get("/databases", &key).await,
+    );
+    let date = |reply: &crate::common::Reply| {
+        httpdate::parse_http_date(reply.header("date").unwrap()).unwrap()
+    };
+    let ahead = date(&at_b).duration_since(date(&at_a)).unwrap_or_default();
+    assert!(ahead >= Duration::from_secs(100), "{ahead:?}");
+
+    // Written through b, stamped with PostgreSQL's time.
+    ingest(
+        &b,
+        &key,
+        "shared",
+        &[app("via-b", "Skew", "Written through b.")],
+    )
+    .await;
+    wait_completed(&a, &key, "shared", None, &["via-b"]).await;
+    let off_ms: i64 = sql(
+        &a,
+        "SELECT abs(created_at - (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
+         FROM items WHERE id = 'via-b'",
+    )
+    .parse()
+    .unwrap();
+    assert!(
+        off_ms < 30_000,
+        "created {off_ms} ms off PostgreSQL's clock"
+    );
+
+    // A memory living 40 s, stored through a, is alive for b too.
+    let stored = crate::common::ingest_memories(
+        &a,
+        &key,
+        "shared",
+        "u1",
+        json!([{"id": "short", "text": "The visitor badge code is 4411.", "expiry_time": 40}]),
+    )
+    .await;
+    stored.current_ok(202);
+    wait_completed(&a, &key, "shared", Some("u1"), &["short"]).await;
+    let reply = b
+        .post(
+            "/query",
+            &key,
+            json!({"database": "shared", "collection": "u1", "type": "memory",
+                   "query": "visitor badge code", "query_by": "text"}),
+        )
+        .await;
+    let found = reply.current_ok(200)["chunks"].to_string();
+    assert!(found.contains("4411"), "expired early on b: {reply:#?}");
+
+    // Both work the queue; neither takes the other's claims (15 s leases) over.
+    let (batch, ids) = items("skew", 24);
+    ingest(&a, &key, "shared", &batch).await;
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    wait_completed(&a, &key, "shared", None, &ids).await;
+    assert_eq!(
+        sql(&a, "SELECT max(attempts) FROM items WHERE id LIKE 'skew-%'"),
+        "1",
+        "an item was claimed twice"
+    );
+    a.assert_consistent();
+}
