@@ -98,6 +98,9 @@ impl From<StoreError> for AppError {
     /// A transient failure of the store (a deadlock between instances, a busy or unreachable
     /// server) is 503, which clients retry with backoff; anything else is internal.
     fn from(err: StoreError) -> Self {
+        if err.is_disk_full() {
+            return disk_full(&err);
+        }
         if err.is_transient() {
             tracing::warn!(error = %err, "store temporarily unavailable");
             return Self::Unavailable(
@@ -110,8 +113,24 @@ impl From<StoreError> for AppError {
 
 impl From<engram_index::IndexError> for AppError {
     fn from(err: engram_index::IndexError) -> Self {
-        Self::Internal(Box::new(err))
+        match err {
+            engram_index::IndexError::Store(err) => err.into(),
+            engram_index::IndexError::DiskFull(_) => disk_full(&err),
+            engram_index::IndexError::Keyword(_) | engram_index::IndexError::Task(_) => {
+                Self::Internal(Box::new(err))
+            }
+        }
     }
+}
+
+/// A full disk under the store or an index: 503 (nothing was written; the same request
+/// succeeds once space is freed), logged as an error for the operator.
+fn disk_full(err: &dyn std::fmt::Display) -> AppError {
+    tracing::error!(error = %err, "the disk is full: nothing more can be stored until space is freed");
+    AppError::Unavailable(
+        "engram's disk is full (no space left on the device); nothing was stored: retry once space is freed"
+            .to_owned(),
+    )
 }
 
 impl From<tokio::task::JoinError> for AppError {

@@ -91,7 +91,13 @@ const POSITION_FILE: &str = "position.json";
 const FORMAT: u32 = 1;
 
 fn keyword_error(err: impl std::fmt::Display) -> IndexError {
-    IndexError::Keyword(err.to_string())
+    let text = err.to_string();
+    // Tantivy's errors wrap the file system's; a full disk reads "(os error 28)".
+    if text.contains("os error 28") || text.contains("No space left on device") {
+        IndexError::DiskFull(text)
+    } else {
+        IndexError::Keyword(text)
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -39,6 +39,10 @@ pub enum IndexError {
     /// The keyword index failed (it is rebuilt from the store when engram restarts).
     #[error("keyword index: {0}")]
     Keyword(String),
+    /// The disk under an index is full (`ENOSPC`): what was being written is not, the index
+    /// stands as it was, and the write is done again once space is freed.
+    #[error("index: no space left on the device: {0}")]
+    DiskFull(String),
     #[error("index task failed: {0}")]
     Task(String),
 }

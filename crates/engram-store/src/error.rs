@@ -55,6 +55,36 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// The disk under the store is full: SQLite's `SQLITE_FULL`, PostgreSQL's `53100`
+    /// (`disk_full`), or `ENOSPC` from the file system. Nothing was written; once space is
+    /// freed the same call succeeds.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Backend(sqlx::Error::Database(db)) => {
+                let code = db.code().unwrap_or_default();
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    code.parse::<u32>().is_ok_and(|c| c & 0xff == 13)
+                } else {
+                    code == "53100"
+                }
+            }
+            Self::Backend(sqlx::Error::Io(err)) | Self::Io(err) => is_enospc(err),
+            Self::Backend(_)
+            | Self::Conflict(_)
+            | Self::NotFound(_)
+            | Self::Corrupt(_)
+            | Self::Migration(_)
+            | Self::FeedBehind(_) => false,
+        }
+    }
+}
+
+/// Whether an I/O error says that no space is left on the device (`ENOSPC`).
+pub fn is_enospc(err: &std::io::Error) -> bool {
+    err.raw_os_error() == Some(28) || err.kind() == std::io::ErrorKind::StorageFull
+}
+
 pub type StoreResult<T, E = StoreError> = Result<T, E>;
 
 pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {

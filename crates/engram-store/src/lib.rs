@@ -41,7 +41,7 @@ use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 pub use backend::SqlStore;
 pub use check::{Consistency, Finding};
 pub use connectors::*;
-pub use error::{StoreError, StoreResult};
+pub use error::{is_enospc, StoreError, StoreResult};
 pub use feedback::*;
 pub use graph::*;
 pub use items::*;

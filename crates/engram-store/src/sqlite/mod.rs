@@ -37,6 +37,12 @@ impl SqliteStore {
         conn.close().await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // A COMMIT that fails (a full disk: `SQLITE_FULL`) leaves SQLite's transaction
+            // open on its connection, and no later transaction could begin there: such a
+            // connection is closed instead of going back to the pool.
+            .after_release(|conn, _| {
+                Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+            })
             .connect_with(options)
             .await?;
         Ok(crate::SqlStore { pool })

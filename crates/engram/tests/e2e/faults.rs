@@ -677,3 +677,177 @@ async fn an_instance_whose_clock_is_ahead_keeps_the_shared_time() {
     );
     a.assert_consistent();
 }
+
+/// A tmpfs of a few MiB mounted for the test (as root, or through `sudo -n`), unmounted when
+/// dropped.
+struct SmallDisk {
+    at: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mib: u32) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("disk");
+        std::fs::create_dir(&at).unwrap();
+        let mut command = if nix_is_root() {
+            std::process::Command::new("mount")
+        } else {
+            let mut sudo = std::process::Command::new("sudo");
+            sudo.args(["-n", "mount"]);
+            sudo
+        };
+        let out = command
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(&at)
+            .output()
+            .expect("mount");
+        assert!(
+            out.status.success(),
+            "the full-disk test mounts a small tmpfs (as root or with passwordless sudo): {out:?}"
+        );
+        Self { at, _dir: dir }
+    }
+
+    /// Fills the disk with `filler` until a write fails for want of space.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write as _;
+        let filler = self.at.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let block = vec![0_u8; 64 * 1024];
+        loop {
+            if let Err(err) = file.write_all(&block).and_then(|()| file.sync_all()) {
+                assert_eq!(err.raw_os_error(), Some(28), "{err}");
+                return filler;
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let mut command = if nix_is_root() {
+            std::process::Command::new("umount")
+        } else {
+            let mut sudo = std::process::Command::new("sudo");
+            sudo.args(["-n", "umount"]);
+            sudo
+        };
+        let _ = command.args(["-l"]).arg(&self.at).status();
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A full disk under the data directory (SQLite, the indexes): ingestion answers 503
+/// `SERVICE_UNAVAILABLE` naming the full disk (never 500) and stores nothing it refused; once
+/// space is freed everything accepted completes, what was refused is accepted again, and the
+/// store and the indexes are intact (`engram check`, queries).
+#[tokio::test]
+async fn a_full_disk_refuses_cleanly_and_everything_resumes_when_space_returns() {
+    let disk = SmallDisk::mount(48);
+    let server = Server::start_at(disk.at.join("data"), &[]);
+    let key = server.key("org-disk", &[]);
+    server.ready_database(&key, "kb").await;
+    ingest(
+        &server,
+        &key,
+        "kb",
+        &[app("a", "Pumps", "The pumps are replaced yearly.")],
+    )
+    .await;
+    wait_completed(&server, &key, "kb", None, &["a"]).await;
+
+    let filler = disk.fill();
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for i in 0..8 {
+        let id = format!("s{i}");
+        let form = reqwest::multipart::Form::new()
+            .text("type", "knowledge")
+            .text("database", "kb")
+            .text(
+                "app_knowledge",
+                json!([app(
+                    &id,
+                    "Valves",
+                    &format!("Note {i}: the valves are checked.")
+                )])
+                .to_string(),
+            );
+        let reply = crate::common::send_form(&server, "/context/ingest", &key, form).await;
+        match reply.status.as_u16() {
+            202 => accepted.push(id),
+            503 => {
+                reply.assert_current_error(503, "SERVICE_UNAVAILABLE");
+                let message = reply.body["error"]["message"].as_str().unwrap();
+                assert!(message.contains("disk is full"), "{message}");
+                assert!(reply.header("retry-after").is_some(), "{reply:#?}");
+                refused.push(id);
+            }
+            _ => panic!("neither accepted nor refused for the disk: {reply:#?}"),
+        }
+        let query = server
+            .post("/query", &key, json!({"database": "kb", "query": "valves"}))
+            .await;
+        assert!(
+            [200, 503].contains(&query.status.as_u16()),
+            "a query on a full disk: {query:#?}"
+        );
+    }
+    assert!(!refused.is_empty(), "the full disk refused nothing");
+
+    // Space returns: what was accepted completes, what was refused was never stored and is
+    // accepted now.
+    std::fs::remove_file(filler).unwrap();
+    let status = server
+        .get(
+            &format!("/context/status?database=kb&ids={}", refused.join(",")),
+            &key,
+        )
+        .await;
+    // Not one of them is known: a 404, or each `not_found`.
+    if status.status != 404 {
+        let statuses = status.current_ok(200)["statuses"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(
+            statuses.iter().all(|s| s["indexing_status"] == "not_found"),
+            "{statuses:?}"
+        );
+    }
+    let again: Vec<Value> = refused
+        .iter()
+        .map(|id| app(id, "Valves", "Sent again: the valves are checked."))
+        .collect();
+    ingest(&server, &key, "kb", &again).await;
+    let every: Vec<&str> = accepted
+        .iter()
+        .chain(&refused)
+        .map(String::as_str)
+        .chain(["a"])
+        .collect();
+    wait_completed(&server, &key, "kb", None, &every).await;
+    let found = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "kb", "query": "valves checked pumps", "max_results": 20}),
+        )
+        .await;
+    let ids: BTreeSet<String> = found.current_ok(200)["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    let wanted: BTreeSet<String> = every.iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(ids, wanted);
+    server.assert_consistent();
+}

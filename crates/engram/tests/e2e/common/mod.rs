@@ -141,6 +141,16 @@ impl Server {
         server
     }
 
+    /// Starts a server on the embedded store with its data directory at `data_dir` (for
+    /// example on a file system the test made small).
+    pub(crate) fn start_at(data_dir: PathBuf, envs: &[(&str, &str)]) -> Self {
+        let mut server = Self::unstarted(envs);
+        server.data_dir = data_dir;
+        server.storage_url = None;
+        server.spawn();
+        server
+    }
+
     /// Starts another instance on `other`'s PostgreSQL database, with a data directory of its
     /// own: several instances, one store.
     pub(crate) fn start_beside(other: &Server, envs: &[(&str, &str)]) -> Self {
