@@ -690,14 +690,7 @@ impl SmallDisk {
         let dir = tempfile::tempdir().unwrap();
         let at = dir.path().join("disk");
         std::fs::create_dir(&at).unwrap();
-        let mut command = if nix_is_root() {
-            std::process::Command::new("mount")
-        } else {
-            let mut sudo = std::process::Command::new("sudo");
-            sudo.args(["-n", "mount"]);
-            sudo
-        };
-        let out = command
+        let out = privileged("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
             .arg(&at)
             .output()
@@ -726,22 +719,23 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let mut command = if nix_is_root() {
-            std::process::Command::new("umount")
-        } else {
-            let mut sudo = std::process::Command::new("sudo");
-            sudo.args(["-n", "umount"]);
-            sudo
-        };
-        let _ = command.args(["-l"]).arg(&self.at).status();
+        let _ = privileged("umount").args(["-l"]).arg(&self.at).status();
     }
 }
 
-fn nix_is_root() -> bool {
-    std::process::Command::new("id")
+/// `program` as root: itself when the test runs as root, else through `sudo -n`.
+fn privileged(program: &str) -> std::process::Command {
+    let root = std::process::Command::new("id")
         .arg("-u")
         .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if root {
+        std::process::Command::new(program)
+    } else {
+        let mut sudo = std::process::Command::new("sudo");
+        sudo.args(["-n", program]);
+        sudo
+    }
 }
 
 /// A full disk under the data directory (SQLite, the indexes): ingestion answers 503
