@@ -18,6 +18,9 @@ pub struct Principal {
     pub scopes: Scopes,
     /// When the key stops working, if ever.
     pub expires_at: Option<engram_types::UnixMs>,
+    /// The id of the request acting (its `X-Request-Id`), carried into the work it queues so
+    /// that work's log lines name it; empty outside a request.
+    pub request_id: String,
 }
 
 impl Principal {
@@ -79,6 +82,7 @@ impl App {
             databases: (!record.databases.is_empty()).then_some(record.databases),
             scopes: record.scopes,
             expires_at: record.expires_at,
+            request_id: String::new(),
         })
     }
 

@@ -667,7 +667,9 @@ impl App {
             };
             batch.accept_with_graph(result, app_item(item_collection, id, app), &mut graphs);
         }
-        let results = self.enqueue(&db, batch, request.upsert).await?;
+        let results = self
+            .enqueue(&db, batch, request.upsert, &who.request_id)
+            .await?;
         Ok(IngestOutcome {
             database: db,
             collection,
@@ -744,7 +746,9 @@ impl App {
                 memory_item(&collection, id, memory, text, expires_at),
             );
         }
-        let results = self.enqueue(&db, batch, request.upsert).await?;
+        let results = self
+            .enqueue(&db, batch, request.upsert, &who.request_id)
+            .await?;
         Ok(IngestOutcome {
             database: db,
             collection,
@@ -842,17 +846,18 @@ impl App {
             item.fields.instructions = object.instructions;
             batch.accept(result, item);
         }
-        self.enqueue(db, batch, true).await
+        self.enqueue(db, batch, true, "").await
     }
 
-    /// Stores the accepted items in one transaction and wakes the pipeline.
-    /// Stores the batch's items in one transaction and queues them; an existing id without
-    /// `upsert` becomes that item's refusal. Returns every result, in request order.
+    /// Stores the batch's items in one transaction and queues them, each with the id of the
+    /// request that sent it (empty: engram's own); an existing id without `upsert` becomes that
+    /// item's refusal. Returns every result, in request order.
     async fn enqueue(
         &self,
         db: &DatabaseRecord,
         batch: Batch,
         upsert: bool,
+        request_id: &str,
     ) -> AppResult<Vec<ItemResult>> {
         let Batch { mut results, items } = batch;
         if items.is_empty() {
@@ -864,6 +869,7 @@ impl App {
             item.fields.instructions = db
                 .instructions
                 .for_item(item.collection.as_str(), &item.fields.instructions);
+            request_id.clone_into(&mut item.fields.request_id);
         }
         let outcomes = self
             .store()

@@ -15,6 +15,10 @@ use crate::envelope::finish;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// The request's id, for the extractors (the caller carries it into the work it queues).
+#[derive(Clone)]
+pub(crate) struct RequestId(pub String);
+
 fn request_id_from(req: &Request) -> String {
     req.headers()
         .get(&REQUEST_ID)
@@ -37,8 +41,9 @@ fn path_family(path: &str) -> String {
 }
 
 /// The request's id and span, and its final shape.
-pub(crate) async fn request_context(req: Request, next: Next) -> Response {
+pub(crate) async fn request_context(mut req: Request, next: Next) -> Response {
     let request_id = request_id_from(&req);
+    req.extensions_mut().insert(RequestId(request_id.clone()));
     let span = tracing::info_span!("request", request_id = %request_id);
     serve(req, next, request_id).instrument(span).await
 }

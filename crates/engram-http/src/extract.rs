@@ -21,7 +21,11 @@ impl FromRequestParts<App> for Auth {
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
         let token = bearer_token(parts).map_err(|m| ApiError::from(AppError::Unauthorized(m)))?;
-        Ok(Self(app.authenticate(token).await?))
+        let mut who = app.authenticate(token).await?;
+        if let Some(id) = parts.extensions.get::<crate::context::RequestId>() {
+            who.request_id.clone_from(&id.0);
+        }
+        Ok(Self(who))
     }
 }
 

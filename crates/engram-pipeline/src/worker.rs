@@ -22,6 +22,7 @@ use engram_store::{
 use engram_types::{Backoff, Clock, ItemErrorCode, ItemKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::{prepare, Prepared};
 
@@ -327,6 +328,20 @@ impl Pipeline {
         if items.is_empty() {
             return Ok(0);
         }
+        // Every line logged for this work names the requests that queued it.
+        let mut requests: Vec<&str> = items
+            .iter()
+            .map(|i| i.request_id.as_str())
+            .filter(|r| !r.is_empty())
+            .collect();
+        requests.sort_unstable();
+        requests.dedup();
+        let span = tracing::info_span!("indexing", request_id = %requests.join(","));
+        self.work(items, started).instrument(span).await
+    }
+
+    /// Indexes claimed items (graphs first), renewing their claims meanwhile.
+    async fn work(&self, items: Vec<ClaimedItem>, started: Instant) -> StoreResult<usize> {
         // Set by the heartbeat when the items are no longer this worker's; the parsers and the
         // chunker check it between blocks, rows and pages and while a tool runs.
         let stop = Arc::new(AtomicBool::new(false));

@@ -57,8 +57,8 @@ async fn write_item<B: QueueDialect>(
     let upsert = Sql::new(
         "INSERT INTO items (database_id, collection, id, kind, origin, filename, media_type, title, source_type,
              description, note, url, timestamp, text, metadata, additional_metadata, attachments, relations,
-             user_name, infer, expires_at, instructions, title_key, status, run_after, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, 'queued', $24, $24, $24)
+             user_name, infer, expires_at, instructions, title_key, request_id, status, run_after, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $25, 'queued', $24, $24, $24)
          ON CONFLICT (database_id, collection, id) DO UPDATE SET
              kind = excluded.kind, origin = excluded.origin, filename = excluded.filename,
              media_type = excluded.media_type, title = excluded.title, source_type = excluded.source_type,
@@ -67,7 +67,8 @@ async fn write_item<B: QueueDialect>(
              additional_metadata = excluded.additional_metadata, attachments = excluded.attachments,
              relations = excluded.relations, user_name = excluded.user_name, infer = excluded.infer,
              expires_at = excluded.expires_at, instructions = excluded.instructions,
-             title_key = excluded.title_key, version = items.version + 1, status = 'queued',
+             title_key = excluded.title_key, request_id = excluded.request_id,
+             version = items.version + 1, status = 'queued',
              error_code = '', error_message = '', attempts = 0, run_after = excluded.run_after,
              lease_owner = NULL, lease_until = NULL, updated_at = excluded.updated_at
          RETURNING item_key",
@@ -95,7 +96,8 @@ async fn write_item<B: QueueDialect>(
     .bind(f.expires_at)
     .bind(&f.instructions)
     .bind(f.title.to_lowercase())
-    .bind(now);
+    .bind(now)
+    .bind(&f.request_id);
     let item_key = one::<B>(conn, upsert).await?.int("item_key")?;
     if let Some(payload) = &item.payload {
         let insert = Sql::new("INSERT INTO item_payloads (item_key, bytes) VALUES ($1, $2)")

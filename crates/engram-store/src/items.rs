@@ -71,6 +71,9 @@ pub struct ItemFields {
     /// What inference made of a memory (`infer: true`): its facts about the user. Written by
     /// indexing, never by ingestion.
     pub inferred_content: String,
+    /// The id of the request that queued the item (its latest upsert), carried by the log lines
+    /// of its indexing; empty when engram queued it itself.
+    pub request_id: String,
 }
 
 /// An item to enqueue.
@@ -169,6 +172,8 @@ pub struct ClaimedItem {
     pub attempts: u32,
     /// What the claim is for.
     pub stage: Stage,
+    /// The request that queued the item (empty when engram did).
+    pub request_id: String,
 }
 
 impl ClaimedItem {

@@ -166,6 +166,12 @@ pub(crate) fn item(row: &impl Columns) -> StoreResult<ItemRecord> {
             expires_at: row.opt_time("expires_at")?,
             instructions: row.text("instructions")?,
             inferred_content: row.text("inferred_content")?,
+            // Read where the query selects it (the claim's columns); listings leave it out.
+            request_id: row
+                .opt_text("request_id")
+                .ok()
+                .flatten()
+                .unwrap_or_default(),
         },
         status: parsed(row, "status", IndexingStatus::parse)?,
         created_at: row.time("created_at")?,
@@ -247,7 +253,7 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
 pub(crate) const CLAIMED_COLUMNS: &str =
     "item_key, version, database_id, collection, id, kind, origin, title, filename,
              media_type, text, graph_payload, user_name, infer, instructions, attempts, status,
-             (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id";
+             request_id, (SELECT org_id FROM databases WHERE databases.id = items.database_id) AS org_id";
 
 /// Whether a claimed item ends a light batch: a file, or given text over `light_bytes`.
 pub(crate) fn ends_light_batch(row: &impl Columns, light_bytes: Option<u64>) -> bool {
@@ -287,6 +293,7 @@ pub(crate) fn claimed_item(
             "graph_creation" => crate::Stage::Graph,
             _ => crate::Stage::Index,
         },
+        request_id: row.text("request_id")?,
     })
 }
 

@@ -59,6 +59,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "key_scopes",
         sql: include_str!("../../migrations/postgres/0010_key_scopes.sql"),
     },
+    Migration {
+        version: 11,
+        name: "item_request",
+        sql: include_str!("../../migrations/postgres/0011_item_request.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

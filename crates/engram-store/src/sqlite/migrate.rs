@@ -98,6 +98,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "key_scopes",
         sql: include_str!("../../migrations/sqlite/0018_key_scopes.sql"),
     },
+    Migration {
+        version: 19,
+        name: "item_request",
+        sql: include_str!("../../migrations/sqlite/0019_item_request.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -77,6 +77,22 @@ async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
         .await
         .unwrap();
     assert_eq!(scraped.status().as_u16(), 200);
+    // Work a request queued names it when it runs in the background: the item's indexing.
+    let form = reqwest::multipart::Form::new()
+        .text("type", "knowledge")
+        .text("database", "logged")
+        .text(
+            "app_knowledge",
+            json!([crate::common::app(
+                "traced",
+                "Traced",
+                "Indexed in the background."
+            )])
+            .to_string(),
+        );
+    let ingested = crate::common::send_form(&server, "/context/ingest", &key, form).await;
+    ingested.current_ok(202);
+    crate::common::wait_completed(&server, &key, "logged", None, &["traced"]).await;
     server.terminate();
 
     let text = std::fs::read_to_string(&log).unwrap();
@@ -105,6 +121,21 @@ async fn logs_are_json_lines_with_request_ids_and_no_secrets() {
     assert!(
         of_query.iter().any(|l| l["fields"]["message"] == "request"),
         "the query's own line carries its request id: {of_query:#?}"
+    );
+
+    let ingest_id = ingested.header("x-request-id").unwrap();
+    let indexed = lines.iter().find(|l| {
+        l["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("engram_pipeline"))
+            && l["fields"]["message"] == "indexed"
+            && l["span"]["request_id"]
+                .as_str()
+                .is_some_and(|ids| ids.split(',').any(|id| id == ingest_id))
+    });
+    assert!(
+        indexed.is_some(),
+        "the indexing of the item names request {ingest_id}"
     );
 
     // Every line written while a request is handled carries its id: from its first line to its
