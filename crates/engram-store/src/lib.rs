@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use engram_types::{CollectionName, DatabaseId, DatabaseName, OrgId, UnixMs};
 
 pub use backend::SqlStore;
-pub use check::{Consistency, Finding};
+pub use check::{Consistency, Finding, Repair};
 pub use connectors::*;
 pub use error::{is_enospc, StoreError, StoreResult};
 pub use feedback::*;

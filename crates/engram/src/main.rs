@@ -100,6 +100,11 @@ enum Command {
     /// Check the store's consistency (works while the service runs); exits 1 when anything
     /// fails.
     Check {
+        /// Repair what fails, in one transaction, then check again: rows that belong to nothing
+        /// are deleted (the indexes follow), stalled claims are queued again, missing webhook
+        /// events are recorded (delivered at least once). Safe beside a running service.
+        #[arg(long)]
+        repair: bool,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -189,8 +194,8 @@ fn main() -> anyhow::Result<()> {
             Command::Serve { listen, config } => serve::run(config.load(listen)?).await,
             Command::Keys { command, config } => keys::run(command, config.load(None)?).await,
             Command::Backup { dest, config } => backup::backup(dest, config.load(None)?).await,
-            Command::Check { config } => {
-                if check::run(config.load(None)?).await? {
+            Command::Check { repair, config } => {
+                if check::run(config.load(None)?, repair).await? {
                     Ok(())
                 } else {
                     std::process::exit(1)

@@ -82,6 +82,18 @@ async fn the_consistency_check_runs_every_check<S: Store>(store: &S) {
     // While the lease lives, nothing is stalled by it.
     let live = store.check(claimed_at, moment(0)).await.unwrap();
     assert!(stalled(&live) <= stalled(&before), "{live:?}");
+    // Repaired: the stalled claim is queued again, and every check passes after.
+    let repaired = store.repair(later, moment(0)).await.unwrap();
+    let stalled_rows = repaired
+        .iter()
+        .find(|r| r.check == "stalled_claims")
+        .map(|r| r.rows)
+        .unwrap();
+    assert!(stalled_rows >= 1, "{repaired:?}");
+    let after = store.check(later, moment(0)).await.unwrap();
+    assert!(after.iter().all(|f| f.count == 0), "{after:?}");
+    let again = items::claim_ours(store, &scope, "next-worker", later).await;
+    assert_eq!(again.len(), 1, "the repaired item is claimed again");
 }
 
 pub fn sample_key(prefix: &str, org: &str) -> ApiKeyRecord {

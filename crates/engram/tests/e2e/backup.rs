@@ -179,4 +179,30 @@ async fn engram_check_finds_what_no_correct_run_leaves() {
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.contains("FAILED") && line.contains(" 1 "), "{line}");
     assert!(stdout.contains("inconsistent"), "{stdout}");
+
+    // Repaired beside the running service: the orphan leaves (the feed logs it for the
+    // indexes), and the store checks consistent.
+    let (ok, stdout, stderr) = server.cli(&["check", "--repair"]);
+    assert!(ok, "{stdout} {stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("repaired orphan_chunks") && l.contains(" 1 rows")),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("consistent"), "{stdout}");
+    server.assert_consistent();
+    let found = server
+        .post(
+            "/query",
+            &key,
+            json!({"database": "kb", "query": "maintenance note valve inspected",
+                   "max_results": 10, "query_by": "text"}),
+        )
+        .await;
+    assert_eq!(
+        found.current_ok(200)["chunks"].as_array().unwrap().len(),
+        1,
+        "the item that kept its chunk is found, and only it: {found:#?}"
+    );
 }
