@@ -940,3 +940,75 @@ mod tests {
         assert_eq!(found(&index, "db", "otter").await, vec![2]);
     }
 }
+
+/// What a saved keyword index holds, read from its directory beside a running instance
+/// (readers take no lock): the feed and position it says it covers, and the chunk keys of each
+/// database's index. For `engram check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedKeywordIndex {
+    pub feed: String,
+    pub through: i64,
+    /// Per database, its chunk keys in ascending order.
+    pub keys: HashMap<DatabaseId, Vec<i64>>,
+}
+
+impl SavedKeywordIndex {
+    /// Reads the saved keyword index under `directory` (`<data dir>/keyword`); `None` when
+    /// nothing is saved there.
+    pub fn read(directory: &Path) -> Result<Option<Self>, String> {
+        let position = match std::fs::read(directory.join(POSITION_FILE)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let position: serde_json::Value =
+            serde_json::from_slice(&position).map_err(|e| e.to_string())?;
+        let feed = position["feed"].as_str().unwrap_or_default().to_owned();
+        let through = position["through"]
+            .as_i64()
+            .ok_or("the position file names no position")?;
+        let mut keys = HashMap::new();
+        for entry in std::fs::read_dir(directory).map_err(|e| e.to_string())? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            if !entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let index = Index::open_in_dir(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+            let reader: IndexReader = index
+                .reader_builder()
+                .reload_policy(ReloadPolicy::Manual)
+                .try_into()
+                .map_err(|e| format!("{name}: {e}"))?;
+            let mut held = Vec::new();
+            for segment in reader.searcher().segment_readers() {
+                let column = segment
+                    .fast_fields()
+                    .i64(KEY)
+                    .map_err(|e| format!("{name}: {e}"))?;
+                let alive = segment.alive_bitset();
+                for doc in 0..segment.max_doc() {
+                    if alive.is_none_or(|a| a.is_alive(doc)) {
+                        held.extend(column.first(doc));
+                    }
+                }
+            }
+            held.sort_unstable();
+            keys.insert(DatabaseId::from_trusted(name), held);
+        }
+        Ok(Some(Self {
+            feed,
+            through,
+            keys,
+        }))
+    }
+
+    /// Makes the instance owning `directory` build its keyword index again from the store at
+    /// its next start (the position it would follow from is removed).
+    pub fn forget_position(directory: &Path) -> std::io::Result<()> {
+        match std::fs::remove_file(directory.join(POSITION_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}

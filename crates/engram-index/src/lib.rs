@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 pub use analyzer::{LexicalQuery, TermOperator};
 pub use ann::AnnOptions;
 pub use engram_store::{ChunkFeed, ChunkKey};
-pub use keyword::{KeywordIndex, TantivyKeywordIndex};
+pub use keyword::{KeywordIndex, SavedKeywordIndex, TantivyKeywordIndex};
 pub use vector::{Int8VectorIndex, VectorEntry, VectorIndex, Vectors};
 
 #[derive(Debug, thiserror::Error)]

@@ -155,6 +155,15 @@ pub trait Consistency: Send + Sync {
     /// stalled claims are queued again, missing events are recorded. Answers each repair with
     /// the rows it changed.
     async fn repair(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Repair>>;
+
+    /// The keys of every chunk above `after`, in key order, at most `limit`, each with its
+    /// database and whether that database is live (not being deleted: an index may hold its
+    /// chunks or not until the purge): what the derived indexes are checked against.
+    async fn indexed_keys(
+        &self,
+        after: crate::ChunkKey,
+        limit: u32,
+    ) -> StoreResult<Vec<(crate::ChunkKey, engram_types::DatabaseId, bool)>>;
 }
 
 #[async_trait]
@@ -187,5 +196,34 @@ impl<B: Backend> Consistency for SqlStore<B> {
         }
         tx.commit().await?;
         Ok(repairs)
+    }
+
+    async fn indexed_keys(
+        &self,
+        after: crate::ChunkKey,
+        limit: u32,
+    ) -> StoreResult<Vec<(crate::ChunkKey, engram_types::DatabaseId, bool)>> {
+        let rows = self
+            .all(
+                Sql::new(
+                    "SELECT c.chunk_key, c.database_id,
+                            CAST(CASE WHEN d.state <> 'deleting' THEN 1 ELSE 0 END AS BIGINT) AS live
+                     FROM chunks c JOIN databases d ON d.id = c.database_id
+                     WHERE c.chunk_key > $1
+                     ORDER BY c.chunk_key LIMIT $2",
+                )
+                .bind(after.0)
+                .bind(limit),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    crate::ChunkKey(row.int("chunk_key")?),
+                    engram_types::DatabaseId::from_trusted(row.text("database_id")?),
+                    row.int("live")? == 1,
+                ))
+            })
+            .collect()
     }
 }
