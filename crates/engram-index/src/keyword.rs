@@ -391,13 +391,9 @@ impl Inner {
     /// position they cover and the databases; `None` when nothing was saved or it was saved
     /// for another feed or format.
     fn open_saved(&self, directory: &Path, feed: &str) -> Result<Option<(i64, Opened)>, String> {
-        let position = match std::fs::read(directory.join(POSITION_FILE)) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+        let Some((position, indexes)) = read_saved(directory)? else {
+            return Ok(None);
         };
-        let position: serde_json::Value =
-            serde_json::from_slice(&position).map_err(|e| e.to_string())?;
         if position["feed"].as_str() != Some(feed) {
             tracing::info!("the saved keyword indexes followed another store: building them again");
             return Ok(None);
@@ -412,13 +408,7 @@ impl Inner {
             .as_i64()
             .ok_or("the position file names no position")?;
         let mut databases = HashMap::new();
-        for entry in std::fs::read_dir(directory).map_err(|e| e.to_string())? {
-            let entry = entry.map_err(|e| e.to_string())?;
-            if !entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-                continue;
-            }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let index = Index::open_in_dir(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+        for (name, index) in indexes {
             if index.schema() != self.schema {
                 return Err(format!("{name}: another schema"));
             }
@@ -941,6 +931,31 @@ mod tests {
     }
 }
 
+/// The position file saved under `directory` and each database's index there (by name);
+/// `None` when no position is saved.
+fn read_saved(
+    directory: &Path,
+) -> Result<Option<(serde_json::Value, Vec<(String, Index)>)>, String> {
+    let position = match std::fs::read(directory.join(POSITION_FILE)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let position: serde_json::Value =
+        serde_json::from_slice(&position).map_err(|e| e.to_string())?;
+    let mut indexes = Vec::new();
+    for entry in std::fs::read_dir(directory).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        if !entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let index = Index::open_in_dir(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+        indexes.push((name, index));
+    }
+    Ok(Some((position, indexes)))
+}
+
 /// What a saved keyword index holds, read from its directory beside a running instance
 /// (readers take no lock): the feed and position it says it covers, and the chunk keys of each
 /// database's index. For `engram check`.
@@ -956,25 +971,15 @@ impl SavedKeywordIndex {
     /// Reads the saved keyword index under `directory` (`<data dir>/keyword`); `None` when
     /// nothing is saved there.
     pub fn read(directory: &Path) -> Result<Option<Self>, String> {
-        let position = match std::fs::read(directory.join(POSITION_FILE)) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+        let Some((position, indexes)) = read_saved(directory)? else {
+            return Ok(None);
         };
-        let position: serde_json::Value =
-            serde_json::from_slice(&position).map_err(|e| e.to_string())?;
         let feed = position["feed"].as_str().unwrap_or_default().to_owned();
         let through = position["through"]
             .as_i64()
             .ok_or("the position file names no position")?;
         let mut keys = HashMap::new();
-        for entry in std::fs::read_dir(directory).map_err(|e| e.to_string())? {
-            let entry = entry.map_err(|e| e.to_string())?;
-            if !entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-                continue;
-            }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let index = Index::open_in_dir(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+        for (name, index) in indexes {
             let reader: IndexReader = index
                 .reader_builder()
                 .reload_policy(ReloadPolicy::Manual)

@@ -149,6 +149,18 @@ async fn a_backup_taken_while_ingesting_restores_everything_completed_before_it(
 
 /// `engram check` says what is wrong and exits non-zero: a chunk whose item is gone (written
 /// behind the service's back, with SQLite's foreign keys off) is found, beside the service.
+/// The chunks a keyword query finds of the check test's notes.
+async fn chunks_found(server: &Server, key: &str) -> crate::common::Reply {
+    server
+        .post(
+            "/query",
+            key,
+            json!({"database": "kb", "query": "maintenance note valve inspected",
+                   "max_results": 10, "query_by": "text"}),
+        )
+        .await
+}
+
 #[tokio::test]
 async fn engram_check_finds_what_no_correct_run_leaves() {
     let mut server = Server::start();
@@ -192,14 +204,7 @@ async fn engram_check_finds_what_no_correct_run_leaves() {
     );
     assert!(stdout.trim_end().ends_with("consistent"), "{stdout}");
     server.assert_consistent();
-    let found = server
-        .post(
-            "/query",
-            &key,
-            json!({"database": "kb", "query": "maintenance note valve inspected",
-                   "max_results": 10, "query_by": "text"}),
-        )
-        .await;
+    let found = chunks_found(&server, &key).await;
     assert_eq!(
         found.current_ok(200)["chunks"].as_array().unwrap().len(),
         1,
@@ -236,14 +241,7 @@ async fn engram_check_finds_what_no_correct_run_leaves() {
     assert!(stdout.contains("repaired keyword_index"), "{stdout}");
     server.restart();
     server.assert_consistent();
-    let found = server
-        .post(
-            "/query",
-            &key,
-            json!({"database": "kb", "query": "maintenance note valve inspected",
-                   "max_results": 10, "query_by": "text"}),
-        )
-        .await;
+    let found = chunks_found(&server, &key).await;
     assert_eq!(
         found.current_ok(200)["chunks"].as_array().unwrap().len(),
         1,
