@@ -931,6 +931,9 @@ mod tests {
     }
 }
 
+/// A saved position file and each database's index beside it, by name.
+type Saved = (serde_json::Value, Vec<(String, Index)>);
+
 /// The position file saved under `directory` and each database's index there (by name);
 /// `None` when no position is saved.
 fn read_saved(
