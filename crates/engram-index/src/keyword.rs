@@ -936,9 +936,7 @@ type Saved = (serde_json::Value, Vec<(String, Index)>);
 
 /// The position file saved under `directory` and each database's index there (by name);
 /// `None` when no position is saved.
-fn read_saved(
-    directory: &Path,
-) -> Result<Option<(serde_json::Value, Vec<(String, Index)>)>, String> {
+fn read_saved(directory: &Path) -> Result<Option<Saved>, String> {
     let position = match std::fs::read(directory.join(POSITION_FILE)) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
