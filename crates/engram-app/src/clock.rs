@@ -19,10 +19,16 @@ const WARN_OFF_MS: i64 = 1_000;
 /// Readings per measurement; the one with the shortest round trip is kept (the least
 /// uncertain midpoint).
 const READINGS: usize = 3;
+/// A round trip past which a reading says little (a wait for a pooled connection counts in it):
+/// a resync keeps the distance it had rather than take it.
+const SLOW_READING_MS: i64 = 500;
 
-/// This machine's distance to the store's clock (ms, positive: the store's is ahead), from
-/// the reading with the shortest round trip; `None` when the store has no clock of its own.
-pub(crate) async fn store_offset(store: &dyn Store) -> engram_store::StoreResult<Option<i64>> {
+/// This machine's distance to the store's clock (ms, positive: the store's is ahead) and the
+/// round trip of the reading it comes from, the one with the shortest; `None` when the store has
+/// no clock of its own.
+pub(crate) async fn store_offset(
+    store: &dyn Store,
+) -> engram_store::StoreResult<Option<(i64, i64)>> {
     let mut best: Option<(i64, i64)> = None;
     for _ in 0..READINGS {
         let sent = SystemClock.now();
@@ -36,7 +42,7 @@ pub(crate) async fn store_offset(store: &dyn Store) -> engram_store::StoreResult
             best = Some((round_trip, offset));
         }
     }
-    Ok(best.map(|(_, offset)| offset))
+    Ok(best.map(|(trip, offset)| (offset, trip)))
 }
 
 /// The application's clock for `store`: the store's clock where it has one (measured now), the
@@ -44,7 +50,7 @@ pub(crate) async fn store_offset(store: &dyn Store) -> engram_store::StoreResult
 pub(crate) async fn for_store(
     store: &dyn Store,
 ) -> engram_store::StoreResult<(Arc<dyn Clock>, Option<Arc<OffsetClock>>)> {
-    let Some(offset) = store_offset(store).await? else {
+    let Some((offset, _)) = store_offset(store).await? else {
         return Ok((Arc::new(SystemClock), None));
     };
     let clock = Arc::new(OffsetClock::default());
@@ -70,7 +76,13 @@ pub(crate) async fn keep_in_step(
             () = tokio::time::sleep(RESYNC) => {}
         }
         match store_offset(store.as_ref()).await {
-            Ok(Some(offset)) => {
+            Ok(Some((_, trip))) if trip > SLOW_READING_MS => {
+                tracing::debug!(
+                    round_trip_ms = trip,
+                    "a slow reading of the store's clock: kept the distance"
+                );
+            }
+            Ok(Some((offset, _))) => {
                 if (offset - clock.offset_ms()).abs() > WARN_OFF_MS {
                     tracing::warn!(
                         from_ms = clock.offset_ms(),

@@ -126,10 +126,10 @@ impl App {
         let database = input.database.as_deref().filter(|d| !d.is_empty());
         let collection = input.collection.as_deref().filter(|c| !c.is_empty());
         let (database, collection) = match (database, collection) {
-            (None, Some(_)) => {
-                return Err(AppError::InvalidParameters(
-                    "`collection` belongs to a database: send `database` with it".into(),
-                ))
+            (None, Some(collection)) => {
+                return Err(AppError::InvalidParameters(format!(
+                    "collection `{collection}` belongs to a database: send `database` with it"
+                )))
             }
             (None, None) => (String::new(), String::new()),
             (Some(name), collection) => {

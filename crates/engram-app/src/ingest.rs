@@ -80,20 +80,24 @@ pub struct MemoryInput {
 
 impl MemoryInput {
     /// The fields of this memory that do nothing as sent, with why: what only inference
-    /// reads, when the memory is not inferred.
-    pub fn inert(&self) -> Vec<(&'static str, &'static str)> {
+    /// reads, when the memory is not inferred (`custom_instructions` is also read by graph
+    /// extraction with a model: `graph_reads_instructions`).
+    pub fn inert(&self, graph_reads_instructions: bool) -> Vec<(&'static str, &'static str)> {
         let mut inert = Vec::new();
         if !self.infer {
-            let reason = "read only by inference, with `infer: true`";
-            if self
-                .custom_instructions
-                .as_deref()
-                .is_some_and(|c| !c.is_empty())
+            if !graph_reads_instructions
+                && self
+                    .custom_instructions
+                    .as_deref()
+                    .is_some_and(|c| !c.is_empty())
             {
-                inert.push(("custom_instructions", reason));
+                inert.push((
+                    "custom_instructions",
+                    "read by inference (`infer: true`) and by graph extraction with a model, neither of which runs here",
+                ));
             }
             if self.user_name.as_deref().is_some_and(|u| !u.is_empty()) {
-                inert.push(("user_name", reason));
+                inert.push(("user_name", "read only by inference, with `infer: true`"));
             }
         }
         // A knowledge item's relations are kept as given and listed back; a memory's are

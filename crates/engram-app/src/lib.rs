@@ -43,6 +43,13 @@ use tokio::sync::Notify;
 pub use answer::{citations, QnaAnswer, QnaRequest, QnaStream, NO_ANSWER};
 pub use auth::Principal;
 pub use clock::{format_ms, Clock, OffsetClock, SystemClock, UnixMs};
+
+/// The time now on `store`'s time base: its own clock where instances share it (PostgreSQL),
+/// the machine's otherwise (for commands that act beside the service, such as `engram check`).
+pub async fn store_now(store: &dyn Store) -> AppResult<UnixMs> {
+    let (clock, _) = clock::for_store(store).await?;
+    Ok(clock.now())
+}
 pub use connectors::{
     ConnectorStatus, ConnectorView, CreateConnector, Health, HealthStatus, Lifecycle,
     ResourceMapping, SyncStatus, UpdateConnector, VaultEntry,
@@ -176,7 +183,8 @@ impl App {
     /// index nothing.
     pub async fn open_admin(config: Config) -> AppResult<Self> {
         let store = open_store(&config).await?;
-        Self::with_store(config, store, Arc::new(SystemClock), None)
+        let (clock, _) = clock::for_store(store.as_ref()).await?;
+        Self::with_store(config, store, clock, None)
     }
 
     /// An application over a given store. Without `models` nothing is indexed (for tests of the

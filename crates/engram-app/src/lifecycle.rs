@@ -43,8 +43,7 @@ impl App {
     /// graphs (the rules reading what it cannot), else the offline rules.
     fn graph_extractor(&self) -> Arc<dyn engram_graph::GraphExtractor> {
         let rules: Arc<dyn engram_graph::GraphExtractor> = Arc::new(RuleExtractor);
-        let llm = &self.config().llm;
-        if llm.base_url.trim().is_empty() || !llm.graph {
+        if !self.graph_reads_instructions() {
             return rules;
         }
         Arc::new(engram_graph::LlmExtractor::new(
@@ -52,6 +51,12 @@ impl App {
             self.llm_settings(),
             rules,
         ))
+    }
+
+    /// Whether graph extraction reads an item's instructions: a model configured for graphs.
+    pub fn graph_reads_instructions(&self) -> bool {
+        let llm = &self.config().llm;
+        !llm.base_url.trim().is_empty() && llm.graph
     }
 
     /// `[llm]` as the model client takes it.

@@ -248,7 +248,9 @@ impl App {
                 chunks,
             }),
             MetadataEditOutcome::Refused(reason) => Err(AppError::Validation(reason)),
-            MetadataEditOutcome::NotFound => Err(AppError::SourceNotFound(id.to_owned())),
+            MetadataEditOutcome::NotFound => Err(AppError::SourceNotFound(format!(
+                "{id}` in collection `{collection}"
+            ))),
         }
     }
 

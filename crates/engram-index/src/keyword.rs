@@ -86,6 +86,9 @@ const REBUILD_WRITERS: usize = 4;
 
 /// The file beside the saved databases' indexes naming the feed and position they cover.
 const POSITION_FILE: &str = "position.json";
+/// Left beside them by `engram check --repair`: the saved indexes are not used at the next
+/// start but built again from the store (a running instance rewrites the position, never this).
+const REBUILD_FILE: &str = "rebuild";
 /// Raised when what is saved changes meaning in a way the schema and the analysis of
 /// [`fingerprint`] do not show.
 const FORMAT: u32 = 1;
@@ -391,6 +394,10 @@ impl Inner {
     /// position they cover and the databases; `None` when nothing was saved or it was saved
     /// for another feed or format.
     fn open_saved(&self, directory: &Path, feed: &str) -> Result<Option<(i64, Opened)>, String> {
+        if directory.join(REBUILD_FILE).exists() {
+            tracing::info!("a rebuild of the keyword indexes was asked for: building them again");
+            return Ok(None);
+        }
         let Some((position, indexes)) = read_saved(directory)? else {
             return Ok(None);
         };
@@ -438,7 +445,11 @@ impl Inner {
                 std::fs::remove_dir_all(entry.path()).map_err(keyword_error)?;
             }
         }
-        Ok(())
+        // Last: a rebuild cut short is asked for again.
+        match std::fs::remove_file(directory.join(REBUILD_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(keyword_error(e)),
+            _ => Ok(()),
+        }
     }
 
     /// Drops a database that is gone, and its folder.
@@ -1010,11 +1021,11 @@ impl SavedKeywordIndex {
     }
 
     /// Makes the instance owning `directory` build its keyword index again from the store at
-    /// its next start (the position it would follow from is removed).
-    pub fn forget_position(directory: &Path) -> std::io::Result<()> {
-        match std::fs::remove_file(directory.join(POSITION_FILE)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+    /// its next start, whatever it writes meanwhile.
+    pub fn request_rebuild(directory: &Path) -> std::io::Result<()> {
+        std::fs::write(
+            directory.join(REBUILD_FILE),
+            b"asked by engram check --repair\n",
+        )
     }
 }

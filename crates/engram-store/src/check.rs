@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use engram_types::UnixMs;
 
-use crate::backend::{Backend, Sql, SqlStore};
+use crate::backend::{Sql, SqlStore};
 use crate::rows::Columns as _;
 use crate::StoreResult;
 
@@ -164,10 +164,15 @@ pub trait Consistency: Send + Sync {
         after: crate::ChunkKey,
         limit: u32,
     ) -> StoreResult<Vec<(crate::ChunkKey, engram_types::DatabaseId, bool)>>;
+
+    /// The sequence number of the newest committed chunk change (a rolled-back write leaves a
+    /// gap in the sequence that no reader ever reaches): what an index that applied every
+    /// change has reached.
+    async fn committed_feed_head(&self) -> StoreResult<i64>;
 }
 
 #[async_trait]
-impl<B: Backend> Consistency for SqlStore<B> {
+impl<B: crate::queue::QueueDialect> Consistency for SqlStore<B> {
     async fn check(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Finding>> {
         let mut findings = Vec::with_capacity(CHECKS.len());
         for (check, meaning, query) in CHECKS {
@@ -196,6 +201,14 @@ impl<B: Backend> Consistency for SqlStore<B> {
         }
         tx.commit().await?;
         Ok(repairs)
+    }
+
+    async fn committed_feed_head(&self) -> StoreResult<i64> {
+        let (table, trimmed, _) = B::FEED_STATE;
+        let head = Sql::new(format!(
+            "SELECT CAST(COALESCE((SELECT MAX(seq) FROM chunk_log), (SELECT MAX({trimmed}) FROM {table}), 0) AS BIGINT) AS head"
+        ));
+        self.one(head).await?.int("head")
     }
 
     async fn indexed_keys(

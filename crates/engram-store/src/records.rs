@@ -103,6 +103,16 @@ pub struct DatabaseRecord {
 }
 
 impl DatabaseRecord {
+    /// The dimension of the database's vectors: the raw embeddings' for a raw-embeddings
+    /// database, the embedding model's otherwise (whatever an older engram stored for it).
+    pub fn vector_dimension(&self) -> u32 {
+        if self.is_embeddings_tenant {
+            self.embeddings_dimension
+        } else {
+            engram_types::limits::DEFAULT_EMBEDDING_DIMENSION
+        }
+    }
+
     /// The scope that every read and write of this database's data carries.
     pub fn scope(&self) -> DatabaseScope {
         DatabaseScope {

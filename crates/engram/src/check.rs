@@ -7,7 +7,8 @@ use engram_config::Config;
 
 pub(crate) async fn run(config: Config, repair: bool) -> anyhow::Result<bool> {
     let store = engram_app::open_store(&config).await?;
-    let now = engram_types::Clock::now(&engram_types::SystemClock);
+    // The service's time base: PostgreSQL's clock where instances share it.
+    let now = engram_app::store_now(store.as_ref()).await?;
     let retention = u64::from(config.webhooks.retention_days) * 24 * 3600;
     let kept_since = now.before(std::time::Duration::from_secs(retention));
     if repair {
@@ -64,11 +65,19 @@ async fn keyword_agreement(
     directory: &std::path::Path,
     repair: bool,
 ) -> anyhow::Result<Vec<engram_store::Finding>> {
+    let mut unread = None;
     for attempt in 1..=ATTEMPTS {
-        let head = store.chunk_feed_head().await?;
-        let Some(saved) = engram_index::SavedKeywordIndex::read(directory)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", directory.display()))?
-        else {
+        let head = store.committed_feed_head().await?;
+        // A running instance may be writing it (a new database, a merge): read again.
+        let saved = match engram_index::SavedKeywordIndex::read(directory) {
+            Ok(saved) => saved,
+            Err(why) => {
+                unread = Some(why);
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let Some(saved) = saved else {
             println!(
                 "(no keyword index saved under {}: not compared)",
                 directory.display()
@@ -79,7 +88,7 @@ async fn keyword_agreement(
             println!("(the keyword index under {} follows another store: it is built again at start; not compared)", directory.display());
             return Ok(Vec::new());
         }
-        if saved.through != head {
+        if saved.through < head {
             if attempt < ATTEMPTS {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 continue;
@@ -112,7 +121,7 @@ async fn keyword_agreement(
                 }
             }
         }
-        if store.chunk_feed_head().await? != head {
+        if store.committed_feed_head().await? != head {
             continue; // written meanwhile: read both again
         }
         let (mut missing, mut extra) = (0_i64, 0_i64);
@@ -135,7 +144,7 @@ async fn keyword_agreement(
             extra += i64::try_from(theirs.difference(&ours).count()).unwrap_or(i64::MAX);
         }
         if repair && missing + extra > 0 {
-            engram_index::SavedKeywordIndex::forget_position(directory)?;
+            engram_index::SavedKeywordIndex::request_rebuild(directory)?;
             println!(
                 "repaired keyword_index: built again from the store at the service's next start"
             );
@@ -153,6 +162,12 @@ async fn keyword_agreement(
             },
         ]);
     }
-    println!("(the store changed while the keyword index was read: not compared)");
+    match unread {
+        Some(why) => println!(
+            "(the keyword index under {} could not be read: {why}; not compared)",
+            directory.display()
+        ),
+        None => println!("(the store changed while the keyword index was read: not compared)"),
+    }
     Ok(Vec::new())
 }

@@ -53,7 +53,10 @@ async fn ingest(State(app): State<App>, Auth(who): Auth, form: Form) -> Result<E
             ItemKind::Knowledge,
         ),
         Ingest::Memory(request) => (
-            app.ingest_memories(&who, &database, request).await?,
+            {
+                crate::wire::items::note_inert_memories(&app, &request.memories, &mut ignored);
+                app.ingest_memories(&who, &database, request).await?
+            },
             ItemKind::Memory,
         ),
     };

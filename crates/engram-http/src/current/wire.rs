@@ -813,7 +813,7 @@ impl From<&DatabaseRecord> for DatabaseStatus {
             },
             database_metadata_schema: schema_dto(db),
             is_embeddings_tenant: db.is_embeddings_tenant,
-            embeddings_dimension: db.embeddings_dimension,
+            embeddings_dimension: db.vector_dimension(),
             message: if infra.all_ready() {
                 "database is ready".into()
             } else {

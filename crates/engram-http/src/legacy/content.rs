@@ -205,6 +205,7 @@ async fn add_memory(
             .map(|m| m.resolve(&mut deprecations, &mut ignored))
             .collect::<Result<_, _>>()?,
     };
+    crate::wire::items::note_inert_memories(&app, &request.memories, &mut ignored);
     let outcome = app
         .ingest_memories(&who, &database, request)
         .await

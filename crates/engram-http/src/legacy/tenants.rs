@@ -199,7 +199,7 @@ impl From<&engram_app::DatabaseRecord> for TenantInfraStatus {
 
 impl From<&engram_app::DatabaseStats> for TenantMonitor {
     fn from(stats: &engram_app::DatabaseStats) -> Self {
-        let dimensions = stats.database.embeddings_dimension;
+        let dimensions = stats.database.vector_dimension();
         Self {
             tenant_id: stats.database.name.to_string(),
             normal_collection: CollectionCount {

@@ -244,9 +244,6 @@ impl MemoryDto {
             )?,
             relations: self.relations,
         };
-        for (field, reason) in memory.inert() {
-            ignored.note(format!("memories[].{field}"), reason);
-        }
         Ok(memory)
     }
 }
@@ -925,6 +922,19 @@ pub(crate) struct UploadKnowledgeFormDoc {
     app_sources: Option<String>,
     /// JSON graph of entities and relations to store beside the content.
     graph_payload: Option<String>,
+}
+
+/// Notes the fields of `memories` that do nothing as sent (see [`engram_app::MemoryInput::inert`]).
+pub(crate) fn note_inert_memories(
+    app: &engram_app::App,
+    memories: &[engram_app::MemoryInput],
+    ignored: &mut Ignored,
+) {
+    for memory in memories {
+        for (field, reason) in memory.inert(app.graph_reads_instructions()) {
+            ignored.note(format!("memories[].{field}"), reason);
+        }
+    }
 }
 
 /// Fields the legacy upload form reads.

@@ -41,7 +41,15 @@ impl SqliteStore {
             // open on its connection, and no later transaction could begin there: such a
             // connection is closed instead of going back to the pool.
             .after_release(|conn, _| {
-                Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+                Box::pin(async move {
+                    if !sqlx::Connection::is_in_transaction(conn) {
+                        return Ok(true);
+                    }
+                    // A transaction dropped unfinished has its ROLLBACK queued on the
+                    // connection's worker: a ping runs after it.
+                    sqlx::Connection::ping(conn).await?;
+                    Ok(!sqlx::Connection::is_in_transaction(conn))
+                })
             })
             .connect_with(options)
             .await?;

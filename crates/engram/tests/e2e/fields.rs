@@ -608,6 +608,21 @@ pub(crate) fn differences(a: &Value, b: &Value, at: &str, out: &mut BTreeSet<Str
     }
 }
 
+/// Whether `text` holds `word` as a whole word (letters, digits and `_` around it end words).
+fn names_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == word)
+}
+
+/// Whether an error answer names the field `name` or a value sent in it (`sent`): its message
+/// says what was wrong with it, so the field was read.
+fn error_names(reply: &Reply, name: &str, sent: &BTreeSet<String>) -> bool {
+    let top = name.split(['.', '[']).next().unwrap_or(name);
+    let last = name.rsplit(['.', ']']).next().unwrap_or(name);
+    let text = reply.body.to_string();
+    names_word(&text, top) || names_word(&text, last) || sent.iter().any(|v| names_word(&text, v))
+}
+
 /// Whether the answer names `name` as not acted on.
 fn reported(reply: &Reply, name: &str) -> bool {
     let top = name.split(['.', '[']).next().unwrap_or(name);
@@ -632,7 +647,7 @@ fn reported(reply: &Reply, name: &str) -> bool {
         || all.iter().any(|n| n == name || n == top)
         || reply
             .header("warning")
-            .is_some_and(|w| w.contains(name) || w.contains(top))
+            .is_some_and(|w| w.contains(name) || names_word(w, top))
 }
 
 /// The fields of a body schema to try: every property, and the properties of the objects in
@@ -756,6 +771,12 @@ async fn every_field_of_the_write_routes_is_acted_on_or_reported() {
                 let echoed = sent
                     .iter()
                     .any(|s| after.contains(s) && !before.contains(s));
+                // A refusal shows the field is read only when it names the field.
+                let changed = if reply.status.is_success() {
+                    changed
+                } else {
+                    reply.status != first.status && error_names(&reply, &name, &sent)
+                };
                 if changed || echoed || reported(&reply, &name) {
                     acted = true;
                     break;
