@@ -64,6 +64,21 @@ struct Case {
     settle: Option<(&'static str, u64)>,
 }
 
+impl Case {
+    /// Whether `path`, a path template of the OpenAPI document, is this case's route (the case
+    /// writes `{resource}`, `{item}` and the database `kb` where the document has parameters).
+    fn documents(&self, path: &str) -> bool {
+        [
+            self.template.to_owned(),
+            self.template.replace("{resource}", "{resource_id}"),
+            self.template.replace("{item}", "{id}"),
+            self.template.replace("kb", "{database}"),
+        ]
+        .iter()
+        .any(|t| t == path)
+    }
+}
+
 /// The write and admin routes with a body, each with the plain call that succeeds and the
 /// reads that show what it changed.
 fn cases() -> Vec<Case> {
@@ -701,13 +716,9 @@ async fn every_field_of_the_write_routes_is_acted_on_or_reported() {
         if scope == "read" || operation["requestBody"].is_null() {
             continue;
         }
-        let known = cases.iter().any(|c| {
-            c.method == method
-                && (c.template == path
-                    || c.template.replace("{resource}", "{resource_id}") == path
-                    || c.template.replace("{item}", "{id}") == path
-                    || c.template.replace("kb", "{database}") == path)
-        });
+        let known = cases
+            .iter()
+            .any(|c| c.method == method && c.documents(&path));
         if !known {
             missing.push(format!("{method} {path}"));
         }
@@ -801,13 +812,7 @@ fn cases_schema<'a>(doc: &'a Value, case: &Case) -> &'a Value {
     let paths = doc["paths"].as_object().unwrap();
     let (_, operations) = paths
         .iter()
-        .find(|(path, operations)| {
-            !operations[&method].is_null()
-                && (case.template == path.as_str()
-                    || case.template.replace("{resource}", "{resource_id}") == path.as_str()
-                    || case.template.replace("{item}", "{id}") == path.as_str()
-                    || case.template.replace("kb", "{database}") == path.as_str())
-        })
+        .find(|(path, operations)| !operations[&method].is_null() && case.documents(path))
         .unwrap_or_else(|| panic!("{} {} is not documented", case.method, case.template));
     let content = match case.kind {
         Kind::Json => "application/json",
