@@ -64,6 +64,9 @@ if $for_tests; then
   # The imap connector's tests run their own dovecot (Debian's dovecot-imapd) on a loopback
   # port; the system service the package starts is stopped below.
   [ -x /usr/sbin/dovecot ] || { packages+=(dovecot-imapd); new_dovecot=true; }
+  # The web console's tests drive a real browser: Debian's Chromium, through Playwright (below),
+  # whose own browser download is not used.
+  [ -x /usr/bin/chromium ] || packages+=(chromium)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
   if ! $for_tests && ! need apt-get; then
@@ -111,7 +114,8 @@ fi
 # Numbers spreadsheets for the iWork tests; hydradb-sdk (the hosted service's current client) and
 # usecortex-ai (its legacy client) are driven unchanged against the real binary by the client suite;
 # mcp (the official MCP Python SDK) drives engram's MCP server over HTTP and stdio; the
-# Prometheus client's text parser reads what GET /metrics serves.
+# Prometheus client's text parser reads what GET /metrics serves; Playwright drives the system's
+# Chromium (/usr/bin/chromium) through the web console's pages.
 pip_into_cache() {
   local name="$1"
   shift
@@ -146,6 +150,7 @@ if $for_tests; then
   pip_into_cache usecortex-ai "usecortex-ai==0.5.14"
   pip_into_cache mcp "mcp==2.3.0"
   pip_into_cache prometheus-client "prometheus-client==0.23.1"
+  pip_into_cache playwright "playwright==1.65.2"
   # Independent readers of the corpus's formats write the expected text of documents whose
   # project ships none (scripts/corpus_read.py).
   pip_into_cache corpus-readers "python-pptx==1.0.2" "python-docx==1.1.2" "xlrd==2.0.1" "odfpy==1.4.1"
@@ -186,9 +191,9 @@ corpus_unpack() {
   # Its documents are read again by the independent readers (below).
   rm -f "$cache/corpus/.read-stamp"
 }
-# check_archive FILE SHA256 WHAT
+# check_archive FILE SHA256 WHAT [sha512sum]
 check_archive() {
-  if ! echo "$2  $1" | sha256sum -c --quiet -; then
+  if ! echo "$2  $1" | "${4:-sha256sum}" -c --quiet -; then
     rm -rf "$(dirname "$1")"
     echo "setup: $3 does not match its checksum" >&2
     exit 1
@@ -241,6 +246,27 @@ if $for_tests; then
     PYTHONPATH="$cache/python/corpus-readers" python3 "$(dirname "$0")/corpus_read.py" "$cache/corpus"
     echo "$read_stamp" >"$cache/corpus/.read-stamp"
   fi
+fi
+
+# axe-core, the accessibility checker the web console's browser tests run in each page: its npm
+# tarball straight from the registry (no Node.js), checked against the sha512 integrity the
+# registry publishes for the version; only axe.min.js (MPL-2.0) is kept, with its licence.
+axe_version="4.14.1"
+axe_integrity="sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ=="
+axe_dir="$cache/axe-core"
+if $for_tests && [ "$(cat "$axe_dir/.stamp" 2>/dev/null)" != "axe-core@$axe_version $axe_integrity" ]; then
+  echo "setup: fetching axe-core $axe_version" >&2
+  staged="$(mktemp -d "$cache/.axe-core.XXXXXX")"
+  curl -fsSL -o "$staged/axe-core.tgz" "https://registry.npmjs.org/axe-core/-/axe-core-$axe_version.tgz"
+  # The integrity is the base64 of the digest; sha512sum -c wants it in hex.
+  axe_sha512="$(printf '%s' "${axe_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
+  check_archive "$staged/axe-core.tgz" "$axe_sha512" "the axe-core $axe_version tarball" sha512sum
+  tar -xzf "$staged/axe-core.tgz" -C "$staged" package/axe.min.js package/LICENSE
+  mv "$staged/package/axe.min.js" "$staged/package/LICENSE" "$staged/"
+  rm -rf "$staged/package" "$staged/axe-core.tgz"
+  echo "axe-core@$axe_version $axe_integrity" >"$staged/.stamp"
+  rm -rf "$axe_dir"
+  mv "$staged" "$axe_dir"
 fi
 
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,

@@ -947,6 +947,27 @@ fn provider_failure(err: ProviderError) -> AppError {
     }
 }
 
+/// Who the console's sealed session cookies are bound to (the associated data of the seal), so
+/// no connector's sealed credentials open as a session, nor a session as credentials.
+const CONSOLE_SESSION: &str = "engram-console-session";
+
+impl App {
+    /// Seals a console session (the sign-in's key and its times) with the credentials key, so
+    /// every instance sharing that key opens it.
+    pub async fn seal_console_session(&self, plain: &[u8]) -> AppResult<Vec<u8>> {
+        self.sealer()
+            .await?
+            .seal(CONSOLE_SESSION, plain)
+            .map_err(|e| AppError::Unavailable(e.to_string()))
+    }
+
+    /// Opens what [`App::seal_console_session`] sealed; `None` when it does not open (another
+    /// key, tampered with, or not a session).
+    pub async fn open_console_session(&self, sealed: &[u8]) -> AppResult<Option<Vec<u8>>> {
+        Ok(self.sealer().await?.open(CONSOLE_SESSION, sealed).ok())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

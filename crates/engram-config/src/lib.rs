@@ -44,6 +44,7 @@ pub struct Config {
     pub graph: GraphConfig,
     pub llm: LlmConfig,
     pub connectors: ConnectorsConfig,
+    pub console: ConsoleConfig,
 }
 
 impl Default for Config {
@@ -67,6 +68,7 @@ impl Default for Config {
             llm: LlmConfig::default(),
             storage: StorageConfig::default(),
             connectors: ConnectorsConfig::default(),
+            console: ConsoleConfig::default(),
         }
     }
 }
@@ -546,6 +548,27 @@ impl std::fmt::Debug for LlmConfig {
     }
 }
 
+/// The web console served under `/console`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve the console; `false`: `/console` answers 404.
+    pub enabled: bool,
+    /// A console session ends after this long without a request (ms); it also ends when the
+    /// browser closes (its cookie has no expiry).
+    #[serde(rename = "idle_timeout_ms", with = "millis")]
+    pub idle_timeout: Duration,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
 /// Connectors: syncing knowledge from external providers on a schedule.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -764,6 +787,11 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "connectors.credentials_key must be 64 hexadecimal characters".into(),
+            ));
+        }
+        if self.console.idle_timeout < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid(
+                "console.idle_timeout_ms must be at least 1000".into(),
             ));
         }
         if self.rate_limit.enabled

@@ -36,6 +36,10 @@ impl Generation {
     }
 }
 
+/// Marks a response whose body is final as it is (the console's HTML pages, errors included).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rendered;
+
 /// A successful current-generation result, to be wrapped in the envelope.
 #[derive(Debug, Clone)]
 pub(crate) struct EnvelopeParts {
@@ -241,6 +245,9 @@ fn latency_ms(started: Instant) -> f64 {
 /// Writes the body of a response in its generation's shape (unmarked: as legacy).
 pub(crate) async fn finish(response: Response, request_id: &str, started: Instant) -> Response {
     let (mut parts, body) = response.into_parts();
+    if parts.extensions.remove::<Rendered>().is_some() {
+        return Response::from_parts(parts, body);
+    }
     let generation = parts
         .extensions
         .remove::<Generation>()

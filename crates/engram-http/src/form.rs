@@ -145,6 +145,23 @@ fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
 }
 
 impl Form {
+    /// The form as the console's upload sends it, for the database `database`: what a browser
+    /// sends for a field left blank (an empty text part, a file part with no name and no bytes)
+    /// is dropped, and `database` set.
+    pub(crate) fn console_upload(mut self, database: &str) -> Self {
+        self.fields.retain(|_, values| {
+            values.retain(|v| !matches!(v, FieldValue::Text(t) if t.trim().is_empty()));
+            !values.is_empty()
+        });
+        self.files
+            .retain(|(_, file)| !(file.filename.is_empty() && file.bytes.is_empty()));
+        self.fields.insert(
+            "database".to_owned(),
+            vec![FieldValue::Text(database.to_owned())],
+        );
+        self
+    }
+
     /// The uploaded files of the given field names, in order.
     /// The names of every field and file part sent, each once, in name order.
     pub(crate) fn names(&self) -> std::collections::BTreeSet<&str> {

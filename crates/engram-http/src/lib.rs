@@ -8,6 +8,7 @@
 // wildcard over someone else's enum is the point there. Domain enums are matched exhaustively.
 #![allow(clippy::wildcard_enum_match_arm)]
 
+mod console;
 mod context;
 mod current;
 mod envelope;
@@ -69,6 +70,7 @@ fn router_until(app: App, cancel: tokio_util::sync::CancellationToken) -> Router
         .route("/metrics", axum::routing::get(metrics::main_listener))
         .route_layer(axum::middleware::from_fn(metrics::remember_route))
         .nest_service("/mcp", mcp::service(app.clone(), cancel))
+        .merge(console::routes(&app))
         .fallback(move |uri: axum::http::Uri| {
             let segments = current_segments.clone();
             async move { service::not_found(&segments, &uri) }

@@ -106,14 +106,14 @@ fn ingest_field_unread(name: &str, memory: bool) -> Option<&'static str> {
 }
 
 /// What an ingest form asks the app for.
-enum Ingest {
+pub(crate) enum Ingest {
     Knowledge(KnowledgeRequest),
     Memory(MemoryRequest),
 }
 
 /// The database and request of an ingest form: `type` (default knowledge), scope, `upsert`,
 /// and the files and app content, or the memories (JSON-encoded form fields).
-fn ingest_request(
+pub(crate) fn ingest_request(
     form: &Form,
     deprecations: &mut Deprecations,
     ignored: &mut Ignored,

@@ -28,6 +28,9 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::envelope::Generation;
 use crate::error::{panic_response, ErrorParts};
 
+pub(crate) use context::{ingest_request, Ingest};
+pub(crate) use query::run as run_query;
+
 pub(crate) const API_VERSION: HeaderName = HeaderName::from_static("api-version");
 
 /// Every route of the generation, marked as current.

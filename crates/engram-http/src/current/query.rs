@@ -78,6 +78,25 @@ async fn query(
     Ok(envelope)
 }
 
+/// Runs a body of `POST /query` given as JSON (the console's search playground): the same
+/// reading of every field, the same query. Returns the outcome and what was not acted on.
+pub(crate) async fn run(
+    app: &App,
+    who: &engram_app::Principal,
+    body: serde_json::Value,
+) -> Result<(QueryOutcome, crate::wire::Ignored), ApiError> {
+    let body: QueryBody = serde_path_to_error::deserialize(body)
+        .map_err(|err| ApiError::invalid(format!("invalid `{}`: {}", err.path(), err.inner())))?;
+    let mut deprecations = Deprecations::default();
+    let scoped = body.into_request(&mut deprecations)?;
+    let mut ignored = scoped.ignored;
+    let outcome = app.query(who, &scoped.database, scoped.request).await?;
+    for (parameter, reason) in &outcome.inert {
+        ignored.note(*parameter, *reason);
+    }
+    Ok((outcome, ignored))
+}
+
 /// The ranked chunks as Markdown for a model's prompt: numbered, each with its source, score,
 /// metadata and text, and its neighbours (`num_related_chunks`) after it.
 fn markdown(outcome: &QueryOutcome) -> String {

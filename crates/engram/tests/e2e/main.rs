@@ -9,6 +9,7 @@ mod auth;
 mod backup;
 mod clients;
 mod connectors;
+mod console;
 mod databases;
 mod errors;
 mod faults;

@@ -1,0 +1,362 @@
+//! The web console from outside: sessions, CSRF, headers, escaping and isolation over HTTP, and
+//! every flow in a real browser (Debian's Chromium driven by Playwright, `console_browser.py`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, COOKIE, LOCATION, SET_COOKIE};
+use reqwest::redirect::Policy;
+use serde_json::json;
+
+use crate::common::{app, eventually, Server};
+
+/// A browser-like client: no redirects followed, cookies kept by hand.
+struct Browser {
+    client: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+    csrf: Option<String>,
+}
+
+/// A console answer, read whole.
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Browser {
+    fn new(server: &Server) -> Self {
+        Self {
+            client: reqwest::Client::builder()
+                .redirect(Policy::none())
+                .build()
+                .expect("client"),
+            base: server.base.clone(),
+            cookie: None,
+            csrf: None,
+        }
+    }
+
+    async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
+        let request = match &self.cookie {
+            Some(cookie) => request.header(COOKIE, cookie),
+            None => request,
+        };
+        let response = request.send().await.expect("console request");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        for set in headers.get_all(SET_COOKIE) {
+            let set = set.to_str().expect("ascii cookie");
+            let pair = set.split(';').next().unwrap_or_default().to_owned();
+            self.cookie = pair.strip_suffix('=').is_none().then_some(pair);
+        }
+        let body = response.text().await.expect("body");
+        if let Some(token) = body
+            .split("X-CSRF-Token&quot;:&quot;")
+            .nth(1)
+            .and_then(|rest| rest.split("&quot;").next())
+        {
+            self.csrf = Some(token.to_owned());
+        }
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Answer {
+        let request = self.client.get(format!("{}{path}", self.base));
+        self.send(request).await
+    }
+
+    /// A form post as htmx sends it: the CSRF token in its header.
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("hx-request", "true")
+            .form(form);
+        if let Some(csrf) = &self.csrf {
+            request = request.header("x-csrf-token", csrf);
+        }
+        self.send(request).await
+    }
+
+    async fn sign_in(&mut self, key: &str) -> Answer {
+        let request = self
+            .client
+            .post(format!("{}/console/sign-in", self.base))
+            .form(&[("key", key)]);
+        let answer = self.send(request).await;
+        // The page after sign-in carries the CSRF token.
+        self.get("/console/databases").await;
+        answer
+    }
+}
+
+#[tokio::test]
+async fn a_console_session_holds_the_key_on_the_server_and_every_change_needs_its_token() {
+    let server = Server::start();
+    let key = server.key("acme", &[]);
+    let mut browser = Browser::new(&server);
+
+    let page = browser.get("/console").await;
+    assert_eq!(page.status, 200);
+    let csp = page.headers["content-security-policy"]
+        .to_str()
+        .unwrap_or("");
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{directive} in {csp}");
+    }
+    assert_eq!(page.headers["x-frame-options"], "DENY");
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    assert!(!page.body.contains("<script>"), "no inline script");
+
+    let refused = browser.sign_in("egk_0000.nope").await;
+    assert_eq!(refused.status, 401);
+    assert!(refused.body.contains("not valid"), "{}", refused.body);
+    assert!(browser.cookie.is_none());
+
+    let signed_in = browser.sign_in(&key).await;
+    assert_eq!(signed_in.status, 303);
+    assert_eq!(signed_in.headers[LOCATION], "/console/databases");
+    let set = signed_in.headers[SET_COOKIE].to_str().unwrap_or("");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(set.contains(attribute), "{attribute} in {set}");
+    }
+    assert!(
+        !set.contains("Expires") && !set.contains("Max-Age"),
+        "{set}"
+    );
+    let secret = key.split('.').nth(1).expect("secret");
+    assert!(!set.contains(secret), "the cookie is sealed");
+    let databases = browser.get("/console/databases").await;
+    assert_eq!(databases.status, 200);
+    assert!(!databases.body.contains(secret), "no page shows the key");
+
+    // A change without the token, or from another site, is refused and changes nothing.
+    let token = browser.csrf.take();
+    let forged = browser
+        .post("/console/databases", &[("name", "forged")])
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    browser.csrf = token;
+    let cross = browser
+        .send(
+            browser
+                .client
+                .post(format!("{}/console/databases", browser.base))
+                .header("origin", "https://evil.example")
+                .header("x-csrf-token", browser.csrf.clone().unwrap_or_default())
+                .form(&[("name", "forged")]),
+        )
+        .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    let listed = server.get("/databases", &key).await;
+    assert!(
+        !listed.body.to_string().contains("forged"),
+        "{}",
+        listed.body
+    );
+
+    // With the token: created through the same call as the API's.
+    let created = browser
+        .post("/console/databases", &[("name", "docs")])
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    assert_eq!(created.headers["hx-redirect"], "/console/databases/docs");
+    server.wait_ready(&key, "docs").await;
+
+    // Signing out ends the session; the old cookie no longer opens a page.
+    let old = browser.cookie.clone();
+    let out = browser.post("/console/sign-out", &[]).await;
+    assert_eq!(out.headers["hx-redirect"], "/console");
+    assert!(browser.cookie.is_none());
+    let after = browser.get("/console/databases").await;
+    assert_eq!(after.status, 303);
+    assert_eq!(after.headers[LOCATION], "/console");
+    drop(old);
+
+    // A revoked key ends its sessions at the next request.
+    let mut other = Browser::new(&server);
+    let revocable = server.key("acme", &[]);
+    other.sign_in(&revocable).await;
+    assert_eq!(other.get("/console/databases").await.status, 200);
+    let prefix = revocable.split('.').next().expect("prefix");
+    let revoked = server.delete(&format!("/keys/{prefix}"), &key).await;
+    assert!(revoked.status.is_success(), "{:?}", revoked.body);
+    assert_eq!(other.get("/console/databases").await.status, 303);
+}
+
+#[tokio::test]
+async fn a_console_session_ends_when_idle_and_the_console_can_be_turned_off() {
+    let server = Server::start_with(&[("ENGRAM_CONSOLE__IDLE_TIMEOUT_MS", "1500")]);
+    let key = server.key("acme", &[]);
+    let mut browser = Browser::new(&server);
+    browser.sign_in(&key).await;
+    assert_eq!(browser.get("/console/databases").await.status, 200);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let idle = browser.get("/console/databases").await;
+    assert_eq!(idle.status, 303);
+    assert_eq!(idle.headers[LOCATION], "/console");
+
+    let off = Server::start_with(&[("ENGRAM_CONSOLE__ENABLED", "false")]);
+    let answer = Browser::new(&off).get("/console").await;
+    assert_eq!(answer.status, 404);
+}
+
+#[tokio::test]
+async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
+    let server = Server::start();
+    let key = server.key("acme", &[]);
+    server.ready_database(&key, "docs").await;
+    server.ready_database(&key, "private").await;
+    let hostile = "<img src=x onerror=alert(1)>";
+    let items = json!([app(
+        "x1",
+        hostile,
+        "<script>alert('chunk')</script> plain words here"
+    )]);
+    let form = reqwest::multipart::Form::new()
+        .text("database", "docs")
+        .text("app_knowledge", items.to_string());
+    let ingested = crate::common::send_form(&server, "/context/ingest", &key, form).await;
+    ingested.current_ok(202);
+    crate::common::wait_completed(&server, &key, "docs", None, &["x1"]).await;
+
+    let mut owner = Browser::new(&server);
+    owner.sign_in(&key).await;
+    let items = owner.get("/console/databases/docs").await;
+    assert!(
+        items.body.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{}",
+        items.body
+    );
+    assert!(!items.body.contains(hostile));
+    let item = owner
+        .get("/console/databases/docs/items/x1?collection=docs")
+        .await;
+    assert_eq!(item.status, 200, "{}", item.body);
+    assert!(item
+        .body
+        .contains("&lt;script&gt;alert('chunk')&lt;/script&gt;"));
+    assert!(!item.body.contains("<script>alert"));
+    let search = owner
+        .get("/console/databases/docs/search?query=plain+words&sent=1")
+        .await;
+    assert!(
+        search.body.contains("<mark>plain</mark>"),
+        "{}",
+        search.body
+    );
+    assert!(!search.body.contains("<script>alert"));
+
+    // Another organization's key sees none of it.
+    let stranger = server.key("globex", &[]);
+    let mut other = Browser::new(&server);
+    other.sign_in(&stranger).await;
+    let listed = other.get("/console/databases").await;
+    assert!(!listed.body.contains("docs") && !listed.body.contains("private"));
+    for path in [
+        "/console/databases/docs",
+        "/console/databases/docs/items/x1?collection=docs",
+        "/console/databases/docs/search?query=plain",
+    ] {
+        let answer = other.get(path).await;
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+        assert!(!answer.body.contains("plain words"), "{path}");
+    }
+    let deleted = other
+        .post(
+            "/console/databases/docs/items/x1/delete?collection=docs",
+            &[],
+        )
+        .await;
+    assert_eq!(deleted.status, 404, "{}", deleted.body);
+
+    // A key restricted to one database sees only that one, and reads only.
+    let restricted = server.scoped_key("acme", &["private"], &["read"]);
+    let mut limited = Browser::new(&server);
+    limited.sign_in(&restricted).await;
+    let listed = limited.get("/console/databases").await;
+    assert!(listed.body.contains("/console/databases/private"));
+    assert!(!listed.body.contains("/console/databases/docs"));
+    assert!(
+        !listed.body.contains("Create a database"),
+        "no admin form for a read key"
+    );
+    assert_eq!(limited.get("/console/databases/docs").await.status, 403);
+    let refused = limited
+        .post(
+            "/console/databases/private/delete",
+            &[("confirm", "private")],
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let status = server.get("/databases/status?database=private", &key).await;
+    status.current_ok(200);
+}
+
+/// The browser suite: `console_browser.py` drives Debian's Chromium through Playwright against
+/// this server, through every flow a newcomer takes, and writes a screenshot of each page.
+#[tokio::test]
+async fn the_console_works_in_a_real_browser() {
+    let cache = crate::common::cache_dir();
+    let playwright = cache.join("python/playwright");
+    let chromium = Path::new("/usr/bin/chromium");
+    assert!(
+        playwright.is_dir() && chromium.exists(),
+        "Playwright ({}) and Chromium ({}) are installed by `make setup-test`",
+        playwright.display(),
+        chromium.display()
+    );
+    let server = Server::start();
+    let key = server.key("acme", &[]);
+    let stranger = server.key("globex", &[]);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot directory");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/console_browser.py");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/markitdown");
+    let base = server.base.clone();
+    let output = tokio::process::Command::new("python3")
+        .arg(&script)
+        .env("PYTHONPATH", &playwright)
+        .env("ENGRAM_BASE", &base)
+        .env("ENGRAM_KEY", &key)
+        .env("ENGRAM_OTHER_KEY", &stranger)
+        .env(
+            "ENGRAM_RESTRICTED_KEY",
+            server.scoped_key("acme", &["reports"], &["read"]),
+        )
+        .env("AXE_JS", cache.join("axe-core/axe.min.js"))
+        .env("FIXTURES", &fixtures)
+        .env("SCREENSHOTS", &shots)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(300), output)
+        .await
+        .expect("the browser suite finishes within 5 minutes")
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "browser suite failed:\n{stdout}\n{stderr}"
+    );
+    eprintln!("{stdout}\nscreenshots: {}", shots.display());
+    // What the browser did went through the API's functions: the API sees it.
+    eventually(Duration::from_secs(5), "the console's database", || async {
+        let status = server
+            .get("/databases/status?database=console-demo", &key)
+            .await;
+        (status.status == 200).then_some(())
+    })
+    .await;
+}
