@@ -17,9 +17,13 @@
 //!   `Origin`, which `no-referrer` would make `null`), pages never cached.
 
 mod assets;
+mod connectors;
+mod memories;
+mod operations;
 mod pages;
 mod search;
 mod session;
+mod webhooks;
 
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -66,6 +70,10 @@ pub(crate) fn routes(app: &App) -> Router<App> {
         )
         .route("/console/databases/{database}/search", get(search::page))
         .route("/console/sign-out", post(session::sign_out))
+        .merge(connectors::routes())
+        .merge(webhooks::routes())
+        .merge(operations::routes())
+        .merge(memories::routes())
         .layer(from_fn_with_state(app.clone(), session::require));
     Router::new()
         .route("/console", get(session::sign_in_page))

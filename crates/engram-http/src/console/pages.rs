@@ -47,6 +47,9 @@ pub(super) fn layout(title: &str, session: Option<&Session>, body: Markup) -> Ma
                     @if let Some(s) = session {
                         nav aria-label="Console" {
                             a href="/console/databases" { "Databases" }
+                            a href="/console/connectors" { "Connectors" }
+                            a href="/console/webhooks" { "Webhooks" }
+                            a href="/console/operations" { "Operations" }
                         }
                         span class="who" { "Key " code { (s.who.key.to_string()) } " · organization " code { (s.who.org.to_string()) } }
                         form method="post" action="/console/sign-out" hx-post="/console/sign-out" {

@@ -304,10 +304,10 @@ async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
     status.current_ok(200);
 }
 
-/// The browser suite: `console_browser.py` drives Debian's Chromium through Playwright against
-/// this server, through every flow a newcomer takes, and writes a screenshot of each page.
-#[tokio::test]
-async fn the_console_works_in_a_real_browser() {
+/// Runs a browser suite (a Python script beside this file) against `server`: Playwright from
+/// the cache `make setup-test` fills, Debian's Chromium, axe-core; screenshots under the target
+/// directory's `console-screenshots/<suite>`. Fails with the script's output.
+pub(crate) async fn browser_suite(server: &Server, script: &str, envs: &[(&str, String)]) {
     let cache = crate::common::cache_dir();
     let playwright = cache.join("python/playwright");
     let chromium = Path::new("/usr/bin/chromium");
@@ -317,30 +317,27 @@ async fn the_console_works_in_a_real_browser() {
         playwright.display(),
         chromium.display()
     );
-    let server = Server::start();
-    let key = server.key("acme", &[]);
-    let stranger = server.key("globex", &[]);
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    let suite = script.trim_end_matches(".py");
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("console-screenshots")
+        .join(suite);
     std::fs::create_dir_all(&shots).expect("screenshot directory");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/console_browser.py");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/markitdown");
-    let base = server.base.clone();
-    let output = tokio::process::Command::new("python3")
-        .arg(&script)
-        .env("PYTHONPATH", &playwright)
-        .env("ENGRAM_BASE", &base)
-        .env("ENGRAM_KEY", &key)
-        .env("ENGRAM_OTHER_KEY", &stranger)
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+    let mut command = tokio::process::Command::new("python3");
+    command
+        .arg(here.join(script))
         .env(
-            "ENGRAM_RESTRICTED_KEY",
-            server.scoped_key("acme", &["reports"], &["read"]),
+            "PYTHONPATH",
+            format!("{}:{}", playwright.display(), here.display()),
         )
+        .env("ENGRAM_BASE", &server.base)
         .env("AXE_JS", cache.join("axe-core/axe.min.js"))
-        .env("FIXTURES", &fixtures)
         .env("SCREENSHOTS", &shots)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(300), output)
+        .kill_on_drop(true);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(300), command.output())
         .await
         .expect("the browser suite finishes within 5 minutes")
         .expect("python3 runs");
@@ -348,9 +345,32 @@ async fn the_console_works_in_a_real_browser() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "browser suite failed:\n{stdout}\n{stderr}"
+        "browser suite {script} failed:\n{stdout}\n{stderr}"
     );
     eprintln!("{stdout}\nscreenshots: {}", shots.display());
+}
+
+/// The browser suite of the core flows (`console_browser.py`): sign-in, databases, uploads,
+/// items, search, isolation between keys.
+#[tokio::test]
+async fn the_console_works_in_a_real_browser() {
+    let server = Server::start();
+    let key = server.key("acme", &[]);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/markitdown");
+    browser_suite(
+        &server,
+        "console_browser.py",
+        &[
+            ("ENGRAM_KEY", key.clone()),
+            ("ENGRAM_OTHER_KEY", server.key("globex", &[])),
+            (
+                "ENGRAM_RESTRICTED_KEY",
+                server.scoped_key("acme", &["reports"], &["read"]),
+            ),
+            ("FIXTURES", fixtures.display().to_string()),
+        ],
+    )
+    .await;
     // What the browser did went through the API's functions: the API sees it.
     eventually(Duration::from_secs(5), "the console's database", || async {
         let status = server

@@ -10,6 +10,8 @@ mod backup;
 mod clients;
 mod connectors;
 mod console;
+mod console_connectors;
+mod console_webhooks;
 mod databases;
 mod errors;
 mod faults;

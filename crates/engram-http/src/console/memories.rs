@@ -1,0 +1,9 @@
+//! The console's memories pages.
+
+use axum::Router;
+use engram_app::App;
+
+/// The memories routes (signed in: merged under the session's guard).
+pub(super) fn routes() -> Router<App> {
+    Router::new()
+}

@@ -1,0 +1,1 @@
+//! The console's connectors pages from outside (HTTP and the browser).

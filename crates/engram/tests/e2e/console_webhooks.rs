@@ -1,0 +1,1 @@
+//! The console's webhooks pages from outside (HTTP and the browser).
