@@ -96,3 +96,157 @@ impl App {
         })
     }
 }
+
+/// Most relations one entity's neighbourhood shows.
+pub const NEIGHBOURHOOD_RELATIONS_MAX: u32 = 500;
+
+/// One relation of a neighbourhood, with where its evidence is.
+#[derive(Debug, Clone)]
+pub struct NeighbourRelation {
+    pub relation: RelationRecord,
+    /// The evidence chunk's item (`None` when the chunk is no longer live).
+    pub item: Option<engram_store::ItemRecord>,
+}
+
+/// An entity's neighbourhood: the entities of that name and the relations touching them.
+#[derive(Debug, Clone)]
+pub struct Neighbourhood {
+    pub database: DatabaseRecord,
+    /// The name as entities are merged on.
+    pub key: String,
+    /// The entities of that name, with how many chunks mention each (counted up to 10,000).
+    pub entities: Vec<(i64, u64)>,
+    pub relations: Vec<NeighbourRelation>,
+    /// The bound left relations out.
+    pub truncated: bool,
+}
+
+/// A memory fact inference stored about a user, and the fact that superseded it.
+#[derive(Debug, Clone)]
+pub struct UserFact {
+    pub fact: engram_store::FactRecord,
+    /// The later statement in the same slot that replaced it; `None` while it holds.
+    pub superseded_by: Option<String>,
+}
+
+impl App {
+    /// The relations around the entity named `name` (either end) in the database, each with the
+    /// item its evidence is in, at most `limit` (1 to [`NEIGHBOURHOOD_RELATIONS_MAX`]).
+    pub async fn entity_neighbourhood(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        name: &str,
+        limit: u32,
+    ) -> AppResult<Neighbourhood> {
+        who.require(Scope::Read)?;
+        if !(1..=NEIGHBOURHOOD_RELATIONS_MAX).contains(&limit) {
+            return Err(AppError::InvalidParameters(format!(
+                "`limit` must be between 1 and {NEIGHBOURHOOD_RELATIONS_MAX}"
+            )));
+        }
+        let key = engram_graph::entity_key(name);
+        if key.is_empty() {
+            return Err(AppError::InvalidParameters(
+                "name an entity (letters or digits)".into(),
+            ));
+        }
+        let db = self.authorize_database(who, database, Scope::Read).await?;
+        let scope = db.scope();
+        let kinds = [ItemKind::Knowledge, ItemKind::Memory];
+        let entities = self
+            .store()
+            .entities_named(&scope, &kinds, std::slice::from_ref(&key), 10_000)
+            .await?;
+        let ids: Vec<i64> = entities.iter().map(|(id, _)| *id).collect();
+        let mut touching = if ids.is_empty() {
+            Vec::new()
+        } else {
+            self.store()
+                .relations_touching(&scope, &ids, &[], limit + 1)
+                .await?
+        };
+        touching.retain(|(_, r)| {
+            ids.contains(&r.source.entity_key) || ids.contains(&r.target.entity_key)
+        });
+        let truncated = touching.len() > limit as usize;
+        touching.truncate(limit as usize);
+        let chunks: Vec<engram_store::ChunkKey> = touching.iter().map(|(c, _)| *c).collect();
+        let hits = self
+            .store()
+            .fetch_chunks(
+                &scope,
+                &engram_store::ChunkFilter::default(),
+                &chunks,
+                self.now(),
+            )
+            .await?;
+        let relations = touching
+            .into_iter()
+            .map(|(chunk, relation)| NeighbourRelation {
+                item: hits
+                    .iter()
+                    .find(|h| h.chunk_key == chunk)
+                    .map(|h| h.item.clone()),
+                relation,
+            })
+            .collect();
+        Ok(Neighbourhood {
+            database: db,
+            key,
+            entities,
+            relations,
+            truncated,
+        })
+    }
+
+    /// What inference stored about `user` from the memories of one collection, oldest first,
+    /// each with the statement that superseded it, if any.
+    pub async fn user_facts(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        collection: Option<&str>,
+        user: &str,
+    ) -> AppResult<(DatabaseRecord, CollectionName, Vec<UserFact>)> {
+        who.require(Scope::Read)?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
+        let collection = parse_collection(&db, collection, "collection")?;
+        let facts = self
+            .store()
+            .user_facts(&db.scope(), &collection, user, false, self.now())
+            .await?;
+        let facts = facts
+            .iter()
+            .map(|fact| UserFact {
+                superseded_by: fact.valid_until.and_then(|until| {
+                    facts
+                        .iter()
+                        .filter(|later| {
+                            later.slot == fact.slot
+                                && later.value != fact.value
+                                && later.valid_from >= fact.valid_from
+                                && later.valid_from <= until
+                        })
+                        .max_by_key(|later| later.valid_from)
+                        .map(|later| later.statement.clone())
+                }),
+                fact: fact.clone(),
+            })
+            .collect();
+        Ok((db, collection, facts))
+    }
+}
+
+impl App {
+    /// How big the database's graph is: its entities and relations.
+    pub async fn graph_size(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+    ) -> AppResult<engram_store::GraphSize> {
+        who.require(Scope::Read)?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
+        Ok(self.store().graph_size(&db.scope()).await?)
+    }
+}

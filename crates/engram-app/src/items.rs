@@ -32,6 +32,10 @@ pub struct ListRequest {
     /// Principals the caller acts for: only sources one of them may read (`acl`); empty or
     /// `["*"]`: all.
     pub acl: Vec<String>,
+    /// Only items in one of these indexing states; empty means any.
+    pub statuses: Vec<engram_types::IndexingStatus>,
+    /// List every collection of the database (`collection` is then not read).
+    pub every_collection: bool,
 }
 
 /// One page with the numbers of the pagination object.
@@ -284,11 +288,15 @@ impl App {
         }
         let db = self.authorize_database(who, database, Scope::Read).await?;
         // A listing without a collection lists the default collection, like every other call.
-        let collections = vec![parse_collection(
-            &db,
-            request.collection.as_deref(),
-            "collection",
-        )?];
+        let collections = if request.every_collection {
+            Vec::new()
+        } else {
+            vec![parse_collection(
+                &db,
+                request.collection.as_deref(),
+                "collection",
+            )?]
+        };
         let (page, page_size) = (page as u32, page_size as u32);
         let mut budget = FilterBudget::default();
         let mut additional_metadata = filters(
@@ -306,6 +314,7 @@ impl App {
             metadata: filters(&mut budget, request.metadata, "tenant_metadata")?,
             additional_metadata,
             fields,
+            statuses: request.statuses,
             page,
             page_size,
         };

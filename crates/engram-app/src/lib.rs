@@ -75,7 +75,10 @@ pub use engram_store::{FeedbackRecord, Instructions, InstructionsUpdate, ItemOri
 pub use engram_types::DeliveryStatus;
 pub use error::{AppError, AppResult};
 pub use feedback::{FeedbackInput, GroundTruth};
-pub use graph::{RelationsPage, RelationsRequest, RELATIONS_LIMIT_MAX};
+pub use graph::{
+    NeighbourRelation, Neighbourhood, RelationsPage, RelationsRequest, UserFact,
+    NEIGHBOURHOOD_RELATIONS_MAX, RELATIONS_LIMIT_MAX,
+};
 pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,
     MemoryRequest, UploadedFile,

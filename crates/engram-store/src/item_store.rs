@@ -135,6 +135,12 @@ fn push_list_where<B: QueueDialect>(
         .collect();
     B::push_in(sql, "i.collection", ListParam::Texts(collections));
     B::push_in(sql, "i.id", ListParam::Texts(query.ids.clone()));
+    let statuses = query
+        .statuses
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    B::push_in(sql, "i.status", ListParam::Texts(statuses));
     for (key, value) in &query.metadata {
         B::push_filter(sql, "metadata", key, value)?;
     }

@@ -296,6 +296,8 @@ pub struct ItemQuery {
     pub additional_metadata: Vec<(String, FilterValue)>,
     /// Exact matches on top-level fields: `title`, `type`, `description`, `url`, `timestamp`.
     pub fields: Vec<(SourceField, String)>,
+    /// Only items in one of these indexing states; empty means any.
+    pub statuses: Vec<IndexingStatus>,
     /// 1-based page.
     pub page: u32,
     pub page_size: u32,

@@ -18,6 +18,7 @@
 
 mod assets;
 mod connectors;
+mod graph;
 mod memories;
 mod operations;
 mod pages;
@@ -74,6 +75,7 @@ pub(crate) fn routes(app: &App) -> Router<App> {
         .merge(webhooks::routes())
         .merge(operations::routes())
         .merge(memories::routes())
+        .merge(graph::routes())
         .layer(from_fn_with_state(app.clone(), session::require));
     Router::new()
         .route("/console", get(session::sign_in_page))

@@ -107,15 +107,42 @@ pub(super) fn error_page(code: &str, message: &str, session: Option<&Session>) -
     )
 }
 
-fn database_name(raw: &str) -> Result<DatabaseName, ApiError> {
+pub(super) fn database_name(raw: &str) -> Result<DatabaseName, ApiError> {
     engram_app::parse_database_name("database", raw).map_err(ApiError::from)
 }
 
-fn database_href(db: &DatabaseName) -> String {
+/// The sections of a database's pages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tab {
+    Items,
+    Search,
+    Memories,
+    Graph,
+}
+
+/// The tabs of a database's pages, `current` marked.
+pub(super) fn tabs(db: &DatabaseName, current: Tab) -> Markup {
+    let href = database_href(db);
+    let tabs = [
+        (Tab::Items, "Items", href.clone()),
+        (Tab::Search, "Search", format!("{href}/search")),
+        (Tab::Memories, "Memories", format!("{href}/memories")),
+        (Tab::Graph, "Graph", format!("{href}/graph")),
+    ];
+    html! {
+        nav class="tabs" aria-label="Database" {
+            @for (tab, label, link) in tabs {
+                a href=(link) aria-current=[(tab == current).then_some("page")] { (label) }
+            }
+        }
+    }
+}
+
+pub(super) fn database_href(db: &DatabaseName) -> String {
     format!("/console/databases/{}", urlencoding(db.as_str()))
 }
 
-fn item_href(db: &DatabaseName, item: &ItemRecord) -> String {
+pub(super) fn item_href(db: &DatabaseName, item: &ItemRecord) -> String {
     format!(
         "{}/items/{}?collection={}",
         database_href(db),
@@ -141,11 +168,11 @@ fn url_escape(text: &str) -> String {
     out
 }
 
-fn status_badge(status: IndexingStatus) -> Markup {
+pub(super) fn status_badge(status: IndexingStatus) -> Markup {
     html! { span class={ "badge " (status.as_str()) } { (status.as_str()) } }
 }
 
-fn time(ms: engram_app::UnixMs) -> Markup {
+pub(super) fn time(ms: engram_app::UnixMs) -> Markup {
     let text = ms.rfc3339();
     html! { time datetime=(text) { (text.get(..19).unwrap_or(&text).replace('T', " ")) } }
 }
@@ -160,8 +187,11 @@ pub(super) async fn databases(
     let databases = app.list_databases(&session.who).await?;
     let mut rows = Vec::with_capacity(databases.len());
     for db in databases {
+        // A database being deleted may be gone by now: its counts are left blank.
         let counts = app.database_stats(&session.who, &db.name).await.ok();
-        rows.push((db, counts));
+        let states = item_counts(&app, &session, &db.name).await.ok();
+        let graph = app.graph_size(&session.who, &db.name).await.ok();
+        rows.push((db, counts, states, graph));
     }
     let admin = session.who.require(engram_types::Scope::Admin).is_ok();
     Ok(page_response(layout(
@@ -173,12 +203,17 @@ pub(super) async fn databases(
             } @else {
                 table {
                     caption class="visually-hidden" { "Databases" }
-                    thead { tr { th scope="col" { "Name" } th scope="col" { "State" } th scope="col" { "Collections" } th scope="col" { "Knowledge chunks" } th scope="col" { "Memory chunks" } th scope="col" { "Schema fields" } th scope="col" { "Created" } } }
+                    thead { tr { th scope="col" { "Name" } th scope="col" { "State" } th scope="col" { "Items" } th scope="col" { "Collections" } th scope="col" { "Knowledge chunks" } th scope="col" { "Memory chunks" } th scope="col" { "Entities" } th scope="col" { "Schema fields" } th scope="col" { "Created" } } }
                     tbody {
-                        @for (db, stats) in &rows {
+                        @for (db, stats, states, graph) in &rows {
                             tr {
                                 td { a href=(database_href(&db.name)) { (db.name.as_str()) } }
                                 td { span class={ "badge " (db.state.as_str()) } { (db.state.as_str()) } }
+                                td {
+                                    @for (state, count) in states.iter().flatten() {
+                                        @if *count > 0 { span class={ "badge " (state) } { (state) " " (count) } " " }
+                                    }
+                                }
                                 @if let Some(stats) = stats {
                                     td class="num" { (stats.counts.collections) }
                                     td class="num" { (stats.counts.knowledge_chunks) }
@@ -186,6 +221,7 @@ pub(super) async fn databases(
                                 } @else {
                                     td {} td {} td {}
                                 }
+                                td class="num" { @if let Some(graph) = graph { (graph.entities) } }
                                 td class="num" { (db.schema.fields().len()) }
                                 td { (time(db.created_at)) }
                             }
@@ -285,17 +321,35 @@ pub(super) struct ItemFilters {
     #[serde(default)]
     metadata: String,
     #[serde(default)]
+    state: String,
+    #[serde(default)]
     page: Option<i64>,
 }
 
 impl ItemFilters {
     fn query(&self, page: i64) -> String {
         format!(
-            "collection={}&type={}&metadata={}&page={page}",
+            "collection={}&type={}&state={}&metadata={}&page={page}",
             urlencoding(&self.collection),
             urlencoding(&self.kind),
+            urlencoding(&self.state),
             urlencoding(&self.metadata)
         )
+    }
+
+    /// The states asked for: `pending` is every state before the end.
+    fn statuses(&self) -> Result<Vec<IndexingStatus>, ApiError> {
+        Ok(match self.state.as_str() {
+            "" => Vec::new(),
+            "pending" => vec![
+                IndexingStatus::Queued,
+                IndexingStatus::Processing,
+                IndexingStatus::GraphCreation,
+            ],
+            "completed" => vec![IndexingStatus::Completed],
+            "errored" => vec![IndexingStatus::Errored],
+            other => return Err(ApiError::invalid(format!("unknown state `{other}`"))),
+        })
     }
 }
 
@@ -308,6 +362,8 @@ pub(super) async fn database(
     let name = database_name(&database)?;
     let stats = app.database_stats(&session.who, &name).await?;
     let collections = app.list_collections(&session.who, &name).await?;
+    let states = item_counts(&app, &session, &name).await?;
+    let graph = app.graph_size(&session.who, &name).await?;
     let items = items_table(&app, &session, &stats.database, &filters).await?;
     let db = &stats.database;
     let writes = session.who.require(engram_types::Scope::Write).is_ok();
@@ -317,12 +373,13 @@ pub(super) async fn database(
         db.name.as_str(),
         Some(&session),
         html! {
-            nav class="tabs" aria-label="Database" {
-                a href=(href) aria-current="page" { "Items" }
-                a href={ (href) "/search" } { "Search" }
-            }
+            (tabs(&db.name, Tab::Items))
             dl class="facts" {
                 dt { "State" } dd { span class={ "badge " (db.state.as_str()) } { (db.state.as_str()) } }
+                dt { "Items" } dd {
+                    @for (state, count) in &states { span class={ "badge " (state) } { (state) " " (count) } " " }
+                }
+                dt { "Entities" } dd { (graph.entities) " (" (graph.relations) " relations)" }
                 dt { "Collections" } dd { (stats.counts.collections) }
                 dt { "Knowledge chunks" } dd { (stats.counts.knowledge_chunks) }
                 dt { "Memory chunks" } dd { (stats.counts.memory_chunks) }
@@ -339,6 +396,7 @@ pub(super) async fn database(
                 label for="f-collection" { "Collection" }
                 select id="f-collection" name="collection" {
                     option value="" { "default" }
+                    option value="*" selected[filters.collection == "*"] { "all collections" }
                     @for c in &collections {
                         option value=(c.as_str()) selected[filters.collection == c.as_str()] { (c.as_str()) }
                     }
@@ -348,6 +406,12 @@ pub(super) async fn database(
                     option value="" selected[filters.kind.is_empty()] { "any" }
                     option value="knowledge" selected[filters.kind == "knowledge"] { "knowledge" }
                     option value="memory" selected[filters.kind == "memory"] { "memory" }
+                }
+                label for="f-state" { "State" }
+                select id="f-state" name="state" {
+                    @for (value, label) in [("", "any"), ("pending", "indexing"), ("completed", "completed"), ("errored", "errored")] {
+                        option value=(value) selected[filters.state == value] { (label) }
+                    }
                 }
                 label for="f-metadata" { "Metadata (JSON)" }
                 input id="f-metadata" name="metadata" value=(filters.metadata) placeholder=r#"{"team": "docs"}"#;
@@ -380,6 +444,39 @@ pub(super) async fn database(
             }
         },
     )))
+}
+
+/// How many items the database holds in each state (indexing, completed, errored).
+async fn item_counts(
+    app: &App,
+    session: &Session,
+    name: &DatabaseName,
+) -> Result<Vec<(&'static str, u64)>, ApiError> {
+    let mut counts = Vec::new();
+    for (label, state) in [
+        ("indexing", "pending"),
+        ("completed", "completed"),
+        ("errored", "errored"),
+    ] {
+        let filters = ItemFilters {
+            state: state.to_owned(),
+            ..ItemFilters::default()
+        };
+        let listing = app
+            .list_items(
+                &session.who,
+                name,
+                ListRequest {
+                    page_size: Some(1),
+                    statuses: filters.statuses()?,
+                    every_collection: true,
+                    ..ListRequest::default()
+                },
+            )
+            .await?;
+        counts.push((label, listing.page.total));
+    }
+    Ok(counts)
 }
 
 /// The items list alone (filtering and live refresh).
@@ -426,11 +523,13 @@ async fn items_table(
             &session.who,
             &db.name,
             ListRequest {
-                collection: Some(filters.collection.clone()).filter(|c| !c.is_empty()),
+                collection: Some(filters.collection.clone()).filter(|c| !c.is_empty() && c != "*"),
+                every_collection: filters.collection == "*",
                 kind,
                 page: Some(page),
                 page_size: Some(ITEMS_PER_PAGE),
                 metadata,
+                statuses: filters.statuses()?,
                 ..ListRequest::default()
             },
         )
@@ -623,9 +722,9 @@ pub(super) async fn item(
                     tbody {
                         @for r in &relations {
                             tr {
-                                td { (r.source.name) " " span class="hint" { (r.source.kind) } }
+                                td { a href={ (database_href(&db.name)) "/graph?entity=" (urlencoding(&r.source.name)) } { (r.source.name) } " " span class="hint" { (r.source.kind) } }
                                 td { (predicate(r)) }
-                                td { (r.target.name) " " span class="hint" { (r.target.kind) } }
+                                td { a href={ (database_href(&db.name)) "/graph?entity=" (urlencoding(&r.target.name)) } { (r.target.name) } " " span class="hint" { (r.target.kind) } }
                                 td { a href={ "#chunk-" (r.chunk_id) } { (r.context) } }
                             }
                         }
@@ -740,7 +839,7 @@ pub(super) async fn delete_item(
     Ok(to(&database_href(&name), &headers))
 }
 
-fn is_empty_json(value: &Value) -> bool {
+pub(super) fn is_empty_json(value: &Value) -> bool {
     match value {
         Value::Null => true,
         Value::Object(map) => map.is_empty(),

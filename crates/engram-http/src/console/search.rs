@@ -160,10 +160,7 @@ pub(super) async fn page(
         &format!("Search {}", db.name.as_str()),
         Some(&session),
         html! {
-            nav class="tabs" aria-label="Database" {
-                a href=(href) { "Items" }
-                a href={ (href) "/search" } aria-current="page" { "Search" }
-            }
+            (super::pages::tabs(&db.name, super::pages::Tab::Search))
             form method="get" action={ (href) "/search" } class="card search" role="search" {
                 input type="hidden" name="sent" value="1";
                 label for="q" { "Query" }
@@ -302,7 +299,7 @@ fn results(
 }
 
 /// The entities and relations as Cytoscape elements (read by `console.js`).
-fn graph_json(triplets: &[&RelationRecord]) -> String {
+pub(super) fn graph_json(triplets: &[&RelationRecord]) -> String {
     let mut nodes = BTreeMap::new();
     let mut edges = Vec::new();
     let mut seen = HashSet::new();

@@ -705,6 +705,8 @@ pub(crate) fn list_request(
         additional_metadata: additional.unwrap_or_default(),
         source_fields: filters.source_fields.unwrap_or_default(),
         acl: Vec::new(),
+        statuses: Vec::new(),
+        every_collection: false,
     })
 }
 

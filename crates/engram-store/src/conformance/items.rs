@@ -1210,6 +1210,20 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         .await
         .unwrap();
     assert_eq!(page3.items.len(), 1);
+    for (statuses, expected) in [
+        (vec![IndexingStatus::Queued], 7),
+        (vec![IndexingStatus::Completed, IndexingStatus::Errored], 0),
+    ] {
+        let by_state = ItemQuery {
+            statuses,
+            ..base.clone()
+        };
+        let listed = store
+            .list_items(&scope, &by_state, moment(100))
+            .await
+            .unwrap();
+        assert_eq!(listed.total, expected, "items by state");
+    }
     let red = ItemQuery {
         metadata: vec![("team".into(), FilterValue::Eq(json!("red")))],
         ..base.clone()

@@ -356,6 +356,18 @@ pub(crate) async fn browser_suite(server: &Server, script: &str, envs: &[(&str, 
 async fn the_console_works_in_a_real_browser() {
     let server = Server::start();
     let key = server.key("acme", &[]);
+    // Memories whose inference the memories page shows: the second supersedes the first.
+    server.ready_database(&key, "minds").await;
+    for (id, text) in [
+        ("m1", "I love green tea. I live in Lisbon."),
+        ("m2", "I live in Porto now."),
+    ] {
+        let memories = json!([{"id": id, "user_name": "Ana", "infer": true, "text": text}]);
+        crate::common::ingest_memories(&server, &key, "minds", "ana", memories)
+            .await
+            .current_ok(202);
+        crate::common::wait_completed(&server, &key, "minds", Some("ana"), &[id]).await;
+    }
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/markitdown");
     browser_suite(
         &server,

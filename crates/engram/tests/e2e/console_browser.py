@@ -99,6 +99,27 @@ def main():
         expect(graph.first).to_be_visible()
         visit(page, "07-search")
 
+        step("the graph explorer: an entity's neighbourhood, its evidence, its chunk")
+        page.goto(f"{BASE}/console/databases/console-demo/graph")
+        page.get_by_label("Entity").fill("Acme Robotics")
+        page.get_by_role("button", name="Explore").click()
+        expect(page.locator("#graph canvas").first).to_be_visible()
+        evidence = page.get_by_role("link", name="Alice Johnson founded Acme Robotics in Berlin in 2019.").first
+        expect(evidence).to_be_visible()
+        visit(page, "08-graph")
+        evidence.click()
+        expect(page.locator("li.chunk:target")).to_contain_text("Alice Johnson founded Acme Robotics")
+
+        step("memories by user, with what inference made of them and what superseded what")
+        page.goto(f"{BASE}/console/databases/minds/memories")
+        page.get_by_label("Collection (user)").select_option("ana")
+        page.get_by_role("button", name="Show").click()
+        expect(page.locator("table").first).to_contain_text("Ana lives in Porto.")
+        superseded = page.locator("tr.superseded")
+        expect(superseded).to_contain_text("Ana lives in Lisbon.")
+        expect(superseded).to_contain_text("Ana lives in Porto.")
+        visit(page, "09-memories")
+
         step("delete an item")
         page.goto(f"{BASE}/console/databases/console-demo")
         page.get_by_role("link", name="test.xlsx").click()
@@ -112,7 +133,7 @@ def main():
         expect(page.get_by_role("link", name="console-demo")).to_have_count(0)
         page.goto(f"{BASE}/console/databases/console-demo")
         expect(page.get_by_role("alert")).to_contain_text("DATABASE_NOT_FOUND")
-        visit(page, "08-other-organization")
+        visit(page, "10-other-organization")
         sign_out(page)
 
         step("a key restricted to one database sees only that one")
@@ -120,7 +141,7 @@ def main():
         expect(page.get_by_role("link", name="reports")).to_be_visible()
         expect(page.get_by_role("link", name="console-demo")).to_have_count(0)
         expect(page.get_by_role("heading", name="Create a database")).to_have_count(0)
-        visit(page, "09-restricted")
+        visit(page, "11-restricted")
 
     print("browser suite: ok")
 
