@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
-use engram_types::{CollectionName, ItemKind, UnixMs};
+use engram_types::{CollectionName, IndexingStatus, ItemKind, UnixMs};
 use serde_json::{Map, Value};
 
 use crate::backend::{check_scope, one, push_live_scope, ListParam, Sql, SqlStore};
@@ -314,6 +314,27 @@ impl<B: QueueDialect> ItemStore for SqlStore<B> {
         }
         tx.commit().await?;
         Ok(Some(deleted))
+    }
+
+    async fn item_status_counts(
+        &self,
+        scope: &DatabaseScope,
+        now: UnixMs,
+    ) -> StoreResult<Vec<(IndexingStatus, u64)>> {
+        let mut count = Sql::new("SELECT i.status AS status, COUNT(*) AS n");
+        push_list_where::<B>(&mut count, scope, &ItemQuery::default(), now)?;
+        count.push(" GROUP BY i.status");
+        self.all(count)
+            .await?
+            .iter()
+            .map(|row| {
+                let status = row.text("status")?;
+                let status = IndexingStatus::parse(&status)
+                    .ok_or_else(|| corrupt("status", format!("unknown state `{status}`")))?;
+                let n = u64::try_from(row.int("n")?).map_err(|e| corrupt("count", e))?;
+                Ok((status, n))
+            })
+            .collect()
     }
 
     async fn list_items(

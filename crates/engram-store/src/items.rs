@@ -467,6 +467,13 @@ pub trait ItemStore: Send + Sync {
         collection: &CollectionName,
         forget: bool,
     ) -> StoreResult<Option<u64>>;
+    /// How many live items of the database (every collection and kind) are in each indexing
+    /// state; states without items are left out.
+    async fn item_status_counts(
+        &self,
+        scope: &DatabaseScope,
+        now: UnixMs,
+    ) -> StoreResult<Vec<(IndexingStatus, u64)>>;
     /// One page of live (unexpired) items, newest first.
     async fn list_items(
         &self,

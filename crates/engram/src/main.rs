@@ -146,6 +146,8 @@ enum BenchCommand {
     /// A folder synced and indexed by the folder connector beside the same files uploaded; an
     /// unchanged re-sync; memory.
     Connectors(bench::connectors::ConnectorBench),
+    /// The web console's pages at size (default 100,000 items) beside the API's listing.
+    Console(bench::console::ConsoleBench),
 }
 
 impl BenchCommand {
@@ -157,6 +159,7 @@ impl BenchCommand {
             Self::Webhooks(_) => "webhooks",
             Self::Parse(_) => "parse",
             Self::Connectors(_) => "connectors",
+            Self::Console(_) => "console",
         }
     }
 }
@@ -223,6 +226,9 @@ fn main() -> anyhow::Result<()> {
                     BenchCommand::Parse(args) => bench::parse::parse(args),
                     BenchCommand::Connectors(args) => {
                         bench::connectors::connectors(args, config.load(None)?).await
+                    }
+                    BenchCommand::Console(args) => {
+                        bench::console::console(args, config.load(None)?).await
                     }
                 }?;
                 record.finish(&format!("bench {what}"))

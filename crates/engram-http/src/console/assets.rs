@@ -23,6 +23,7 @@ const CSS: &str = "text/css; charset=utf-8";
 const ASSETS: &[(&str, &[u8], &str)] = &[
     asset!("console.js", "console.js", JS),
     asset!("console.css", "console.css", CSS),
+    asset!("operations.js", "operations.js", JS),
     asset!("htmx.min.js", "vendor/htmx.min.js", JS),
     asset!("cytoscape.min.js", "vendor/cytoscape.min.js", JS),
     asset!("uPlot.iife.min.js", "vendor/uPlot.iife.min.js", JS),

@@ -22,6 +22,11 @@ const ITEMS_PER_PAGE: i64 = 25;
 /// Relations shown on an item's page.
 const ITEM_RELATIONS: i64 = 200;
 
+/// htmx's settings: no inline styles, `eval` or script tags (the CSP allows none), requests to
+/// this origin only, and refusals (4xx, 5xx) swapped into the page like answers, so a form
+/// shows why it was refused.
+const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"selfRequestsOnly":true,"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"[45]..","swap":true,"error":true}]}"#;
+
 /// The frame of every page. `session` is `None` on the sign-in page.
 pub(super) fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
     let headers = session.map(|s| serde_json::json!({ "X-CSRF-Token": s.csrf }).to_string());
@@ -31,7 +36,7 @@ pub(super) fn layout(title: &str, session: Option<&Session>, body: Markup) -> Ma
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"selfRequestsOnly":true}"#;
+                meta name="htmx-config" content=(HTMX_CONFIG);
                 title { (title) " · engram console" }
                 link rel="stylesheet" href="/console/assets/console.css";
                 link rel="stylesheet" href="/console/assets/uPlot.min.css";
@@ -403,8 +408,8 @@ pub(super) async fn database(
                 }
                 label for="f-type" { "Type" }
                 select id="f-type" name="type" {
-                    option value="" selected[filters.kind.is_empty()] { "any" }
-                    option value="knowledge" selected[filters.kind == "knowledge"] { "knowledge" }
+                    option value="knowledge" selected[filters.kind.is_empty() || filters.kind == "knowledge"] { "knowledge" }
+                    option value="any" selected[filters.kind == "any"] { "any" }
                     option value="memory" selected[filters.kind == "memory"] { "memory" }
                 }
                 label for="f-state" { "State" }
@@ -452,31 +457,26 @@ async fn item_counts(
     session: &Session,
     name: &DatabaseName,
 ) -> Result<Vec<(&'static str, u64)>, ApiError> {
-    let mut counts = Vec::new();
-    for (label, state) in [
-        ("indexing", "pending"),
-        ("completed", "completed"),
-        ("errored", "errored"),
-    ] {
-        let filters = ItemFilters {
-            state: state.to_owned(),
-            ..ItemFilters::default()
-        };
-        let listing = app
-            .list_items(
-                &session.who,
-                name,
-                ListRequest {
-                    page_size: Some(1),
-                    statuses: filters.statuses()?,
-                    every_collection: true,
-                    ..ListRequest::default()
-                },
-            )
-            .await?;
-        counts.push((label, listing.page.total));
-    }
-    Ok(counts)
+    let counts = app.item_status_counts(&session.who, name).await?;
+    let sum = |wanted: &[IndexingStatus]| -> u64 {
+        counts
+            .iter()
+            .filter(|(state, _)| wanted.contains(state))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    Ok(vec![
+        (
+            "indexing",
+            sum(&[
+                IndexingStatus::Queued,
+                IndexingStatus::Processing,
+                IndexingStatus::GraphCreation,
+            ]),
+        ),
+        ("completed", sum(&[IndexingStatus::Completed])),
+        ("errored", sum(&[IndexingStatus::Errored])),
+    ])
 }
 
 /// The items list alone (filtering and live refresh).
@@ -499,9 +499,11 @@ async fn items_table(
     db: &DatabaseRecord,
     filters: &ItemFilters,
 ) -> Result<Markup, ApiError> {
+    // Knowledge by default (memories have their own page): the listing's index then gives
+    // the newest first without sorting the database's items.
     let kind = match filters.kind.as_str() {
-        "" => None,
-        "knowledge" => Some(ItemKind::Knowledge),
+        "any" => None,
+        "" | "knowledge" => Some(ItemKind::Knowledge),
         "memory" => Some(ItemKind::Memory),
         other => return Err(ApiError::invalid(format!("unknown type `{other}`"))),
     };

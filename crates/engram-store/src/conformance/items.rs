@@ -1210,6 +1210,11 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         .await
         .unwrap();
     assert_eq!(page3.items.len(), 1);
+    assert_eq!(
+        store.item_status_counts(&scope, moment(100)).await.unwrap(),
+        vec![(IndexingStatus::Queued, 8)],
+        "every collection and kind, by state"
+    );
     for (statuses, expected) in [
         (vec![IndexingStatus::Queued], 7),
         (vec![IndexingStatus::Completed, IndexingStatus::Errored], 0),

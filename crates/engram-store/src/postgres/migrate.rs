@@ -64,6 +64,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_request",
         sql: include_str!("../../migrations/postgres/0011_item_request.sql"),
     },
+    Migration {
+        version: 12,
+        name: "items_by_status",
+        sql: include_str!("../../migrations/postgres/0012_items_by_status.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

@@ -103,6 +103,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_request",
         sql: include_str!("../../migrations/sqlite/0019_item_request.sql"),
     },
+    Migration {
+        version: 20,
+        name: "items_by_status",
+        sql: include_str!("../../migrations/sqlite/0020_items_by_status.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -2,6 +2,7 @@
 //! by side (ingestion, queries at scale, webhook deliveries, parsing).
 
 pub(crate) mod connectors;
+pub(crate) mod console;
 pub(crate) mod fairness;
 pub(crate) mod ingest;
 pub(crate) mod parse;

@@ -10,23 +10,23 @@ use serde_json::json;
 
 use crate::common::{app, eventually, Server};
 
-/// A browser-like client: no redirects followed, cookies kept by hand.
-struct Browser {
-    client: reqwest::Client,
-    base: String,
-    cookie: Option<String>,
-    csrf: Option<String>,
+/// A browser-like client: no redirects followed, cookies kept by hand (every console test's).
+pub(crate) struct Browser {
+    pub(crate) client: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) cookie: Option<String>,
+    pub(crate) csrf: Option<String>,
 }
 
 /// A console answer, read whole.
-struct Answer {
-    status: u16,
-    headers: HeaderMap,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: String,
 }
 
 impl Browser {
-    fn new(server: &Server) -> Self {
+    pub(crate) fn new(server: &Server) -> Self {
         Self {
             client: reqwest::Client::builder()
                 .redirect(Policy::none())
@@ -38,7 +38,7 @@ impl Browser {
         }
     }
 
-    async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
+    pub(crate) async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
         let request = match &self.cookie {
             Some(cookie) => request.header(COOKIE, cookie),
             None => request,
@@ -66,13 +66,13 @@ impl Browser {
         }
     }
 
-    async fn get(&mut self, path: &str) -> Answer {
+    pub(crate) async fn get(&mut self, path: &str) -> Answer {
         let request = self.client.get(format!("{}{path}", self.base));
         self.send(request).await
     }
 
     /// A form post as htmx sends it: the CSRF token in its header.
-    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+    pub(crate) async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
         let mut request = self
             .client
             .post(format!("{}{path}", self.base))
@@ -84,7 +84,16 @@ impl Browser {
         self.send(request).await
     }
 
-    async fn sign_in(&mut self, key: &str) -> Answer {
+    /// A browser signed in with `key`, holding the session's CSRF token.
+    pub(crate) async fn signed_in(server: &Server, key: &str) -> Self {
+        let mut browser = Self::new(server);
+        let answer = browser.sign_in(key).await;
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        assert!(browser.csrf.is_some());
+        browser
+    }
+
+    pub(crate) async fn sign_in(&mut self, key: &str) -> Answer {
         let request = self
             .client
             .post(format!("{}/console/sign-in", self.base))

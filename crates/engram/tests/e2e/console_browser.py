@@ -11,10 +11,9 @@ every page (no serious or critical violation); no page may run script from user 
 
 import json
 import os
-import sys
 import time
 
-from console_common import BASE, accessible, console_page, expect, shot, sign_in, sign_out, step, visit
+from console_common import run, BASE, accessible, console_page, expect, shot, sign_in, sign_out, step, visit
 
 FIXTURES = os.environ["FIXTURES"]
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -43,6 +42,12 @@ def main():
         sign_in(page, os.environ["ENGRAM_KEY"])
         stored = page.evaluate("() => JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie")
         assert os.environ["ENGRAM_KEY"].split(".")[1] not in stored, "the key is not kept in the page"
+
+        step("a refused form says why, in place")
+        page.get_by_label("Name", exact=True).fill("no spaces allowed")
+        page.evaluate("() => document.getElementById('name').removeAttribute('pattern')")
+        page.get_by_role("button", name="Create").click()
+        expect(page.locator("#create-result [role=alert]")).to_contain_text("INVALID")
 
         step("create two databases")
         create_database(page, "console-demo")
@@ -147,8 +152,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as err:  # noqa: BLE001 - the Rust test prints it
-        print(f"FAILED: {err}", file=sys.stderr)
-        raise
+    run(main)

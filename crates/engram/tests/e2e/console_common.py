@@ -3,6 +3,7 @@ each page, signing in and out, and a Chromium launched as the tests need it (Deb
 Playwright's own download is not reachable)."""
 
 import os
+import sys
 from contextlib import contextmanager
 
 from playwright.sync_api import expect, sync_playwright
@@ -71,3 +72,12 @@ def console_page():
         assert not alerts, f"user content ran script: {alerts}"
         assert not page_errors, f"script errors: {page_errors}"
         browser.close()
+
+
+def run(main):
+    """Runs a suite's `main`, saying on stderr why it failed (the Rust test prints both streams)."""
+    try:
+        main()
+    except Exception as err:  # noqa: BLE001 - reported, then raised again
+        print(f"FAILED: {err}", file=sys.stderr)
+        raise
