@@ -59,8 +59,19 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     };
     tracing::info!(%addr, %storage, "engram listening");
     // Tests and scripts read the bound address (port 0 picks one) from this line.
-    println!("engram listening on http://{addr}");
-    std::io::stdout().flush()?;
+    // The console's address goes out in the same write: a reader may close the pipe after the
+    // first line.
+    let console = if config.console.enabled {
+        format!(
+            "\nconsole: http://{addr}/console (sign in with a key from `engram keys create --org <name>`)"
+        )
+    } else {
+        String::new()
+    };
+    let line = format!("engram listening on http://{addr}{console}\n");
+    let mut stdout = std::io::stdout();
+    stdout.write_all(line.as_bytes())?;
+    stdout.flush()?;
 
     let token = CancellationToken::new();
     if let Some(addr) = config.metrics.listen {

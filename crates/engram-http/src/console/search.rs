@@ -175,7 +175,7 @@ pub(super) async fn page(
                     (field("recency_bias", "Recency bias (0–1)", &form.recency_bias, "0"))
                     (field("num_related_chunks", "Neighbouring chunks (0–10)", &form.num_related_chunks, "0"))
                     (field("collections", "Collections (a, b or a:2, b:0.5)", &form.collections, "default"))
-                    div class="field" {
+                    div class="field check" {
                         input id="graph_context" name="graph_context" type="checkbox" checked[graph_on];
                         label for="graph_context" { "Graph context" }
                     }

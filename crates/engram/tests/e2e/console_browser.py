@@ -103,6 +103,8 @@ def main():
         graph = page.locator("#graph canvas")
         expect(graph.first).to_be_visible()
         visit(page, "07-search")
+        # The picture README shows: the first screen of a search.
+        page.screenshot(path=os.path.join(os.environ["SCREENSHOTS"], "readme-search.png"))
 
         step("the graph explorer: an entity's neighbourhood, its evidence, its chunk")
         page.goto(f"{BASE}/console/databases/console-demo/graph")
