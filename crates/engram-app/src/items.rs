@@ -346,3 +346,22 @@ impl App {
             .await?)
     }
 }
+
+impl App {
+    /// The indexing history of one item: the newest 50 states it entered, oldest first.
+    pub async fn item_history(
+        &self,
+        who: &Principal,
+        database: &DatabaseName,
+        collection: Option<&str>,
+        id: &str,
+    ) -> AppResult<Vec<engram_store::HistoryEntry>> {
+        who.require(Scope::Read)?;
+        let db = self.authorize_database(who, database, Scope::Read).await?;
+        let collection = parse_collection(&db, collection, "collection")?;
+        Ok(self
+            .store()
+            .item_history(&db.scope(), &collection, id, self.now())
+            .await?)
+    }
+}

@@ -12,8 +12,8 @@ use crate::error::corrupt;
 use crate::queue::QueueDialect;
 use crate::rows::Columns as _;
 use crate::{
-    DatabaseScope, DeletedItem, EnqueueOutcome, ItemPage, ItemQuery, ItemSource, ItemStatus,
-    ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewItem, StoreResult,
+    DatabaseScope, DeletedItem, EnqueueOutcome, HistoryEntry, ItemPage, ItemQuery, ItemSource,
+    ItemStatus, ItemStore, MetadataCheck, MetadataEdit, MetadataEditOutcome, NewItem, StoreResult,
 };
 
 /// `SELECT i.* FROM items i …` of one live item, by collection and id.
@@ -314,6 +314,42 @@ impl<B: QueueDialect> ItemStore for SqlStore<B> {
         }
         tx.commit().await?;
         Ok(Some(deleted))
+    }
+
+    async fn item_history(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        now: UnixMs,
+    ) -> StoreResult<Vec<HistoryEntry>> {
+        let mut select = Sql::new(
+            "SELECT h.status AS status, h.error_code AS error_code,
+                    h.error_message AS error_message, h.at AS at
+             FROM item_history h JOIN items i ON i.item_key = h.item_key
+             JOIN databases d ON d.id = i.database_id WHERE 1 = 1",
+        );
+        push_live_scope(&mut select, scope, "i.database_id", now);
+        select
+            .push(" AND i.collection = ")
+            .push_bind(collection.as_str())
+            .push(" AND i.id = ")
+            .push_bind(id)
+            .push(" ORDER BY h.entry_key");
+        self.all(select)
+            .await?
+            .iter()
+            .map(|row| {
+                let status = row.text("status")?;
+                Ok(HistoryEntry {
+                    status: IndexingStatus::parse(&status)
+                        .ok_or_else(|| corrupt("status", format!("unknown state `{status}`")))?,
+                    error_code: row.text("error_code")?,
+                    error_message: row.text("error_message")?,
+                    at: UnixMs::from_millis(row.int("at")?),
+                })
+            })
+            .collect()
     }
 
     async fn item_status_counts(

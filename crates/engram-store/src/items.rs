@@ -110,6 +110,15 @@ pub struct ItemStatus {
     pub error_message: String,
 }
 
+/// A state an item entered, when, and the error it carried then (empty when none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    pub status: IndexingStatus,
+    pub error_code: String,
+    pub error_message: String,
+    pub at: UnixMs,
+}
+
 /// What a worker asks of the queue. Work is handed out in turns: the organization served
 /// longest ago first, then its database served longest ago, then that database's oldest
 /// runnable item; an organization whose items are in the hands of `org_share` other workers
@@ -467,6 +476,15 @@ pub trait ItemStore: Send + Sync {
         collection: &CollectionName,
         forget: bool,
     ) -> StoreResult<Option<u64>>;
+    /// The indexing history of the live item `id` of the collection (any kind), oldest first:
+    /// the newest 50 states it entered. Empty when there is no such item.
+    async fn item_history(
+        &self,
+        scope: &DatabaseScope,
+        collection: &CollectionName,
+        id: &str,
+        now: UnixMs,
+    ) -> StoreResult<Vec<HistoryEntry>>;
     /// How many live items of the database (every collection and kind) are in each indexing
     /// state; states without items are left out.
     async fn item_status_counts(

@@ -671,6 +671,14 @@ pub(super) async fn item(
         .await
         .map(|page| page.relations)
         .unwrap_or_default();
+    let history = app
+        .item_history(
+            &session.who,
+            &db.name,
+            Some(item.collection.as_str()),
+            &item.id,
+        )
+        .await?;
     let writes = session.who.require(engram_types::Scope::Write).is_ok();
     let fields = &item.fields;
     Ok(page_response(layout(
@@ -695,6 +703,27 @@ pub(super) async fn item(
                 pre class="json" { (pretty(&fields.metadata)) }
                 @if !is_empty_json(&fields.additional_metadata) {
                     pre class="json" { (pretty(&fields.additional_metadata)) }
+                }
+            }
+            h2 { "History" }
+            @if history.is_empty() {
+                p class="hint" { "No history was kept for this item (it was stored before engram kept one)." }
+            } @else {
+                table class="history" {
+                    caption class="visually-hidden" { "Indexing history" }
+                    thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Error" } } }
+                    tbody {
+                        @for entry in &history {
+                            tr {
+                                td { (time(entry.at)) }
+                                td { (status_badge(entry.status)) }
+                                td {
+                                    @if !entry.error_code.is_empty() { code { (entry.error_code) } " " }
+                                    span class="error" { (entry.error_message) }
+                                }
+                            }
+                        }
+                    }
                 }
             }
             h2 { "Chunks (" (chunks.len()) ")" }

@@ -1043,6 +1043,33 @@ async fn failures_retry_then_error<S: Store>(store: &S) {
             .is_empty(),
         "errored is terminal"
     );
+    let history = store
+        .item_history(&scope, &collection("c"), "f", moment(99_999))
+        .await
+        .unwrap();
+    let steps: Vec<(IndexingStatus, &str)> = history
+        .iter()
+        .map(|h| (h.status, h.error_code.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (IndexingStatus::Queued, ""),
+            (IndexingStatus::Processing, ""),
+            (IndexingStatus::Queued, "E6001"),
+            (IndexingStatus::Processing, "E6001"),
+            (IndexingStatus::Errored, history[4].error_code.as_str()),
+        ],
+        "every state the item entered, with the error it carried"
+    );
+    assert_eq!(history[4].error_message, "no text");
+    assert_eq!((history[0].at, history[4].at), (moment(0), moment(5_001)));
+    assert!(history.windows(2).all(|w| w[0].at <= w[1].at));
+    assert!(store
+        .item_history(&scope, &collection("c"), "nope", moment(99_999))
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 async fn deletion_and_isolation<S: Store>(store: &S) {

@@ -69,6 +69,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "items_by_status",
         sql: include_str!("../../migrations/postgres/0012_items_by_status.sql"),
     },
+    Migration {
+        version: 13,
+        name: "item_history",
+        sql: include_str!("../../migrations/postgres/0013_item_history.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

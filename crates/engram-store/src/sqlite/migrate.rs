@@ -108,6 +108,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "items_by_status",
         sql: include_str!("../../migrations/sqlite/0020_items_by_status.sql"),
     },
+    Migration {
+        version: 21,
+        name: "item_history",
+        sql: include_str!("../../migrations/sqlite/0021_item_history.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -83,6 +83,9 @@ def main():
         page.get_by_role("link", name="REPAIR-2022-INV-001_multipage.pdf").click()
         expect(page.locator("li.chunk").first).to_be_visible()
         expect(page.locator("li.chunk .layout").first).to_contain_text("page")
+        history = page.locator("table.history")
+        for state in ("queued", "processing", "completed"):
+            expect(history).to_contain_text(state)
         visit(page, "05-item-pdf")
         page.go_back()
         page.get_by_role("link", name="test.xlsx").click()
