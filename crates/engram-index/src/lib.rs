@@ -302,7 +302,11 @@ impl Indexes {
         let Some(saved) = self.keyword.restore(&feed).await? else {
             return self.rebuild(Build::Both).await;
         };
-        let head = self.store.chunk_feed_head().await?;
+        // The newest committed change, not the feed's sequence: a PostgreSQL sequence is not
+        // transactional, so a dump taken while a write was in flight restores a sequence value
+        // past the changes the dump holds, and an index that applied that write would pass as
+        // caught up while it holds chunks the restored store lacks.
+        let head = self.store.committed_feed_head().await?;
         if saved > head {
             // The store went back (a backup restored): the index holds changes it lacks.
             tracing::warn!(
