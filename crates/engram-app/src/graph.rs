@@ -200,8 +200,8 @@ impl App {
         })
     }
 
-    /// What inference stored about `user` from the memories of one collection, oldest first,
-    /// each with the statement that superseded it, if any.
+    /// What inference stored about `user` from the memories of one collection, oldest first (the
+    /// newest [`USER_FACTS_SHOWN`]), each with the statement that superseded it, if any.
     pub async fn user_facts(
         &self,
         who: &Principal,
@@ -214,21 +214,36 @@ impl App {
         let collection = parse_collection(&db, collection, "collection")?;
         let facts = self
             .store()
-            .user_facts(&db.scope(), &collection, user, false, self.now())
+            .user_facts(
+                &db.scope(),
+                &collection,
+                user,
+                false,
+                Some(USER_FACTS_SHOWN),
+                self.now(),
+            )
             .await?;
+        // Each slot's facts, by when they began: what superseded a fact is the latest other
+        // value of its slot that began before it ended.
+        let mut by_slot: std::collections::HashMap<&str, Vec<&engram_store::FactRecord>> =
+            std::collections::HashMap::new();
+        for fact in &facts {
+            by_slot.entry(fact.slot.as_str()).or_default().push(fact);
+        }
+        for slot in by_slot.values_mut() {
+            slot.sort_by_key(|f| f.valid_from);
+        }
         let facts = facts
             .iter()
             .map(|fact| UserFact {
                 superseded_by: fact.valid_until.and_then(|until| {
-                    facts
+                    let slot = &by_slot[fact.slot.as_str()];
+                    let began = slot.partition_point(|f| f.valid_from <= until);
+                    slot[..began]
                         .iter()
-                        .filter(|later| {
-                            later.slot == fact.slot
-                                && later.value != fact.value
-                                && later.valid_from >= fact.valid_from
-                                && later.valid_from <= until
-                        })
-                        .max_by_key(|later| later.valid_from)
+                        .rev()
+                        .take_while(|later| later.valid_from >= fact.valid_from)
+                        .find(|later| later.value != fact.value)
                         .map(|later| later.statement.clone())
                 }),
                 fact: fact.clone(),
@@ -237,6 +252,9 @@ impl App {
         Ok((db, collection, facts))
     }
 }
+
+/// Most facts about one user [`App::user_facts`] answers: the newest.
+pub const USER_FACTS_SHOWN: u32 = 200;
 
 impl App {
     /// How big the database's graph is: its entities and relations.

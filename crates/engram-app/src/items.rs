@@ -332,17 +332,19 @@ impl App {
 }
 
 impl App {
-    /// How many live items of the database are in each indexing state (every collection).
+    /// How many live items of the database are in each indexing state of `only` (every state
+    /// when empty), over every collection.
     pub async fn item_status_counts(
         &self,
         who: &Principal,
         database: &DatabaseName,
+        only: &[engram_types::IndexingStatus],
     ) -> AppResult<Vec<(engram_types::IndexingStatus, u64)>> {
         who.require(Scope::Read)?;
         let db = self.authorize_database(who, database, Scope::Read).await?;
         Ok(self
             .store()
-            .item_status_counts(&db.scope(), self.now())
+            .item_status_counts(&db.scope(), only, self.now())
             .await?)
     }
 }

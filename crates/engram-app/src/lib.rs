@@ -77,7 +77,7 @@ pub use error::{AppError, AppResult};
 pub use feedback::{FeedbackInput, GroundTruth};
 pub use graph::{
     NeighbourRelation, Neighbourhood, RelationsPage, RelationsRequest, UserFact,
-    NEIGHBOURHOOD_RELATIONS_MAX, RELATIONS_LIMIT_MAX,
+    NEIGHBOURHOOD_RELATIONS_MAX, RELATIONS_LIMIT_MAX, USER_FACTS_SHOWN,
 };
 pub use ingest::{
     AppSource, FileMetadata, IngestOutcome, ItemResult, KnowledgeRequest, MemoryInput,

@@ -558,6 +558,18 @@ pub struct ConsoleConfig {
     /// browser closes (its cookie has no expiry).
     #[serde(rename = "idle_timeout_ms", with = "millis")]
     pub idle_timeout: Duration,
+    /// A console session ends this long after its sign-in however busy it is (ms).
+    #[serde(rename = "max_session_ms", with = "millis")]
+    pub max_session: Duration,
+    /// The origin browsers reach the console at (`https://engram.example.com`) when a proxy in
+    /// front of engram rewrites `Host`: a state change's `Origin` must then be exactly this, and
+    /// the session cookie is `Secure` when it is `https`. Empty: the request's `Host` (or
+    /// `X-Forwarded-Host`).
+    pub public_origin: String,
+    /// Show every signed-in organization the instance's indexing rate and query latency (all
+    /// organizations together) on the operations page. Off by default: where organizations
+    /// share an instance, one should not see the others' load.
+    pub instance_figures: bool,
 }
 
 impl Default for ConsoleConfig {
@@ -565,6 +577,9 @@ impl Default for ConsoleConfig {
         Self {
             enabled: true,
             idle_timeout: Duration::from_secs(30 * 60),
+            max_session: Duration::from_secs(12 * 60 * 60),
+            public_origin: String::new(),
+            instance_figures: false,
         }
     }
 }
@@ -792,6 +807,21 @@ impl Config {
         if self.console.idle_timeout < Duration::from_secs(1) {
             return Err(ConfigError::Invalid(
                 "console.idle_timeout_ms must be at least 1000".into(),
+            ));
+        }
+        if self.console.max_session < self.console.idle_timeout {
+            return Err(ConfigError::Invalid(
+                "console.max_session_ms must be at least console.idle_timeout_ms".into(),
+            ));
+        }
+        let origin = self.console.public_origin.as_str();
+        let authority = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"));
+        if !origin.is_empty() && authority.is_none_or(|a| a.is_empty() || a.contains('/')) {
+            return Err(ConfigError::Invalid(
+                "console.public_origin must be a scheme and host, like https://engram.example.com"
+                    .into(),
             ));
         }
         if self.rate_limit.enabled

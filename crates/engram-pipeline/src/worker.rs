@@ -781,6 +781,7 @@ impl Pipeline {
                     &item.collection,
                     &item.user_name,
                     true,
+                    None,
                     self.clock.now(),
                 )
                 .await?;

@@ -164,13 +164,15 @@ pub trait GraphStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<(i64, crate::ChunkKey)>>;
     /// The facts inference stored about `user` from live memories of one collection of the
-    /// database, oldest first; with `current_only`, those that still hold.
+    /// database, oldest first; with `current_only`, those that still hold; with `newest`, only
+    /// that many of the newest.
     async fn user_facts(
         &self,
         scope: &DatabaseScope,
         collection: &CollectionName,
         user: &str,
         current_only: bool,
+        newest: Option<u32>,
         now: UnixMs,
     ) -> StoreResult<Vec<FactRecord>>;
     /// The live items of `kind` in the database (any collection) with one of `ids`.

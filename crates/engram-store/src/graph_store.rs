@@ -446,6 +446,7 @@ impl<B: Backend> GraphStore for SqlStore<B> {
         collection: &CollectionName,
         user: &str,
         current_only: bool,
+        newest: Option<u32>,
         now: UnixMs,
     ) -> StoreResult<Vec<FactRecord>> {
         let rows = self
@@ -457,12 +458,13 @@ impl<B: Backend> GraphStore for SqlStore<B> {
                        AND f.database_id = $1 AND d.org_id = $2 AND d.state <> 'deleting'
                        AND f.collection = $3 AND f.user_name = $4
                        AND (i.expires_at IS NULL OR i.expires_at > $5) {}
-                     ORDER BY f.fact_key",
+                     ORDER BY f.fact_key DESC {}",
                     if current_only {
                         "AND f.valid_until IS NULL"
                     } else {
                         ""
-                    }
+                    },
+                    newest.map(|n| format!("LIMIT {n}")).unwrap_or_default()
                 ))
                 .bind(scope.id.as_str())
                 .bind(scope.org.as_str())
@@ -472,6 +474,7 @@ impl<B: Backend> GraphStore for SqlStore<B> {
             )
             .await?;
         rows.iter()
+            .rev()
             .map(|row| {
                 Ok(FactRecord {
                     item_key: row.int("item_key")?,

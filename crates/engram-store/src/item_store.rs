@@ -355,10 +355,15 @@ impl<B: QueueDialect> ItemStore for SqlStore<B> {
     async fn item_status_counts(
         &self,
         scope: &DatabaseScope,
+        only: &[IndexingStatus],
         now: UnixMs,
     ) -> StoreResult<Vec<(IndexingStatus, u64)>> {
         let mut count = Sql::new("SELECT i.status AS status, COUNT(*) AS n");
-        push_list_where::<B>(&mut count, scope, &ItemQuery::default(), now)?;
+        let query = ItemQuery {
+            statuses: only.to_vec(),
+            ..ItemQuery::default()
+        };
+        push_list_where::<B>(&mut count, scope, &query, now)?;
         count.push(" GROUP BY i.status");
         self.all(count)
             .await?

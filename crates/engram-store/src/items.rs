@@ -486,10 +486,11 @@ pub trait ItemStore: Send + Sync {
         now: UnixMs,
     ) -> StoreResult<Vec<HistoryEntry>>;
     /// How many live items of the database (every collection and kind) are in each indexing
-    /// state; states without items are left out.
+    /// state of `only` (every state when empty); states without items are left out.
     async fn item_status_counts(
         &self,
         scope: &DatabaseScope,
+        only: &[IndexingStatus],
         now: UnixMs,
     ) -> StoreResult<Vec<(IndexingStatus, u64)>>;
     /// One page of live (unexpired) items, newest first.

@@ -43,9 +43,9 @@ pub(super) fn routes() -> Router<App> {
             "/console/connectors/{id}/resources/remove",
             post(remove_resource),
         )
-        .route("/console/connectors/{id}/pause", post(pause))
-        .route("/console/connectors/{id}/resume", post(resume))
-        .route("/console/connectors/{id}/sync", post(sync))
+        .route("/console/connectors/{id}/pause", post(act::<PAUSE>))
+        .route("/console/connectors/{id}/resume", post(act::<RESUME>))
+        .route("/console/connectors/{id}/sync", post(act::<SYNC>))
         .route("/console/connectors/{id}/update", post(update))
         .route("/console/connectors/{id}/delete", post(delete))
 }
@@ -612,6 +612,21 @@ pub(super) async fn new(
     )))
 }
 
+/// The provider a create form names and the credentials typed into it, read by the provider's
+/// `credential_schema`; none for an unknown provider (the call it goes to names it).
+fn typed_credentials(app: &App, form: &Fields) -> Result<(String, Option<Value>), ApiError> {
+    let provider = form.text("provider").trim().to_owned();
+    let credentials = match app.provider_info(&provider) {
+        Ok(info) => Some(Value::Object(credentials(
+            &info.credential_schema,
+            form,
+            false,
+        )?)),
+        Err(_) => None,
+    };
+    Ok((provider, credentials))
+}
+
 /// Creates the connector as `POST /connectors` does, then shows it.
 pub(super) async fn create(
     State(app): State<App>,
@@ -620,16 +635,7 @@ pub(super) async fn create(
     UrlForm(form): UrlForm<Vec<(String, String)>>,
 ) -> Page {
     let form = Fields(form);
-    let provider = form.text("provider").trim().to_owned();
-    // An unknown provider is named by `create_connector` itself.
-    let credentials = match app.provider_info(&provider) {
-        Ok(info) => Some(Value::Object(credentials(
-            &info.credential_schema,
-            &form,
-            false,
-        )?)),
-        Err(_) => None,
-    };
+    let (provider, credentials) = typed_credentials(&app, &form)?;
     let view = app
         .create_connector(
             &session.who,
@@ -657,15 +663,7 @@ pub(super) async fn preview(
     UrlForm(form): UrlForm<Vec<(String, String)>>,
 ) -> Page {
     let form = Fields(form);
-    let provider = form.text("provider").trim().to_owned();
-    let credentials = match app.provider_info(&provider) {
-        Ok(info) => Some(Value::Object(credentials(
-            &info.credential_schema,
-            &form,
-            false,
-        )?)),
-        Err(_) => None,
-    };
+    let (provider, credentials) = typed_credentials(&app, &form)?;
     let found = app
         .discover_preview(&session.who, &provider, credentials)
         .await?;
@@ -822,7 +820,7 @@ fn live(status: &ConnectorStatus) -> Markup {
     let poll = busy(status).then(|| format!("{}/status", connector_href(&record.id)));
     let refreshing = poll.is_some();
     html! {
-        div id="live" hx-get=[poll] hx-trigger=[refreshing.then_some("every 2s")] hx-swap="outerHTML" {
+        div id="live" hx-get=[poll] hx-trigger=[refreshing.then_some("every 2s")] hx-headers=[refreshing.then_some(super::POLL)] hx-swap="outerHTML" {
             h2 { "Health" }
             dl class="facts" {
                 dt { "Health" } dd { (badge(health.status.as_str())) @if refreshing { " " span class="hint" { "refreshing…" } } }
@@ -891,7 +889,7 @@ fn resources_table(id: &str, resources: &[ResourceRecord]) -> Markup {
                             @if !m.collection_override.is_empty() { span class="hint" { " into " code { (m.collection_override) } } }
                         }
                         td {
-                            form method="post" action=(action) hx-post=(action) hx-target="#action-result"
+                            form method="post" action=(action) hx-post=(action) hx-target="#action-result" hx-swap="innerHTML"
                                 hx-confirm="Stop syncing this resource? What it synced stays." {
                                 input type="hidden" name="resource_id" value=(m.resource_id);
                                 button type="submit" class="danger" { "Stop syncing" span class="visually-hidden" { " " (m.display_name) } }
@@ -1083,34 +1081,28 @@ pub(super) async fn remove_resource(
     Ok(to(&connector_href(&id), &headers))
 }
 
-pub(super) async fn pause(
-    State(app): State<App>,
-    Extension(session): Extension<Session>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Page {
-    app.pause_connector(&session.who, &id, true).await?;
-    Ok(to(&connector_href(&id), &headers))
-}
+/// The connector actions of one button: pause, resume, sync now.
+const PAUSE: u8 = 0;
+const RESUME: u8 = 1;
+const SYNC: u8 = 2;
 
-pub(super) async fn resume(
+/// Pauses, resumes, or syncs now (`POST /connectors/{id}/sync`), as the API's routes do; the page
+/// then follows the connector.
+pub(super) async fn act<const ACTION: u8>(
     State(app): State<App>,
     Extension(session): Extension<Session>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Page {
-    app.pause_connector(&session.who, &id, false).await?;
-    Ok(to(&connector_href(&id), &headers))
-}
-
-/// Sync now (`POST /connectors/{id}/sync`); the page then follows the run.
-pub(super) async fn sync(
-    State(app): State<App>,
-    Extension(session): Extension<Session>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Page {
-    app.request_sync(&session.who, &id).await?;
+    match ACTION {
+        PAUSE | RESUME => {
+            app.pause_connector(&session.who, &id, ACTION == PAUSE)
+                .await?;
+        }
+        _ => {
+            app.request_sync(&session.who, &id).await?;
+        }
+    }
     Ok(to(&connector_href(&id), &headers))
 }
 

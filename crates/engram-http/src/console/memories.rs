@@ -10,7 +10,8 @@ use maud::html;
 use serde::Deserialize;
 
 use super::pages::{
-    database_href, database_name, item_href, layout, status_badge, tabs, time, urlencoding, Tab,
+    database_href, database_name, item_href, layout, pager, status_badge, tabs, time, urlencoding,
+    Tab,
 };
 use super::session::Session;
 use super::{html as page_response, Page};
@@ -117,14 +118,13 @@ async fn page(
                         }
                     }
                 }
-                nav class="pager" aria-label="Pages" {
-                    @if page > 1 { a href=(query_of(page - 1)) rel="prev" { "← Previous" } }
-                    span { "Page " (page) " of " (pages) }
-                    @if (page as u64) < pages { a href=(query_of(page + 1)) rel="next" { "Next →" } }
-                }
             }
+            (pager(page, pages, query_of))
             @for (user, found) in &facts {
                 h2 { "What inference holds about " @if user.is_empty() { "the user" } @else { (user) } }
+                @if found.len() >= engram_app::USER_FACTS_SHOWN as usize {
+                    p class="hint" { "The newest " (engram_app::USER_FACTS_SHOWN) " facts." }
+                }
                 @if found.is_empty() {
                     p class="hint" { "No fact yet." }
                 } @else {

@@ -26,7 +26,7 @@ mod search;
 mod session;
 mod webhooks;
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
@@ -36,6 +36,10 @@ use engram_app::App;
 use maud::Markup;
 
 use crate::error::ApiError;
+
+/// The `hx-headers` of a polling element: marks its requests as polls
+/// ([`session::POLL_HEADER`]), which do not keep an idle session open.
+const POLL: &str = r#"{"X-Console-Poll": "1"}"#;
 
 /// Where the console lives.
 pub(crate) const PATH: &str = "/console";
@@ -60,13 +64,13 @@ pub(crate) fn routes(app: &App) -> Router<App> {
             get(pages::items_fragment),
         )
         .route("/console/databases/{database}/upload", post(pages::upload))
-        .route("/console/databases/{database}/items/{id}", get(pages::item))
+        .route("/console/databases/{database}/item", get(pages::item))
         .route(
-            "/console/databases/{database}/items/{id}/status",
+            "/console/databases/{database}/item/status",
             get(pages::item_status),
         )
         .route(
-            "/console/databases/{database}/items/{id}/delete",
+            "/console/databases/{database}/item/delete",
             post(pages::delete_item),
         )
         .route("/console/databases/{database}/search", get(search::page))
@@ -83,7 +87,7 @@ pub(crate) fn routes(app: &App) -> Router<App> {
         .route("/console/sign-in", post(session::sign_in))
         .route("/console/assets/{name}", get(assets::serve))
         .merge(signed_in)
-        .layer(from_fn(same_origin))
+        .layer(from_fn_with_state(app.clone(), same_origin))
         .layer(from_fn(headers))
 }
 
@@ -116,23 +120,20 @@ async fn headers(request: Request, next: Next) -> Response {
     response
 }
 
-/// Refuses a state change sent from another site: an `Origin` naming another host, or
+/// Refuses a state change sent from another site: an `Origin` other than the console's, or
 /// `Sec-Fetch-Site: cross-site`. Together with the `SameSite=Strict` cookie and the CSRF token
 /// of [`session::require`], and for the sign-in form, which has no session yet.
-async fn same_origin(request: Request, next: Next) -> Response {
+async fn same_origin(State(app): State<App>, request: Request, next: Next) -> Response {
     if request.method() != axum::http::Method::GET && request.method() != axum::http::Method::HEAD {
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
         let origin_ok = match request.headers().get(header::ORIGIN) {
             None => true,
-            Some(origin) => origin
-                .to_str()
-                .ok()
-                .and_then(|o| o.split_once("://"))
-                .is_some_and(|(_, authority)| authority == host),
+            Some(origin) => origin.to_str().is_ok_and(|origin| {
+                ours(
+                    &app.config().console.public_origin,
+                    origin,
+                    request.headers(),
+                )
+            }),
         };
         let site_ok = request
             .headers()
@@ -148,6 +149,28 @@ async fn same_origin(request: Request, next: Next) -> Response {
         }
     }
     next.run(request).await
+}
+
+/// Whether a request's `Origin` is the console's own: exactly `console.public_origin` when it is
+/// set; otherwise the scheme the request came in with (`X-Forwarded-Proto`, or `http`, as
+/// engram itself serves) and its `Host` or `X-Forwarded-Host` (a proxy's; a cross-site page
+/// cannot set that header without a preflight the console never grants).
+fn ours(public: &str, origin: &str, headers: &axum::http::HeaderMap) -> bool {
+    if !public.is_empty() {
+        return origin.eq_ignore_ascii_case(public);
+    }
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let came_in = header("x-forwarded-proto")
+        .and_then(|p| p.split(',').next())
+        .map_or("http", str::trim);
+    scheme.eq_ignore_ascii_case(came_in)
+        && [header(header::HOST.as_str()), header("x-forwarded-host")]
+            .into_iter()
+            .flatten()
+            .any(|host| host.eq_ignore_ascii_case(authority))
 }
 
 /// An HTML page.

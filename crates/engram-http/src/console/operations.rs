@@ -183,6 +183,9 @@ struct Queue {
     counts: [u64; 3],
 }
 
+/// Most databases whose queue the page counts (each count is one read of the state index).
+const QUEUE_DATABASES: usize = 100;
+
 const QUEUE_STATES: [(IndexingStatus, &str); 3] = [
     (IndexingStatus::Queued, "Queued"),
     (IndexingStatus::Processing, "Processing"),
@@ -193,10 +196,14 @@ const QUEUE_STATES: [(IndexingStatus, &str); 3] = [
 /// end (one count by state per database, read from the items' state index).
 async fn queue(app: &App, session: &Session) -> Result<Vec<Queue>, ApiError> {
     let databases = app.list_databases(&session.who).await?;
-    let mut queues = Vec::with_capacity(databases.len());
-    for db in databases {
+    let mut queues = Vec::with_capacity(databases.len().min(QUEUE_DATABASES));
+    for db in databases.into_iter().take(QUEUE_DATABASES) {
         // A database being deleted may be gone by now: left out.
-        let Ok(by_state) = app.item_status_counts(&session.who, &db.name).await else {
+        let waiting = QUEUE_STATES.map(|(state, _)| state);
+        let Ok(by_state) = app
+            .item_status_counts(&session.who, &db.name, &waiting)
+            .await
+        else {
             continue;
         };
         let mut counts = [0; 3];
@@ -218,14 +225,15 @@ async fn queue(app: &App, session: &Session) -> Result<Vec<Queue>, ApiError> {
 async fn figures(app: &App, session: &Session) -> Result<(Markup, Option<Vec<Reading>>), ApiError> {
     let queues = queue(app, session).await?;
     let waiting: u64 = queues.iter().map(|q| q.counts.iter().sum::<u64>()).sum();
-    let readings = read(app.now().as_millis());
+    let shown = app.config().console.instance_figures;
+    let readings = shown.then(|| read(app.now().as_millis())).flatten();
     let last = readings.as_ref().and_then(|r| r.last()).cloned();
     let recent = readings
         .as_ref()
         .and_then(|r| window(r, r.len().saturating_sub(1)));
     let recent_q = |q| recent.as_ref().and_then(|w| ms(&w.queries, q));
     let markup = html! {
-        div id="ops-figures" hx-get="/console/operations/figures" hx-trigger="every 5s" hx-swap="outerHTML"
+        div id="ops-figures" hx-get="/console/operations/figures" hx-trigger="every 5s" hx-headers=(super::POLL) hx-swap="outerHTML"
             data-t=(data(last.as_ref().map(|r| r.at as f64 / 1000.0)))
             data-queue=(waiting)
             data-rate=(data(recent.as_ref().map(|w| w.items_per_minute)))
@@ -260,6 +268,12 @@ async fn figures(app: &App, session: &Session) -> Result<(Markup, Option<Vec<Rea
                 }
             }
             @match &last {
+                None if !shown => {
+                    p class="hint" id="ops-instance-off" {
+                        "The instance's indexing rate and query latency (every organization's together) are not shown: its operator can turn them on with "
+                        code { "console.instance_figures = true" } "."
+                    }
+                }
                 None => {
                     p class="hint" { "The metrics recorder is not running in this process: no indexing or latency figures." }
                 }
@@ -320,8 +334,11 @@ async fn page(State(app): State<App>, Extension(session): Extension<Session>) ->
         Some(&session),
         html! {
             p class="hint" {
-                "The indexing rate and query latency are this instance's, from the same recorder "
-                code { "GET /metrics" } " serves; the queue is your organization's. Refreshed every 5 seconds."
+                @if app.config().console.instance_figures {
+                    "The indexing rate and query latency are this instance's (every organization's), from the same recorder "
+                    code { "GET /metrics" } " serves. "
+                }
+                "The queue is your organization's. Refreshed every 5 seconds."
             }
             figure class="plot" {
                 div id="ops-plot" role="img" aria-label="Plot over time of the organization's waiting items, the indexing rate and the query latency percentiles; the figures are in the tables below" data-series=(history) {}

@@ -148,11 +148,18 @@ pub(super) fn database_href(db: &DatabaseName) -> String {
 }
 
 pub(super) fn item_href(db: &DatabaseName, item: &ItemRecord) -> String {
+    item_path(db, item.collection.as_str(), &item.id, "")
+}
+
+/// The address of an item's page (`action` empty), or of one of its actions (`/status`,
+/// `/delete`). The id goes in the query string: an id like `..` in a path would be resolved
+/// away by the browser.
+pub(super) fn item_path(db: &DatabaseName, collection: &str, id: &str, action: &str) -> String {
     format!(
-        "{}/items/{}?collection={}",
+        "{}/item{action}?id={}&collection={}",
         database_href(db),
-        urlencoding(&item.id),
-        urlencoding(item.collection.as_str())
+        urlencoding(id),
+        urlencoding(collection)
     )
 }
 
@@ -185,13 +192,36 @@ pub(super) fn time(ms: engram_app::UnixMs) -> Markup {
 // ---------------------------------------------------------------------------------------------
 // Databases
 
+/// Databases on one page of the list (each row reads its counts).
+const DATABASES_PER_PAGE: usize = 25;
+
+#[derive(Deserialize)]
+pub(super) struct PageQuery {
+    #[serde(default)]
+    page: Option<i64>,
+}
+
 pub(super) async fn databases(
     State(app): State<App>,
     Extension(session): Extension<Session>,
+    Query(query): Query<PageQuery>,
 ) -> Page {
     let databases = app.list_databases(&session.who).await?;
-    let mut rows = Vec::with_capacity(databases.len());
-    for db in databases {
+    let page = query.page.unwrap_or(1);
+    if page < 1 {
+        return Err(ApiError::invalid("`page` must be 1 or more").into());
+    }
+    let pages = databases.len().div_ceil(DATABASES_PER_PAGE) as u64;
+    let shown = databases
+        .into_iter()
+        .skip(
+            usize::try_from(page - 1)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(DATABASES_PER_PAGE),
+        )
+        .take(DATABASES_PER_PAGE);
+    let mut rows = Vec::with_capacity(DATABASES_PER_PAGE);
+    for db in shown {
         // A database being deleted may be gone by now: its counts are left blank.
         let counts = app.database_stats(&session.who, &db.name).await.ok();
         let states = item_counts(&app, &session, &db.name).await.ok();
@@ -234,6 +264,7 @@ pub(super) async fn databases(
                     }
                 }
             }
+            (pager(page, pages, |p| format!("/console/databases?page={p}")))
             @if admin {
                 h2 { "Create a database" }
                 form method="post" action="/console/databases" hx-post="/console/databases" hx-target="#create-result" class="card" {
@@ -457,7 +488,7 @@ async fn item_counts(
     session: &Session,
     name: &DatabaseName,
 ) -> Result<Vec<(&'static str, u64)>, ApiError> {
-    let counts = app.item_status_counts(&session.who, name).await?;
+    let counts = app.item_status_counts(&session.who, name, &[]).await?;
     let sum = |wanted: &[IndexingStatus]| -> u64 {
         counts
             .iter()
@@ -540,7 +571,7 @@ async fn items_table(
     let pages = listing.total_pages().max(1);
     let fragment = format!("{}/items?{}", database_href(&db.name), filters.query(page));
     Ok(html! {
-        div hx-get=[pending.then_some(&fragment)] hx-trigger=[pending.then_some("every 2s")] hx-swap="outerHTML" hx-target="this" {
+        div hx-get=[pending.then_some(&fragment)] hx-trigger=[pending.then_some("every 2s")] hx-headers=[pending.then_some(super::POLL)] hx-swap="outerHTML" hx-target="this" {
             p class="hint" { (listing.page.total) " items" @if pending { " · refreshing while some are indexing" } }
             @if !listing.page.items.is_empty() {
                 table {
@@ -559,18 +590,31 @@ async fn items_table(
                         }
                     }
                 }
-                nav class="pager" aria-label="Pages" {
-                    @if page > 1 {
-                        a href={ (database_href(&db.name)) "?" (filters.query(page - 1)) } rel="prev" { "← Previous" }
-                    }
-                    span { "Page " (page) " of " (pages) }
-                    @if (page as u64) < pages {
-                        a href={ (database_href(&db.name)) "?" (filters.query(page + 1)) } rel="next" { "Next →" }
-                    }
+            }
+            (pager(page, pages, |p| format!("{}?{}", database_href(&db.name), filters.query(p))))
+        }
+    })
+}
+
+/// The previous and next links of a paginated list, `href(n)` the address of page `n`; past the
+/// last page (a list that shrank), a link back to the last.
+pub(super) fn pager(page: i64, pages: u64, href: impl Fn(i64) -> String) -> Markup {
+    let last = i64::try_from(pages.max(1)).unwrap_or(i64::MAX);
+    html! {
+        @if page > 1 || last > 1 {
+            nav class="pager" aria-label="Pages" {
+                @if page > last {
+                    a href=(href(last)) rel="prev" { "← Last page" }
+                } @else if page > 1 {
+                    a href=(href(page - 1)) rel="prev" { "← Previous" }
+                }
+                span { "Page " (page) " of " (last) }
+                @if page < last {
+                    a href=(href(page + 1)) rel="next" { "Next →" }
                 }
             }
         }
-    })
+    }
 }
 
 fn terminal(status: IndexingStatus) -> bool {
@@ -603,7 +647,7 @@ pub(super) async fn upload(
             @for result in &outcome.results {
                 li {
                     @if result.status.is_some() {
-                        a href={ (database_href(&name)) "/items/" (urlencoding(&result.id)) "?collection=" (urlencoding(outcome.collection.as_str())) } { (if result.title.is_empty() { &result.id } else { &result.title }) }
+                        a href=(item_path(&name, outcome.collection.as_str(), &result.id, "")) { (if result.title.is_empty() { &result.id } else { &result.title }) }
                         " queued"
                     } @else {
                         span class="error" { (result.filename) ": " (result.error) }
@@ -620,6 +664,8 @@ pub(super) async fn upload(
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ItemQuery {
     #[serde(default)]
+    id: String,
+    #[serde(default)]
     collection: String,
 }
 
@@ -632,11 +678,11 @@ impl ItemQuery {
 pub(super) async fn item(
     State(app): State<App>,
     Extension(session): Extension<Session>,
-    Path((database, id)): Path<(String, String)>,
+    Path(database): Path<String>,
     Query(query): Query<ItemQuery>,
 ) -> Page {
     let name = database_name(&database)?;
-    let (db, item) = find_item(&app, &session, &name, id, &query).await?;
+    let (db, item) = find_item(&app, &session, &name, &query).await?;
     let status = status_fragment(&app, &session, &db.name, &item).await?;
     let chunks = if item.status == IndexingStatus::Completed {
         app.read_chunks(
@@ -778,9 +824,9 @@ async fn find_item(
     app: &App,
     session: &Session,
     database: &DatabaseName,
-    id: String,
     query: &ItemQuery,
 ) -> Result<(DatabaseRecord, ItemRecord), ApiError> {
+    let id = query.id.clone();
     let listing = app
         .list_items(
             &session.who,
@@ -800,11 +846,11 @@ async fn find_item(
 }
 
 fn item_action(db: &DatabaseName, item: &ItemRecord, action: &str) -> String {
-    format!(
-        "{}/items/{}/{action}?collection={}",
-        database_href(db),
-        urlencoding(&item.id),
-        urlencoding(item.collection.as_str())
+    item_path(
+        db,
+        item.collection.as_str(),
+        &item.id,
+        &format!("/{action}"),
     )
 }
 
@@ -830,7 +876,7 @@ async fn status_fragment(
     let poll = (!terminal(status.status)).then(|| item_action(db, item, "status"));
     let reload = poll.is_some();
     Ok(html! {
-        span hx-get=[poll] hx-trigger=[reload.then_some("every 2s")] hx-swap="outerHTML" data-status=(status.status.as_str()) {
+        span hx-get=[poll] hx-trigger=[reload.then_some("every 2s")] hx-headers=[reload.then_some(super::POLL)] hx-swap="outerHTML" data-status=(status.status.as_str()) {
             (status_badge(status.status))
             @if !status.error_code.is_empty() || !status.error_message.is_empty() {
                 " " code { (status.error_code) } " " span class="error" { (status.error_message) }
@@ -842,12 +888,12 @@ async fn status_fragment(
 pub(super) async fn item_status(
     State(app): State<App>,
     Extension(session): Extension<Session>,
-    Path((database, id)): Path<(String, String)>,
+    Path(database): Path<String>,
     Query(query): Query<ItemQuery>,
     headers: HeaderMap,
 ) -> Page {
     let name = database_name(&database)?;
-    let (_, item) = find_item(&app, &session, &name, id, &query).await?;
+    let (_, item) = find_item(&app, &session, &name, &query).await?;
     if terminal(item.status) {
         // Indexed or failed: the whole page again, with its chunks.
         return Ok(to(&item_href(&name, &item), &headers));
@@ -860,13 +906,19 @@ pub(super) async fn item_status(
 pub(super) async fn delete_item(
     State(app): State<App>,
     Extension(session): Extension<Session>,
-    Path((database, id)): Path<(String, String)>,
+    Path(database): Path<String>,
     Query(query): Query<ItemQuery>,
     headers: HeaderMap,
 ) -> Page {
     let name = database_name(&database)?;
-    app.delete_items(&session.who, &name, query.collection(), None, &[id])
-        .await?;
+    app.delete_items(
+        &session.who,
+        &name,
+        query.collection(),
+        None,
+        std::slice::from_ref(&query.id),
+    )
+    .await?;
     Ok(to(&database_href(&name), &headers))
 }
 

@@ -150,7 +150,7 @@ pub(super) async fn page(
         Some(
             match crate::current::run_query(&app, &session.who, form.body(db.name.as_str())?).await
             {
-                Ok((outcome, ignored)) => results(&outcome, &ignored, &form.query, &href),
+                Ok((outcome, ignored)) => results(&outcome, &ignored, &form.query, &db.name),
                 Err(err) => super::pages::error_fragment(err.0.code.as_str(), &err.0.message),
             },
         )
@@ -225,7 +225,7 @@ fn results(
     outcome: &QueryOutcome,
     ignored: &crate::wire::Ignored,
     query: &str,
-    href: &str,
+    db: &engram_types::DatabaseName,
 ) -> Markup {
     let terms = terms(query);
     let graph = outcome.graph_context.as_ref().map(|g| {
@@ -259,7 +259,7 @@ fn results(
                 li class="result" {
                     p class="source" {
                         span class="rank" { "#" (rank + 1) } " "
-                        a href={ (href) "/items/" (urlencoding(&ranked.hit.item.id)) "?collection=" (urlencoding(ranked.hit.item.collection.as_str())) "#chunk-" (ranked.hit.chunk_id) } {
+                        a href={ (super::pages::item_href(db, &ranked.hit.item)) "#chunk-" (ranked.hit.chunk_id) } {
                             (ranked.hit.item.label())
                         }
                         " · " span class="hint" { (ranked.hit.item.collection.as_str()) " · part " (ranked.hit.position + 1) }

@@ -14,7 +14,7 @@ use engram_types::limits;
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::pages::{database_href, error_fragment, layout, time, urlencoding};
+use super::pages::{error_fragment, layout, time, urlencoding};
 use super::session::{to, Session};
 use super::{html as page_response, Page};
 use crate::error::ApiError;
@@ -295,7 +295,7 @@ async fn history(app: &App, session: &Session, query: &HistoryQuery) -> Result<M
     let newest = query.cursor().is_none();
     let refresh = newest.then(|| query.href("/console/webhooks/deliveries", None));
     Ok(html! {
-        div hx-get=[refresh] hx-trigger=[newest.then_some(REFRESH)] hx-swap="outerHTML" hx-target="this" {
+        div hx-get=[refresh] hx-trigger=[newest.then_some(REFRESH)] hx-headers=[newest.then_some(super::POLL)] hx-swap="outerHTML" hx-target="this" {
             @if page.deliveries.is_empty() {
                 p class="hint" { "No delivery" @if query.status().is_some() { " in this state" } " yet." }
             } @else {
@@ -344,14 +344,7 @@ fn delivery_href(id: &str) -> String {
 fn item_link(d: &DeliveryRecord) -> Markup {
     let href = super::pages::database_name(&d.database_name)
         .ok()
-        .map(|db| {
-            format!(
-                "{}/items/{}?collection={}",
-                database_href(&db),
-                urlencoding(&d.item_id),
-                urlencoding(&d.collection)
-            )
-        });
+        .map(|db| super::pages::item_path(&db, &d.collection, &d.item_id, ""));
     html! {
         @if let Some(href) = href { a href=(href) { (d.item_id) } } @else { (d.item_id) }
     }
@@ -392,7 +385,7 @@ fn retry_form(d: &DeliveryRecord, from: &str) -> Markup {
     let action = format!("{}/retry", delivery_href(&d.delivery_id));
     let result = format!("retry-{}", d.key);
     html! {
-        form method="post" action=(action) hx-post=(action) hx-target={ "#" (result) } {
+        form method="post" action=(action) hx-post=(action) hx-target={ "#" (result) } hx-swap="innerHTML" {
             input type="hidden" name="from" value=(from);
             button type="submit" aria-label={ "Retry delivery " (d.delivery_id) } { "Retry" }
             span id=(result) aria-live="polite" {}

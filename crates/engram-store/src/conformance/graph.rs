@@ -722,7 +722,7 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
     .await;
     let coll = collection("c");
     let all = store
-        .user_facts(&scope, &coll, "ana", false, moment(300))
+        .user_facts(&scope, &coll, "ana", false, None, moment(300))
         .await
         .unwrap();
     let seen: Vec<(&str, &str, Option<UnixMs>)> = all
@@ -740,18 +740,23 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         "a fact already held is stored again (it outlives the first memory), not superseded"
     );
     assert_eq!(all[0].valid_from, moment(103));
+    let newest = store
+        .user_facts(&scope, &coll, "ana", false, Some(2), moment(300))
+        .await
+        .unwrap();
+    assert_eq!(newest, all[2..], "the newest two, still oldest first");
     let current = store
-        .user_facts(&scope, &coll, "ana", true, moment(300))
+        .user_facts(&scope, &coll, "ana", true, None, moment(300))
         .await
         .unwrap();
     assert_eq!(current.len(), 3);
     let bob = store
-        .user_facts(&scope, &coll, "bob", true, moment(300))
+        .user_facts(&scope, &coll, "bob", true, None, moment(300))
         .await
         .unwrap();
     assert_eq!(bob.len(), 1, "another user's facts are theirs");
     assert!(store
-        .user_facts(&other, &coll, "ana", false, moment(300))
+        .user_facts(&other, &coll, "ana", false, None, moment(300))
         .await
         .unwrap()
         .is_empty());
@@ -785,7 +790,7 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         .await
         .unwrap();
     let current = store
-        .user_facts(&scope, &coll, "ana", true, moment(300))
+        .user_facts(&scope, &coll, "ana", true, None, moment(300))
         .await
         .unwrap();
     let current: Vec<&str> = current.iter().map(|f| f.slot.as_str()).collect();
@@ -795,7 +800,7 @@ async fn inferred_facts_supersede_and_stay_with_their_memory<S: Store>(store: &S
         .await
         .unwrap();
     assert!(store
-        .user_facts(&scope, &coll, "ana", false, moment(300))
+        .user_facts(&scope, &coll, "ana", false, None, moment(300))
         .await
         .unwrap()
         .is_empty());

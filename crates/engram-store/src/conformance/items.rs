@@ -1238,9 +1238,20 @@ async fn listing_filters_and_pages<S: Store>(store: &S) {
         .unwrap();
     assert_eq!(page3.items.len(), 1);
     assert_eq!(
-        store.item_status_counts(&scope, moment(100)).await.unwrap(),
+        store
+            .item_status_counts(&scope, &[], moment(100))
+            .await
+            .unwrap(),
         vec![(IndexingStatus::Queued, 8)],
         "every collection and kind, by state"
+    );
+    assert_eq!(
+        store
+            .item_status_counts(&scope, &[IndexingStatus::Completed], moment(100))
+            .await
+            .unwrap(),
+        vec![],
+        "only the states asked about"
     );
     for (statuses, expected) in [
         (vec![IndexingStatus::Queued], 7),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use engram_app::{App, AppSource, KeySpec, KnowledgeRequest};
+use engram_app::{App, AppSource};
 use engram_config::Config;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -38,13 +38,7 @@ pub(crate) async fn console(args: ConsoleBench, mut config: Config) -> anyhow::R
         Arc::new(engram_app::SystemClock),
         None,
     )?;
-    let key = app
-        .create_key(KeySpec {
-            org: "bench".into(),
-            ..KeySpec::default()
-        })
-        .await?;
-    let who = app.authenticate(&key.token).await?;
+    let (who, bearer) = crate::eval::principal(&app, "bench").await?;
     // The workers provision the database, then stop: the items stay queued.
     let token = CancellationToken::new();
     let workers = app.start_workers(token.child_token());
@@ -66,17 +60,7 @@ pub(crate) async fn console(args: ConsoleBench, mut config: Config) -> anyhow::R
                 ..AppSource::default()
             })
             .collect();
-        app.ingest_knowledge(
-            &who,
-            &db,
-            KnowledgeRequest {
-                upsert: true,
-                file_metadata_field: "document_metadata",
-                app_knowledge: sources,
-                ..KnowledgeRequest::default()
-            },
-        )
-        .await?;
+        crate::eval::ingest_app(&app, &who, &db, sources).await?;
         progress.set(((n + 1) * 100).min(args.items) as u64);
     }
     progress.finish();
@@ -99,7 +83,7 @@ pub(crate) async fn console(args: ConsoleBench, mut config: Config) -> anyhow::R
         .build()?;
     let signed_in = client
         .post(format!("{base}/console/sign-in"))
-        .form(&[("key", key.token.as_str())])
+        .form(&[("key", bearer.as_str())])
         .send()
         .await?;
     let cookie = signed_in
@@ -146,7 +130,7 @@ pub(crate) async fn console(args: ConsoleBench, mut config: Config) -> anyhow::R
                 let api = time(args.requests, || {
                     client
                         .post(format!("{base}/context/list"))
-                        .header("Authorization", format!("Bearer {}", key.token))
+                        .header("Authorization", format!("Bearer {bearer}"))
                         .json(&body)
                         .send()
                 })

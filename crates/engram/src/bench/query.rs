@@ -21,10 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use engram_app::{
-    App, AppSource, KeySpec, KnowledgeRequest, Method, Models, QueryKind, QueryRequest,
-    RequestedMode,
-};
+use engram_app::{App, AppSource, Method, Models, QueryKind, QueryRequest, RequestedMode};
 use engram_config::Config;
 use engram_embed::{EmbedError, Embedder};
 use serde_json::{json, Value};
@@ -184,13 +181,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         Arc::new(engram_app::SystemClock),
         Some(models),
     )?;
-    let key = app
-        .create_key(KeySpec {
-            org: "bench".into(),
-            ..KeySpec::default()
-        })
-        .await?;
-    let who = app.authenticate(&key.token).await?;
+    let (who, _) = crate::eval::principal(&app, "bench").await?;
     let token = CancellationToken::new();
     let workers = app.start_workers(token.child_token());
     let (db, existed) = crate::eval::ready_database(&app, &who, "bench").await?;
@@ -375,17 +366,7 @@ async fn ingest(
                 ..AppSource::default()
             })
             .collect();
-        app.ingest_knowledge(
-            who,
-            db,
-            KnowledgeRequest {
-                upsert: true,
-                file_metadata_field: "document_metadata",
-                app_knowledge: sources,
-                ..KnowledgeRequest::default()
-            },
-        )
-        .await?;
+        crate::eval::ingest_app(app, who, db, sources).await?;
     }
     Ok(())
 }

@@ -114,14 +114,7 @@ impl Harness {
         };
         config.rate_limit.enabled = false;
         let app = App::open(config).await?;
-        let key = app
-            .create_key(KeySpec {
-                org: "eval".into(),
-                name: "eval".into(),
-                ..KeySpec::default()
-            })
-            .await?;
-        let who = app.authenticate(&key.token).await?;
+        let (who, _) = principal(&app, "eval").await?;
         let token = CancellationToken::new();
         let workers = Some(app.start_workers(token.child_token()));
         Ok(Self {
@@ -155,18 +148,7 @@ impl Harness {
                 })
                 .collect();
             ids.extend(batch.iter().map(|d| (None, d.0.clone())));
-            self.app
-                .ingest_knowledge(
-                    &self.who,
-                    db,
-                    KnowledgeRequest {
-                        upsert: true,
-                        file_metadata_field: "document_metadata",
-                        app_knowledge: sources,
-                        ..KnowledgeRequest::default()
-                    },
-                )
-                .await?;
+            ingest_app(&self.app, &self.who, db, sources).await?;
         }
         self.wait_indexed(db, &ids).await?;
         eprintln!(
@@ -231,6 +213,41 @@ impl Harness {
         }
         self.app.close().await;
     }
+}
+
+/// A key of a new organization `org`, authenticated: the caller benches and evals act as, and
+/// its token.
+pub(crate) async fn principal(app: &App, org: &str) -> anyhow::Result<(Principal, String)> {
+    let key = app
+        .create_key(KeySpec {
+            org: org.into(),
+            name: org.into(),
+            ..KeySpec::default()
+        })
+        .await?;
+    Ok((app.authenticate(&key.token).await?, key.token))
+}
+
+/// Ingests app content into the database's default collection (replacing items of the same
+/// ids), as `POST /context/ingest` with `app_knowledge` does.
+pub(crate) async fn ingest_app(
+    app: &App,
+    who: &Principal,
+    db: &DatabaseName,
+    sources: Vec<AppSource>,
+) -> anyhow::Result<()> {
+    app.ingest_knowledge(
+        who,
+        db,
+        KnowledgeRequest {
+            upsert: true,
+            file_metadata_field: "document_metadata",
+            app_knowledge: sources,
+            ..KnowledgeRequest::default()
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// The database, created and provisioned when missing; true when it already existed.

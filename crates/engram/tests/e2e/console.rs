@@ -216,6 +216,41 @@ async fn a_console_session_ends_when_idle_and_the_console_can_be_turned_off() {
     assert_eq!(idle.status, 303);
     assert_eq!(idle.headers[LOCATION], "/console");
 
+    // Polls are not the user's activity: a page left polling still idles out.
+    browser.sign_in(&key).await;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let poll = browser
+            .client
+            .get(format!("{}/console/operations/figures", browser.base))
+            .header("hx-request", "true")
+            .header("x-console-poll", "1");
+        let polled = browser.send(poll).await;
+        assert_eq!(polled.status, 200, "{}", polled.body);
+    }
+    let idle = browser.get("/console/databases").await;
+    assert_eq!(idle.status, 303, "polls kept the session open");
+
+    // However busy, a session ends `console.max_session_ms` after its sign-in.
+    let busy = Server::start_with(&[
+        ("ENGRAM_CONSOLE__IDLE_TIMEOUT_MS", "1500"),
+        ("ENGRAM_CONSOLE__MAX_SESSION_MS", "3000"),
+    ]);
+    let key = busy.key("acme", &[]);
+    let mut browser = Browser::new(&busy);
+    browser.sign_in(&key).await;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(2_400) {
+        assert_eq!(browser.get("/console/databases").await.status, 200);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let ended = browser.get("/console/databases").await;
+    assert_eq!(
+        ended.status, 303,
+        "the session outlived console.max_session_ms"
+    );
+
     let off = Server::start_with(&[("ENGRAM_CONSOLE__ENABLED", "false")]);
     let answer = Browser::new(&off).get("/console").await;
     assert_eq!(answer.status, 404);
@@ -250,7 +285,7 @@ async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
     );
     assert!(!items.body.contains(hostile));
     let item = owner
-        .get("/console/databases/docs/items/x1?collection=docs")
+        .get("/console/databases/docs/item?id=x1&collection=docs")
         .await;
     assert_eq!(item.status, 200, "{}", item.body);
     assert!(item
@@ -267,6 +302,15 @@ async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
     );
     assert!(!search.body.contains("<script>alert"));
 
+    // The instance's figures (every organization's load) are the operator's to show.
+    let operations = owner.get("/console/operations").await;
+    assert!(
+        operations.body.contains("ops-instance-off"),
+        "{}",
+        operations.body
+    );
+    assert!(!operations.body.contains("ops-latency"));
+
     // Another organization's key sees none of it.
     let stranger = server.key("globex", &[]);
     let mut other = Browser::new(&server);
@@ -275,7 +319,7 @@ async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
     assert!(!listed.body.contains("docs") && !listed.body.contains("private"));
     for path in [
         "/console/databases/docs",
-        "/console/databases/docs/items/x1?collection=docs",
+        "/console/databases/docs/item?id=x1&collection=docs",
         "/console/databases/docs/search?query=plain",
     ] {
         let answer = other.get(path).await;
@@ -284,7 +328,7 @@ async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
     }
     let deleted = other
         .post(
-            "/console/databases/docs/items/x1/delete?collection=docs",
+            "/console/databases/docs/item/delete?id=x1&collection=docs",
             &[],
         )
         .await;
@@ -311,6 +355,101 @@ async fn the_console_shows_each_key_only_its_own_and_user_content_as_text() {
     assert_eq!(refused.status, 403, "{}", refused.body);
     let status = server.get("/databases/status?database=private", &key).await;
     status.current_ok(200);
+}
+
+#[tokio::test]
+async fn a_session_survives_what_is_not_a_wrong_key_and_a_refused_poll_stops() {
+    // Two requests a key at once, one more a second.
+    let server = Server::start_with(&[
+        ("ENGRAM_RATE_LIMIT__REQUESTS_PER_SECOND", "1"),
+        ("ENGRAM_RATE_LIMIT__BURST", "2"),
+    ]);
+    let key = server.key("acme", &[]);
+    let mut browser = Browser::new(&server);
+    browser.sign_in(&key).await;
+    let mut limited = None;
+    for _ in 0..4 {
+        let answer = browser.get("/console/databases").await;
+        if answer.status == 429 {
+            limited = Some(answer);
+            break;
+        }
+    }
+    let limited = limited.expect("the key's rate limit answers 429");
+    assert!(
+        limited.body.contains("RATE_LIMITED") || limited.body.contains("rate limit"),
+        "{}",
+        limited.body
+    );
+    assert!(
+        browser.cookie.is_some(),
+        "a rate limit does not sign the session out"
+    );
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        browser.get("/console/databases").await.status,
+        200,
+        "the session is still open"
+    );
+
+    // A poll the console refuses (its database is gone) answers 286: htmx stops polling.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let poll = browser
+        .client
+        .get(format!("{}/console/databases/gone/items", browser.base))
+        .header("hx-request", "true")
+        .header("x-console-poll", "1");
+    let refused = browser.send(poll).await;
+    assert_eq!(refused.status, 286, "{}", refused.body);
+    assert_eq!(refused.headers["hx-reswap"], "outerHTML");
+    assert!(refused.body.contains("not found"), "{}", refused.body);
+}
+
+#[tokio::test]
+async fn behind_a_proxy_a_console_action_must_come_from_its_public_origin() {
+    let server = Server::start_with(&[(
+        "ENGRAM_CONSOLE__PUBLIC_ORIGIN",
+        "https://engram.example.com",
+    )]);
+    let key = server.key("acme", &[]);
+    let mut browser = Browser::signed_in(&server, &key).await;
+    let post = |browser: &Browser, origin: &str, name: &str| {
+        browser
+            .client
+            .post(format!("{}/console/databases", browser.base))
+            .header("hx-request", "true")
+            .header("origin", origin)
+            .header("x-csrf-token", browser.csrf.clone().unwrap_or_default())
+            .form(&[("name", name)])
+    };
+    // The request's own Host is not the console's origin behind this proxy; nor is plain http.
+    for origin in [
+        browser.base.clone(),
+        "http://engram.example.com".to_owned(),
+        "https://engram.example.com.evil.example".to_owned(),
+    ] {
+        let refused = browser.send(post(&browser, &origin, "refused")).await;
+        assert_eq!(refused.status, 403, "{origin}: {}", refused.body);
+    }
+    let accepted = browser
+        .send(post(&browser, "https://engram.example.com", "proxied"))
+        .await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    assert_eq!(
+        accepted.headers["hx-redirect"],
+        "/console/databases/proxied"
+    );
+    // Its cookie is Secure: the browser reaches it over https.
+    let mut fresh = Browser::new(&server);
+    let signed_in = fresh.sign_in(&key).await;
+    let set = signed_in.headers[SET_COOKIE].to_str().unwrap_or("");
+    assert!(set.contains("Secure"), "{set}");
+    let listed = server.get("/databases", &key).await;
+    let listed = listed.body.to_string();
+    assert!(
+        listed.contains("proxied") && !listed.contains("refused"),
+        "{listed}"
+    );
 }
 
 /// Runs a browser suite (a Python script beside this file) against `server`: Playwright from

@@ -16,6 +16,14 @@ use crate::common::{app, eventually, Server, INDEXING_WAIT};
 use crate::console::Browser;
 use crate::webhooks::{deliveries, ingest, FAST};
 
+/// Fast webhook retries, and the instance's figures on the operations page.
+fn with_figures() -> Vec<(&'static str, &'static str)> {
+    FAST.iter()
+        .copied()
+        .chain([("ENGRAM_CONSOLE__INSTANCE_FIGURES", "true")])
+        .collect()
+}
+
 /// The organization's deliveries as the API lists them.
 async fn listed(server: &Server, key: &str) -> Vec<Value> {
     deliveries(server, key, "?limit=100").await["deliveries"]
@@ -26,7 +34,7 @@ async fn listed(server: &Server, key: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_webhooks_and_operations_pages_show_each_organization_only_its_own() {
-    let server = Server::start_with(FAST);
+    let server = Server::start_with(&with_figures());
     let receiver = Receiver::start().await;
     let key = server.key("acme", &[]);
     server.ready_database(&key, "acme-ledger").await;
@@ -383,7 +391,7 @@ async fn the_webhooks_and_operations_pages_show_each_organization_only_its_own()
 /// suite asks through a control address the test serves (`POST /fail`, `POST /ok`).
 #[tokio::test]
 async fn the_webhooks_and_operations_pages_work_in_a_real_browser() {
-    let server = Server::start_with(FAST);
+    let server = Server::start_with(&with_figures());
     let receiver = Receiver::start().await;
     let key = server.key("acme", &[]);
     server.ready_database(&key, "hooks").await;
