@@ -4,7 +4,9 @@
 //! organizations, and one organization never occupies every worker.
 //!
 //! Texts are real: SciFact abstracts, as small items (one chunk each) and joined into large
-//! text files.
+//! text files. With `--scanned`, the flood is instead one scanned PDF (pages without a text
+//! layer, each read by OCR) whose pages `qpdf` repeats to `--scanned-pages` (the page budget's
+//! 200 by default); it is deleted once the small items are done, which stops its OCR.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -32,6 +34,41 @@ pub(crate) struct FairnessBench {
     /// Pause between two small items (ms).
     #[arg(long, default_value_t = 500)]
     every_ms: u64,
+    /// Flood with one scanned PDF instead of text files, e.g.
+    /// `../shared/eval/parsing/markitdown/test_files/MEDRPT-2024-PAT-3847_medical_report_scan.pdf`.
+    #[arg(long)]
+    scanned: Option<PathBuf>,
+    /// Pages of the scanned PDF (its own pages, repeated).
+    #[arg(long, default_value_t = 200)]
+    scanned_pages: usize,
+}
+
+/// `pages` pages of the PDF at `source`, its own repeated in order, made by `qpdf`.
+fn repeated_pdf(source: &std::path::Path, pages: usize) -> anyhow::Result<Vec<u8>> {
+    let counted = std::process::Command::new("qpdf")
+        .arg("--show-npages")
+        .arg(source)
+        .output()
+        .context("running qpdf (make setup-test installs it)")?;
+    anyhow::ensure!(
+        counted.status.success(),
+        "qpdf could not read {}",
+        source.display()
+    );
+    let own: usize = String::from_utf8_lossy(&counted.stdout).trim().parse()?;
+    anyhow::ensure!(own > 0 && pages > 0, "no pages");
+    let out = std::env::temp_dir().join(format!("engram-fairness-scan-{}.pdf", std::process::id()));
+    let mut qpdf = std::process::Command::new("qpdf");
+    qpdf.arg("--empty").arg("--pages");
+    for start in (0..pages).step_by(own) {
+        qpdf.arg(source)
+            .arg(format!("1-{}", own.min(pages - start)));
+    }
+    let made = qpdf.arg("--").arg(&out).status()?;
+    anyhow::ensure!(made.success(), "qpdf could not write {}", out.display());
+    let bytes = std::fs::read(&out)?;
+    std::fs::remove_file(&out)?;
+    Ok(bytes)
 }
 
 /// The corpus' abstracts, in order.
@@ -117,6 +154,28 @@ async fn small_items(
     Ok(latencies)
 }
 
+/// The indexing state of one item.
+async fn status_of(service: &Service, auth: &str, database: &str, id: &str) -> String {
+    let url = format!(
+        "{}/context/status?database={database}&ids={id}",
+        service.base
+    );
+    let status: Value = match service
+        .client
+        .get(url)
+        .header("Authorization", auth)
+        .send()
+        .await
+    {
+        Ok(response) => response.json().await.unwrap_or_default(),
+        Err(_) => Value::Null,
+    };
+    status["data"]["statuses"][0]["indexing_status"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned()
+}
+
 /// How many of `ids` are `completed`.
 async fn completed(service: &Service, auth: &str, database: &str, ids: &[String]) -> usize {
     let url = format!(
@@ -180,10 +239,20 @@ pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Res
         .text("type", "knowledge")
         .text("database", "flood");
     let mut metadata = Vec::new();
-    for i in 0..args.flood_files {
-        let part = reqwest::multipart::Part::bytes(flood_text.clone().into_bytes())
-            .file_name(format!("large-{i}.txt"))
-            .mime_str("text/plain")?;
+    let flood_files = if args.scanned.is_some() {
+        1
+    } else {
+        args.flood_files
+    };
+    for i in 0..flood_files {
+        let part = match &args.scanned {
+            Some(scan) => reqwest::multipart::Part::bytes(repeated_pdf(scan, args.scanned_pages)?)
+                .file_name("scan.pdf")
+                .mime_str("application/pdf")?,
+            None => reqwest::multipart::Part::bytes(flood_text.clone().into_bytes())
+                .file_name(format!("large-{i}.txt"))
+                .mime_str("text/plain")?,
+        };
         form = form.part("documents", part);
         metadata.push(json!({"id": format!("large-{i}")}));
     }
@@ -197,11 +266,49 @@ pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Res
         .send()
         .await?;
     anyhow::ensure!(response.status() == 202, "flood: {}", response.status());
-    let flood_ids: Vec<String> = (0..args.flood_files)
-        .map(|i| format!("large-{i}"))
-        .collect();
+    let flood_ids: Vec<String> = (0..flood_files).map(|i| format!("large-{i}")).collect();
     let loaded = small_items(&service, &small, "small", &small_texts, every).await?;
     let flood_done_then = completed(&service, &flooder, "flood", &flood_ids).await;
+    if args.scanned.is_some() {
+        // The scan's OCR outlasts the small items by far: it is deleted, which stops it.
+        let state = status_of(&service, &flooder, "flood", "large-0").await;
+        let deleted = service
+            .client
+            .delete(format!("{}/context", service.base))
+            .header("Authorization", &flooder)
+            .json(&json!({"database": "flood", "ids": ["large-0"], "type": "knowledge"}))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            deleted.status().is_success(),
+            "delete: {}",
+            deleted.status()
+        );
+        let took = flood_started.elapsed();
+        service.stop().await?;
+        report!(
+            "engram bench fairness: {} small items (one SciFact abstract each), one every {} ms, {workers} workers",
+            args.small, args.every_ms
+        );
+        report!(
+            "  small items, idle service:             {}",
+            summary(&idle)
+        );
+        report!(
+            "  small items, beside another organization's scanned PDF of {} pages being read by OCR:",
+            args.scanned_pages
+        );
+        report!(
+            "                                         {}",
+            summary(&loaded)
+        );
+        report!(
+            "  p50 ratio loaded/idle {:.2}; the scan was {state} when the small items were done ({:.1} s after it was sent), then deleted",
+            percentile(&loaded, 50.0) / percentile(&idle, 50.0).max(f64::EPSILON),
+            took.as_secs_f64()
+        );
+        return Ok(());
+    }
     let mut progress = crate::progress::Progress::new("flood files", flood_ids.len() as u64);
     loop {
         let done = completed(&service, &flooder, "flood", &flood_ids).await;
