@@ -151,9 +151,11 @@ pub trait Consistency: Send + Sync {
     /// (`webhooks.retention_days` before now).
     async fn check(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Finding>>;
 
-    /// Repairs what the checks find, in one transaction: what belongs to nothing is deleted,
-    /// stalled claims are queued again, missing events are recorded. Answers each repair with
-    /// the rows it changed.
+    /// Repairs what the checks find, each repair in a transaction of its own: what belongs to
+    /// nothing is deleted, stalled claims are queued again, missing events are recorded. Only
+    /// the repairs that delete chunks take the feed's lock (their deletions are feed changes),
+    /// and only for their own transaction, so ingestion waits for one repair at most. Answers
+    /// each repair with the rows it changed.
     async fn repair(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Repair>>;
 
     /// The keys of every chunk above `after`, in key order, at most `limit`, each with its
@@ -188,18 +190,20 @@ impl<B: crate::queue::QueueDialect> Consistency for SqlStore<B> {
     }
 
     async fn repair(&self, now: UnixMs, kept_since: UnixMs) -> StoreResult<Vec<Repair>> {
-        let mut tx = self.pool.begin().await?;
-        B::lock_feed(&mut tx).await?;
         let mut repairs = Vec::with_capacity(REPAIRS.len());
         for (check, statements) in REPAIRS {
+            let mut tx = self.pool.begin().await?;
+            if statements.iter().any(|s| s.contains("DELETE FROM chunks")) {
+                B::lock_feed(&mut tx).await?;
+            }
             let mut rows = 0;
             for statement in *statements {
                 let sql = self::statement(statement, now, kept_since, B::RANDOM_HEX);
                 rows += B::execute(&mut tx, sql).await?;
             }
+            tx.commit().await?;
             repairs.push(Repair { check, rows });
         }
-        tx.commit().await?;
         Ok(repairs)
     }
 
