@@ -246,6 +246,9 @@ pub struct BudgetsConfig {
     pub table_rows: usize,
     /// Most PDF pages without a text layer one file may have (each is read by OCR).
     pub ocr_pages: usize,
+    /// Most working memory reading and chunking one item may hold (bytes, counted by the
+    /// binary's allocator on the thread that does it).
+    pub memory_bytes: usize,
     /// Longest one item may take from claim to result: parsing, OCR and embedding (ms).
     #[serde(rename = "time_ms", with = "millis")]
     pub time: Duration,
@@ -258,6 +261,7 @@ impl Default for BudgetsConfig {
             chunks: 20_000,
             table_rows: 200_000,
             ocr_pages: 200,
+            memory_bytes: 256 * 1024 * 1024,
             time: Duration::from_secs(1_800),
         }
     }
@@ -802,6 +806,11 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "connectors.credentials_key must be 64 hexadecimal characters".into(),
+            ));
+        }
+        if self.budgets.memory_bytes < 16 * 1024 * 1024 {
+            return Err(ConfigError::Invalid(
+                "budgets.memory_bytes must be at least 16777216 (16 MiB)".into(),
             ));
         }
         if self.console.idle_timeout < Duration::from_secs(1) {

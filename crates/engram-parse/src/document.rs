@@ -143,11 +143,14 @@ impl Default for Limits {
 pub struct Interrupt {
     deadline: Option<(Instant, Duration)>,
     cancelled: Option<Arc<AtomicBool>>,
+    /// The working memory the reading thread may hold while metered (`engram_alloc::meter`).
+    memory: Option<usize>,
 }
 
 impl PartialEq for Interrupt {
     fn eq(&self, other: &Self) -> bool {
         self.deadline == other.deadline
+            && self.memory == other.memory
             && match (&self.cancelled, &other.cancelled) {
                 (None, None) => true,
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -164,11 +167,24 @@ impl Interrupt {
         Self {
             deadline: budget.map(|b| (Instant::now() + b, b)),
             cancelled,
+            memory: None,
         }
+    }
+
+    /// Also stops once the thread checking holds more than `bytes` since its metering began
+    /// (`engram_alloc::meter`).
+    pub fn with_memory(mut self, bytes: usize) -> Self {
+        self.memory = Some(bytes);
+        self
     }
 
     /// `Err` once extraction must stop.
     pub fn check(&self) -> Result<(), ParseError> {
+        if let (Some(limit), Some(live)) = (self.memory, engram_alloc::live()) {
+            if live > isize::try_from(limit).unwrap_or(isize::MAX) {
+                return Err(ParseError::OverMemory { limit });
+            }
+        }
         if self
             .cancelled
             .as_ref()

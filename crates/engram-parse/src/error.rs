@@ -52,6 +52,9 @@ pub enum ParseError {
     /// The file, or what it expands to, is past one of the `Limits`.
     #[error("file too large: {what} over the limit of {limit}")]
     TooLarge { what: &'static str, limit: usize },
+    /// Reading the item held more working memory than its budget.
+    #[error("reading the item took more than its working memory budget of {limit} bytes (budgets.memory_bytes)")]
+    OverMemory { limit: usize },
     /// Extraction ran past the item's time budget.
     #[error("extraction took longer than the item's time budget of {budget:?} (budgets.time_ms)")]
     TimedOut { budget: std::time::Duration },
@@ -78,7 +81,7 @@ impl ParseError {
             Self::NoText | Self::Corrupt(_) | Self::ToolMissing { .. } | Self::Cancelled => {
                 ItemErrorCode::NoText
             }
-            Self::TooLarge { .. } => ItemErrorCode::OverBudget,
+            Self::TooLarge { .. } | Self::OverMemory { .. } => ItemErrorCode::OverBudget,
             Self::TimedOut { .. } => ItemErrorCode::TimedOut,
         }
     }

@@ -51,6 +51,8 @@ pub struct PipelineOptions {
     pub max_chunks: usize,
     /// Longest one item may take from claim to result.
     pub time_budget: Duration,
+    /// Most working memory reading and chunking one item may hold (bytes).
+    pub memory_budget: usize,
     pub chunker: ChunkerOptions,
     /// The parsers' limits (text and rows from the budgets); each item gets its own interrupt.
     pub parse_limits: Limits,
@@ -76,6 +78,7 @@ impl PipelineOptions {
                 jitter: 0.0,
             },
             max_chunks: budgets.chunks,
+            memory_budget: budgets.memory_bytes,
             time_budget: budgets.time,
             chunker: ChunkerOptions::default(),
             parse_limits: Limits {
@@ -811,7 +814,7 @@ impl Pipeline {
         let tokens = self.tokens.clone();
         let chunker_options = self.options.chunker;
         let limits = Limits {
-            interrupt,
+            interrupt: interrupt.with_memory(self.options.memory_budget),
             ..self.options.parse_limits.clone()
         };
         let max_chunks = self.options.max_chunks;
@@ -823,17 +826,21 @@ impl Pipeline {
                 .iter()
                 .zip(&inferred)
                 .map(|(item, inferred)| {
+                    // Each item's reading is metered from zero: its working memory budget is
+                    // its own, whatever the items before it in the batch held.
                     catch_unwind(AssertUnwindSafe(|| {
-                        let mut prepared = prepare(item, &chunker, &limits, max_chunks);
-                        if let (Prepared::Chunks { chunks, .. }, Some(text)) =
-                            (&mut prepared, inferred)
-                        {
-                            chunks.extend(chunker.chunk_text(text).into_iter().map(|mut c| {
-                                c.layout = serde_json::json!({"inferred": true});
-                                c
-                            }));
-                        }
-                        prepared
+                        engram_alloc::meter(|| {
+                            let mut prepared = prepare(item, &chunker, &limits, max_chunks);
+                            if let (Prepared::Chunks { chunks, .. }, Some(text)) =
+                                (&mut prepared, inferred)
+                            {
+                                chunks.extend(chunker.chunk_text(text).into_iter().map(|mut c| {
+                                    c.layout = serde_json::json!({"inferred": true});
+                                    c
+                                }));
+                            }
+                            prepared
+                        })
                     }))
                     .unwrap_or_else(|_| unreadable(item))
                 })

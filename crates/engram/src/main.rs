@@ -15,6 +15,11 @@ macro_rules! report {
     };
 }
 
+/// The system allocator, counting what the thread reading an item holds: its working memory
+/// budget (`budgets.memory_bytes`).
+#[global_allocator]
+static ALLOCATOR: engram_alloc::Metered = engram_alloc::Metered;
+
 mod backup;
 mod bench;
 mod check;

@@ -293,6 +293,58 @@ async fn an_item_over_a_budget_errors_alone_naming_the_limit() {
     assert_eq!(small["indexing_status"], "completed", "{small}");
 }
 
+/// Reading a file whose working memory passes `budgets.memory_bytes` (counted by the binary's
+/// allocator on the thread reading it) ends that item `errored` with `E2003` naming the setting,
+/// before it is embedded; the item beside it is indexed.
+#[tokio::test]
+async fn an_item_past_its_memory_budget_errors_alone_naming_the_limit() {
+    let server = Server::start_with(&[
+        ("ENGRAM_BUDGETS__MEMORY_BYTES", "16777216"),
+        ("ENGRAM_BUDGETS__TEXT_BYTES", "33554432"),
+    ]);
+    let key = server.key(ORG, &[]);
+    server.ready_database(&key, "memory").await;
+    // 20 MiB of paragraphs (under the text budget, raised here): its text and its chunks hold
+    // over 20 MiB while it is read.
+    let paragraph = "The harbour master logs every ship that enters the bay. ".repeat(20);
+    let text = format!("{paragraph}\n\n").repeat(20 * 1024 * 1024 / (paragraph.len() + 2));
+    let form = Form::new()
+        .text("type", "knowledge")
+        .text("database", "memory")
+        .text(
+            "app_knowledge",
+            Value::from(vec![app("small", "t", "A short note about the harbour.")]).to_string(),
+        )
+        .part(
+            "documents",
+            reqwest::multipart::Part::bytes(text.into_bytes())
+                .file_name("big.txt")
+                .mime_str("text/plain")
+                .unwrap(),
+        );
+    let reply = send_form(&server, "/context/ingest", &key, form).await;
+    let data = reply.current_ok(202);
+    let big_id = data["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["filename"] == "big.txt")
+        .and_then(|r| r["source_id"].as_str().or(r["id"].as_str()))
+        .unwrap_or_else(|| panic!("{reply:#?}"))
+        .to_owned();
+    let big = terminal(&server, &key, "memory", &big_id).await;
+    assert_eq!(big["indexing_status"], "errored", "{big}");
+    assert_eq!(big["error_code"], "E2003", "{big}");
+    assert!(
+        big["error_message"]
+            .to_string()
+            .contains("budgets.memory_bytes"),
+        "{big}"
+    );
+    let small = terminal(&server, &key, "memory", "small").await;
+    assert_eq!(small["indexing_status"], "completed", "{small}");
+}
+
 /// An item that takes longer than its time budget ends `errored` with `E2004`.
 #[tokio::test]
 async fn an_item_past_its_time_budget_errors_with_e2004() {
