@@ -5,12 +5,15 @@
 //! - **Sessions**: signing in with an API key sets a cookie holding the key, sealed with the
 //!   credentials key (AES-256-GCM, bound to the console), with the time of its last request and
 //!   a CSRF token. Every request opens it, ends it after `console.idle_timeout_ms` without a
-//!   request, and authenticates the key again (a revoked key ends the session). The cookie has
-//!   no expiry (it goes when the browser closes), is `HttpOnly` and `SameSite=Strict`; nothing
-//!   of the key reaches the page, its scripts or `localStorage`.
+//!   request of the user's (polls, marked `X-Console-Poll`, do not count) or
+//!   `console.max_session_ms` after sign-in, and authenticates the key again (a revoked key ends
+//!   the session; a rate limit or a store that is away answers as the API does, the session
+//!   kept). The cookie has no expiry (it goes when the browser closes), is `HttpOnly` and
+//!   `SameSite=Strict`; nothing of the key reaches the page, its scripts or `localStorage`.
 //! - **State changes** are `POST`s that carry the session's CSRF token in `X-CSRF-Token` (htmx
-//!   sends it from the page's `hx-headers`), compared in constant time; a cross-site `Origin`
-//!   or `Sec-Fetch-Site` is refused first.
+//!   sends it from the page's `hx-headers`), compared in constant time; an `Origin` other than
+//!   the console's (`console.public_origin`, or the request's scheme and host) or a cross-site
+//!   `Sec-Fetch-Site` is refused first.
 //! - **Headers**: a Content-Security-Policy allowing the console's own scripts and styles only
 //!   (no inline script or style), `frame-ancestors 'none'`, `X-Frame-Options: DENY`,
 //!   `nosniff`, no referrer sent to another site (`same-origin`: a form post then carries its
