@@ -141,7 +141,12 @@ impl Harness {
                     id: Some(id.clone()),
                     title: title.clone(),
                     source_type: "article".into(),
-                    text: text.clone(),
+                    // A document that is only a title (some BEIR sets have them) is its title.
+                    text: if text.trim().is_empty() {
+                        title.clone()
+                    } else {
+                        text.clone()
+                    },
                     attachments: json!([]),
                     relations: json!({}),
                     ..AppSource::default()
