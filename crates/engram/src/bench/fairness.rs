@@ -200,6 +200,26 @@ async fn completed(service: &Service, auth: &str, database: &str, ids: &[String]
     })
 }
 
+/// The report's lines on the small items: idle, and beside `beside`.
+fn report_latencies(
+    args: &FairnessBench,
+    workers: u32,
+    idle: &[f64],
+    loaded: &[f64],
+    beside: &str,
+) {
+    report!(
+        "engram bench fairness: {} small items (one SciFact abstract each), one every {} ms, {workers} workers",
+        args.small, args.every_ms
+    );
+    report!("  small items, idle service:             {}", summary(idle));
+    report!("  small items, beside {beside}:");
+    report!(
+        "                                         {}",
+        summary(loaded)
+    );
+}
+
 fn summary(latencies: &[f64]) -> String {
     format!(
         "p50 {:8.0} ms   p99 {:8.0} ms   max {:8.0} ms",
@@ -286,21 +306,15 @@ pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Res
         );
         let took = flood_started.elapsed();
         service.stop().await?;
-        report!(
-            "engram bench fairness: {} small items (one SciFact abstract each), one every {} ms, {workers} workers",
-            args.small, args.every_ms
-        );
-        report!(
-            "  small items, idle service:             {}",
-            summary(&idle)
-        );
-        report!(
-            "  small items, beside another organization's scanned PDF of {} pages being read by OCR:",
-            args.scanned_pages
-        );
-        report!(
-            "                                         {}",
-            summary(&loaded)
+        report_latencies(
+            &args,
+            workers,
+            &idle,
+            &loaded,
+            &format!(
+                "another organization's scanned PDF of {} pages being read by OCR",
+                args.scanned_pages
+            ),
         );
         report!(
             "  p50 ratio loaded/idle {:.2}; the scan was {state} when the small items were done ({:.1} s after it was sent), then deleted",
@@ -326,22 +340,15 @@ pub(crate) async fn fairness(args: FairnessBench, config: Config) -> anyhow::Res
     let flood_took = flood_started.elapsed();
     service.stop().await?;
 
-    report!(
-        "engram bench fairness: {} small items (one SciFact abstract each), one every {} ms, {workers} workers",
-        args.small, args.every_ms
-    );
-    report!(
-        "  small items, idle service:             {}",
-        summary(&idle)
-    );
-    report!(
-        "  small items, beside a flood of {} x {} KiB files of another organization:",
-        args.flood_files,
-        args.flood_kib
-    );
-    report!(
-        "                                         {}",
-        summary(&loaded)
+    report_latencies(
+        &args,
+        workers,
+        &idle,
+        &loaded,
+        &format!(
+            "a flood of {} x {} KiB files of another organization",
+            args.flood_files, args.flood_kib
+        ),
     );
     report!(
         "  p50 ratio loaded/idle {:.2}; the flood's files: {flood_done_then} of {} done when the small items were, all in {:.1} s",
