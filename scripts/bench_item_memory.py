@@ -28,18 +28,10 @@ import time
 import urllib.request
 import uuid
 
+from bench_scale_out import call  # one JSON call helper for the scripts' benches
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, "target", "release", "engram")
-
-
-def call(method, url, key, body=None, content_type="application/json"):
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {key}")
-    if data is not None:
-        request.add_header("Content-Type", content_type)
-    with urllib.request.urlopen(request, timeout=120) as answer:
-        return json.loads(answer.read() or b"{}")
 
 
 def upload(base, key, database, name, content):
