@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 
 from bench_scale_out import call  # one JSON call helper for the scripts' benches
