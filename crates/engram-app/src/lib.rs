@@ -58,7 +58,7 @@ pub use databases::{
     default_collection, parse_database_name, CreateDatabase, DatabaseStats, SchemaFieldSpec,
 };
 pub use engram_connectors::{DiscoveredResource, IntervalBounds, ProviderInfo};
-pub use engram_index::{IndexFilter, TermOperator};
+pub use engram_index::{IndexFilter, Keys, Passing, TermOperator};
 pub use engram_search::{
     GraphContext, LinkedChunk, Method, Mode, RankedChunk, ScoredPath, SearchTuning, Stage,
     StageScores, StageTime, TemporalOutcome,

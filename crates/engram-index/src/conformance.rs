@@ -446,6 +446,67 @@ async fn filters_liveness_and_joined_chunks<S: Store + ?Sized>(store: &S, indexe
         [key_of(&keys, "mem")]
     );
 
+    // The indexes apply item conditions themselves: what they pass is what the store passes
+    // (a superset by design, equal on these), and it follows a metadata edit.
+    let held = |filter: ChunkFilter| async move {
+        indexes.catch_up().await.unwrap();
+        let mut stored = store
+            .filtered_chunk_keys(scope_ref, &filter, 10, moment(20))
+            .await
+            .unwrap();
+        stored.sort_unstable();
+        let held: Vec<ChunkKey> = match indexes.passing(scope_ref, &filter) {
+            crate::Passing::Only(keys) => keys.iter().collect(),
+            other @ (crate::Passing::Any | crate::Passing::Store) => {
+                panic!("the indexes do not hold {filter:?}: {other:?}")
+            }
+        };
+        assert_eq!(
+            held, stored,
+            "the indexes and the store agree on {filter:?}"
+        );
+        held
+    };
+    let on = |key: &str, value: FilterValue| ChunkFilter {
+        metadata: vec![(key.to_owned(), value)],
+        ..ChunkFilter::default()
+    };
+    held(on("colour", FilterValue::Eq(json!("red")))).await;
+    held(on("colour", FilterValue::Eq(serde_json::Value::Null))).await;
+    held(on("n", FilterValue::In(vec![json!(1.0), json!(2)]))).await;
+    held(on("n", FilterValue::Eq(json!("1")))).await;
+    held(ChunkFilter {
+        additional_metadata: vec![("tag".into(), FilterValue::Eq(json!("fruit")))],
+        origin: Some(ItemOrigin::App),
+        ..ChunkFilter::default()
+    })
+    .await;
+    let edit = engram_store::MetadataEdit {
+        metadata: json!({"shade": "dark"}).as_object().cloned().unwrap(),
+        ..engram_store::MetadataEdit::default()
+    };
+    let accept = |_: &serde_json::Map<String, serde_json::Value>,
+                  _: &serde_json::Map<String, serde_json::Value>| Ok(());
+    assert!(held(on("shade", FilterValue::Eq(json!("dark"))))
+        .await
+        .is_empty());
+    store
+        .edit_item_metadata(
+            &scope,
+            &collection("c"),
+            "green",
+            &edit,
+            &accept,
+            moment(15),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        held(on("shade", FilterValue::Eq(json!("dark")))).await,
+        [key_of(&keys, "green")],
+        "an edit reaches the indexes"
+    );
+
     let passing = |filter: ChunkFilter, now: UnixMs| {
         let (scope, every) = (scope.clone(), every.clone());
         async move {

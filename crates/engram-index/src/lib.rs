@@ -14,6 +14,7 @@ pub mod analyzer;
 mod ann;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod facets;
 mod keyword;
 mod vector;
 
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use analyzer::{LexicalQuery, TermOperator};
 pub use ann::AnnOptions;
 pub use engram_store::{ChunkFeed, ChunkKey};
+pub use facets::{Facets, Keys};
 pub use keyword::{KeywordIndex, SavedKeywordIndex, TantivyKeywordIndex};
 pub use vector::{Int8VectorIndex, VectorEntry, VectorIndex, Vectors};
 
@@ -90,6 +92,19 @@ impl From<&ChunkFilter> for IndexFilter {
     }
 }
 
+/// What a filter's item conditions (metadata, origin, app sources) pass, as the indexes hold
+/// them.
+#[derive(Debug, Clone)]
+pub enum Passing {
+    /// The filter has no item conditions.
+    Any,
+    /// These chunks: a superset of what the store passes (see [`Facets`]), so what a search
+    /// keeps is read through the store with the filter.
+    Only(Arc<Keys>),
+    /// The filter names item ids or titles, which only the store evaluates.
+    Store,
+}
+
 /// What `work` gave, and how long it took.
 async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
     let started = std::time::Instant::now();
@@ -146,6 +161,8 @@ pub struct Indexes {
     store: Arc<dyn Store>,
     keyword: Arc<dyn KeywordIndex>,
     vectors: Arc<dyn VectorIndex>,
+    /// The item conditions of filters, by chunk (in memory, built with the vectors).
+    facets: Arc<Facets>,
     /// The last change applied; `None` until the indexes are built. One catch-up at a time:
     /// searches that arrive meanwhile wait for it, then see everything written before.
     cursor: Mutex<Option<i64>>,
@@ -183,6 +200,7 @@ impl Indexes {
             store,
             keyword,
             vectors,
+            facets: Arc::default(),
             cursor: Mutex::new(None),
             reader: reader_name(),
             feed: tokio::sync::OnceCell::new(),
@@ -331,14 +349,29 @@ impl Indexes {
         }
     }
 
-    /// Applies a page to both indexes at once; returns how long each took.
+    /// Applies a page to both indexes at once (the item conditions' terms beside the vectors,
+    /// timed with them); returns how long each took.
     async fn apply(&self, changes: ChunkChanges) -> IndexResult<(Duration, Duration)> {
         let changes = Arc::new(changes);
         let ((keyword, k_took), (vectors, v_took)) = tokio::join!(
             timed(self.keyword.apply(changes.clone())),
-            timed(self.vectors.apply(changes))
+            timed(self.apply_vectors(changes))
         );
         keyword.and(vectors).map(|()| (k_took, v_took))
+    }
+
+    /// Applies a page to the vectors and the item conditions' terms.
+    async fn apply_vectors(&self, changes: Arc<ChunkChanges>) -> IndexResult<()> {
+        let facets = self.facets.clone();
+        let page = changes.clone();
+        let (vectors, terms) = tokio::join!(
+            self.vectors.apply(changes),
+            blocking(move || {
+                facets.apply(&page);
+                Ok(())
+            })
+        );
+        vectors.and(terms)
     }
 
     /// Builds `what` from every chunk of a live database; returns the feed position the build
@@ -359,6 +392,7 @@ impl Indexes {
             Build::Vectors => ChunkScan::Vectors,
         };
         self.vectors.clear().await?;
+        self.facets.clear();
         let (mut after, mut total) = (ChunkKey(i64::MIN), 0);
         // Where the time goes (logged): the store's scan of the next page runs beside the
         // indexing of the current one.
@@ -376,7 +410,7 @@ impl Indexes {
                 match what {
                     Build::Both => self.apply(changes).await,
                     Build::Vectors => {
-                        let (applied, took) = timed(self.vectors.apply(Arc::new(changes))).await;
+                        let (applied, took) = timed(self.apply_vectors(Arc::new(changes))).await;
                         applied.map(|()| (Duration::ZERO, took))
                     }
                 }
@@ -450,14 +484,24 @@ impl Indexes {
             return Ok(Vec::new());
         }
         let index_filter = IndexFilter::from(filter);
-        // Liveness alone drops few; item conditions (metadata filters) may drop most.
-        let first = if filter.has_item_conditions() { 4 } else { 2 };
+        let only = match self.passing(scope, filter) {
+            Passing::Only(keys) if keys.is_empty() => return Ok(Vec::new()),
+            Passing::Only(keys) => Some(keys),
+            Passing::Any | Passing::Store => None,
+        };
+        // Liveness alone drops few; item conditions the index does not apply may drop most.
+        let first = if filter.has_item_conditions() && only.is_none() {
+            4
+        } else {
+            2
+        };
         let pages = std::iter::successors(Some(limit.saturating_mul(first).max(64)), |page| {
             Some(page.saturating_mul(8))
         });
         let found = self
             .widen_until_passing(scope, filter, limit, now, pages, |page| {
-                self.keyword.search(&scope.id, query, &index_filter, page)
+                self.keyword
+                    .search(&scope.id, query, &index_filter, page, only.clone())
             })
             .await?;
         // The pages never run out: a page past the index's size is answered short.
@@ -506,9 +550,11 @@ impl Indexes {
     }
 
     /// The best `limit` chunk keys by BM25 with their scores, best first, for a caller that
-    /// reads the rows it keeps through the store (which checks liveness as it reads): with item
-    /// conditions (metadata filters), [`Self::keyword_search`]; without, the index's ranking as
-    /// it stands, which may hold a chunk that expired since (until the sweeper purges it).
+    /// reads the rows it keeps through the store with the filter (which checks liveness and
+    /// the item conditions as it reads): the index's ranking as it stands, restricted inside
+    /// the index to what the filter passes, which may hold a chunk that expired since (until
+    /// the sweeper purges it); with conditions only the store evaluates (item ids, titles),
+    /// [`Self::keyword_search`].
     pub async fn keyword_ranked(
         &self,
         scope: &DatabaseScope,
@@ -517,15 +563,30 @@ impl Indexes {
         limit: usize,
         now: UnixMs,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
-        if filter.has_item_conditions() {
-            return self.keyword_search(scope, filter, query, limit, now).await;
-        }
+        let only = match self.passing(scope, filter) {
+            Passing::Store => return self.keyword_search(scope, filter, query, limit, now).await,
+            Passing::Only(keys) if keys.is_empty() => return Ok(Vec::new()),
+            Passing::Only(keys) => Some(keys),
+            Passing::Any => None,
+        };
         if limit == 0 || query.is_empty() {
             return Ok(Vec::new());
         }
         self.keyword
-            .search(&scope.id, query, &IndexFilter::from(filter), limit)
+            .search(&scope.id, query, &IndexFilter::from(filter), limit, only)
             .await
+    }
+
+    /// What `filter`'s item conditions pass in the scope's database, as the indexes stand (call
+    /// [`Indexes::catch_up`] first to see every write).
+    pub fn passing(&self, scope: &DatabaseScope, filter: &ChunkFilter) -> Passing {
+        if !filter.has_item_conditions() {
+            return Passing::Any;
+        }
+        match self.facets.passing(&scope.id, filter) {
+            Some(keys) => Passing::Only(Arc::new(keys)),
+            None => Passing::Store,
+        }
     }
 
     /// The cosine of `query` with the vector of each of `keys` the index holds, as it holds
@@ -553,7 +614,7 @@ impl Indexes {
         vector: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<ChunkKey>>>,
+        only: Option<Arc<Keys>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.vectors
             .nearest(&scope.id, vector, k, filter, only)
@@ -567,9 +628,10 @@ impl Indexes {
         vector: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
+        only: Option<Arc<Keys>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.vectors
-            .nearest_exact(database, vector, k, filter)
+            .nearest_exact(database, vector, k, filter, only)
             .await
     }
 

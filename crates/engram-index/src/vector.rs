@@ -12,7 +12,7 @@ use engram_store::{ChunkChanges, ChunkKey};
 use engram_types::{DatabaseId, ItemKind};
 
 use crate::ann::{spawn_builder, AnnOptions, Graph, Wake};
-use crate::{blocking, IndexFilter, IndexResult};
+use crate::{blocking, IndexFilter, IndexResult, Keys};
 
 /// Finds the chunks of one database nearest to a query vector.
 #[async_trait]
@@ -29,7 +29,7 @@ pub trait VectorIndex: Send + Sync {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<ChunkKey>>>,
+        only: Option<Arc<Keys>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>>;
     /// [`Self::nearest`] by an exact scan of every vector passing `filter`, whatever
     /// approximate structure the index keeps: the reference its recall is measured against.
@@ -39,8 +39,9 @@ pub trait VectorIndex: Send + Sync {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
+        only: Option<Arc<Keys>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
-        self.nearest(database, query, k, filter, None).await
+        self.nearest(database, query, k, filter, only).await
     }
     /// The cosine of `query` with the vector of each of `keys` the database holds (the others
     /// are left out), as the index keeps them: what ranking scores a candidate found by other
@@ -273,7 +274,7 @@ impl Int8VectorIndex {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<ChunkKey>>>,
+        only: Option<Arc<Keys>>,
         graph_allowed: bool,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         let inner = self.inner.clone();
@@ -331,7 +332,7 @@ impl VectorIndex for Int8VectorIndex {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
-        only: Option<Arc<HashSet<ChunkKey>>>,
+        only: Option<Arc<Keys>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
         self.scan(database, query, k, filter, only, true).await
     }
@@ -342,8 +343,9 @@ impl VectorIndex for Int8VectorIndex {
         query: Arc<[f32]>,
         k: usize,
         filter: &IndexFilter,
+        only: Option<Arc<Keys>>,
     ) -> IndexResult<Vec<(ChunkKey, f32)>> {
-        self.scan(database, query, k, filter, None, false).await
+        self.scan(database, query, k, filter, only, false).await
     }
 
     /// Inline: a few thousand dot products at most (a query's candidates).
@@ -773,7 +775,7 @@ impl Vectors {
         query: &[f32],
         k: usize,
         accept: &dyn Fn(&str, ItemKind) -> bool,
-        only: Option<&HashSet<ChunkKey>>,
+        only: Option<&Keys>,
     ) -> Vec<(ChunkKey, f32)> {
         self.search_with(database, query, k, accept, only, true)
     }
@@ -814,7 +816,7 @@ impl Vectors {
         query: &[f32],
         k: usize,
         accept: &dyn Fn(&str, ItemKind) -> bool,
-        only: Option<&HashSet<ChunkKey>>,
+        only: Option<&Keys>,
     ) -> Vec<(ChunkKey, f32)> {
         self.search_with(database, query, k, accept, only, false)
     }
@@ -825,7 +827,7 @@ impl Vectors {
         query: &[f32],
         k: usize,
         accept: &dyn Fn(&str, ItemKind) -> bool,
-        only: Option<&HashSet<ChunkKey>>,
+        only: Option<&Keys>,
         graph_allowed: bool,
     ) -> Vec<(ChunkKey, f32)> {
         let dimension = self.segments.dimension;
@@ -853,7 +855,7 @@ impl Vectors {
             .filter(|(a, _)| **a)
             .map(|(_, n)| *n)
             .sum::<usize>()
-            .min(only.map_or(usize::MAX, HashSet::len));
+            .min(only.map_or(usize::MAX, Keys::len));
         let graph = segment.graph.as_ref().filter(|_| {
             graph_allowed
                 && segment.unindexed.len() <= UNINDEXED_MAX
@@ -865,7 +867,7 @@ impl Vectors {
                 let chunk = ChunkKey(key as i64);
                 segment.slots.get(&chunk).is_some_and(|slot| {
                     passes_meta(*slot)
-                        && only.is_none_or(|keys| keys.contains(&chunk))
+                        && only.is_none_or(|keys| keys.contains(chunk))
                         && !segment.unindexed.contains_key(&chunk)
                 })
             };
@@ -879,7 +881,7 @@ impl Vectors {
                 });
                 let lacking = segment.unindexed.keys().filter_map(|chunk| {
                     let slot = *segment.slots.get(chunk)?;
-                    (passes_meta(slot) && only.is_none_or(|keys| keys.contains(chunk)))
+                    (passes_meta(slot) && only.is_none_or(|keys| keys.contains(*chunk)))
                         .then(|| (*chunk, segment.score(slot, &code, query_scale)))
                 });
                 self.segments
@@ -893,8 +895,8 @@ impl Vectors {
         match only {
             Some(keys) if keys.len() < segment.keys.len() => best(
                 keys.iter().filter_map(|chunk| {
-                    let slot = *segment.slots.get(chunk)?;
-                    passes_meta(slot).then(|| score(slot, *chunk))
+                    let slot = *segment.slots.get(&chunk)?;
+                    passes_meta(slot).then(|| score(slot, chunk))
                 }),
                 k,
             ),
@@ -904,7 +906,7 @@ impl Vectors {
                     .iter()
                     .enumerate()
                     .filter(|(slot, key)| {
-                        passes_meta(*slot) && only.is_none_or(|keys| keys.contains(key))
+                        passes_meta(*slot) && only.is_none_or(|keys| keys.contains(**key))
                     })
                     .map(|(slot, key)| score(slot, *key)),
                 k,
@@ -1031,7 +1033,7 @@ mod tests {
             .search(&db("a"), &query, 10, &only_x_knowledge, None)
             .is_empty());
         assert_eq!(index.len(&db("a")), 2);
-        let only_three: HashSet<ChunkKey> = [ChunkKey(3)].into();
+        let only_three: Keys = [ChunkKey(3)].into_iter().collect();
         let restricted: Vec<i64> = index
             .search(&db("a"), &query, 10, &|_, _| true, Some(&only_three))
             .iter()
@@ -1309,7 +1311,7 @@ mod tests {
             |k| if k % 50 == 0 { "rare" } else { "common" },
         );
         let rare = |c: &str, _: ItemKind| c == "rare";
-        let few: HashSet<ChunkKey> = (0..30).map(ChunkKey).collect();
+        let few: Keys = (0..30).map(ChunkKey).collect();
         for q in 0..20u64 {
             let query = clustered(70_000 + q, DIM);
             assert_eq!(

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use engram_index::analyzer::content_terms;
-use engram_index::LexicalQuery;
+use engram_index::{Keys, LexicalQuery};
 use engram_store::{ChunkHit, ChunkKey};
 
 use crate::retrieve::{add_candidates, best_keys, Evidence};
@@ -21,8 +21,8 @@ impl Retriever<'_> {
         request: &SearchRequest,
         lexical: &LexicalQuery,
         pool: usize,
-        restriction: Option<&Arc<HashSet<ChunkKey>>>,
-        all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
+        restriction: Option<&Arc<Keys>>,
+        all_passing: &mut Option<Arc<Keys>>,
         evidence: &mut Evidence,
     ) -> Result<(), SearchError> {
         let feedback_chunks = self.tuning.feedback_chunks;
@@ -55,7 +55,7 @@ impl Retriever<'_> {
                 .keyword_pool(request, &request.filter, &evidence.expansion, pool)
                 .await?
                 .into_iter()
-                .filter(|(k, _)| restriction.is_none_or(|r| r.contains(k)))
+                .filter(|(k, _)| restriction.is_none_or(|r| r.contains(*k)))
                 .collect();
             more.extend(found.iter().map(|f| f.0));
             evidence.expanded.extend(found);

@@ -14,7 +14,7 @@ pub use engram_config::Fusion;
 use engram_config::SearchConfig;
 use engram_embed::Embedder;
 use engram_index::analyzer::keyword_query;
-use engram_index::{IndexError, IndexFilter, Indexes, LexicalQuery, TermOperator};
+use engram_index::{IndexError, IndexFilter, Indexes, Keys, LexicalQuery, Passing, TermOperator};
 use engram_store::ChunkKey;
 use engram_store::{ChunkFilter, ChunkHit, ChunkSearch, DatabaseScope, GraphStore, StoreError};
 use engram_types::{ItemKind, UnixMs};
@@ -504,7 +504,7 @@ impl Retriever<'_> {
         request: &SearchRequest,
         vector: &[f32],
         pool: usize,
-        only: Option<Arc<HashSet<ChunkKey>>>,
+        only: Option<Arc<Keys>>,
         apps_only: bool,
     ) -> Result<Vec<ChunkKey>, SearchError> {
         let mut filter = IndexFilter::from(&request.filter);
@@ -529,7 +529,7 @@ impl Retriever<'_> {
         &self,
         request: &SearchRequest,
         lexical: &LexicalQuery,
-    ) -> Result<Option<Arc<HashSet<ChunkKey>>>, SearchError> {
+    ) -> Result<Option<Arc<Keys>>, SearchError> {
         if request.operator == TermOperator::Or {
             return Ok(None);
         }
@@ -540,24 +540,32 @@ impl Retriever<'_> {
     }
 
     /// The `pool` nearest chunks that pass the request's item conditions (metadata filters)
-    /// and `restriction`. The scan first reads a few times the pool (`FILTER_OVERFETCH`)
-    /// without the conditions and checks them on what it found: when at least `pool` pass (or
-    /// the scan read everything), those are exactly the nearest passing chunks, since every
-    /// passing chunk it did not read ranks below them. Only a filter passing under 1 in 32 of
-    /// the nearest makes it read every passing key and scan within them; `all_passing` keeps
-    /// those for the request's next scan.
+    /// and `restriction`. The indexes hold what metadata, origin and app conditions pass
+    /// ([`Passing::Only`]): the vector index searches within those chunks (its graph with the
+    /// set as a predicate, or an exact scan of the set when it is small). Conditions only the
+    /// store evaluates (item ids, titles): the scan first reads a few times the pool
+    /// (`FILTER_OVERFETCH`) without the conditions and checks them on what it found: when at
+    /// least `pool` pass (or the scan read everything), those are exactly the nearest passing
+    /// chunks, since every passing chunk it did not read ranks below them. Only a filter
+    /// passing under 1 in 32 of the nearest makes it read every passing key and scan within
+    /// them. `all_passing` keeps the passing set for the request's next scan.
     pub(crate) async fn nearest_passing(
         &self,
         request: &SearchRequest,
         vector: &[f32],
         pool: usize,
-        restriction: Option<&Arc<HashSet<ChunkKey>>>,
-        all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
+        restriction: Option<&Arc<Keys>>,
+        all_passing: &mut Option<Arc<Keys>>,
     ) -> Result<Vec<ChunkKey>, SearchError> {
         if !request.filter.has_item_conditions() {
             return self
                 .nearest(request, vector, pool, restriction.cloned(), false)
                 .await;
+        }
+        if all_passing.is_none() {
+            if let Passing::Only(keys) = self.indexes.passing(&request.scope, &request.filter) {
+                *all_passing = Some(keys);
+            }
         }
         if all_passing.is_none() {
             let filter = IndexFilter::from(&request.filter);
@@ -595,7 +603,7 @@ impl Retriever<'_> {
             return Ok(Vec::new());
         };
         let only = match restriction {
-            Some(restriction) => Arc::new(all.intersection(restriction).copied().collect()),
+            Some(restriction) => Arc::new(all.intersection(restriction)),
             None => all.clone(),
         };
         self.nearest(request, vector, pool, Some(only), false).await
@@ -680,8 +688,8 @@ impl Retriever<'_> {
         request: &SearchRequest,
         lexical: &LexicalQuery,
         pool: usize,
-        restriction: Option<&Arc<HashSet<ChunkKey>>>,
-        all_passing: &mut Option<Arc<HashSet<ChunkKey>>>,
+        restriction: Option<&Arc<Keys>>,
+        all_passing: &mut Option<Arc<Keys>>,
     ) -> Result<Evidence, SearchError> {
         let keyword_side = async {
             if lexical.is_empty() {
@@ -728,7 +736,7 @@ impl Retriever<'_> {
         lexical: &LexicalQuery,
         query_vector: &[f32],
         pool: usize,
-        restriction: Option<&Arc<HashSet<ChunkKey>>>,
+        restriction: Option<&Arc<Keys>>,
     ) -> Result<(Vec<ChunkKey>, Vec<(ChunkKey, f32)>), SearchError> {
         let apps = ChunkFilter {
             apps: true,
@@ -740,13 +748,19 @@ impl Retriever<'_> {
             self.keyword_pool(request, &apps, lexical, pool).await?
         };
         let mut keys: Vec<ChunkKey> = found.iter().map(|f| f.0).collect();
-        let app_keys: HashSet<ChunkKey> = self
-            .store
-            .filtered_chunk_keys(&request.scope, &apps, RESTRICT_MAX, request.now)
-            .await?
-            .into_iter()
-            .filter(|k| restriction.is_none_or(|r| r.contains(k)))
-            .collect();
+        let app_keys: Keys = match self.indexes.passing(&request.scope, &apps) {
+            Passing::Only(keys) => match restriction {
+                Some(restriction) => keys.intersection(restriction),
+                None => Keys::clone(&keys),
+            },
+            Passing::Any | Passing::Store => self
+                .store
+                .filtered_chunk_keys(&request.scope, &apps, RESTRICT_MAX, request.now)
+                .await?
+                .into_iter()
+                .filter(|k| restriction.is_none_or(|r| r.contains(*k)))
+                .collect(),
+        };
         keys.extend(
             self.nearest(request, query_vector, pool, Some(Arc::new(app_keys)), true)
                 .await?,

@@ -465,6 +465,15 @@ impl<B: QueueDialect> ItemStore for SqlStore<B> {
         .bind(now)
         .bind(item_key);
         B::execute(&mut tx, update).await?;
+        // The indexes hold the item's metadata with each of its chunks (to filter inside them):
+        // its chunks enter the feed again, in this transaction.
+        B::lock_feed(&mut tx).await?;
+        let logged = Sql::new(
+            "INSERT INTO chunk_log (chunk_key, database_id)
+             SELECT chunk_key, database_id FROM chunks WHERE item_key = $1",
+        )
+        .bind(item_key);
+        B::execute(&mut tx, logged).await?;
         let count = Sql::new("SELECT COUNT(*) AS n FROM chunks WHERE item_key = $1").bind(item_key);
         let chunks = one::<B>(&mut tx, count).await?.int("n")?;
         tx.commit().await?;

@@ -366,6 +366,19 @@ pub struct IndexedChunk {
     pub title: String,
     /// Empty when none was stored.
     pub embedding: Vec<f32>,
+    /// What the item conditions of a filter read, carried with each of the item's chunks.
+    pub facets: ItemFacets,
+}
+
+/// The fields of a chunk's item that [`crate::ChunkFilter`]'s item conditions test, as the
+/// derived indexes hold them to apply a filter inside the index (a metadata edit logs the item's
+/// chunks in the feed, so they follow it).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ItemFacets {
+    /// `None` where the row was read without its item.
+    pub origin: Option<ItemOrigin>,
+    pub metadata: Map<String, Value>,
+    pub additional_metadata: Map<String, Value>,
 }
 
 /// One page of the chunk change feed, ready to apply: every chunk in `removed` leaves the

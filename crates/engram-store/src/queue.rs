@@ -11,7 +11,7 @@ use engram_types::{DatabaseId, IndexingStatus, ItemKind, UnixMs};
 use sqlx::Pool;
 
 use crate::backend::{one, Backend, ListParam, Param, Sql, SqlStore};
-use crate::rows::{Columns as _, INDEXED_COLUMNS};
+use crate::rows::{Columns as _, INDEXED_COLUMNS, INDEXED_JOIN};
 use crate::webhooks::record_event;
 use crate::{
     AfterChunks, ChunkChanges, ChunkFeed, ChunkKey, ChunkScan, ClaimRequest, ClaimedItem,
@@ -332,7 +332,9 @@ impl<B: QueueDialect> ChunkFeed for SqlStore<B> {
         let mut current = Vec::with_capacity(keys.len());
         for slice in keys.chunks(B::MAX_LIST) {
             let mut select = Sql::default();
-            B::push_chunks_among(&mut select, INDEXED_COLUMNS, "", slice, &|_| Ok(()))?;
+            B::push_chunks_among(&mut select, INDEXED_COLUMNS, INDEXED_JOIN, slice, &|_| {
+                Ok(())
+            })?;
             for row in B::fetch_all(&mut tx, select).await? {
                 current.push(crate::rows::indexed_chunk(&row)?);
             }
@@ -394,7 +396,7 @@ impl<B: QueueDialect> ChunkFeed for SqlStore<B> {
         let rows = self
             .all(
                 Sql::new(format!(
-                    "SELECT {} FROM chunks c JOIN databases d ON d.id = c.database_id
+                    "SELECT {} FROM chunks c JOIN databases d ON d.id = c.database_id{INDEXED_JOIN}
                      WHERE c.chunk_key > $1 AND d.state <> 'deleting'
                      ORDER BY c.chunk_key LIMIT $2",
                     crate::rows::scan_columns(scan)

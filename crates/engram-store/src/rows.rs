@@ -76,6 +76,11 @@ fn from_json<T: serde::de::DeserializeOwned>(row: &impl Columns, column: &str) -
     serde_json::from_value(row.json(column)?).map_err(|e| corrupt(column, e))
 }
 
+/// A JSON object column (anything else reads as an empty object).
+fn object(row: &impl Columns, column: &str) -> StoreResult<serde_json::Map<String, Value>> {
+    Ok(row.json(column)?.as_object().cloned().unwrap_or_default())
+}
+
 fn count<T: TryFrom<i64>>(row: &impl Columns, column: &str) -> StoreResult<T>
 where
     T::Error: std::fmt::Display,
@@ -216,17 +221,21 @@ pub(crate) fn chunk_hit(row: &impl Columns) -> StoreResult<ChunkHit> {
     })
 }
 
-/// The columns [`indexed_chunk`] reads, of `chunks c`.
+/// The columns [`indexed_chunk`] reads, of `chunks c` joined with [`INDEXED_JOIN`].
 pub(crate) const INDEXED_COLUMNS: &str =
     "c.chunk_key, c.database_id, c.collection, c.kind, c.content, c.context, c.embedding,
-     COALESCE((SELECT CASE WHEN i.title <> '' THEN i.title ELSE i.filename END
-               FROM items i WHERE i.item_key = c.item_key), '') AS title";
+     COALESCE(CASE WHEN i.title <> '' THEN i.title ELSE i.filename END, '') AS title,
+     i.origin AS origin, i.metadata AS metadata, i.additional_metadata AS additional_metadata";
+
+/// What [`INDEXED_COLUMNS`] and [`VECTOR_COLUMNS`] read beside `chunks c`: the chunk's item.
+pub(crate) const INDEXED_JOIN: &str = " JOIN items i ON i.item_key = c.item_key";
 
 /// [`INDEXED_COLUMNS`] for a scan of vectors ([`crate::ChunkScan::Vectors`]): the text fields
-/// empty, the title's lookup skipped.
+/// empty; the item's filtered fields kept (the indexes filter by them).
 pub(crate) const VECTOR_COLUMNS: &str =
     "c.chunk_key, c.database_id, c.collection, c.kind, '' AS content, '' AS context, c.embedding,
-     '' AS title";
+     '' AS title, i.origin AS origin, i.metadata AS metadata,
+     i.additional_metadata AS additional_metadata";
 
 /// The columns a scan reads.
 pub(crate) fn scan_columns(scan: crate::ChunkScan) -> &'static str {
@@ -246,6 +255,11 @@ pub(crate) fn indexed_chunk(row: &impl Columns) -> StoreResult<IndexedChunk> {
         context: row.text("context")?,
         title: row.text("title")?,
         embedding: row.vector("embedding")?,
+        facets: crate::ItemFacets {
+            origin: Some(origin(row)?),
+            metadata: object(row, "metadata")?,
+            additional_metadata: object(row, "additional_metadata")?,
+        },
     })
 }
 

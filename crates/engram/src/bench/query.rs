@@ -177,7 +177,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     let store = engram_app::open_store(&config).await?;
     let app = App::with_store(
         config.clone(),
-        store,
+        store.clone(),
         Arc::new(engram_app::SystemClock),
         Some(models),
     )?;
@@ -193,11 +193,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
     }
     let chunks = if restart {
         let first = app
-            .query(
-                &who,
-                &db,
-                request(&queries[0], Method::Hybrid, false, false),
-            )
+            .query(&who, &db, request(&queries[0], Method::Hybrid, None, false))
             .await?;
         anyhow::ensure!(!first.chunks.is_empty(), "no results after the restart");
         report!(
@@ -235,9 +231,25 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             started.elapsed().as_secs_f64()
         );
     }
-    let recall = vector_recall(&app, &real, &who, &id, &queries, args.recall_queries).await?;
+    let recall_of = |filter: Option<engram_store::ChunkFilter>| {
+        vector_recall(
+            &app,
+            store.as_ref(),
+            &real,
+            &who,
+            &id,
+            &queries,
+            args.recall_queries,
+            filter,
+        )
+    };
+    let recall = recall_of(None).await?;
+    let mut filtered_recall = Vec::new();
+    for (name, key) in SELECTIVITIES {
+        filtered_recall.push((name, recall_of(Some(selective(key))).await?));
+    }
 
-    let run = |method: Method, filtered: bool, graph: bool, lane: Option<bool>| {
+    let run = |method: Method, filtered: Option<&'static str>, graph: bool, lane: Option<bool>| {
         let (app, who, db) = (app.clone(), who.clone(), db.clone());
         let queries = queries.clone();
         let count = args.queries;
@@ -265,34 +277,57 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
             Ok::<_, anyhow::Error>(latencies)
         }
     };
-    let hybrid = run(Method::Hybrid, false, false, None).await?;
-    let graph = run(Method::Hybrid, false, true, None).await?;
-    let asked = run(Method::Hybrid, false, false, Some(false)).await?;
-    let lane = run(Method::Hybrid, false, false, Some(true)).await?;
-    let bm25 = run(Method::Text, false, false, None).await?;
-    let filtered = run(Method::Hybrid, true, false, None).await?;
+    let hybrid = run(Method::Hybrid, None, false, None).await?;
+    let graph = run(Method::Hybrid, None, true, None).await?;
+    let asked = run(Method::Hybrid, None, false, Some(false)).await?;
+    let lane = run(Method::Hybrid, None, false, Some(true)).await?;
+    let bm25 = run(Method::Text, None, false, None).await?;
+    let mut filtered = Vec::new();
+    for (name, key) in SELECTIVITIES {
+        filtered.push((name, run(Method::Hybrid, Some(key), false, None).await?));
+    }
     report!(
         "engram bench query: {chunks} chunks (SciFact windows of 70 words), {} queries each, top 10",
         args.queries
     );
-    for (name, l) in [
-        ("fast hybrid (query embedding included)", &hybrid),
-        ("fast hybrid with graph_context", &graph),
-        ("fast hybrid, a question, lane off", &asked),
-        ("fast hybrid, a question (graph lane)", &lane),
-        ("BM25 alone (query_by=text)", &bm25),
-        ("fast hybrid, filter matching half", &filtered),
-    ] {
+    let line = |name: &str, l: &[f64]| {
         report!(
             "  {name:<40} p50 {:7.2} ms  p99 {:7.2} ms  max {:7.2} ms",
             percentile(l, 50.0),
             percentile(l, 99.0),
             l.last().copied().unwrap_or(0.0)
         );
+    };
+    for (name, l) in [
+        ("fast hybrid (query embedding included)", &hybrid),
+        ("fast hybrid with graph_context", &graph),
+        ("fast hybrid, a question, lane off", &asked),
+        ("fast hybrid, a question (graph lane)", &lane),
+        ("BM25 alone (query_by=text)", &bm25),
+    ] {
+        line(name, l);
+    }
+    let unfiltered = percentile(&hybrid, 50.0);
+    for (name, l) in &filtered {
+        line(&format!("fast hybrid, filter passing {name}"), l);
     }
     report!(
-        "  vector recall@10 against the exact scan: {recall:.3} ({} queries)",
-        args.recall_queries.min(queries.len())
+        "  filtered p50 against unfiltered: {}",
+        filtered
+            .iter()
+            .map(|(name, l)| format!("{name} {:.2}x", percentile(l, 50.0) / unfiltered))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    report!(
+        "  vector recall@10 against the exact scan: {recall:.3} ({} queries); filtered, against \
+         the exact scan of what the store passes: {}",
+        args.recall_queries.min(queries.len()),
+        filtered_recall
+            .iter()
+            .map(|(name, r)| format!("{name} {r:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let (rss, peak) = super::memory();
     report!("  memory: RSS {rss} MiB, peak {peak} MiB");
@@ -333,8 +368,35 @@ async fn sampled(real: &Models, texts: Vec<String>, sample: usize) -> anyhow::Re
     })
 }
 
-/// Ingests the windows, 500 per request, half of them (for the filtered variant) marked
-/// `shard: even`.
+/// The filtered variants: what share of the chunks each passes, and the
+/// `additional_metadata` key that is `"yes"` on those (`shard` is `"even"` on half).
+const SELECTIVITIES: [(&str, &str); 4] = [
+    ("50%", "shard"),
+    ("10%", "s10"),
+    ("1%", "s1"),
+    ("0.1%", "s01"),
+];
+
+/// Window `i`'s value of a selectivity key: 1 in `every` windows, spread by a hash so the
+/// filter is independent of similarity.
+fn marked(i: usize, every: u64) -> bool {
+    let mut x = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)).is_multiple_of(every)
+}
+
+/// The store's filter of a selectivity key (see [`SELECTIVITIES`]).
+fn selective(key: &str) -> engram_store::ChunkFilter {
+    let value = if key == "shard" { "even" } else { "yes" };
+    engram_store::ChunkFilter {
+        additional_metadata: vec![(key.to_owned(), engram_store::FilterValue::Eq(json!(value)))],
+        ..engram_store::ChunkFilter::default()
+    }
+}
+
+/// Ingests the windows, 500 per request, marked for the filtered variants: half of them
+/// `shard: even`, and `s10`, `s1`, `s01` `"yes"` on 10%, 1% and 0.1%.
 async fn ingest(
     app: &App,
     who: &engram_app::Principal,
@@ -344,6 +406,7 @@ async fn ingest(
 ) -> anyhow::Result<()> {
     let period = (texts.len() / sample.max(1)).max(1);
     let period = texts.len().div_ceil(period).max(1);
+    let yes = |marked: bool| json!(if marked { "yes" } else { "no" });
     for (n, batch) in texts.chunks(500).enumerate() {
         let sources = batch
             .iter()
@@ -353,14 +416,19 @@ async fn ingest(
                 text: text.clone(),
                 // Windows sharing a sampled vector (every `period`-th) alternate, so the
                 // filter is independent of similarity.
-                additional_metadata: serde_json::Map::from_iter([(
-                    "shard".to_owned(),
-                    json!(if ((n * 500 + i) / period).is_multiple_of(2) {
-                        "even"
-                    } else {
-                        "odd"
-                    }),
-                )]),
+                additional_metadata: serde_json::Map::from_iter([
+                    (
+                        "shard".to_owned(),
+                        json!(if ((n * 500 + i) / period).is_multiple_of(2) {
+                            "even"
+                        } else {
+                            "odd"
+                        }),
+                    ),
+                    ("s10".to_owned(), yes(marked(n * 500 + i, 10))),
+                    ("s1".to_owned(), yes(marked(n * 500 + i, 100))),
+                    ("s01".to_owned(), yes(marked(n * 500 + i, 1000))),
+                ]),
                 attachments: json!([]),
                 relations: json!({}),
                 ..AppSource::default()
@@ -372,15 +440,42 @@ async fn ingest(
 }
 
 /// The mean share of the index's 10 nearest that are among the exact scan's 10 nearest (by
-/// score, so equal vectors count alike), over the first `count` queries.
+/// score, so equal vectors count alike), over the first `count` queries. With `filter`: the
+/// index searching within what it holds the filter passes, against the exact scan of the
+/// chunks the store passes.
+#[allow(clippy::too_many_arguments)]
 async fn vector_recall(
     app: &App,
+    store: &dyn engram_store::Store,
     models: &Models,
     who: &engram_app::Principal,
     database: &engram_types::DatabaseId,
     queries: &[String],
     count: usize,
+    filter: Option<engram_store::ChunkFilter>,
 ) -> anyhow::Result<f64> {
+    let scope = engram_store::DatabaseScope {
+        org: who.org.clone(),
+        id: database.clone(),
+    };
+    let (exact_only, index_only) = match &filter {
+        None => (None, None),
+        Some(filter) => {
+            let now = engram_types::Clock::now(&engram_app::SystemClock);
+            let stored: engram_app::Keys = store
+                .filtered_chunk_keys(&scope, filter, u32::MAX, now)
+                .await?
+                .into_iter()
+                .collect();
+            let held = match app.indexes().passing(&scope, filter) {
+                engram_app::Passing::Only(keys) => keys,
+                other @ (engram_app::Passing::Any | engram_app::Passing::Store) => {
+                    bail!("the indexes do not hold the bench's filter: {other:?}")
+                }
+            };
+            (Some(Arc::new(stored)), Some(held))
+        }
+    };
     let queries: Vec<String> = queries.iter().take(count).cloned().collect();
     let model = models.query_embedder.clone();
     let vectors = tokio::task::spawn_blocking(move || {
@@ -394,13 +489,12 @@ async fn vector_recall(
         let v: Arc<[f32]> = Arc::from(v.as_slice());
         let exact = app
             .indexes()
-            .nearest_exact(database, v.clone(), 10, &filter)
+            .nearest_exact(database, v.clone(), 10, &filter, exact_only.clone())
             .await?;
-        let scope = engram_store::DatabaseScope {
-            org: who.org.clone(),
-            id: database.clone(),
-        };
-        let found = app.indexes().nearest(&scope, v, 10, &filter, None).await?;
+        let found = app
+            .indexes()
+            .nearest(&scope, v, 10, &filter, index_only.clone())
+            .await?;
         // A result scoring at least the exact 10th is one of the 10 nearest: equal vectors (of
         // equal texts, which the corpus may hold) count alike. Scores are the exact codes' in
         // both searches.
@@ -419,14 +513,24 @@ fn question(claim: &str) -> String {
     format!("Is it true that {}?", claim.trim_end_matches('.'))
 }
 
-/// A `fast` top-10 query; `filtered`: restricted to half the items by an
-/// `additional_metadata` filter (applied before ranking); `graph_context`: with the graph
-/// context of its results.
-fn request(query: &str, method: Method, filtered: bool, graph_context: bool) -> QueryRequest {
-    let metadata_filters = if filtered {
-        serde_json::Map::from_iter([("additional_metadata".to_owned(), json!({"shard": "even"}))])
-    } else {
-        serde_json::Map::new()
+/// A `fast` top-10 query; `filtered`: restricted by the `additional_metadata` filter of a
+/// selectivity key (see [`SELECTIVITIES`]), applied before ranking; `graph_context`: with the
+/// graph context of its results.
+fn request(
+    query: &str,
+    method: Method,
+    filtered: Option<&str>,
+    graph_context: bool,
+) -> QueryRequest {
+    let metadata_filters = match filtered {
+        Some("shard") => serde_json::Map::from_iter([(
+            "additional_metadata".to_owned(),
+            json!({"shard": "even"}),
+        )]),
+        Some(key) => {
+            serde_json::Map::from_iter([("additional_metadata".to_owned(), json!({ key: "yes" }))])
+        }
+        None => serde_json::Map::new(),
     };
     QueryRequest {
         metadata_filters,
