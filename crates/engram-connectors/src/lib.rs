@@ -9,6 +9,7 @@
 mod feed;
 mod folder;
 mod git;
+mod github;
 mod imap;
 mod postgres;
 mod s3;
@@ -22,6 +23,7 @@ use serde_json::{Map, Value};
 pub use feed::FeedProvider;
 pub use folder::FolderProvider;
 pub use git::GitProvider;
+pub use github::GitHubProvider;
 pub use imap::ImapProvider;
 pub use postgres::PostgresProvider;
 pub use s3::S3Provider;
@@ -277,6 +279,7 @@ impl Catalog {
             Box::new(WebDavProvider::new()),
             Box::new(S3Provider::new()),
             Box::new(ImapProvider::new()),
+            Box::new(GitHubProvider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));

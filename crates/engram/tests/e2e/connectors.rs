@@ -2115,3 +2115,406 @@ async fn a_mailbox_syncs_messages_and_attachments_by_uid_and_follows_expunges_an
     rejected_credentials_are_a_reconnect(&server, &key, &id, json!({"password": "wrong"}), 2).await;
     let _ = imap.logout().await;
 }
+
+/// Exchanges with the fake from the `from`th on that took `route`.
+fn github_calls(
+    exchanges: &[crate::github_fake::Exchange],
+    from: usize,
+    route: &str,
+) -> Vec<crate::github_fake::Exchange> {
+    exchanges[from..]
+        .iter()
+        .filter(|e| e.route == route)
+        .cloned()
+        .collect()
+}
+
+/// A query's chunks under `filter` (`additional_metadata`), each checked to carry it.
+async fn github_query(server: &Server, key: &str, query: &str, filter: Value) -> Vec<Value> {
+    let reply = server
+        .post(
+            "/query",
+            key,
+            json!({"database": "gh", "query": query, "max_results": 3,
+                   "metadata_filters": {"additional_metadata": filter.clone()}}),
+        )
+        .await;
+    let chunks = reply.current_ok(200)["chunks"]
+        .as_array()
+        .expect("chunks")
+        .clone();
+    assert!(!chunks.is_empty(), "{query}: {reply:#?}");
+    for chunk in &chunks {
+        for (field, value) in filter.as_object().expect("a filter object") {
+            assert_eq!(&chunk["additional_metadata"][field], value, "{chunk:#?}");
+        }
+    }
+    chunks
+}
+
+#[tokio::test]
+async fn a_github_repository_syncs_files_and_issues_with_comments_follows_changes_and_waits_out_rate_limits(
+) {
+    use crate::github_fake::{assert_conforms, GitHubFake};
+    const BLOBS: &str = "/repos/{owner}/{repo}/git/blobs/{file_sha}";
+    const ISSUE: &str = "/repos/{owner}/{repo}/issues/{issue_number}";
+    const TREES: &str = "/repos/{owner}/{repo}/git/trees/{tree_sha}";
+    let token = "ghp_e2eTokenValue1234";
+    let fake = GitHubFake::start(token).await;
+    let repo = "octo-org/handbook";
+    // 101 repositories: the one synced is on the second page of the token's repositories.
+    for n in 0..100 {
+        fake.add_repo(&format!("octo-org/filler-{n:03}"), false);
+    }
+    fake.add_repo(repo, true);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/markitdown");
+    let docx = std::fs::read(fixtures.join("test.docx")).expect("test.docx");
+    let font = std::fs::read(fixtures.join("random.bin")).expect("random.bin");
+    fake.put_file(
+        repo,
+        "README.md",
+        b"# Handbook\nThe deploy window is Tuesday at 10:00.\n",
+    );
+    fake.put_file(
+        repo,
+        "docs/oncall.md",
+        b"# On call\nPage the secondary after 15 minutes.\n",
+    );
+    fake.put_file(repo, "docs/design.docx", &docx);
+    fake.put_file(
+        repo,
+        "src/main.rs",
+        b"fn main() { println!(\"retry budget: 3\"); }\n",
+    );
+    // A binary no parser reads: never listed.
+    fake.put_file(repo, "assets/brand.woff2", &font);
+    let stall = fake.open_issue(
+        repo,
+        "Deploys stall at 90 percent",
+        "Every deploy since Monday hangs at 90 percent for ten minutes.",
+        "ana",
+        &["bug", "ops"],
+        false,
+    );
+    fake.comment(
+        repo,
+        stall,
+        "bo",
+        "The build cache was cold; warming it before the deploy removed the stall.",
+    );
+    let retries = fake.open_issue(
+        repo,
+        "Raise the retry budget to five",
+        "Flaky uploads need more retries.",
+        "bo",
+        &["enhancement"],
+        true,
+    );
+    fake.comment(
+        repo,
+        retries,
+        "ana",
+        "Approved once the canary deployment passes.",
+    );
+
+    // No automatic retry during the test: each run is one the test starts.
+    let server = Server::start_with(&[
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
+    ]);
+    let key = server.key("conn-github", &[]);
+    server.ready_database(&key, "gh").await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "github", "database": "gh",
+               "credentials": {"token": token, "api_url": fake.api_url()}}),
+    )
+    .await;
+    let found = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    let resources = plain(&found, 200)["resources"]
+        .as_array()
+        .expect("resources")
+        .clone();
+    assert_eq!(resources.len(), 202, "two per repository: {found:#?}");
+    let files = resources
+        .iter()
+        .find(|r| r["id"] == repo)
+        .expect("the repository");
+    assert_eq!(
+        (
+            files["resource_type"].clone(),
+            files["metadata"]["default_branch"].clone(),
+            files["metadata"]["private"].clone()
+        ),
+        (json!("repository"), json!("main"), json!(true)),
+        "{files:#?}"
+    );
+    let issues_id = format!("{repo}/issues");
+    let issues = resources
+        .iter()
+        .find(|r| r["id"] == issues_id.as_str())
+        .expect("its issues");
+    assert_eq!(issues["resource_type"], "issues", "{issues:#?}");
+    assert!(!found.body.to_string().contains(token));
+    // An app installation token has no user: its installation's repositories are offered.
+    let preview = server
+        .post(
+            "/connector-discovery",
+            &key,
+            json!({"provider": "github",
+                   "credentials": {"token": "ghs_installation", "api_url": fake.api_url()}}),
+        )
+        .await;
+    assert_eq!(
+        plain(&preview, 200)["resources"]
+            .as_array()
+            .expect("resources")
+            .len(),
+        202,
+        "{preview:#?}"
+    );
+
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": repo}, {"resource_id": issues_id}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(
+        status["runs"][0]["added"], 6,
+        "4 files, an issue and a pull request: {status:#?}"
+    );
+    let sources = listed(&server, &key, "gh").await;
+    let mut paths: Vec<&str> = sources
+        .iter()
+        .filter(|s| s["additional_metadata"]["kind"] == "file")
+        .filter_map(|s| s["additional_metadata"]["path"].as_str())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "README.md",
+            "docs/design.docx",
+            "docs/oncall.md",
+            "src/main.rs"
+        ]
+    );
+    let issue = sources
+        .iter()
+        .find(|s| s["additional_metadata"]["number"] == stall)
+        .expect("the issue");
+    assert_eq!(
+        (
+            issue["additional_metadata"]["kind"].clone(),
+            issue["additional_metadata"]["labels"].clone(),
+            issue["additional_metadata"]["author"].clone(),
+            issue["additional_metadata"]["repository"].clone(),
+        ),
+        (
+            json!("issue"),
+            json!(["bug", "ops"]),
+            json!("ana"),
+            json!(repo)
+        ),
+        "{issue:#?}"
+    );
+    let pull = sources
+        .iter()
+        .find(|s| s["additional_metadata"]["number"] == retries)
+        .expect("the pull request");
+    assert_eq!(pull["additional_metadata"]["kind"], "pull_request");
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "gh", None, &ids).await;
+
+    let file_filter = json!({"kind": "file", "repository": repo});
+    let chunks = github_query(
+        &server,
+        &key,
+        "when is the deploy window",
+        file_filter.clone(),
+    )
+    .await;
+    assert!(
+        chunks[0]["chunk_content"].to_string().contains("Tuesday"),
+        "{chunks:#?}"
+    );
+    let chunks = github_query(
+        &server,
+        &key,
+        "why did the deploys stall and what fixed it",
+        json!({"kind": "issue"}),
+    )
+    .await;
+    assert!(
+        chunks[0]["chunk_content"]
+            .to_string()
+            .contains("build cache was cold"),
+        "the comment is in the issue's text: {chunks:#?}"
+    );
+    let chunks = github_query(
+        &server,
+        &key,
+        "when is the retry budget change approved",
+        json!({"kind": "pull_request", "repository": repo}),
+    )
+    .await;
+    assert!(
+        chunks[0]["chunk_content"].to_string().contains("canary"),
+        "{chunks:#?}"
+    );
+
+    // A commit changes one file and deletes another, and the issue gets a comment: only those
+    // are read again; the deleted file leaves.
+    fake.put_file(
+        repo,
+        "README.md",
+        b"# Handbook\nThe deploy window moved to Thursday at 14:00.\n",
+    );
+    fake.remove_file(repo, "src/main.rs");
+    fake.comment(
+        repo,
+        stall,
+        "cy",
+        "Root cause: the runner image lacked the cache mount.",
+    );
+    let before = fake.exchanges().len();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 1).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!(0), json!(2), json!(1)),
+        "{status:#?}"
+    );
+    let exchanges = fake.exchanges();
+    assert_eq!(
+        github_calls(&exchanges, before, BLOBS).len(),
+        1,
+        "only the changed file is read"
+    );
+    assert_eq!(
+        github_calls(&exchanges, before, ISSUE).len(),
+        1,
+        "only the commented issue is read"
+    );
+    let sources = listed(&server, &key, "gh").await;
+    assert!(!sources
+        .iter()
+        .any(|s| s["additional_metadata"]["path"] == "src/main.rs"));
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "gh", None, &ids).await;
+    let chunks = github_query(&server, &key, "when is the deploy window", file_filter).await;
+    assert!(
+        chunks[0]["chunk_content"].to_string().contains("Thursday"),
+        "{chunks:#?}"
+    );
+    let chunks = github_query(
+        &server,
+        &key,
+        "what was the root cause of the stall",
+        json!({"kind": "issue", "number": stall}),
+    )
+    .await;
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c["chunk_content"].to_string().contains("runner image")),
+        "{chunks:#?}"
+    );
+
+    // Nothing changed, and the tree now comes truncated (walked a tree at a time): nothing is
+    // read or dispatched.
+    fake.set_truncated_trees(true);
+    let before = fake.exchanges().len();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    let run = &status["runs"][0];
+    assert_eq!(
+        (
+            status["status"].clone(),
+            run["added"].clone(),
+            run["updated"].clone(),
+            run["deleted"].clone()
+        ),
+        (json!("healthy"), json!(0), json!(0), json!(0)),
+        "{status:#?}"
+    );
+    let exchanges = fake.exchanges();
+    assert!(github_calls(&exchanges, before, BLOBS).is_empty());
+    assert!(github_calls(&exchanges, before, ISSUE).is_empty());
+    let walked = github_calls(&exchanges, before, TREES)
+        .iter()
+        .filter(|e| e.query.is_empty())
+        .count();
+    assert!(walked >= 3, "the root, docs and assets: {walked}");
+
+    // Rate limited: the sync stops at the first refusal of each resource (and asks when the
+    // limit resets, which GitHub does not count), the connector is degraded and says until when.
+    fake.set_rate_limited(true);
+    let before = fake.exchanges().len();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 3).await;
+    assert_eq!(
+        (status["status"].clone(), status["lifecycle"].clone()),
+        (json!("degraded"), json!("active")),
+        "{status:#?}"
+    );
+    let message = status["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("rate limit") && message.contains("2030-01-01T00:00:00Z"),
+        "{status:#?}"
+    );
+    assert!(
+        status["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .all(|r| r["retryable"] == true),
+        "{status:#?}"
+    );
+    let asked = fake.exchanges().len() - before;
+    assert!(asked <= 4, "no hammering: {asked} requests");
+    fake.set_rate_limited(false);
+
+    // The limit lifted: healthy again, and the unchanged issues cost a 304.
+    let not_modified = fake.not_modified();
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 4).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(status["runs"][0]["updated"], 0, "{status:#?}");
+    assert!(fake.not_modified() > not_modified, "a conditional request");
+
+    // A revoked token is a reconnect; no token appears in what engram answers.
+    let revoked = "ghp_revokedValue999";
+    rejected_credentials_are_a_reconnect(&server, &key, &id, json!({ "token": revoked }), 5).await;
+    let status = server.get(&format!("/connectors/{id}/status"), &key).await;
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    for answer in [status.body.to_string(), connector.body.to_string()] {
+        assert!(
+            !answer.contains(revoked) && !answer.contains(token),
+            "{answer}"
+        );
+    }
+
+    // Everything the connector asked and the fake answered, held to GitHub's description.
+    assert_conforms(&fake.exchanges());
+}

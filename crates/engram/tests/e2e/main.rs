@@ -16,6 +16,7 @@ mod databases;
 mod errors;
 mod faults;
 mod fields;
+mod github_fake;
 mod graph;
 mod ingest;
 mod limits;
