@@ -280,7 +280,8 @@ fn field_terms(field: Field, map: &Map<String, Value>, out: &mut Vec<u64>) {
     }
 }
 
-fn terms(chunk: &IndexedChunk) -> Vec<u64> {
+/// A chunk's terms, for an index that holds them itself (the keyword index).
+pub(crate) fn terms(chunk: &IndexedChunk) -> Vec<u64> {
     let facets = &chunk.facets;
     let mut out = Vec::new();
     if let Some(origin) = facets.origin {
@@ -292,6 +293,43 @@ fn terms(chunk: &IndexedChunk) -> Vec<u64> {
     field_terms(Field::Metadata, &facets.metadata, &mut out);
     field_terms(Field::Additional, &facets.additional_metadata, &mut out);
     out
+}
+
+/// `filter`'s item conditions as terms an index holding [`terms`] can look up: every inner
+/// list's terms are alternatives, and every list must be met. `None` when a condition is not a
+/// plain value (null, an access rule) or names item ids or titles; then the caller applies the
+/// chunk set of [`Facets::passing`] instead.
+pub(crate) fn lookup(filter: &ChunkFilter) -> Option<Vec<Vec<u64>>> {
+    if !filter.ids.is_empty() || !filter.titles.is_empty() {
+        return None;
+    }
+    let mut all = Vec::new();
+    if let Some(origin) = filter.origin {
+        all.push(vec![hash(&Item::Origin(origin.as_str()))]);
+    }
+    if filter.apps {
+        all.push(vec![hash(&Item::App)]);
+    }
+    let conditions = (filter.metadata.iter().map(|c| (Field::Metadata, c))).chain(
+        filter
+            .additional_metadata
+            .iter()
+            .map(|c| (Field::Additional, c)),
+    );
+    for (field, (key, value)) in conditions {
+        let values: &[Value] = match value {
+            FilterValue::Eq(v) => std::slice::from_ref(v),
+            FilterValue::In(values) => values,
+            FilterValue::Readable(_) => return None,
+        };
+        let mut any = Vec::with_capacity(values.len());
+        for value in values {
+            let text = canonical(value)?;
+            any.push(hash(&(field, key.as_str(), Part::Value(&text))));
+        }
+        all.push(any);
+    }
+    Some(all)
 }
 
 /// Every database's item terms, following the feed beside the keyword and vector indexes.
@@ -507,6 +545,30 @@ mod tests {
         assert_eq!(facets.passing(&db(), &ids), None, "ids are the store's");
         let other = DatabaseId::from_trusted("other".to_owned());
         assert!(keys(facets.passing(&other, &eq("team", json!("red")))).is_empty());
+    }
+
+    #[test]
+    fn plain_values_become_terms_to_look_up() {
+        let red = filter(vec![("team", FilterValue::Eq(json!("red")))]);
+        let chunk1 = chunk(
+            1,
+            ItemOrigin::File,
+            json!({"team": "red", "n": 1}),
+            json!({}),
+        );
+        let held = terms(&chunk1);
+        let wanted = lookup(&red).unwrap();
+        assert_eq!(wanted.len(), 1);
+        assert!(wanted[0].iter().all(|t| held.contains(t)));
+        let within = filter(vec![("n", FilterValue::In(vec![json!(1.0), json!(3)]))]);
+        assert!(lookup(&within).unwrap()[0].iter().any(|t| held.contains(t)));
+        // Null and access rules are evaluated on the chunk sets, ids and titles by the store.
+        assert_eq!(
+            lookup(&filter(vec![("team", FilterValue::Eq(Value::Null))])),
+            None
+        );
+        let readable = filter(vec![("team", FilterValue::Readable(vec!["u".into()]))]);
+        assert_eq!(lookup(&readable), None);
     }
 
     #[test]

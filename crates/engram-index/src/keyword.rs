@@ -19,7 +19,7 @@ use engram_types::DatabaseId;
 use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::indexer::IndexWriterOptions;
 use tantivy::query::{
-    BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery, TermSetQuery,
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, TermQuery, TermSetQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, STRING,
@@ -116,6 +116,8 @@ struct Fields {
     title: Field,
     collection: Field,
     kind: Field,
+    /// The item conditions' terms (`facets::terms`): a selective filter is a clause over them.
+    item_terms: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -130,6 +132,7 @@ fn schema() -> (Schema, Fields) {
     let title = builder.add_text_field("title", words);
     let collection = builder.add_text_field("collection", STRING);
     let kind = builder.add_text_field("kind", STRING);
+    let item_terms = builder.add_u64_field("item_terms", NumericOptions::default().set_indexed());
     (
         builder.build(),
         Fields {
@@ -138,6 +141,7 @@ fn schema() -> (Schema, Fields) {
             title,
             collection,
             kind,
+            item_terms,
         },
     )
 }
@@ -561,6 +565,12 @@ impl Inner {
             }
             document.add_text(self.fields.collection, chunk.collection.as_str());
             document.add_text(self.fields.kind, chunk.kind.as_str());
+            let mut terms = crate::facets::terms(chunk);
+            terms.sort_unstable();
+            terms.dedup();
+            for term in terms {
+                document.add_u64(self.fields.item_terms, term);
+            }
             writer.add_document(document).map_err(keyword_error)?;
         }
         Ok(())
@@ -617,6 +627,25 @@ impl Inner {
             return best(limit);
         };
         let documents = usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX);
+        if only.len().saturating_mul(BROAD) < documents && !filter.item_terms.is_empty() {
+            // Selective, of plain values: the matches among the documents holding the
+            // conditions' terms (their postings lead the intersection), scored as without them.
+            let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, query.box_clone())];
+            for any in &filter.item_terms {
+                let terms = any
+                    .iter()
+                    .map(|t| Term::from_field_u64(self.fields.item_terms, *t));
+                let held: Box<dyn Query> = Box::new(TermSetQuery::new(terms));
+                clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(held, 0.0))));
+            }
+            let top = searcher
+                .search(
+                    &BooleanQuery::new(clauses),
+                    &TopDocs::with_limit(limit).order_by_score(),
+                )
+                .map_err(keyword_error)?;
+            return chunk_keys(&searcher, top);
+        }
         if only.len().saturating_mul(BROAD) < documents {
             // Selective: every match is scored, those outside `only` skipped by their key.
             let keys = only.clone();
@@ -629,9 +658,13 @@ impl Inner {
             return chunk_keys(&searcher, top);
         }
         // Broad: the best matches are ranked as without it (block-max WAND), a page sized for
-        // the share `only` holds, and kept when it holds them; a short page grows.
-        let share = documents / only.len().max(1) + 1;
-        let mut page = limit.saturating_mul(2 * share).max(64).min(documents);
+        // the share `only` holds (a quarter more, and a margin), and kept when it holds them; a
+        // short page grows.
+        let page = limit.saturating_mul(documents) / only.len().max(1);
+        let mut page = page
+            .saturating_add(page / 4)
+            .saturating_add(32)
+            .min(documents);
         loop {
             let ranked = best(page)?;
             let exhausted = ranked.len() < page || page == documents;
@@ -842,6 +875,62 @@ mod tests {
             current,
             ..ChunkChanges::default()
         })
+    }
+
+    #[tokio::test]
+    async fn a_filter_is_applied_inside_the_index_whatever_its_share() {
+        use engram_store::{ChunkFilter, FilterValue};
+        use serde_json::json;
+        let index = TantivyKeywordIndex::new();
+        // 200 chunks about otters; 1 in 100 red, 1 in 2 blue.
+        let chunks = (0..200i64)
+            .map(|k| {
+                let mut c = chunk("db", k, if k % 3 == 0 { "otter otter" } else { "otter" });
+                let colour = if k % 100 == 7 {
+                    "red"
+                } else if k % 2 == 0 {
+                    "blue"
+                } else {
+                    "grey"
+                };
+                c.facets.metadata = json!({ "colour": colour }).as_object().cloned().unwrap();
+                c
+            })
+            .collect();
+        index.apply(page(Vec::new(), chunks)).await.unwrap();
+        let database = DatabaseId::from_trusted("db".to_owned());
+        let otter = LexicalQuery {
+            terms: vec!["otter".to_owned()],
+            operator: TermOperator::Or,
+        };
+        let colour = |c: &str| ChunkFilter {
+            metadata: vec![("colour".into(), FilterValue::Eq(json!(c)))],
+            ..ChunkFilter::default()
+        };
+        let search = |filter: IndexFilter, only: Keys| {
+            let (index, database, otter) = (&index, &database, &otter);
+            async move {
+                let found = index
+                    .search(database, otter, &filter, 10, Some(Arc::new(only)))
+                    .await
+                    .unwrap();
+                found.into_iter().map(|(k, _)| k.0).collect::<Vec<i64>>()
+            }
+        };
+        let red: Keys = [ChunkKey(7), ChunkKey(107)].into_iter().collect();
+        // Selective: through the terms the index holds, or by key when it holds none.
+        let mut by_terms = search(IndexFilter::from(&colour("red")), red.clone()).await;
+        by_terms.sort_unstable();
+        assert_eq!(by_terms, [7, 107]);
+        let mut by_key = search(IndexFilter::default(), red).await;
+        by_key.sort_unstable();
+        assert_eq!(by_key, [7, 107]);
+        // Broad: ranked as without it, the passing kept; the best first.
+        let blue: Keys = (0..200i64).step_by(2).map(ChunkKey).collect();
+        let found = search(IndexFilter::from(&colour("blue")), blue.clone()).await;
+        assert_eq!(found.len(), 10);
+        assert!(found.iter().all(|k| k % 2 == 0));
+        assert!(found[..5].iter().all(|k| k % 3 == 0), "{found:?}");
     }
 
     #[tokio::test]

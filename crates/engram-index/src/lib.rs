@@ -66,6 +66,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub struct IndexFilter {
     pub kinds: Vec<ItemKind>,
     pub collections: Vec<String>,
+    /// The item conditions as terms (see `facets::lookup`), for an index that holds them; empty
+    /// when there are none or they are not all plain values.
+    pub item_terms: Vec<Vec<u64>>,
 }
 
 impl IndexFilter {
@@ -88,6 +91,7 @@ impl From<&ChunkFilter> for IndexFilter {
                 .iter()
                 .map(|c| c.as_str().to_owned())
                 .collect(),
+            item_terms: facets::lookup(filter).unwrap_or_default(),
         }
     }
 }

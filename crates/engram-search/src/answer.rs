@@ -17,7 +17,7 @@ use crate::{RankedChunk, Retriever, SearchError, SearchRequest};
 
 /// A stage of answering a query. Stages may overlap (the query is embedded while the keyword
 /// index is searched), so their times need not add up to the whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stage {
     /// The derived indexes catching up with the store's change feed.
     CatchUp,

@@ -255,6 +255,7 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         let count = args.queries;
         async move {
             let mut latencies = Vec::with_capacity(count);
+            let mut stages: HashMap<engram_app::Stage, Vec<f64>> = HashMap::new();
             // Warm-up: page the store and the index in.
             let ask = |q: &str| {
                 let mut request = request(q, method, filtered, graph);
@@ -272,16 +273,22 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
                 let outcome = app.query(&who, &db, ask(q)).await?;
                 latencies.push(started.elapsed().as_secs_f64() * 1000.0);
                 anyhow::ensure!(!outcome.chunks.is_empty(), "no results for {q}");
+                for timing in &outcome.timings {
+                    stages
+                        .entry(timing.stage)
+                        .or_default()
+                        .push(timing.elapsed.as_secs_f64() * 1000.0);
+                }
             }
             latencies.sort_by(f64::total_cmp);
-            Ok::<_, anyhow::Error>(latencies)
+            Ok::<_, anyhow::Error>((latencies, stage_medians(stages)))
         }
     };
-    let hybrid = run(Method::Hybrid, None, false, None).await?;
-    let graph = run(Method::Hybrid, None, true, None).await?;
-    let asked = run(Method::Hybrid, None, false, Some(false)).await?;
-    let lane = run(Method::Hybrid, None, false, Some(true)).await?;
-    let bm25 = run(Method::Text, None, false, None).await?;
+    let (hybrid, hybrid_stages) = run(Method::Hybrid, None, false, None).await?;
+    let graph = run(Method::Hybrid, None, true, None).await?.0;
+    let asked = run(Method::Hybrid, None, false, Some(false)).await?.0;
+    let lane = run(Method::Hybrid, None, false, Some(true)).await?.0;
+    let bm25 = run(Method::Text, None, false, None).await?.0;
     let mut filtered = Vec::new();
     for (name, key) in SELECTIVITIES {
         filtered.push((name, run(Method::Hybrid, Some(key), false, None).await?));
@@ -308,14 +315,18 @@ pub(crate) async fn query(args: QueryBench, mut config: Config) -> anyhow::Resul
         line(name, l);
     }
     let unfiltered = percentile(&hybrid, 50.0);
-    for (name, l) in &filtered {
+    for (name, (l, _)) in &filtered {
         line(&format!("fast hybrid, filter passing {name}"), l);
+    }
+    report!("  stage p50s (ms), unfiltered: {hybrid_stages}");
+    for (name, (_, stages)) in &filtered {
+        report!("  stage p50s (ms), passing {name}: {stages}");
     }
     report!(
         "  filtered p50 against unfiltered: {}",
         filtered
             .iter()
-            .map(|(name, l)| format!("{name} {:.2}x", percentile(l, 50.0) / unfiltered))
+            .map(|(name, (l, _))| format!("{name} {:.2}x", percentile(l, 50.0) / unfiltered))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -366,6 +377,23 @@ async fn sampled(real: &Models, texts: Vec<String>, sample: usize) -> anyhow::Re
         query_embedder: real.query_embedder.clone(),
         tokens: real.tokens.clone(),
     })
+}
+
+/// Each stage's median time, in the order stages run (`keyword 1.20, vector 0.80, …`).
+fn stage_medians(mut stages: HashMap<engram_app::Stage, Vec<f64>>) -> String {
+    let mut medians: Vec<(engram_app::Stage, f64)> = stages
+        .iter_mut()
+        .map(|(stage, times)| {
+            times.sort_by(f64::total_cmp);
+            (*stage, percentile(times, 50.0))
+        })
+        .collect();
+    medians.sort_by_key(|m| m.0);
+    medians
+        .iter()
+        .map(|(stage, ms)| format!("{} {ms:.2}", stage.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The filtered variants: what share of the chunks each passes, and the
