@@ -338,3 +338,26 @@ if $for_tests; then
     echo "setup: Node.js 20 or later is missing: the test against a real local model will be skipped" >&2
   fi
 fi
+
+# A real OAuth 2.0 authorization server for the connectors' OAuth client tests: npm's
+# oidc-provider (MIT, OpenID certified), pinned by scripts/oauth-server's lockfile, run by its
+# server.mjs. It needs Node.js 20.19 or later; without it the OAuth tests fail and say so.
+oauth_server_dir="$cache/oauth-server"
+oauth_server_src="$(dirname "$0")/oauth-server"
+if $for_tests; then
+  if need node && need npm && node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+    lock_sha="$(sha256sum <"$oauth_server_src/package-lock.json" | cut -d' ' -f1)"
+    if [ "$(cat "$oauth_server_dir/.stamp" 2>/dev/null)" != "$lock_sha" ]; then
+      echo "setup: installing oidc-provider for the OAuth tests" >&2
+      staged="$(mktemp -d "$cache/.oauth-server.XXXXXX")"
+      cp "$oauth_server_src/package.json" "$oauth_server_src/package-lock.json" "$staged/"
+      (cd "$staged" && npm ci --silent --omit=dev --ignore-scripts --no-audit --no-fund >&2)
+      echo "$lock_sha" >"$staged/.stamp"
+      rm -rf "$oauth_server_dir"
+      mv "$staged" "$oauth_server_dir"
+    fi
+    cp "$oauth_server_src/server.mjs" "$oauth_server_dir/server.mjs"
+  else
+    echo "setup: Node.js 20.19 or later (with npm) is missing: the OAuth connector tests will fail until it is installed" >&2
+  fi
+fi

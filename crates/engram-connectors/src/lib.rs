@@ -11,6 +11,7 @@ mod folder;
 mod git;
 mod github;
 mod imap;
+pub mod oauth;
 mod postgres;
 mod s3;
 mod vault;
