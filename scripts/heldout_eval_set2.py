@@ -65,7 +65,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from heldout_eval_set import check, clean, write  # noqa: E402  (the first set's helpers)
+from heldout_eval_set import check, clean, split_and_write, write  # noqa: E402  (the first set's helpers)
 
 SNAPSHOT_REPO = "Chetan-Prasad/IR-Lucene_Cran"
 SNAPSHOT_COMMIT = "63a55e212ea4aa503832fa31448015bf14d26113"
@@ -158,27 +158,7 @@ def main() -> None:
     corpus, queries, qrels = build(read_source(args.source))
     check(corpus, queries, qrels)
 
-    order = sorted(queries, key=lambda q: hashlib.sha256((SPLIT_SALT + q["_id"]).encode()).hexdigest())
-    tune_ids = {q["_id"] for q in order[: len(order) // 2]}
-
-    for name in ("all", "tune", "heldout", "peers-tune", "peers-heldout"):
-        path = out / name
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path)
-    write(out / "all", corpus, queries, qrels)
-    for name, keep in (("tune", lambda q: q in tune_ids), ("heldout", lambda q: q not in tune_ids)):
-        write(out / name, None, [q for q in queries if keep(q["_id"])], [r for r in qrels if keep(r[0])])
-        shutil.copyfile(out / "all" / "corpus.jsonl", out / name / "corpus.jsonl")
-        (out / f"peers-{name}").mkdir()
-        (out / f"peers-{name}" / "scifact").symlink_to(pathlib.Path("..") / name)
-
-    n_tune = len(tune_ids)
-    q_tune = sum(q in tune_ids for q, _ in qrels)
-    print(f"{len(corpus)} docs, {len(queries)} queries, {len(qrels)} qrels in {out}/all; "
-          f"tune {n_tune} queries / {q_tune} qrels, heldout {len(queries) - n_tune} queries / "
-          f"{len(qrels) - q_tune} qrels")
+    split_and_write(out, corpus, queries, qrels, SPLIT_SALT)
 
 
 if __name__ == "__main__":
