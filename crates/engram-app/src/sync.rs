@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connectors::{clip, new_id};
 use crate::ingest::SyncedItem;
+use crate::oauth::RefreshFailure;
 use crate::{App, AppError, AppResult};
+use engram_connectors::oauth::OAuthCredentials;
 
 /// Longest `sync_blocked_reason`.
 const BLOCKED_REASON_MAX: usize = 1000;
@@ -174,7 +176,18 @@ impl App {
             Ok(credentials) => credentials,
             Err(err) => return Ok(Some(blocked(err.to_string()))),
         };
-        let access = self.access(&connector.id, credentials);
+        let oauth = OAuthCredentials::read(&credentials).is_some();
+        let credentials = match self
+            .refresh_under_lease(connector, lease, credentials, false)
+            .await
+        {
+            Ok(credentials) => credentials,
+            Err(failure) => return self.refresh_failed(failure, connector, interval_next),
+        };
+        let mut access = self.access(&connector.id, OAuthCredentials::provider_view(&credentials));
+        // An OAuth token the provider rejects before its expiry (revoked, or its lifetime
+        // shorter than said) is refreshed once and the resource read again.
+        let mut refreshed_on_rejection = !oauth;
         let resources = self
             .store()
             .list_resources(&connector.org, &connector.id)
@@ -196,10 +209,30 @@ impl App {
                 checked_at: Some(self.now()),
                 ..ResourceState::default()
             };
-            match self
+            let mut run = self
                 .sync_resource(provider, &access, connector, resource, lease, stop)
-                .await?
+                .await?;
+            if matches!(run, ResourceRun::Failed(ProviderError::Unauthorized { .. }))
+                && !refreshed_on_rejection
             {
+                refreshed_on_rejection = true;
+                let current = match self.open_credentials(connector).await {
+                    Ok(current) => current,
+                    Err(err) => return Ok(Some(blocked(err.to_string()))),
+                };
+                let credentials = match self
+                    .refresh_under_lease(connector, lease, current, true)
+                    .await
+                {
+                    Ok(credentials) => credentials,
+                    Err(failure) => return self.refresh_failed(failure, connector, interval_next),
+                };
+                access = self.access(&connector.id, OAuthCredentials::provider_view(&credentials));
+                run = self
+                    .sync_resource(provider, &access, connector, resource, lease, stop)
+                    .await?;
+            }
+            match run {
                 ResourceRun::Lost => return Ok(None),
                 ResourceRun::Done { listed, changed } => {
                     state.status = if changed == 0 {
@@ -254,6 +287,49 @@ impl App {
             outcome.next_sync_at = self.retry_at(connector);
         }
         Ok(Some(outcome))
+    }
+
+    /// How a sync ends when its OAuth token could not be refreshed: `needs_reauth` for a grant
+    /// the server refused, a retry later for an outage, blocked for the app's settings; `None`
+    /// when the lease was lost meanwhile.
+    fn refresh_failed(
+        &self,
+        failure: RefreshFailure,
+        connector: &ConnectorRecord,
+        interval_next: UnixMs,
+    ) -> AppResult<Option<SyncOutcome>> {
+        let reason = match failure {
+            RefreshFailure::Lost => return Ok(None),
+            RefreshFailure::App(err) => return Err(err),
+            RefreshFailure::Reauthorize(reason) => {
+                return Ok(Some(SyncOutcome {
+                    error: clip(&reason, BLOCKED_REASON_MAX),
+                    action: format!(
+                        "Authorize the connector again (POST /connectors/{}/oauth/start) or give new credentials.",
+                        connector.id
+                    ),
+                    needs_reauth: Some(clip(&reason, BLOCKED_REASON_MAX)),
+                    next_sync_at: interval_next,
+                    ..SyncOutcome::default()
+                }))
+            }
+            RefreshFailure::Transient(reason) => {
+                return Ok(Some(SyncOutcome {
+                    error: clip(&reason, BLOCKED_REASON_MAX),
+                    action: "None needed: engram retries.".into(),
+                    next_sync_at: self.retry_at(connector),
+                    ..SyncOutcome::default()
+                }))
+            }
+            RefreshFailure::Blocked(reason) => reason,
+        };
+        Ok(Some(SyncOutcome {
+            error: reason.clone(),
+            action: "Fix the connector's OAuth settings, then update it.".into(),
+            blocked: Some(clip(&reason, BLOCKED_REASON_MAX)),
+            next_sync_at: interval_next,
+            ..SyncOutcome::default()
+        }))
     }
 
     /// One resource's pass from where it stopped.

@@ -616,6 +616,13 @@ pub struct ConnectorsConfig {
     /// Delay before a failed sync is tried again (ms); doubles per failure up to the interval.
     #[serde(rename = "retry_base_ms", with = "millis")]
     pub retry_base: Duration,
+    /// The address users reach this instance at (`https://engram.example.com`), for the OAuth
+    /// callback every provider's app registers: `<public_url>/connectors/oauth/callback`.
+    /// Empty: taken from the `Host` header of the request starting the authorization (http).
+    pub public_url: String,
+    /// How long before an OAuth access token expires it is refreshed (ms).
+    #[serde(rename = "oauth_refresh_margin_ms", with = "millis")]
+    pub oauth_refresh_margin: Duration,
 }
 
 impl std::fmt::Debug for ConnectorsConfig {
@@ -640,6 +647,8 @@ impl std::fmt::Debug for ConnectorsConfig {
             .field("poll", &self.poll)
             .field("lease", &self.lease)
             .field("retry_base", &self.retry_base)
+            .field("public_url", &self.public_url)
+            .field("oauth_refresh_margin", &self.oauth_refresh_margin)
             .finish()
     }
 }
@@ -656,6 +665,8 @@ impl Default for ConnectorsConfig {
             poll: Duration::from_millis(1_000),
             lease: Duration::from_millis(60_000),
             retry_base: Duration::from_millis(30_000),
+            public_url: String::new(),
+            oauth_refresh_margin: Duration::from_millis(300_000),
         }
     }
 }

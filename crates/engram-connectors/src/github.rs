@@ -141,16 +141,21 @@ impl GitHubProvider {
                     "properties": {
                         "token": {"type": "string", "minLength": 1},
                         "access_token": {"type": "string", "minLength": 1},
-                        "api_url": {"type": "string", "pattern": "^https?://"}
+                        "api_url": {"type": "string", "pattern": "^https?://"},
+                        "oauth": crate::oauth::credential_schema()
                     },
-                    "anyOf": [{"required": ["token"]}, {"required": ["access_token"]}],
+                    "anyOf": [{"required": ["token"]}, {"required": ["access_token"]}, {"required": ["oauth"]}],
                     "additionalProperties": false
                 }),
                 setup_guide: "Give a `token`: a fine-grained personal access token with read access to \
                     the repositories' Contents, Issues, Pull requests and Metadata (or a classic token with \
                     the `repo` scope; `public_repo` for public repositories only), or a GitHub App \
-                    installation token. For GitHub Enterprise Server set `api_url` to \
-                    https://HOST/api/v3. Discovery offers each repository twice: `owner/name` (its files at \
+                    installation token. Or authorize with OAuth: `oauth` with your OAuth app's `client_id` and \
+                    `client_secret` (its callback URL set to engram's /connectors/oauth/callback), then \
+                    POST /connectors/{id}/oauth/start and open the URL it answers (scopes `repo read:org`); \
+                    engram refreshes the token itself. For GitHub Enterprise Server set `api_url` to \
+                    https://HOST/api/v3 (and `oauth.authorization_url`, `oauth.token_url` to its \
+                    /login/oauth/authorize and /login/oauth/access_token). Discovery offers each repository twice: `owner/name` (its files at \
                     the default branch; `filters.branch` picks another, `filters.paths` keeps files under \
                     the given path prefixes, `filters.max_file_bytes` skips larger files) and \
                     `owner/name/issues` (its issues and pull requests with their comments; \
@@ -1142,6 +1147,20 @@ impl GitHubProvider {
 impl Provider for GitHubProvider {
     fn info(&self) -> &ProviderInfo {
         &self.info
+    }
+
+    fn oauth(&self) -> Option<crate::oauth::ProviderOAuth> {
+        // GitHub's OAuth apps (and GitHub Apps acting for a user): the token endpoint takes the
+        // client's id and secret in the form; `repo` reads private repositories' contents and
+        // issues, `read:org` the organizations' repositories. GitHub Enterprise Server serves
+        // the same paths on its own host (`oauth.authorization_url`, `oauth.token_url`).
+        Some(crate::oauth::ProviderOAuth {
+            authorization_endpoint: "https://github.com/login/oauth/authorize",
+            token_endpoint: "https://github.com/login/oauth/access_token",
+            scope: "repo read:org",
+            client_auth: crate::oauth::ClientAuth::Post,
+            extra_authorization_params: &[],
+        })
     }
 
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError> {

@@ -11,6 +11,8 @@ mod folder;
 mod git;
 mod github;
 mod imap;
+mod linear;
+mod notion;
 pub mod oauth;
 mod postgres;
 mod s3;
@@ -26,6 +28,8 @@ pub use folder::FolderProvider;
 pub use git::GitProvider;
 pub use github::GitHubProvider;
 pub use imap::ImapProvider;
+pub use linear::LinearProvider;
+pub use notion::NotionProvider;
 pub use postgres::PostgresProvider;
 pub use s3::S3Provider;
 pub use vault::{SealError, Sealer, KEY_FILE};
@@ -234,6 +238,12 @@ impl Known for NothingKnown {
 pub trait Provider: Send + Sync {
     fn info(&self) -> &ProviderInfo;
 
+    /// The provider's OAuth 2.0 authorization server, when its connectors may authorize with
+    /// an `oauth` member in their credentials (see [`oauth`]); `None` for tokens only.
+    fn oauth(&self) -> Option<oauth::ProviderOAuth> {
+        None
+    }
+
     /// The resources the account offers, checking the credentials on the way.
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError>;
 
@@ -281,6 +291,8 @@ impl Catalog {
             Box::new(S3Provider::new()),
             Box::new(ImapProvider::new()),
             Box::new(GitHubProvider::new()),
+            Box::new(NotionProvider::new()),
+            Box::new(LinearProvider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));

@@ -424,6 +424,37 @@ impl OAuthClient {
         form: &[(&str, &str)],
         sent: &[&Secret],
     ) -> Result<TokenSet, OAuthError> {
+        let (headers, body) = self.token_form(form);
+        let mut secrets: Vec<&Secret> = sent.to_vec();
+        if let Some(secret) = &self.config.client_secret {
+            secrets.push(secret);
+        }
+
+        let sent_at = OffsetDateTime::now_utc();
+        let answer = self
+            .outbound
+            .request_read(
+                "POST",
+                &self.config.token_endpoint,
+                &headers,
+                Some(body),
+                TIMEOUT,
+                ANSWER_MAX_BYTES,
+            )
+            .await
+            .map_err(outbound_error)?;
+        read_token_answer(
+            answer.status,
+            answer.content_type.as_deref(),
+            &answer.body,
+            sent_at,
+            &secrets,
+        )
+    }
+
+    /// The headers and form body of a token request: `form` and the client's authentication.
+    /// (Built apart from the request: the form serializer is not `Send`.)
+    fn token_form(&self, form: &[(&str, &str)]) -> (Vec<(&'static str, String)>, Vec<u8>) {
         let mut body = url::form_urlencoded::Serializer::new(String::new());
         body.extend_pairs(form);
         let mut headers = vec![
@@ -432,6 +463,10 @@ impl OAuthClient {
                 "application/x-www-form-urlencoded".to_owned(),
             ),
             ("accept", "application/json".to_owned()),
+            // A fresh connection per token request: a pooled one the server has closed fails
+            // as "connection reset" with the request perhaps received, and a refresh is not
+            // safe to send twice (its token rotates). Token requests are rare.
+            ("connection", "close".to_owned()),
         ];
         match (&self.config.client_secret, self.config.client_auth) {
             (Some(secret), ClientAuth::Basic) => {
@@ -454,31 +489,7 @@ impl OAuthClient {
                 body.append_pair("client_id", &self.config.client_id);
             }
         }
-        let mut secrets: Vec<&Secret> = sent.to_vec();
-        if let Some(secret) = &self.config.client_secret {
-            secrets.push(secret);
-        }
-
-        let sent_at = OffsetDateTime::now_utc();
-        let answer = self
-            .outbound
-            .request_read(
-                "POST",
-                &self.config.token_endpoint,
-                &headers,
-                Some(body.finish().into_bytes()),
-                TIMEOUT,
-                ANSWER_MAX_BYTES,
-            )
-            .await
-            .map_err(outbound_error)?;
-        read_token_answer(
-            answer.status,
-            answer.content_type.as_deref(),
-            &answer.body,
-            sent_at,
-            &secrets,
-        )
+        (headers, body.finish().into_bytes())
     }
 }
 
@@ -618,6 +629,174 @@ fn scrub(description: &str, secrets: &[&Secret]) -> String {
         out.push('…');
     }
     out
+}
+
+/// A provider's authorization server and what its connectors ask of it: the defaults of a
+/// connector's `oauth` credentials (each endpoint may be overridden there, for a provider's
+/// self-hosted edition or another region).
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderOAuth {
+    pub authorization_endpoint: &'static str,
+    pub token_endpoint: &'static str,
+    /// The scopes asked by default, joined as the provider wants them.
+    pub scope: &'static str,
+    pub client_auth: ClientAuth,
+    pub extra_authorization_params: &'static [(&'static str, &'static str)],
+}
+
+/// The JSON Schema of the `oauth` member of a provider's credentials: the user's own OAuth app
+/// (`client_id`, `client_secret`) and either a `refresh_token` they already hold or nothing
+/// more (engram runs the authorization-code flow, `POST /connectors/{id}/oauth/start`). The
+/// tokens engram obtains are kept in the same object (`access_token`, `refresh_token`,
+/// `expires_at`).
+pub fn credential_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "description": "OAuth 2.0 with your own app: engram refreshes the access token before it expires",
+        "properties": {
+            "client_id": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "client_secret": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "refresh_token": {"type": "string", "minLength": 1, "maxLength": 10000},
+            "access_token": {"type": "string", "minLength": 1, "maxLength": 10000},
+            "expires_at": {"type": "string", "format": "date-time"},
+            "scope": {"type": "string", "maxLength": 2000},
+            "authorization_url": {"type": "string", "pattern": "^https?://", "maxLength": 2000},
+            "token_url": {"type": "string", "pattern": "^https?://", "maxLength": 2000},
+            "issuer": {"type": "string", "minLength": 1, "maxLength": 2000}
+        },
+        "required": ["client_id"],
+        "additionalProperties": false
+    })
+}
+
+/// The `oauth` member of a connector's credentials, read.
+#[derive(Debug, Clone)]
+pub struct OAuthCredentials {
+    pub client_id: String,
+    pub client_secret: Option<Secret>,
+    pub refresh_token: Option<Secret>,
+    pub access_token: Option<Secret>,
+    pub expires_at: Option<OffsetDateTime>,
+    pub scope: Option<String>,
+    pub authorization_url: Option<String>,
+    pub token_url: Option<String>,
+    pub issuer: Option<String>,
+}
+
+impl OAuthCredentials {
+    /// The `oauth` member of `credentials`; `None` when there is none (a plain token).
+    pub fn read(credentials: &Map<String, Value>) -> Option<Self> {
+        let oauth = credentials.get("oauth")?.as_object()?;
+        let text = |name: &str| {
+            oauth
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        Some(Self {
+            client_id: text("client_id").unwrap_or_default(),
+            client_secret: text("client_secret").map(Secret),
+            refresh_token: text("refresh_token").map(Secret),
+            access_token: text("access_token").map(Secret),
+            expires_at: text("expires_at").and_then(|at| {
+                OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339).ok()
+            }),
+            scope: text("scope"),
+            authorization_url: text("authorization_url"),
+            token_url: text("token_url"),
+            issuer: text("issuer"),
+        })
+    }
+
+    /// Whether the access token must be refreshed before use: there is none, or it expires
+    /// within `margin` of `now`. Without a refresh token nothing can be refreshed.
+    pub fn wants_refresh(&self, now: OffsetDateTime, margin: Duration) -> bool {
+        self.refresh_token.is_some()
+            && (self.access_token.is_none() || self.expires_at.is_some_and(|at| at - margin <= now))
+    }
+
+    /// The client of this app on `provider`'s server (or the endpoints the credentials name),
+    /// with `redirect_uri` as the callback (empty to refresh only).
+    pub fn client(
+        &self,
+        provider: &ProviderOAuth,
+        redirect_uri: &str,
+        outbound: Outbound,
+    ) -> Result<OAuthClient, OAuthError> {
+        let endpoint = |given: &Option<String>, default: &str, what: &str| {
+            let at = given.as_deref().unwrap_or(default);
+            Url::parse(at).map_err(|_| OAuthError::Invalid(format!("`oauth.{what}` is not a URL")))
+        };
+        Ok(OAuthClient::new(
+            OAuthConfig {
+                authorization_endpoint: endpoint(
+                    &self.authorization_url,
+                    provider.authorization_endpoint,
+                    "authorization_url",
+                )?,
+                token_endpoint: endpoint(&self.token_url, provider.token_endpoint, "token_url")?,
+                client_id: self.client_id.clone(),
+                client_secret: self.client_secret.clone(),
+                client_auth: provider.client_auth,
+                redirect_uri: redirect_uri.to_owned(),
+                scope: Some(
+                    self.scope
+                        .clone()
+                        .unwrap_or_else(|| provider.scope.to_owned()),
+                )
+                .filter(|s| !s.is_empty()),
+                issuer: self.issuer.clone(),
+                extra_authorization_params: provider
+                    .extra_authorization_params
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            },
+            outbound,
+        ))
+    }
+
+    /// Writes `tokens` into the `oauth` member of `credentials`: the access token, its expiry,
+    /// and the refresh token (the rotated one when the server rotated it), all in one object so
+    /// they are sealed and stored together.
+    pub fn keep(tokens: &TokenSet, credentials: &mut Map<String, Value>) {
+        let entry = credentials
+            .entry("oauth")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        let Some(oauth) = entry.as_object_mut() else {
+            return;
+        };
+        oauth.insert(
+            "access_token".into(),
+            Value::from(tokens.access_token.expose()),
+        );
+        match tokens.expires_at.and_then(|at| {
+            at.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        }) {
+            Some(at) => oauth.insert("expires_at".into(), Value::from(at)),
+            None => oauth.remove("expires_at"),
+        };
+        if let Some(refresh) = &tokens.refresh_token {
+            oauth.insert("refresh_token".into(), Value::from(refresh.expose()));
+        }
+    }
+
+    /// The credentials as a provider reads them: the `oauth` member replaced by the
+    /// `access_token` it holds (absent before the first authorization).
+    pub fn provider_view(credentials: &Map<String, Value>) -> Map<String, Value> {
+        let mut view = credentials.clone();
+        if let Some(oauth) = view.remove("oauth") {
+            if let Some(token) = oauth.get("access_token").filter(|t| t.is_string()) {
+                view.insert("access_token".into(), token.clone());
+            }
+        }
+        view
+    }
 }
 
 #[cfg(test)]

@@ -7,11 +7,7 @@
 //! make the token endpoint fail for a while; everything the client does goes to the server's
 //! standard endpoints, through the outbound client with private addresses allowed.
 
-use std::io::{BufRead, BufReader};
-
 use base64::Engine as _;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use engram_connectors::oauth::{
@@ -19,6 +15,7 @@ use engram_connectors::oauth::{
 };
 use engram_connectors::ProviderError;
 use engram_outbound::{AddressPolicy, Outbound, Url};
+use engram_testkit::{OAuthServer, OAuthServerOptions};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
@@ -28,19 +25,9 @@ const CLIENT_SECRET: &str = "s3cret:with/odd+chars&more";
 const REDIRECT_URI: &str = "http://127.0.0.1:9/oauth/callback";
 const STATE: &str = "con_1.org_1.1800000000.sealed";
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("ENGRAM_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".cache"))
-}
-
-/// A running oidc-provider, killed when dropped.
+/// A running oidc-provider (stopped when dropped) and its endpoints.
 struct AuthServer {
-    child: Child,
+    _process: OAuthServer,
     issuer: String,
     token_endpoint: Url,
     authorization_endpoint: Url,
@@ -53,72 +40,24 @@ impl AuthServer {
     /// Starts a server whose access tokens live `access_ttl` seconds and whose one client
     /// authenticates with `auth_method`.
     async fn start(access_ttl: u64, auth_method: ClientAuth) -> Self {
-        let dir = cache_dir().join("oauth-server");
-        let script = dir.join("server.mjs");
-        assert!(
-            dir.join("node_modules/oidc-provider/package.json")
-                .is_file()
-                && script.is_file(),
-            "oidc-provider is not installed under {}: run `make setup-test` (scripts/setup.sh \
-             with --test installs it from scripts/oauth-server's lockfile; it needs Node.js 20.19 \
-             or later and npm)",
-            dir.display()
-        );
-        let source = workspace().join("scripts/oauth-server");
-        for file in ["server.mjs", "package-lock.json"] {
-            assert!(
-                std::fs::read(dir.join(file)).ok() == std::fs::read(source.join(file)).ok(),
-                "{} differs from scripts/oauth-server/{file}: run `make setup-test` again",
-                dir.join(file).display()
-            );
-        }
         let method = match auth_method {
             ClientAuth::Basic => "client_secret_basic",
             ClientAuth::Post => "client_secret_post",
         };
-        let mut child = Command::new("node")
-            .arg(&script)
-            .args(["--port", "0", "--client-id", CLIENT_ID])
-            .args(["--client-secret", CLIENT_SECRET])
-            .args(["--redirect-uri", REDIRECT_URI, "--auth-method", method])
-            .args(["--access-ttl", &access_ttl.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "Node.js (`node` on PATH) cannot be run ({e}): the OAuth tests need Node.js \
-                     20.19 or later, which `make setup-test` expects"
-                )
-            });
-        let stdout = child.stdout.take().expect("the server's stdout");
-        let stderr = child.stderr.take().expect("the server's stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                // Its warnings about Node's version and the in-memory store are expected.
-                if !line.starts_with("oidc-provider WARNING") {
-                    eprintln!("oauth-server: {line}");
-                }
-            }
+        let process = OAuthServer::start(&OAuthServerOptions {
+            client_id: CLIENT_ID.to_owned(),
+            client_secret: CLIENT_SECRET.to_owned(),
+            redirect_uri: REDIRECT_URI.to_owned(),
+            auth_method: method.to_owned(),
+            access_ttl,
         });
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line.trim().to_owned());
-        });
-        let issuer = rx
-            .recv_timeout(Duration::from_secs(60))
-            .ok()
-            .filter(|l| l.starts_with("http://"))
-            .expect("the OAuth server prints its issuer");
+        let issuer = process.issuer.clone();
         let outbound = Outbound::new(AddressPolicy {
             allow_private: true,
         })
         .expect("outbound client");
         let mut server = Self {
-            child,
+            _process: process,
             issuer: issuer.clone(),
             token_endpoint: Url::parse("http://unset").expect("url"),
             authorization_endpoint: Url::parse("http://unset").expect("url"),
@@ -261,13 +200,6 @@ impl AuthServer {
         assert_eq!(answer.status, 200);
         let answer: Value = serde_json::from_slice(&answer.body).expect("JSON");
         answer["active"] == json!(true)
-    }
-}
-
-impl Drop for AuthServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

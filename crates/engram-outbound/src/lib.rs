@@ -472,14 +472,24 @@ fn classify(err: reqwest::Error, timeout: Duration, url: &Url) -> OutboundError 
     }
     if err.is_timeout() {
         OutboundError::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
-    } else if err.is_connect() {
+    } else {
+        // The innermost cause says what happened ("connection reset", "connection closed
+        // before message completed"); reqwest's own message does not.
         let mut cause: &(dyn StdError + 'static) = &err;
         while let Some(next) = cause.source() {
             cause = next;
         }
-        OutboundError::Connect(format!("{}: {cause}", url.host_str().unwrap_or_default()))
-    } else {
-        OutboundError::Request(err.without_url().to_string())
+        if err.is_connect() {
+            OutboundError::Connect(format!("{}: {cause}", url.host_str().unwrap_or_default()))
+        } else {
+            let cause = cause.to_string();
+            let err = err.without_url();
+            if cause == err.to_string() {
+                OutboundError::Request(cause)
+            } else {
+                OutboundError::Request(format!("{err}: {cause}"))
+            }
+        }
     }
 }
 

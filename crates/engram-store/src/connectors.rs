@@ -480,6 +480,28 @@ pub trait ConnectorStore: Send + Sync {
     ) -> StoreResult<Option<ClaimedSync>>;
     /// Extends the lease; false when it was lost (taken over, paused, deleted): stop.
     async fn renew_sync(&self, lease: &SyncLease, until: UnixMs) -> StoreResult<bool>;
+    /// Takes the connector's lease for `holder` until `until` when no live lease holds it (a
+    /// token refresh outside a sync, so no two instances refresh one connector at once); false
+    /// when one does.
+    async fn take_lease(
+        &self,
+        org: &OrgId,
+        id: &str,
+        holder: &str,
+        now: UnixMs,
+        until: UnixMs,
+    ) -> StoreResult<bool>;
+    /// Replaces the sealed credentials under the lease (a refreshed access token with the
+    /// refresh token the server rotated to, in one write); false (nothing written) when the
+    /// lease was lost. `credentials_updated_at` stays: it marks the user's changes.
+    async fn replace_credentials(
+        &self,
+        lease: &SyncLease,
+        sealed: &[u8],
+        at: UnixMs,
+    ) -> StoreResult<bool>;
+    /// Gives back a lease [`ConnectorStore::take_lease`] took.
+    async fn release_lease(&self, lease: &SyncLease) -> StoreResult<()>;
     /// Versions and provider state of the resource's objects among `native_ids`.
     async fn object_versions(
         &self,
@@ -1208,6 +1230,72 @@ impl<B: Backend> crate::ConnectorStore for SqlStore<B> {
     ) -> crate::StoreResult<bool> {
         let mut conn = self.pool.acquire().await?;
         hold_lease::<B>(&mut conn, lease, until).await
+    }
+
+    async fn take_lease(
+        &self,
+        org: &engram_types::OrgId,
+        id: &str,
+        holder: &str,
+        now: engram_types::UnixMs,
+        until: engram_types::UnixMs,
+    ) -> crate::StoreResult<bool> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let taken = B::execute(
+            &mut tx,
+            Sql::new(
+                "UPDATE connectors SET run_id = $3, lease_until = $5
+             WHERE org_id = $1 AND connector_id = $2
+               AND (lease_until IS NULL OR lease_until < $4)",
+            )
+            .bind(org.as_str())
+            .bind(id)
+            .bind(holder)
+            .bind(now)
+            .bind(until),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(taken == 1)
+    }
+
+    async fn replace_credentials(
+        &self,
+        lease: &crate::SyncLease,
+        sealed: &[u8],
+        at: engram_types::UnixMs,
+    ) -> crate::StoreResult<bool> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        let written = B::execute(
+            &mut tx,
+            Sql::new(
+                "UPDATE connectors SET credentials = $3, updated_at = $4
+             WHERE connector_id = $1 AND run_id = $2 AND lease_until >= $4",
+            )
+            .bind(&lease.connector_id)
+            .bind(&lease.run_id)
+            .bind(sealed.to_vec())
+            .bind(at),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(written == 1)
+    }
+
+    async fn release_lease(&self, lease: &crate::SyncLease) -> crate::StoreResult<()> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        B::execute(
+            &mut tx,
+            Sql::new(
+                "UPDATE connectors SET run_id = NULL, lease_until = NULL
+             WHERE connector_id = $1 AND run_id = $2",
+            )
+            .bind(&lease.connector_id)
+            .bind(&lease.run_id),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn object_versions(

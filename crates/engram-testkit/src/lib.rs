@@ -1,13 +1,16 @@
 //! Test doubles for engram's own tests, so the pipeline, retrieval and delivery logic can be
 //! tested without the model and without waiting on the wall clock: a deterministic embedder
 //! behind the real [`Embedder`] trait, a clock the test moves, a store in a temporary
-//! directory (the real SQLite backend), and a throwaway PostgreSQL cluster with pgvector
-//! ([`TempPostgres`]) for the PostgreSQL backend. Dev-dependency only; never linked into the
+//! directory (the real SQLite backend), a throwaway PostgreSQL cluster with pgvector
+//! ([`TempPostgres`]) for the PostgreSQL backend, and a real OAuth 2.0 authorization server
+//! ([`OAuthServer`], npm's oidc-provider). Dev-dependency only; never linked into the
 //! binary.
 
 #![allow(clippy::unwrap_used)] // test support
 
+mod oauth_server;
 mod postgres;
+pub use oauth_server::{OAuthServer, OAuthServerOptions};
 pub use postgres::TempPostgres;
 
 use std::collections::hash_map::DefaultHasher;

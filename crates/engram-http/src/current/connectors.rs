@@ -34,6 +34,8 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(status))
         .routes(routes!(sync))
         .routes(routes!(rotate_refresh_token))
+        .routes(routes!(oauth_start))
+        .routes(routes!(oauth_callback))
         .routes(routes!(vault))
         .routes(routes!(vault_update))
         .routes(routes!(vault_reveal))
@@ -623,6 +625,68 @@ async fn sync(
         &Ignored::default(),
         Deprecations::default(),
     ))
+}
+
+/// Start an OAuth authorization of the connector with its `oauth` app (`client_id`,
+/// `client_secret` in its credentials): answers the provider's page to send the user to. The
+/// provider sends them back to `redirect_uri` (`connectors.public_url` +
+/// `/connectors/oauth/callback`, else this request's host), which stores the tokens.
+#[utoipa::path(post, path = "/connectors/{id}/oauth/start", tag = "connectors", security(("bearer" = ["admin"])), params(("id" = String, Path)),
+    responses(
+        (status = 200, body = OAuthStarted),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: the provider authorizes with tokens only"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: the credentials hold no `oauth.client_id`"),
+    ))]
+async fn oauth_start(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let started = app.start_oauth(&who, &id, host).await?;
+    Ok(ok(OAuthStarted {
+        connector_id: started.connector_id,
+        authorization_url: started.authorization_url,
+        redirect_uri: started.redirect_uri,
+        expires_at: started.expires_at.rfc3339(),
+    }))
+}
+
+/// Where the provider sends the user back after an OAuth authorization. No API key: the sealed
+/// `state` engram made at the start authenticates it (once, for 10 minutes). The code is
+/// exchanged, the tokens sealed into the connector's credentials (clearing `needs_reauth`), and
+/// a sync starts when the connector has resources.
+#[utoipa::path(get, path = "/connectors/oauth/callback", tag = "connectors",
+    params(
+        ("state" = String, Query, description = "engram's sealed state, as the provider returns it"),
+        ("code" = Option<String>, Query, description = "the authorization code"),
+        ("error" = Option<String>, Query, description = "the provider's refusal (`access_denied`)"),
+    ),
+    responses(
+        (status = 200, body = OAuthAuthorized),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: unknown, used or expired state; the authorization refused"),
+        (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: the provider refused the app (its id or secret)"),
+        (status = 502, body = ErrorEnvelopeDoc, description = "PROVIDER_ERROR: the token endpoint could not be reached"),
+    ))]
+async fn oauth_callback(
+    State(app): State<App>,
+    uri: axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let finished = app.finish_oauth(uri.query().unwrap_or("")).await?;
+    Ok(ok(OAuthAuthorized {
+        message: format!(
+            "connector {} is authorized; you may close this page",
+            finished.connector_id
+        ),
+        connector_id: finished.connector_id,
+        provider: finished.provider,
+        authorized: true,
+        run_id: finished.sync_run_id,
+    }))
 }
 
 /// The hosted service's internal refresh-token rotation: not for API keys.

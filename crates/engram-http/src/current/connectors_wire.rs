@@ -731,3 +731,27 @@ pub(super) struct Revealed {
     #[schema(value_type = Object)]
     pub value: Value,
 }
+
+/// A started OAuth authorization: send the user to `authorization_url`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct OAuthStarted {
+    pub connector_id: String,
+    /// The provider's authorization page, with engram's sealed `state` and a PKCE challenge.
+    pub authorization_url: String,
+    /// The callback address the provider's OAuth app must have registered.
+    pub redirect_uri: String,
+    /// When the authorization stops being accepted (RFC 3339).
+    pub expires_at: String,
+}
+
+/// A completed OAuth authorization: the tokens are sealed into the connector's credentials.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct OAuthAuthorized {
+    pub connector_id: String,
+    pub provider: String,
+    pub authorized: bool,
+    /// The sync started, when the connector has resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    pub message: String,
+}

@@ -12,6 +12,7 @@ pub(super) async fn run_all<S: Store>(store: &S) {
     connectors_are_confined_to_their_organization(store).await;
     a_sync_runs_under_one_lease_and_resumes_where_it_stopped(store).await;
     access_rules_filter_what_a_principal_may_read(store).await;
+    credentials_are_replaced_only_under_the_lease(store).await;
 }
 
 fn connector(id: &str, org: &str, db: &str, scope: &str) -> NewConnector {
@@ -627,4 +628,113 @@ async fn access_rules_filter_what_a_principal_may_read<S: Store>(store: &S) {
         ids.sort();
         assert_eq!(ids, expected, "{principals:?}");
     }
+}
+
+/// A refreshed token is written only by the lease's holder, and a refresh outside a sync takes
+/// the lease first, so two instances never refresh one connector at once.
+async fn credentials_are_replaced_only_under_the_lease<S: Store>(store: &S) {
+    let org = OrgId::from_trusted("conn-org-3");
+    store
+        .create_database(&new_db("db_conn_3", "conn-org-3", "refreshing"))
+        .await
+        .unwrap();
+    let made = store
+        .create_connector(&connector("con_r", "conn-org-3", "db_conn_3", "acct"), 10)
+        .await
+        .unwrap();
+    let mine = SyncLease {
+        connector_id: "con_r".into(),
+        run_id: "refresh_1".into(),
+    };
+    let theirs = SyncLease {
+        connector_id: "con_r".into(),
+        run_id: "refresh_2".into(),
+    };
+    // Another organization cannot take it.
+    assert!(!store
+        .take_lease(
+            &OrgId::from_trusted("conn-org-1"),
+            "con_r",
+            "x",
+            moment(100_000),
+            moment(110_000)
+        )
+        .await
+        .unwrap());
+    assert!(store
+        .take_lease(
+            &org,
+            "con_r",
+            &mine.run_id,
+            moment(100_000),
+            moment(110_000)
+        )
+        .await
+        .unwrap());
+    assert!(
+        !store
+            .take_lease(
+                &org,
+                "con_r",
+                &theirs.run_id,
+                moment(105_000),
+                moment(115_000)
+            )
+            .await
+            .unwrap(),
+        "one holder at a time"
+    );
+    assert!(!store
+        .replace_credentials(&theirs, &[7], moment(105_000))
+        .await
+        .unwrap());
+    assert!(store
+        .replace_credentials(&mine, &[9, 9], moment(106_000))
+        .await
+        .unwrap());
+    let record = store.get_connector(&org, "con_r").await.unwrap().unwrap();
+    assert_eq!(record.credentials.as_deref(), Some(&[9, 9][..]));
+    assert_eq!(
+        record.credentials_updated_at, made.credentials_updated_at,
+        "a refresh is not the user's change"
+    );
+    store.release_lease(&mine).await.unwrap();
+    assert!(store
+        .take_lease(
+            &org,
+            "con_r",
+            &theirs.run_id,
+            moment(107_000),
+            moment(117_000)
+        )
+        .await
+        .unwrap());
+    assert!(
+        !store
+            .replace_credentials(&mine, &[1], moment(108_000))
+            .await
+            .unwrap(),
+        "a released lease writes nothing"
+    );
+    assert!(
+        !store
+            .replace_credentials(&theirs, &[2], moment(200_000))
+            .await
+            .unwrap(),
+        "a lapsed lease writes nothing"
+    );
+    let record = store.get_connector(&org, "con_r").await.unwrap().unwrap();
+    assert_eq!(record.credentials.as_deref(), Some(&[9, 9][..]));
+    // A lapsed lease is taken over.
+    assert!(store
+        .take_lease(
+            &org,
+            "con_r",
+            &mine.run_id,
+            moment(200_000),
+            moment(210_000)
+        )
+        .await
+        .unwrap());
+    store.release_lease(&mine).await.unwrap();
 }

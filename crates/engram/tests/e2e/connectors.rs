@@ -44,7 +44,7 @@ async fn patch(server: &Server, path: &str, key: &str, body: Value) -> crate::co
 }
 
 /// A plain-object success: the status and the body.
-fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
+pub(crate) fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
     assert_eq!(reply.status.as_u16(), status, "{reply:#?}");
     assert!(
         reply.body.get("success").is_none(),
@@ -53,7 +53,7 @@ fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
     &reply.body
 }
 
-async fn create(server: &Server, key: &str, body: Value) -> String {
+pub(crate) async fn create(server: &Server, key: &str, body: Value) -> String {
     let reply = server.post("/connectors", key, body).await;
     plain(&reply, 201)["connector_id"]
         .as_str()
@@ -62,7 +62,7 @@ async fn create(server: &Server, key: &str, body: Value) -> String {
 }
 
 /// Waits until the connector has finished a run after `runs_before` runs, and returns its status.
-async fn after_run(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
+pub(crate) async fn after_run(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
     let path = format!("/connectors/{id}/status");
     eventually(SYNC_WAIT, "a sync to finish", || {
         let path = path.clone();
@@ -89,7 +89,7 @@ fn finished_runs(status: &Value) -> usize {
         .count()
 }
 
-async fn listed(server: &Server, key: &str, database: &str) -> Vec<Value> {
+pub(crate) async fn listed(server: &Server, key: &str, database: &str) -> Vec<Value> {
     let reply = server
         .post(
             "/context/list",

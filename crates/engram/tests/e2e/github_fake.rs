@@ -93,6 +93,9 @@ struct Shared {
     not_modified: usize,
     /// `http://127.0.0.1:PORT`.
     host: String,
+    /// Where other bearer tokens are checked (an authorization server's token introspection,
+    /// RFC 7662), with the resource server's client id and secret: OAuth access tokens.
+    introspection: Option<(String, String, String)>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -686,12 +689,25 @@ async fn gate(
         .as_str()
         .trim_start_matches(PREFIX)
         .replace("{*", "{");
-    let early = {
+    let (known, introspection) = {
         let s = shared.lock().unwrap();
         let token = bearer(request.headers());
-        if token.is_none()
-            || (token != Some(s.token.as_str()) && token != Some(s.installation_token.as_str()))
-        {
+        (
+            token.is_some()
+                && (token == Some(s.token.as_str())
+                    || token == Some(s.installation_token.as_str())),
+            s.introspection.clone(),
+        )
+    };
+    let introspected = match (known, introspection, bearer(request.headers())) {
+        (false, Some((endpoint, id, secret)), Some(token)) => {
+            introspect(&endpoint, &id, &secret, token).await
+        }
+        _ => false,
+    };
+    let early = {
+        let s = shared.lock().unwrap();
+        if !known && !introspected {
             Some(error(StatusCode::UNAUTHORIZED, "Bad credentials"))
         } else if s.rate_limited && route != "/rate_limit" {
             let mut limited = error(
@@ -728,6 +744,25 @@ async fn gate(
         body: (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap()),
     });
     Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+/// Whether the authorization server at `endpoint` holds `token` active (RFC 7662; the client
+/// authenticates in the form, `client_secret_post`).
+async fn introspect(endpoint: &str, id: &str, secret: &str, token: &str) -> bool {
+    let answer: Value = reqwest::Client::new()
+        .post(endpoint)
+        .form(&[
+            ("token", token),
+            ("client_id", id),
+            ("client_secret", secret),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["active"] == true
 }
 
 fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
@@ -810,6 +845,13 @@ impl GitHubFake {
                 .await
         });
         Self { shared, stop }
+    }
+
+    /// Accepts, besides its own tokens, the access tokens the authorization server whose
+    /// introspection endpoint is `endpoint` holds active (checked with `client_id`, `secret`).
+    pub(crate) fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
+        self.shared.lock().unwrap().introspection =
+            Some((endpoint.to_owned(), client_id.to_owned(), secret.to_owned()));
     }
 
     /// The `api_url` a connector is given.

@@ -1,0 +1,338 @@
+//! OAuth 2.0 for connectors, end to end: engram's authorization-code flow against a real
+//! authorization server (npm's oidc-provider, OpenID certified, run by engram-testkit) whose
+//! access tokens live 3 seconds and whose refresh tokens rotate on every use, and a GitHub
+//! connector reading the GitHub fake, which accepts those access tokens by asking the server
+//! (token introspection) as a resource server does.
+
+#![allow(clippy::unwrap_used)] // test code
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::common::Server;
+use crate::connectors::{after_run, create, listed, plain};
+use crate::github_fake::GitHubFake;
+use engram_testkit::{OAuthServer, OAuthServerOptions};
+
+const CLIENT_ID: &str = "engram-github-app";
+const CLIENT_SECRET: &str = "github-app-secret-never-logged-0451";
+/// Access tokens' lifetime at the authorization server, seconds.
+const ACCESS_TTL: u64 = 3;
+
+/// The authorization server's endpoints, from its discovery document.
+async fn endpoints(client: &reqwest::Client, issuer: &str) -> Value {
+    client
+        .get(format!("{issuer}/.well-known/openid-configuration"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The user's browser: opens `url` at the authorization server, logs in and consents, and
+/// answers where the server sends it back (engram's callback, with the code and state).
+async fn authorize(client: &reqwest::Client, issuer: &str, url: &str) -> String {
+    let answer: Value = client
+        .post(format!("{issuer}/test/authorize"))
+        .json(&json!({ "url": url }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["location"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the authorization ended on a page: {answer}"))
+        .to_owned()
+}
+
+/// The browser following the redirect to engram: no API key.
+async fn follow(client: &reqwest::Client, location: &str) -> (u16, Value) {
+    let answer = client.get(location).send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap_or(Value::Null))
+}
+
+/// The stored `oauth` credentials, through the vault's reveal.
+async fn revealed(server: &Server, key: &str, id: &str) -> Value {
+    let reply = server
+        .post(
+            &format!("/credential-vault/{id}/reveal"),
+            key,
+            json!({"field": "oauth"}),
+        )
+        .await;
+    assert_eq!(reply.status.as_u16(), 200, "{reply:#?}");
+    reply.body["value"].clone()
+}
+
+/// Starts an authorization and plays the user through it: where engram is sent back to.
+async fn start_and_consent(
+    server: &Server,
+    key: &str,
+    id: &str,
+    client: &reqwest::Client,
+    issuer: &str,
+) -> String {
+    let started = server
+        .post(&format!("/connectors/{id}/oauth/start"), key, json!({}))
+        .await;
+    let url = plain(&started, 200)["authorization_url"]
+        .as_str()
+        .expect("authorization_url")
+        .to_owned();
+    authorize(client, issuer, &url).await
+}
+
+#[tokio::test]
+async fn a_connector_authorized_with_oauth_refreshes_its_rotating_token_and_asks_again_when_the_grant_is_revoked(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("engram.log");
+    let mut server = Server::start_logged(
+        &[
+            // Everything logged, to check no secret is.
+            ("RUST_LOG", "debug"),
+            ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+            ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
+            // Tokens live 3 s and are refreshed 10 s before they expire: every use refreshes.
+            ("ENGRAM_CONNECTORS__OAUTH_REFRESH_MARGIN_MS", "10000"),
+        ],
+        &log,
+    );
+    let redirect = server.url("/connectors/oauth/callback");
+    let auth = OAuthServer::start(&OAuthServerOptions {
+        client_id: CLIENT_ID.to_owned(),
+        client_secret: CLIENT_SECRET.to_owned(),
+        redirect_uri: redirect.clone(),
+        // As GitHub's token endpoint takes the client's credentials.
+        auth_method: "client_secret_post".to_owned(),
+        access_ttl: ACCESS_TTL,
+    });
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let found = endpoints(&browser, &auth.issuer).await;
+    let fake = GitHubFake::start("ghp_not_the_one_used").await;
+    fake.accept_introspected(
+        found["introspection_endpoint"].as_str().unwrap(),
+        CLIENT_ID,
+        CLIENT_SECRET,
+    );
+    let repo = "octo-org/oauth-notes";
+    fake.add_repo(repo, true);
+    fake.put_file(
+        repo,
+        "README.md",
+        b"# Notes\nThe quarterly review happens in the lighthouse room.\n",
+    );
+
+    let key = server.key("conn-oauth", &[]);
+    server.ready_database(&key, "authorized").await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "github", "database": "authorized", "auth_type": "oauth2",
+               "credentials": {"api_url": fake.api_url(), "oauth": {
+                   "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+                   "authorization_url": found["authorization_endpoint"],
+                   "token_url": found["token_endpoint"],
+                   "issuer": auth.issuer, "scope": "openid read"}}}),
+    )
+    .await;
+
+    // Not authorized yet: discovery says what to do; starting needs a key.
+    let early = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    early.assert_current_error(422, "VALIDATION_ERROR");
+    assert!(early.body.to_string().contains("oauth/start"), "{early:#?}");
+    let anonymous = server
+        .call(
+            Method::POST,
+            &format!("/connectors/{id}/oauth/start"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(anonymous.status.as_u16(), 401, "{anonymous:#?}");
+    // Another organization's key does not see the connector.
+    let stranger = server.key("conn-oauth-other", &[]);
+    let foreign = server
+        .post(
+            &format!("/connectors/{id}/oauth/start"),
+            &stranger,
+            json!({}),
+        )
+        .await;
+    assert_eq!(foreign.status.as_u16(), 404, "{foreign:#?}");
+
+    // The flow: the URL carries a PKCE challenge and engram's sealed state.
+    let started = server
+        .post(&format!("/connectors/{id}/oauth/start"), &key, json!({}))
+        .await;
+    let started = plain(&started, 200).clone();
+    assert_eq!(started["redirect_uri"], redirect.as_str());
+    let url = reqwest::Url::parse(started["authorization_url"].as_str().unwrap()).unwrap();
+    let query: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert_eq!(query["client_id"], CLIENT_ID);
+    assert!(!url.as_str().contains(CLIENT_SECRET));
+    let location = authorize(&browser, &auth.issuer, url.as_str()).await;
+    assert!(location.starts_with(&redirect), "{location}");
+    let back: std::collections::HashMap<String, String> = reqwest::Url::parse(&location)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    let (code, state) = (back["code"].clone(), back["state"].clone());
+
+    // A forged or tampered state is refused and stores nothing.
+    let forged = format!("{redirect}?code={code}&state=bm90LWEtc3RhdGU");
+    assert_eq!(follow(&browser, &forged).await.0, 400);
+    let mut tampered = state.clone().into_bytes();
+    tampered[10] = if tampered[10] == b'A' { b'B' } else { b'A' };
+    let tampered = format!(
+        "{redirect}?code={code}&state={}",
+        String::from_utf8(tampered).unwrap()
+    );
+    assert_eq!(follow(&browser, &tampered).await.0, 400);
+
+    let (status, done) = follow(&browser, &location).await;
+    assert_eq!(status, 200, "{done:#?}");
+    assert_eq!(
+        (done["authorized"].clone(), done["connector_id"].clone()),
+        (json!(true), json!(id))
+    );
+    // The same redirect a second time: the state was used.
+    let (status, again) = follow(&browser, &location).await;
+    assert_eq!(status, 400, "{again:#?}");
+    let first = revealed(&server, &key, &id).await;
+    let (first_access, first_refresh) = (
+        first["access_token"]
+            .as_str()
+            .expect("an access token")
+            .to_owned(),
+        first["refresh_token"]
+            .as_str()
+            .expect("a refresh token")
+            .to_owned(),
+    );
+    assert!(first["expires_at"].is_string(), "{first:#?}");
+
+    // Discovery and a sync read GitHub with the token; it expires within the margin, so the
+    // sync refreshes it first and the server rotates the refresh token.
+    let discovered = server
+        .get(&format!("/connectors/{id}/discover"), &key)
+        .await;
+    assert!(
+        plain(&discovered, 200)["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == repo),
+        "{discovered:#?}"
+    );
+    server
+        .post(
+            &format!("/connectors/{id}/configure"),
+            &key,
+            json!({"resources": [{"resource_id": repo}]}),
+        )
+        .await;
+    let status = after_run(&server, &key, &id, 0).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(listed(&server, &key, "authorized").await.len(), 1);
+    let second = revealed(&server, &key, &id).await;
+    assert_ne!(second["refresh_token"], first_refresh.as_str(), "rotated");
+    assert_ne!(second["access_token"], first_access.as_str(), "refreshed");
+
+    // Later, with the token long expired: refreshed again, the change synced.
+    tokio::time::sleep(Duration::from_secs(ACCESS_TTL + 1)).await;
+    fake.put_file(
+        repo,
+        "docs/agenda.md",
+        b"# Agenda\nBring the lighthouse keeper's logbook.\n",
+    );
+    let synced = server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    assert_eq!(synced.status.as_u16(), 202, "{synced:#?}");
+    let status = after_run(&server, &key, &id, 1).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    assert_eq!(listed(&server, &key, "authorized").await.len(), 2);
+    let third = revealed(&server, &key, &id).await;
+    assert_ne!(third["refresh_token"], second["refresh_token"]);
+
+    // The user revokes the app: the next refresh is `invalid_grant`, the connector needs to be
+    // authorized again, and nothing syncs on schedule until it is.
+    let revoked: Value = browser
+        .post(format!("{}/test/revoke", auth.issuer))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(revoked["revoked"].as_u64().unwrap() >= 1, "{revoked}");
+    tokio::time::sleep(Duration::from_secs(ACCESS_TTL + 1)).await;
+    server
+        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
+        .await;
+    let status = after_run(&server, &key, &id, 2).await;
+    assert_eq!(status["runs"][0]["state"], "failed", "{status:#?}");
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    let connector = plain(&connector, 200).clone();
+    assert_eq!(connector["needs_reauth"], true, "{connector:#?}");
+    assert!(
+        connector["needs_reauth_reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid_grant"),
+        "{connector:#?}"
+    );
+    assert!(connector["needs_reauth_at"].is_string(), "{connector:#?}");
+    // What was synced stays.
+    assert_eq!(listed(&server, &key, "authorized").await.len(), 2);
+
+    // A new authorization clears it and syncs at once.
+    let location = start_and_consent(&server, &key, &id, &browser, &auth.issuer).await;
+    let (status, done) = follow(&browser, &location).await;
+    assert_eq!(status, 200, "{done:#?}");
+    assert!(done["run_id"].is_string(), "a sync started: {done:#?}");
+    let connector = server.get(&format!("/connectors/{id}"), &key).await;
+    assert_eq!(plain(&connector, 200)["needs_reauth"], false);
+    let status = after_run(&server, &key, &id, 3).await;
+    assert_eq!(status["status"], "healthy", "{status:#?}");
+    let fourth = revealed(&server, &key, &id).await;
+
+    // No token, secret, code or state reached the log.
+    server.terminate();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("OAuth authorization was completed"), "{text}");
+    let mut secrets = vec![
+        CLIENT_SECRET.to_owned(),
+        code,
+        state,
+        first_access,
+        first_refresh,
+    ];
+    for tokens in [&second, &third, &fourth] {
+        for field in ["access_token", "refresh_token"] {
+            secrets.push(tokens[field].as_str().unwrap().to_owned());
+        }
+    }
+    for secret in secrets {
+        assert!(
+            !text.contains(&secret),
+            "a secret reached the log: {secret}"
+        );
+    }
+}
