@@ -22,6 +22,7 @@ mod lifecycle;
 mod links;
 mod models;
 mod oauth;
+mod push;
 mod query;
 mod ratelimit;
 mod raw;
@@ -93,6 +94,7 @@ pub use lifecycle::Workers;
 pub use links::{Subgraph, SubgraphMember, SubgraphRequest};
 pub use models::Models;
 pub use oauth::{OAuthFinished, OAuthStart, CALLBACK_PATH as OAUTH_CALLBACK_PATH};
+pub use push::{PushReceived, PUSH_MAX_BYTES};
 pub use query::{
     Alpha, Collections, QueryKind, QueryOutcome, QueryRequest, RequestedMode, TemporalRequest,
     COLLECTIONS_MAX, MAX_RESULTS_DEFAULT, MAX_RESULTS_MAX,

@@ -199,6 +199,8 @@ impl App {
             ..SyncOutcome::default()
         };
         let mut transient = Vec::new();
+        // The latest time a source said its rate limit resets.
+        let mut rate_limited_until: Option<UnixMs> = None;
         for resource in &resources {
             if !resource.state.sync_blocked_reason.is_empty() {
                 continue;
@@ -276,6 +278,13 @@ impl App {
                             state.action = "None needed: engram retries.".into();
                             transient.push(err.to_string());
                         }
+                        ProviderError::RateLimited { until_unix, .. } => {
+                            state.action =
+                                "None needed: engram waits until the limit resets.".into();
+                            transient.push(err.to_string());
+                            let until = UnixMs::from_millis(until_unix.saturating_mul(1000));
+                            rate_limited_until = rate_limited_until.max(Some(until));
+                        }
                     }
                 }
             }
@@ -284,7 +293,11 @@ impl App {
         if !transient.is_empty() && outcome.needs_reauth.is_none() {
             outcome.succeeded = false;
             outcome.error = clip(&transient.join("; "), BLOCKED_REASON_MAX);
-            outcome.next_sync_at = self.retry_at(connector);
+            outcome.next_sync_at = self.retry_at(connector).max(
+                rate_limited_until
+                    .unwrap_or(UnixMs::EPOCH)
+                    .min(interval_next.max(self.now())),
+            );
         }
         Ok(Some(outcome))
     }

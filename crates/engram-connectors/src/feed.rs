@@ -36,6 +36,7 @@ impl FeedProvider {
                 connector_type: "feed",
                 rank: Some(2),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["entry"],
                 fields: vec![

@@ -31,6 +31,7 @@ impl FolderProvider {
                 connector_type: "filesystem",
                 rank: Some(1),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["file"],
                 fields: vec![

@@ -41,6 +41,7 @@ impl GitProvider {
                 connector_type: "repository",
                 rank: Some(5),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["file"],
                 fields: vec![

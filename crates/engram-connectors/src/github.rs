@@ -14,8 +14,10 @@
 //!   them all and those it did not see leave engram.
 //!
 //! Every request goes through the outbound client. GitHub's rate limits are honoured: a `403` or
-//! `429` that says so stops the pass as a transient failure naming when the limit resets (read
-//! from `GET /rate_limit`, which costs nothing), and engram tries again later. The token only
+//! `429` that says so stops the pass, and the next sync waits until the limit resets: a
+//! secondary limit's `Retry-After` (a minute when it names none), a spent primary limit's
+//! `X-RateLimit-Reset`, or, when the answer says neither, what `GET /rate_limit` says (it costs
+//! nothing). The token only
 //! ever travels in the `Authorization` header; no message repeats it.
 
 use async_trait::async_trait;
@@ -84,6 +86,7 @@ impl GitHubProvider {
                 connector_type: "repository",
                 rank: Some(9),
                 rbac_support: false,
+                webhook_support: true,
                 is_beta: true,
                 indexed_object_types: &["file", "issue", "pull_request"],
                 fields: vec![
@@ -142,7 +145,8 @@ impl GitHubProvider {
                         "token": {"type": "string", "minLength": 1},
                         "access_token": {"type": "string", "minLength": 1},
                         "api_url": {"type": "string", "pattern": "^https?://"},
-                        "oauth": crate::oauth::credential_schema()
+                        "oauth": crate::oauth::credential_schema(),
+                        "webhook_secret": {"type": "string", "minLength": 16, "maxLength": 1000}
                     },
                     "anyOf": [{"required": ["token"]}, {"required": ["access_token"]}, {"required": ["oauth"]}],
                     "additionalProperties": false
@@ -168,6 +172,36 @@ impl GitHubProvider {
             },
         }
     }
+}
+
+/// A GitHub webhook delivery: `X-Hub-Signature-256` (`sha256=` and the HMAC-SHA256 of the body
+/// under the webhook's secret), `X-GitHub-Delivery` (its id, repeated by a redelivery) and
+/// `X-GitHub-Event` (`ping` when the hook is created).
+fn verify_github_push(
+    credentials: &Map<String, Value>,
+    request: &crate::push::PushRequest<'_>,
+) -> Result<crate::push::PushEvent, crate::push::PushError> {
+    use crate::push::{hmac_sha256_matches, secret, PushError, PushEvent};
+    let secret = secret(credentials, "GitHub")?;
+    let signature = request
+        .header("x-hub-signature-256")
+        .and_then(|s| s.strip_prefix("sha256="))
+        .ok_or_else(|| PushError::Unsigned("the event has no X-Hub-Signature-256".to_owned()))?;
+    if !hmac_sha256_matches(secret, request.body, signature) {
+        return Err(PushError::Unsigned(
+            "the event's X-Hub-Signature-256 does not match the connector's webhook_secret"
+                .to_owned(),
+        ));
+    }
+    let delivery_id = request
+        .header("x-github-delivery")
+        .ok_or_else(|| PushError::Malformed("the event has no X-GitHub-Delivery".to_owned()))?;
+    let event = request.header("x-github-event").unwrap_or_default();
+    Ok(PushEvent {
+        delivery_id: delivery_id.to_owned(),
+        event: event.to_owned(),
+        ping: event == "ping",
+    })
 }
 
 /// The API of one connector: where it is and the token that reads it.
@@ -265,28 +299,46 @@ fn now_unix() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-/// The transient error of a rate-limited answer, saying when the limit resets (`core`: the
-/// `resources.core` of `GET /rate_limit`, when it could be read).
+/// The error of a rate-limited answer, saying when the limit resets (`core`: the
+/// `resources.core` of `GET /rate_limit`, or the answer's own `X-RateLimit-*` headers).
 fn rate_limit_error(status: u16, core: Option<&Value>, now: i64) -> ProviderError {
     let remaining = core
         .and_then(|c| c.get("remaining"))
         .and_then(Value::as_i64);
     let reset = core.and_then(|c| c.get("reset")).and_then(Value::as_i64);
-    let message = match (remaining, reset) {
-        (Some(0), Some(reset)) => format!(
-            "GitHub's API rate limit for this token is spent until {} (in about {} min); engram \
-             tries again after that",
-            rfc3339(reset),
-            (reset - now).max(0) / 60 + 1
+    match (remaining, reset) {
+        (Some(0), Some(reset)) => ProviderError::RateLimited {
+            message: format!(
+                "GitHub's API rate limit for this token is spent until {} (in about {} min); \
+                 engram tries again after that",
+                rfc3339(reset),
+                (reset - now).max(0) / 60 + 1
+            ),
+            http_status: status,
+            until_unix: reset,
+        },
+        // GitHub's advice for a secondary limit that names no wait: at least a minute.
+        (Some(_), _) => secondary_limit(status, now, SECONDARY_WAIT_S),
+        (None, _) => ProviderError::Transient {
+            message: "GitHub is rate limiting this token; engram tries again later".to_owned(),
+            http_status: status,
+        },
+    }
+}
+
+/// How long a secondary rate limit without `Retry-After` is waited out, seconds.
+const SECONDARY_WAIT_S: i64 = 60;
+
+fn secondary_limit(status: u16, now: i64, wait_s: i64) -> ProviderError {
+    let until = now.saturating_add(wait_s.max(1));
+    ProviderError::RateLimited {
+        message: format!(
+            "GitHub's secondary rate limit stopped the sync (too many requests at once); engram \
+             tries again after {}",
+            rfc3339(until)
         ),
-        (Some(_), _) => "GitHub's secondary rate limit stopped the sync (too many requests at \
-                         once); engram waits at least a minute before trying again"
-            .to_owned(),
-        (None, _) => "GitHub is rate limiting this token; engram tries again later".to_owned(),
-    };
-    ProviderError::Transient {
-        message,
         http_status: status,
+        until_unix: until,
     }
 }
 
@@ -378,7 +430,7 @@ impl Api {
         }
         if !(200..300).contains(&fetched.status) {
             if rate_limited(fetched.status, &fetched.body) {
-                return Err(self.rate_limit(access, fetched.status).await);
+                return Err(self.rate_limit(access, &fetched).await);
             }
             return Err(failure(fetched.status, &fetched.body, what));
         }
@@ -393,9 +445,33 @@ impl Api {
         })
     }
 
-    /// The error of a rate-limited answer, after asking when the limit resets (`GET
-    /// /rate_limit` does not count against it).
-    async fn rate_limit(&self, access: &Access, status: u16) -> ProviderError {
+    /// The error of a rate-limited answer, saying until when: its `Retry-After` (a secondary
+    /// limit), its `X-RateLimit-Remaining` and `-Reset` (the primary one), else what `GET
+    /// /rate_limit` says (it does not count against the limit).
+    async fn rate_limit(
+        &self,
+        access: &Access,
+        fetched: &engram_outbound::Fetched,
+    ) -> ProviderError {
+        let (status, now) = (fetched.status, now_unix());
+        tracing::warn!(http_status = status, "GitHub rate limited a connector");
+        if let Some(wait) = fetched
+            .header("retry-after")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+        {
+            return secondary_limit(status, now, wait);
+        }
+        let number = |name: &str| {
+            fetched
+                .header(name)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        };
+        if let (Some(remaining), Some(reset)) =
+            (number("x-ratelimit-remaining"), number("x-ratelimit-reset"))
+        {
+            let core = json!({"remaining": remaining, "reset": reset});
+            return rate_limit_error(status, Some(&core), now);
+        }
         let core = match self.url(&["rate_limit"], &[]) {
             Ok(url) => access
                 .outbound
@@ -407,8 +483,7 @@ impl Api {
                 .and_then(|v| v.pointer("/resources/core").cloned()),
             Err(_) => None,
         };
-        tracing::warn!(http_status = status, "GitHub rate limited a connector");
-        rate_limit_error(status, core.as_ref(), now_unix())
+        rate_limit_error(status, core.as_ref(), now)
     }
 
     /// A paginated listing's page (an array).
@@ -1149,6 +1224,14 @@ impl Provider for GitHubProvider {
         &self.info
     }
 
+    fn verify_push(
+        &self,
+        credentials: &Map<String, Value>,
+        request: &crate::push::PushRequest<'_>,
+    ) -> Option<Result<crate::push::PushEvent, crate::push::PushError>> {
+        Some(verify_github_push(credentials, request))
+    }
+
     fn oauth(&self) -> Option<crate::oauth::ProviderOAuth> {
         // GitHub's OAuth apps (and GitHub Apps acting for a user): the token endpoint takes the
         // client's id and secret in the form; `repo` reads private repositories' contents and
@@ -1235,7 +1318,8 @@ impl Provider for GitHubProvider {
             }
         };
         read.map_err(|e| match e {
-            ProviderError::Object(_) => e,
+            // A rate limit stops the pass (waiting is what helps), not this object alone.
+            ProviderError::Object(_) | ProviderError::RateLimited { .. } => e,
             ProviderError::Unauthorized { .. }
             | ProviderError::Resource { .. }
             | ProviderError::Transient { .. }
@@ -1353,15 +1437,74 @@ mod tests {
             Some(&json!({"remaining": 0, "reset": 1_800_000_600})),
             1_800_000_000,
         );
-        let ProviderError::Transient { message, .. } = spent else {
-            panic!("transient")
+        let ProviderError::RateLimited {
+            message,
+            until_unix,
+            ..
+        } = spent
+        else {
+            panic!("rate limited")
         };
+        assert_eq!(until_unix, 1_800_000_600);
         assert!(
             message.contains("2027-01-15T08:10:00Z") && message.contains("11 min"),
             "{message}"
         );
         let secondary = rate_limit_error(403, Some(&json!({"remaining": 4000, "reset": 0})), 0);
         assert!(secondary.to_string().contains("secondary"));
+        assert!(matches!(
+            secondary,
+            ProviderError::RateLimited {
+                until_unix: SECONDARY_WAIT_S,
+                ..
+            }
+        ));
+        assert!(matches!(
+            rate_limit_error(429, None, 0),
+            ProviderError::Transient { .. }
+        ));
+    }
+
+    #[test]
+    fn webhook_deliveries_verify_by_their_signature() {
+        use crate::push::{hmac_sha256_hex, PushError, PushRequest};
+        let secret = "a-webhook-secret-of-length";
+        let credentials = json!({"token": "t", "webhook_secret": secret});
+        let credentials = credentials.as_object().unwrap();
+        let body = br#"{"ref":"refs/heads/main"}"#;
+        let signed = |signature: String| {
+            vec![
+                ("x-hub-signature-256".to_owned(), signature),
+                ("x-github-delivery".to_owned(), "d-1".to_owned()),
+                ("x-github-event".to_owned(), "push".to_owned()),
+            ]
+        };
+        let good = signed(format!("sha256={}", hmac_sha256_hex(secret, body)));
+        let request = |headers: &[(String, String)]| {
+            verify_github_push(
+                credentials,
+                &PushRequest {
+                    headers,
+                    body,
+                    now_unix: 0,
+                },
+            )
+        };
+        let event = request(&good).unwrap();
+        assert_eq!((event.delivery_id.as_str(), event.ping), ("d-1", false));
+        let forged = signed(format!("sha256={}", hmac_sha256_hex("another", body)));
+        assert!(matches!(request(&forged), Err(PushError::Unsigned(_))));
+        assert!(matches!(request(&good[1..]), Err(PushError::Unsigned(_))));
+        let no_secret = json!({"token": "t"});
+        let refused = verify_github_push(
+            no_secret.as_object().unwrap(),
+            &PushRequest {
+                headers: &good,
+                body,
+                now_unix: 0,
+            },
+        );
+        assert!(matches!(refused, Err(PushError::Unsigned(m)) if m.contains("webhook_secret")));
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl ImapProvider {
                 connector_type: "mailbox",
                 rank: Some(8),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["message", "attachment"],
                 fields: vec![

@@ -15,6 +15,7 @@ mod linear;
 mod notion;
 pub mod oauth;
 mod postgres;
+pub mod push;
 mod s3;
 mod vault;
 mod web;
@@ -79,6 +80,9 @@ pub struct ProviderInfo {
     pub connector_type: &'static str,
     pub rank: Option<u32>,
     pub rbac_support: bool,
+    /// Whether the provider pushes events to `POST /connectors/{id}/events`
+    /// ([`Provider::verify_push`]).
+    pub webhook_support: bool,
     pub is_beta: bool,
     pub indexed_object_types: &'static [&'static str],
     pub fields: Vec<FieldInfo>,
@@ -201,6 +205,14 @@ pub enum ProviderError {
     /// Worth retrying later (unreachable, timed out, overloaded).
     #[error("{message}")]
     Transient { message: String, http_status: u16 },
+    /// The source is rate limiting this account and said until when (Unix seconds): the next
+    /// try waits at least until then.
+    #[error("{message}")]
+    RateLimited {
+        message: String,
+        http_status: u16,
+        until_unix: i64,
+    },
     /// One object cannot be read (too large, unreadable): it is counted failed, the rest go on.
     #[error("{0}")]
     Object(String),
@@ -214,7 +226,8 @@ impl ProviderError {
         match self {
             Self::Unauthorized { http_status, .. }
             | Self::Resource { http_status, .. }
-            | Self::Transient { http_status, .. } => *http_status,
+            | Self::Transient { http_status, .. }
+            | Self::RateLimited { http_status, .. } => *http_status,
             Self::Object(_) | Self::Invalid(_) => 0,
         }
     }
@@ -241,6 +254,16 @@ pub trait Provider: Send + Sync {
     /// The provider's OAuth 2.0 authorization server, when its connectors may authorize with
     /// an `oauth` member in their credentials (see [`oauth`]); `None` for tokens only.
     fn oauth(&self) -> Option<oauth::ProviderOAuth> {
+        None
+    }
+
+    /// Verifies an event the provider pushed to the connector's public route
+    /// ([`push`]); `None` for a provider that pushes nothing.
+    fn verify_push(
+        &self,
+        _credentials: &Map<String, Value>,
+        _request: &push::PushRequest<'_>,
+    ) -> Option<Result<push::PushEvent, push::PushError>> {
         None
     }
 
@@ -477,6 +500,33 @@ mod tests {
             "{message}"
         );
         assert!(check_credentials(info, &serde_json::json!({})).is_ok());
+    }
+
+    #[test]
+    fn the_catalog_says_webhook_support_for_exactly_the_providers_that_verify_pushes() {
+        let catalog = Catalog::new(&CatalogOptions {
+            folder_roots: vec![std::env::temp_dir()],
+            ..CatalogOptions::default()
+        });
+        let request = push::PushRequest {
+            headers: &[],
+            body: b"",
+            now_unix: 0,
+        };
+        let mut pushing = Vec::new();
+        for provider in catalog.providers() {
+            let verifies = provider.verify_push(&Map::new(), &request).is_some();
+            assert_eq!(
+                provider.info().webhook_support,
+                verifies,
+                "{}",
+                provider.info().provider
+            );
+            if verifies {
+                pushing.push(provider.info().provider);
+            }
+        }
+        assert_eq!(pushing, ["github", "linear"]);
     }
 
     #[test]

@@ -20,9 +20,8 @@
 //!
 //! Queries stay well within Linear's complexity limit (10,000 points a query: pages of 50
 //! issues, 25 labels each). Rate limiting (`RATELIMITED` in a GraphQL error, on HTTP 400 or 429)
-//! stops the pass as a transient failure and engram tries again later (the outbound client hands
-//! back no answer headers, so `X-RateLimit-Requests-Reset` cannot yet name when; the message says
-//! so when it is given one). The key only ever travels
+//! stops the pass; the next sync waits until `X-RateLimit-Requests-Reset` (when the answer
+//! carries it; otherwise engram's own backoff). The key only ever travels
 //! in the `Authorization` header; no message repeats it.
 
 use async_trait::async_trait;
@@ -170,6 +169,7 @@ impl LinearProvider {
                 connector_type: "issue_tracker",
                 rank: Some(10),
                 rbac_support: false,
+                webhook_support: true,
                 is_beta: true,
                 indexed_object_types: &["issue", "project"],
                 fields: vec![
@@ -240,9 +240,11 @@ impl LinearProvider {
                     "properties": {
                         "api_key": {"type": "string", "minLength": 1},
                         "access_token": {"type": "string", "minLength": 1},
-                        "api_url": {"type": "string", "pattern": "^https?://"}
+                        "api_url": {"type": "string", "pattern": "^https?://"},
+                        "oauth": crate::oauth::credential_schema(),
+                        "webhook_secret": {"type": "string", "minLength": 16, "maxLength": 1000}
                     },
-                    "anyOf": [{"required": ["api_key"]}, {"required": ["access_token"]}],
+                    "anyOf": [{"required": ["api_key"]}, {"required": ["access_token"]}, {"required": ["oauth"]}],
                     "additionalProperties": false
                 }),
                 setup_guide: "Give an `api_key`: a personal API key (`lin_api_…`) made in Linear under \
@@ -297,29 +299,85 @@ fn rfc3339_ms(unix_ms: i64) -> String {
         .unwrap_or_else(|| unix_ms.to_string())
 }
 
+/// How old a Linear webhook's `webhookTimestamp` may be (Linear's guidance: a minute).
+const PUSH_WINDOW_MS: i64 = 60_000;
+
+/// A Linear webhook delivery: `Linear-Signature` (the hex HMAC-SHA256 of the body under the
+/// webhook's signing secret), `Linear-Delivery` (its id), `Linear-Event` (`Issue`, `Comment`,
+/// …), and `webhookTimestamp` in the body (milliseconds), refused when older than a minute.
+fn verify_linear_push(
+    credentials: &Map<String, Value>,
+    request: &crate::push::PushRequest<'_>,
+) -> Result<crate::push::PushEvent, crate::push::PushError> {
+    use crate::push::{hmac_sha256_matches, secret, PushError, PushEvent};
+    let secret = secret(credentials, "Linear")?;
+    let signature = request
+        .header("linear-signature")
+        .ok_or_else(|| PushError::Unsigned("the event has no Linear-Signature".to_owned()))?;
+    if !hmac_sha256_matches(secret, request.body, signature) {
+        return Err(PushError::Unsigned(
+            "the event's Linear-Signature does not match the connector's webhook_secret".to_owned(),
+        ));
+    }
+    let body: Value = serde_json::from_slice(request.body)
+        .map_err(|_| PushError::Malformed("the event's body is not JSON".to_owned()))?;
+    let sent_ms = body
+        .get("webhookTimestamp")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| PushError::Malformed("the event has no webhookTimestamp".to_owned()))?;
+    if (request.now_unix.saturating_mul(1000) - sent_ms).abs() > PUSH_WINDOW_MS {
+        return Err(PushError::Stale(
+            "the event's webhookTimestamp is more than a minute away from now: a replay, or a \
+             clock off"
+                .to_owned(),
+        ));
+    }
+    let delivery_id = request
+        .header("linear-delivery")
+        .map(str::to_owned)
+        .or_else(|| {
+            body.get("webhookId")
+                .and_then(Value::as_str)
+                .map(|id| format!("{id}:{sent_ms}"))
+        })
+        .ok_or_else(|| PushError::Malformed("the event has no Linear-Delivery".to_owned()))?;
+    Ok(PushEvent {
+        delivery_id,
+        event: request
+            .header("linear-event")
+            .or_else(|| body.get("type").and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_owned(),
+        ping: false,
+    })
+}
+
 /// The transient error of a rate-limited answer; `reset_ms` is when Linear says the budget
 /// refills (`X-RateLimit-Requests-Reset`, epoch milliseconds) when it is known.
 fn rate_limit_error(status: u16, reset_ms: Option<i64>, now_ms: i64) -> ProviderError {
-    let message = match reset_ms {
-        Some(reset) if reset > now_ms => format!(
-            "Linear's API rate limit for this key is spent until {} (in about {} min); engram \
-             tries again after that",
-            rfc3339_ms(reset),
-            (reset - now_ms) / 60_000 + 1
-        ),
-        Some(_) | None => "Linear is rate limiting this key (RATELIMITED); its budget refills \
-                           continuously, and engram tries again later"
-            .to_owned(),
-    };
-    ProviderError::Transient {
-        message,
-        http_status: status,
+    match reset_ms {
+        Some(reset) if reset > now_ms => ProviderError::RateLimited {
+            message: format!(
+                "Linear's API rate limit for this key is spent until {} (in about {} min); \
+                 engram tries again after that",
+                rfc3339_ms(reset),
+                (reset - now_ms) / 60_000 + 1
+            ),
+            http_status: status,
+            until_unix: reset.div_euclid(1000) + 1,
+        },
+        Some(_) | None => ProviderError::Transient {
+            message: "Linear is rate limiting this key (RATELIMITED); its budget refills \
+                      continuously, and engram tries again later"
+                .to_owned(),
+            http_status: status,
+        },
     }
 }
 
 /// What an answer that failed means for the connector: `status` is the HTTP status, `body` the
 /// answer (its GraphQL `errors`, when it has them), `what` names the request in words.
-fn failure(status: u16, body: &Value, what: &str) -> Option<ProviderError> {
+fn failure(status: u16, body: &Value, what: &str, reset_ms: Option<i64>) -> Option<ProviderError> {
     let error = body
         .get("errors")
         .and_then(Value::as_array)
@@ -342,9 +400,8 @@ fn failure(status: u16, body: &Value, what: &str) -> Option<ProviderError> {
         format!(": {said}")
     };
     if code == "RATELIMITED" || status == 429 {
-        // The outbound client hands back no answer headers, so the reset time is not known.
         tracing::warn!(http_status = status, "Linear rate limited a connector");
-        return Some(rate_limit_error(status, None, now_unix() * 1000));
+        return Some(rate_limit_error(status, reset_ms, now_unix() * 1000));
     }
     if code == "AUTHENTICATION_ERROR" || status == 401 {
         return Some(ProviderError::Unauthorized {
@@ -447,7 +504,11 @@ impl Api {
                 http_status: 0,
             })?;
         let answer: Value = serde_json::from_slice(&fetched.body).unwrap_or(Value::Null);
-        if let Some(err) = failure(fetched.status, &answer, what) {
+        // When the spent budget refills (`X-RateLimit-Requests-Reset`, epoch milliseconds).
+        let reset_ms = fetched
+            .header("x-ratelimit-requests-reset")
+            .and_then(|v| v.trim().parse::<i64>().ok());
+        if let Some(err) = failure(fetched.status, &answer, what, reset_ms) {
             return Err(err);
         }
         match answer.get("data") {
@@ -1098,6 +1159,26 @@ impl Provider for LinearProvider {
         &self.info
     }
 
+    fn oauth(&self) -> Option<crate::oauth::ProviderOAuth> {
+        // Linear's OAuth 2.0 apps: the client's id and secret in the token request's form;
+        // `read` reads issues, comments and projects.
+        Some(crate::oauth::ProviderOAuth {
+            authorization_endpoint: "https://linear.app/oauth/authorize",
+            token_endpoint: "https://api.linear.app/oauth/token",
+            scope: "read",
+            client_auth: crate::oauth::ClientAuth::Post,
+            extra_authorization_params: &[("actor", "user")],
+        })
+    }
+
+    fn verify_push(
+        &self,
+        credentials: &Map<String, Value>,
+        request: &crate::push::PushRequest<'_>,
+    ) -> Option<Result<crate::push::PushEvent, crate::push::PushError>> {
+        Some(verify_linear_push(credentials, request))
+    }
+
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError> {
         let api = Api::new(access, true).await?;
         let mut found = Vec::new();
@@ -1163,7 +1244,8 @@ impl Provider for LinearProvider {
         self.fetch_issue(&api, access, entry, max_bytes)
             .await
             .map_err(|e| match e {
-                ProviderError::Object(_) => e,
+                // A rate limit stops the pass (waiting is what helps), not this object alone.
+                ProviderError::Object(_) | ProviderError::RateLimited { .. } => e,
                 ProviderError::Unauthorized { .. }
                 | ProviderError::Resource { .. }
                 | ProviderError::Transient { .. }
@@ -1192,6 +1274,44 @@ mod tests {
             "labels": {"nodes": [{"name": "bug"}, {"name": "ops"}]},
             "description": "Every deploy **hangs** at 90%.\n"
         })
+    }
+
+    #[test]
+    fn webhook_deliveries_verify_by_signature_and_age() {
+        use crate::push::{hmac_sha256_hex, PushError, PushRequest};
+        let secret = "linear-signing-secret-0001";
+        let credentials = json!({"api_key": "k", "webhook_secret": secret});
+        let credentials = credentials.as_object().unwrap();
+        let body = br#"{"action":"update","type":"Issue","webhookTimestamp":1800000000000}"#;
+        let headers = |signature: String| {
+            vec![
+                ("linear-signature".to_owned(), signature),
+                ("linear-delivery".to_owned(), "d-7".to_owned()),
+                ("linear-event".to_owned(), "Issue".to_owned()),
+            ]
+        };
+        let good = headers(hmac_sha256_hex(secret, body));
+        let at = |headers: &[(String, String)], now_unix: i64| {
+            verify_linear_push(
+                credentials,
+                &PushRequest {
+                    headers,
+                    body,
+                    now_unix,
+                },
+            )
+        };
+        let event = at(&good, 1_800_000_030).unwrap();
+        assert_eq!(
+            (event.delivery_id.as_str(), event.event.as_str()),
+            ("d-7", "Issue")
+        );
+        assert!(matches!(at(&good, 1_800_000_090), Err(PushError::Stale(_))));
+        let forged = headers(hmac_sha256_hex("not-the-secret-0000000", body));
+        assert!(matches!(
+            at(&forged, 1_800_000_030),
+            Err(PushError::Unsigned(_))
+        ));
     }
 
     #[test]
@@ -1252,24 +1372,24 @@ mod tests {
                    "userPresentableMessage": "Not allowed."}}]})
         };
         assert!(matches!(
-            failure(400, &error("AUTHENTICATION_ERROR"), "x"),
+            failure(400, &error("AUTHENTICATION_ERROR"), "x", None),
             Some(ProviderError::Unauthorized { .. })
         ));
         assert!(matches!(
-            failure(401, &Value::Null, "x"),
+            failure(401, &Value::Null, "x", None),
             Some(ProviderError::Unauthorized {
                 http_status: 401,
                 ..
             })
         ));
-        let forbidden = failure(200, &error("FORBIDDEN"), "team ENG").unwrap();
+        let forbidden = failure(200, &error("FORBIDDEN"), "team ENG", None).unwrap();
         assert!(
             matches!(forbidden, ProviderError::Resource { .. })
                 && forbidden.to_string().contains("Not allowed."),
             "{forbidden}"
         );
         for status in [400, 429] {
-            let limited = failure(status, &error("RATELIMITED"), "x").unwrap();
+            let limited = failure(status, &error("RATELIMITED"), "x", None).unwrap();
             assert!(
                 matches!(limited, ProviderError::Transient { http_status, .. } if http_status == status),
                 "{limited:?}"
@@ -1277,24 +1397,31 @@ mod tests {
             assert!(limited.to_string().contains("rate limiting"));
         }
         assert!(matches!(
-            failure(429, &Value::Null, "x"),
+            failure(429, &Value::Null, "x", None),
             Some(ProviderError::Transient { .. })
         ));
         assert!(matches!(
-            failure(502, &Value::Null, "x"),
+            failure(502, &Value::Null, "x", None),
             Some(ProviderError::Transient { .. })
         ));
         assert!(matches!(
-            failure(400, &error("GRAPHQL_VALIDATION_FAILED"), "x"),
+            failure(400, &error("GRAPHQL_VALIDATION_FAILED"), "x", None),
             Some(ProviderError::Resource { .. })
         ));
-        assert_eq!(failure(200, &json!({"data": {}}), "x"), None);
+        assert_eq!(failure(200, &json!({"data": {}}), "x", None), None);
         let spent = rate_limit_error(400, Some(1_800_000_600_000), 1_800_000_000_000);
         assert!(
             spent.to_string().contains("2027-01-15T08:10:00Z")
                 && spent.to_string().contains("11 min"),
             "{spent}"
         );
+        assert!(matches!(
+            spent,
+            ProviderError::RateLimited {
+                until_unix: 1_800_000_601,
+                ..
+            }
+        ));
     }
 
     #[test]

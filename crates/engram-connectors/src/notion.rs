@@ -102,6 +102,7 @@ impl NotionProvider {
                 connector_type: "workspace",
                 rank: Some(11),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: true,
                 indexed_object_types: &["page", "database_row"],
                 fields: vec![
@@ -150,9 +151,10 @@ impl NotionProvider {
                     "properties": {
                         "token": {"type": "string", "minLength": 1},
                         "access_token": {"type": "string", "minLength": 1},
-                        "api_url": {"type": "string", "pattern": "^https?://"}
+                        "api_url": {"type": "string", "pattern": "^https?://"},
+                        "oauth": crate::oauth::credential_schema()
                     },
-                    "anyOf": [{"required": ["token"]}, {"required": ["access_token"]}],
+                    "anyOf": [{"required": ["token"]}, {"required": ["access_token"]}, {"required": ["oauth"]}],
                     "additionalProperties": false
                 }),
                 setup_guide: "Create an internal integration at https://www.notion.so/profile/integrations \
@@ -297,13 +299,15 @@ fn retry_wait(retry_after: Option<&str>, attempt: u32) -> Duration {
 /// The transient error of a rate limit not waited out.
 fn rate_limit_error(wait: Duration, now: i64) -> ProviderError {
     let secs = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2).max(1);
-    ProviderError::Transient {
+    let until = now.saturating_add(secs);
+    ProviderError::RateLimited {
         message: format!(
             "Notion is rate limiting this integration (429, about three requests a second are \
              allowed); engram tries again after {} (in about {secs} s)",
-            rfc3339(now.saturating_add(secs))
+            rfc3339(until)
         ),
         http_status: 429,
+        until_unix: until,
     }
 }
 
@@ -420,9 +424,8 @@ impl<'a> Api<'a> {
                 })?;
             if fetched.status == 429 {
                 self.pacer.drain(&self.key);
-                // The outbound client hands back no `Retry-After`; Notion's own advice for a
-                // 429 without it is to back off, which `retry_wait` does.
-                let wait = retry_wait(None, attempt);
+                // Notion's `Retry-After` (seconds); without it, its advice is to back off.
+                let wait = retry_wait(fetched.header("retry-after"), attempt);
                 if wait > RATE_WAIT_MAX || attempt >= RATE_RETRIES {
                     tracing::warn!(http_status = 429, "Notion rate limited a connector");
                     return Err(rate_limit_error(wait, now_unix()));
@@ -1155,6 +1158,18 @@ impl Provider for NotionProvider {
         &self.info
     }
 
+    fn oauth(&self) -> Option<crate::oauth::ProviderOAuth> {
+        // A public Notion integration: HTTP Basic with its id and secret at the token endpoint;
+        // the user picks the pages to share while authorizing (`owner=user`).
+        Some(crate::oauth::ProviderOAuth {
+            authorization_endpoint: "https://api.notion.com/v1/oauth/authorize",
+            token_endpoint: "https://api.notion.com/v1/oauth/token",
+            scope: "",
+            client_auth: crate::oauth::ClientAuth::Basic,
+            extra_authorization_params: &[("owner", "user")],
+        })
+    }
+
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError> {
         let api = Api::new(access, &self.pacer, true).await?;
         let mut found: Vec<Value> = Vec::new();
@@ -1260,7 +1275,8 @@ impl Provider for NotionProvider {
                 entry.native_id
             ))),
             Ok(text) => Ok(Content::Text(text)),
-            Err(e @ ProviderError::Object(_)) => Err(e),
+            // A rate limit stops the pass (waiting is what helps), not this object alone.
+            Err(e @ (ProviderError::Object(_) | ProviderError::RateLimited { .. })) => Err(e),
             Err(
                 e @ (ProviderError::Unauthorized { .. }
                 | ProviderError::Resource { .. }
@@ -1500,14 +1516,15 @@ mod tests {
         assert_eq!(retry_wait(Some("2"), 0), Duration::from_secs(2));
         assert_eq!(retry_wait(None, 0), Duration::from_secs(1));
         assert_eq!(retry_wait(Some("soon"), 2), Duration::from_secs(4));
-        let ProviderError::Transient {
+        let ProviderError::RateLimited {
             message,
             http_status,
+            until_unix,
         } = rate_limit_error(Duration::from_secs(60), 1_800_000_000)
         else {
-            panic!("transient")
+            panic!("rate limited")
         };
-        assert_eq!(http_status, 429);
+        assert_eq!((http_status, until_unix), (429, 1_800_000_060));
         assert!(
             message.contains("2027-01-15T08:01:00Z") && message.contains("60 s"),
             "{message}"

@@ -42,6 +42,7 @@ impl PostgresProvider {
                 connector_type: "sql",
                 rank: Some(4),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["row"],
                 fields: vec![

@@ -37,6 +37,7 @@ impl S3Provider {
                 connector_type: "object_storage",
                 rank: Some(7),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["object"],
                 fields: vec![

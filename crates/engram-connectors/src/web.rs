@@ -50,6 +50,7 @@ impl WebProvider {
                 connector_type: "crawler",
                 rank: Some(3),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["page"],
                 fields: vec![

@@ -45,6 +45,7 @@ impl WebDavProvider {
                 connector_type: "share",
                 rank: Some(6),
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &["file"],
                 fields: vec![

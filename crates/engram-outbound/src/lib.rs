@@ -370,7 +370,20 @@ pub struct Fetched {
     pub content_type: Option<String>,
     /// Where a redirect points (not followed).
     pub location: Option<String>,
+    /// Every header of the answer that is text, names lowercased (rate limits: `Retry-After`,
+    /// `X-RateLimit-*`; pagination: `Link`).
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Fetched {
+    /// The first value of the header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// An answer whose body is read piece by piece, as the receiver sends it.
@@ -431,6 +444,13 @@ async fn read_bounded(
         header(reqwest::header::CONTENT_TYPE),
         header(reqwest::header::LOCATION),
     );
+    let headers = response
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
     let status = response.status().as_u16();
     let mut body = Vec::new();
     while let Some(chunk) = response
@@ -451,6 +471,7 @@ async fn read_bounded(
         last_modified,
         content_type,
         location,
+        headers,
         body,
     })
 }

@@ -480,6 +480,18 @@ pub trait ConnectorStore: Send + Sync {
     ) -> StoreResult<Option<ClaimedSync>>;
     /// Extends the lease; false when it was lost (taken over, paused, deleted): stop.
     async fn renew_sync(&self, lease: &SyncLease, until: UnixMs) -> StoreResult<bool>;
+    /// A connector by id alone, whatever its organization: for the public route a provider
+    /// pushes events to, which the event's signature authenticates, never for a caller's API.
+    async fn connector_for_push(&self, id: &str) -> StoreResult<Option<ConnectorRecord>>;
+    /// Notes a push delivery; false when the connector has seen `delivery_id` already (a
+    /// replay). Deliveries noted before `forget_before` are dropped.
+    async fn note_delivery(
+        &self,
+        connector_id: &str,
+        delivery_id: &str,
+        at: UnixMs,
+        forget_before: UnixMs,
+    ) -> StoreResult<bool>;
     /// Takes the connector's lease for `holder` until `until` when no live lease holds it (a
     /// token refresh outside a sync, so no two instances refresh one connector at once); false
     /// when one does.
@@ -1230,6 +1242,52 @@ impl<B: Backend> crate::ConnectorStore for SqlStore<B> {
     ) -> crate::StoreResult<bool> {
         let mut conn = self.pool.acquire().await?;
         hold_lease::<B>(&mut conn, lease, until).await
+    }
+
+    async fn connector_for_push(
+        &self,
+        id: &str,
+    ) -> crate::StoreResult<Option<crate::ConnectorRecord>> {
+        let row = self
+            .optional(
+                Sql::new(format!(
+                    "{} WHERE c.connector_id = $1",
+                    crate::connectors::CONNECTOR_SELECT
+                ))
+                .bind(id),
+            )
+            .await?;
+        row.as_ref().map(crate::connectors::connector).transpose()
+    }
+
+    async fn note_delivery(
+        &self,
+        connector_id: &str,
+        delivery_id: &str,
+        at: engram_types::UnixMs,
+        forget_before: engram_types::UnixMs,
+    ) -> crate::StoreResult<bool> {
+        let mut tx = B::begin_write(&self.pool).await?;
+        B::execute(
+            &mut tx,
+            Sql::new("DELETE FROM connector_events WHERE connector_id = $1 AND received_at < $2")
+                .bind(connector_id)
+                .bind(forget_before),
+        )
+        .await?;
+        let noted = B::execute(
+            &mut tx,
+            Sql::new(
+                "INSERT INTO connector_events (connector_id, delivery_id, received_at)
+             VALUES ($1, $2, $3) ON CONFLICT (connector_id, delivery_id) DO NOTHING",
+            )
+            .bind(connector_id)
+            .bind(delivery_id)
+            .bind(at),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(noted == 1)
     }
 
     async fn take_lease(

@@ -1212,6 +1212,7 @@ mod tests {
                 connector_type: "x",
                 rank: None,
                 rbac_support: false,
+                webhook_support: false,
                 is_beta: false,
                 indexed_object_types: &[],
                 fields: Vec::new(),

@@ -36,6 +36,7 @@ pub(super) fn routes() -> OpenApiRouter<App> {
         .routes(routes!(rotate_refresh_token))
         .routes(routes!(oauth_start))
         .routes(routes!(oauth_callback))
+        .routes(routes!(push_event))
         .routes(routes!(vault))
         .routes(routes!(vault_update))
         .routes(routes!(vault_reveal))
@@ -687,6 +688,59 @@ async fn oauth_callback(
         authorized: true,
         run_id: finished.sync_run_id,
     }))
+}
+
+/// Where a provider pushes events (GitHub and Linear webhooks): no API key; each delivery is
+/// verified by the provider's signature with the connector's `webhook_secret` (GitHub's
+/// `X-Hub-Signature-256`; Linear's `Linear-Signature` and a timestamp within a minute), a
+/// delivery id seen before is refused as a replay, and a verified event queues a sync at once.
+#[utoipa::path(post, path = "/connectors/{id}/events", tag = "connectors", params(("id" = String, Path)),
+    request_body(content = String, content_type = "application/json", description = "the provider's event, as it signed it"),
+    responses(
+        (status = 202, body = PushAnswer, description = "verified; a sync is queued"),
+        (status = 200, body = PushAnswer, description = "verified; nothing to sync (a ping, a replay, a paused connector)"),
+        (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: not an event of this provider; FILE_TOO_LARGE: over 25 MiB"),
+        (status = 401, body = ErrorEnvelopeDoc, description = "UNAUTHORIZED: the signature does not verify, or the event is too old"),
+        (status = 404, body = ErrorEnvelopeDoc, description = "CONNECTOR_NOT_FOUND: no such connector, or its provider sends no events"),
+    ))]
+async fn push_event(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    if body.len() > engram_app::PUSH_MAX_BYTES {
+        return Err(ApiError::new(
+            engram_types::ErrorCode::FileTooLarge,
+            format!(
+                "the event is {} bytes; at most {} are read",
+                body.len(),
+                engram_app::PUSH_MAX_BYTES
+            ),
+        ));
+    }
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
+    let received = app.receive_push(&id, &headers, &body).await?;
+    let status = if received.sync_run_id.is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok(object(
+        status,
+        PushAnswer {
+            connector_id: received.connector_id,
+            run_id: received.sync_run_id,
+            message: received.message,
+        },
+        &Ignored::default(),
+        Deprecations::default(),
+    ))
 }
 
 /// The hosted service's internal refresh-token rotation: not for API keys.

@@ -22,7 +22,8 @@ pub(super) struct CatalogEntry {
     /// Always true in the catalog.
     pub supported: bool,
     pub moveit_support: bool,
-    /// True when data arrives by webhook instead of scheduled syncs.
+    /// True when the provider pushes events (`POST /connectors/{id}/events`) besides
+    /// scheduled syncs.
     pub webhook_support: bool,
     pub rbac_support: bool,
     pub is_alpha: bool,
@@ -38,7 +39,7 @@ impl From<&ProviderInfo> for CatalogEntry {
             category: info.category.to_owned(),
             supported: true,
             moveit_support: false,
-            webhook_support: false,
+            webhook_support: info.webhook_support,
             rbac_support: info.rbac_support,
             is_alpha: false,
             is_beta: info.is_beta,
@@ -751,6 +752,16 @@ pub(super) struct OAuthAuthorized {
     pub provider: String,
     pub authorized: bool,
     /// The sync started, when the connector has resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    pub message: String,
+}
+
+/// What became of a pushed event.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PushAnswer {
+    pub connector_id: String,
+    /// The sync the event asked for (none for a ping, a replay, a paused connector).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
     pub message: String,

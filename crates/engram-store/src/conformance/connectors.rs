@@ -737,4 +737,34 @@ async fn credentials_are_replaced_only_under_the_lease<S: Store>(store: &S) {
         .await
         .unwrap());
     store.release_lease(&mine).await.unwrap();
+
+    // Push deliveries: found by id alone; a delivery id seen before is a replay.
+    let pushed = store.connector_for_push("con_r").await.unwrap().unwrap();
+    assert_eq!(pushed.org, org);
+    assert!(store
+        .connector_for_push("con_none")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .note_delivery("con_r", "d-1", moment(300_000), moment(0))
+        .await
+        .unwrap());
+    assert!(!store
+        .note_delivery("con_r", "d-1", moment(301_000), moment(0))
+        .await
+        .unwrap());
+    assert!(store
+        .note_delivery("con_r", "d-2", moment(302_000), moment(0))
+        .await
+        .unwrap());
+    // Forgotten once old enough.
+    assert!(store
+        .note_delivery("con_r", "d-1", moment(400_000), moment(301_500))
+        .await
+        .unwrap());
+    assert!(!store
+        .note_delivery("con_r", "d-2", moment(400_000), moment(301_500))
+        .await
+        .unwrap());
 }

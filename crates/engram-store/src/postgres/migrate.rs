@@ -74,6 +74,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_history",
         sql: include_str!("../../migrations/postgres/0013_item_history.sql"),
     },
+    Migration {
+        version: 14,
+        name: "connector_events",
+        sql: include_str!("../../migrations/postgres/0014_connector_events.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

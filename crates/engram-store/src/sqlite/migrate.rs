@@ -113,6 +113,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "item_history",
         sql: include_str!("../../migrations/sqlite/0021_item_history.sql"),
     },
+    Migration {
+        version: 22,
+        name: "connector_events",
+        sql: include_str!("../../migrations/sqlite/0022_connector_events.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

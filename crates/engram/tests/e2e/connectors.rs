@@ -9,10 +9,14 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use crate::common::connectors::{
+    after_run, assert_best_holds, assert_nothing_changed, assert_rate_limited,
+    assert_secrets_hidden, configure, counts, create, discover, filtered_query, finished_runs,
+    listed, plain, previewed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+    SYNC_WAIT,
+};
 use crate::common::feeds::FeedServer;
 use crate::common::{eventually, Server, INDEXING_WAIT};
-
-const SYNC_WAIT: Duration = Duration::from_secs(60);
 
 /// Writes each (relative path, text) under `dir`, making the folders on the way.
 fn write_files(dir: &Path, files: &[(&str, &str)]) {
@@ -41,66 +45,6 @@ async fn patch(server: &Server, path: &str, key: &str, body: Value) -> crate::co
     server
         .call(Method::PATCH, path, Some(key), Some(body))
         .await
-}
-
-/// A plain-object success: the status and the body.
-pub(crate) fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
-    assert_eq!(reply.status.as_u16(), status, "{reply:#?}");
-    assert!(
-        reply.body.get("success").is_none(),
-        "plain, not the envelope: {reply:#?}"
-    );
-    &reply.body
-}
-
-pub(crate) async fn create(server: &Server, key: &str, body: Value) -> String {
-    let reply = server.post("/connectors", key, body).await;
-    plain(&reply, 201)["connector_id"]
-        .as_str()
-        .expect("connector_id")
-        .to_owned()
-}
-
-/// Waits until the connector has finished a run after `runs_before` runs, and returns its status.
-pub(crate) async fn after_run(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
-    let path = format!("/connectors/{id}/status");
-    eventually(SYNC_WAIT, "a sync to finish", || {
-        let path = path.clone();
-        async move {
-            let status = server.get(&path, key).await;
-            let body = plain(&status, 200).clone();
-            let runs = body["runs"].as_array().expect("runs");
-            let finished = runs
-                .iter()
-                .filter(|r| r["state"] == "succeeded" || r["state"] == "failed")
-                .count();
-            (finished > runs_before && body["sync_status"] == "idle").then_some(body)
-        }
-    })
-    .await
-}
-
-fn finished_runs(status: &Value) -> usize {
-    status["runs"]
-        .as_array()
-        .expect("runs")
-        .iter()
-        .filter(|r| r["state"] == "succeeded" || r["state"] == "failed")
-        .count()
-}
-
-pub(crate) async fn listed(server: &Server, key: &str, database: &str) -> Vec<Value> {
-    let reply = server
-        .post(
-            "/context/list",
-            key,
-            json!({"database": database, "page_size": 100}),
-        )
-        .await;
-    reply.current_ok(200)["sources"]
-        .as_array()
-        .expect("sources")
-        .clone()
 }
 
 async fn query_ids(server: &Server, key: &str, body: Value) -> Vec<String> {
@@ -289,19 +233,8 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
 
     // Nothing changed: the next sync dispatches nothing and the resource reads `empty`.
     let before = finished_runs(&status);
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, before).await;
-    let run = &status["runs"][0];
-    assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
-        (json!(0), json!(0), json!(0))
-    );
+    let status = sync(&server, &key, &id, before).await;
+    assert_eq!(counts(&status), (json!(0), json!(0), json!(0)));
     assert_eq!(status["resources"][0]["status"], "empty", "{status:#?}");
     let connector = server.get(&format!("/connectors/{id}"), &key).await;
     assert_eq!(plain(&connector, 200)["documents_dispatched"], 5);
@@ -379,10 +312,7 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
     // keeps its item: it is still at the source.
     std::fs::write(docs.join("desks.txt"), "Hot desks. ".repeat(500)).expect("write");
     let before = finished_runs(&status);
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, before).await;
+    let status = sync(&server, &key, &id, before).await;
     let run = &status["runs"][0];
     assert_eq!(
         (run["failed"].clone(), run["deleted"].clone()),
@@ -486,10 +416,7 @@ async fn feed_connectors_go_through_every_health_transition_by_what_the_source_d
 
     // An unchanged feed costs a 304 and dispatches nothing.
     let served_304 = feeds.not_modified();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(status["runs"][0]["added"], 0);
     assert!(
         feeds.not_modified() >= served_304 + 2,
@@ -498,10 +425,7 @@ async fn feed_connectors_go_through_every_health_transition_by_what_the_source_d
 
     // A resource removed at the source fails alone, not retryable; the connector is degraded.
     feeds.remove_feed("gone");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
+    let status = sync(&server, &key, &id, 2).await;
     let gone = status["resources"]
         .as_array()
         .expect("resources")
@@ -531,10 +455,7 @@ async fn feed_connectors_go_through_every_health_transition_by_what_the_source_d
 
     // Revoked credentials: reconnect, failed, with what to do; new credentials clear it.
     feeds.set_token("token-2");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 3).await;
+    let status = sync(&server, &key, &id, 3).await;
     assert_eq!(
         (status["lifecycle"].clone(), status["status"].clone()),
         (json!("reconnect"), json!("failed")),
@@ -577,10 +498,7 @@ async fn feed_connectors_go_through_every_health_transition_by_what_the_source_d
             ("p4", "Offsite", "The offsite is in Lisbon."),
         ],
     );
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 5).await;
+    let status = sync(&server, &key, &id, 5).await;
     assert_eq!(status["status"], "capped", "{status:#?}");
     assert_eq!(
         status["plan_cap"]["meter"], "documents_per_connector",
@@ -593,10 +511,7 @@ async fn feed_connectors_go_through_every_health_transition_by_what_the_source_d
 
     // The server gone: the sync fails, is retried with backoff, the connector is degraded.
     feeds.stop();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 6).await;
+    let status = sync(&server, &key, &id, 6).await;
     assert_eq!(status["status"], "degraded", "{status:#?}");
     assert_eq!(status["lifecycle"], "active");
     assert!(
@@ -1055,17 +970,9 @@ async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only
         "text/html",
         r#"<html><body><h1>Docs home</h1><a href="install.html">Install</a></body></html>"#,
     );
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(0), json!(1), json!(1)),
         "{status:#?}"
     );
@@ -1082,17 +989,9 @@ async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only
     // Nothing changed: every page is answered 304, the crawl still goes through them (their
     // links were kept), nothing is dispatched or deleted.
     let requested = site.requested().len();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 2).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(0), json!(0), json!(0)),
         "{status:#?}"
     );
@@ -1134,10 +1033,7 @@ async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only
         .iter()
         .filter(|p| p.as_str() == "/docs/faq.html")
         .count();
-    server
-        .post(&format!("/connectors/{mapped}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &mapped, 1).await;
+    let status = sync(&server, &key, &mapped, 1).await;
     assert_eq!(status["runs"][0]["added"], 0);
     let fetched_after = site
         .requested()
@@ -1151,10 +1047,7 @@ async fn a_site_is_crawled_within_its_limits_and_robots_and_a_sitemap_reads_only
 
     // The start page refusing the credentials is a reconnect.
     site.set_token("rotated");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 3).await;
+    let status = sync(&server, &key, &id, 3).await;
     assert_eq!(
         (status["lifecycle"].clone(), status["status"].clone()),
         (json!("reconnect"), json!("failed")),
@@ -1253,17 +1146,9 @@ async fn table_rows_sync_incrementally_by_their_replication_key_and_a_full_pass_
          INSERT INTO tickets (subject, body, updated_at) VALUES ('Coffee', 'The machine is descaled.', '2026-11-06T10:00:00Z');
          DELETE FROM faq WHERE slug = 'lunch';",
     );
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(1), json!(1), json!(1)),
         "{status:#?}"
     );
@@ -1283,10 +1168,7 @@ async fn table_rows_sync_incrementally_by_their_replication_key_and_a_full_pass_
 
     // A role that may no longer log in is a reconnect; a table dropped at the source fails alone.
     psql(&source, "ALTER ROLE reader NOLOGIN");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
+    let status = sync(&server, &key, &id, 2).await;
     assert_eq!(
         (status["lifecycle"].clone(), status["status"].clone()),
         (json!("reconnect"), json!("failed")),
@@ -1333,33 +1215,6 @@ fn run_git(dir: &Path, args: &[&str]) {
         .output()
         .expect("git");
     assert!(done.status.success(), "git {args:?}: {done:?}");
-}
-
-/// Credentials the source refuses (set through `PATCH /connectors/{id}`) make the next sync
-/// (the connector's `runs`+1st) a reconnect.
-async fn rejected_credentials_are_a_reconnect(
-    server: &Server,
-    key: &str,
-    id: &str,
-    credentials: Value,
-    runs: usize,
-) {
-    patch(
-        server,
-        &format!("/connectors/{id}"),
-        key,
-        json!({ "credentials": credentials }),
-    )
-    .await;
-    server
-        .post(&format!("/connectors/{id}/sync"), key, json!({}))
-        .await;
-    let status = after_run(server, key, id, runs).await;
-    assert_eq!(
-        (status["lifecycle"].clone(), status["status"].clone()),
-        (json!("reconnect"), json!("failed")),
-        "{status:#?}"
-    );
 }
 
 /// A server process on a loopback port (its arguments name the port `{port}`), waited for until
@@ -1502,17 +1357,9 @@ async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
     .expect("write");
     run_git(&repo, &["add", "-A"]);
     run_git(&repo, &["commit", "-q", "-m", "second"]);
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(1), json!(1), json!(1)),
         "{status:#?}"
     );
@@ -1537,10 +1384,7 @@ async fn a_repository_syncs_its_tree_then_only_what_each_commit_changed() {
 
     // The repository gone from the server: that resource fails, not retryable.
     std::fs::remove_dir_all(&repo).expect("remove the repository");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
+    let status = sync(&server, &key, &id, 2).await;
     assert_eq!(
         (
             status["resources"][0]["status"].clone(),
@@ -1627,17 +1471,9 @@ async fn a_webdav_share_syncs_its_folders_and_follows_changes_and_deletions() {
     )
     .expect("write");
     std::fs::remove_file(team.join("plans/2027/goals.txt")).expect("remove");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(0), json!(1), json!(1)),
         "{status:#?}"
     );
@@ -1709,17 +1545,9 @@ async fn an_s3_bucket_syncs_by_etag_and_signed_requests_and_bad_keys_are_a_recon
 
     std::fs::write(bucket.join("2026/q3.md"), "# Q3\nRevenue grew 14 percent.").expect("write");
     std::fs::remove_file(bucket.join("readme.txt")).expect("remove");
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(0), json!(1), json!(1)),
         "{status:#?}"
     );
@@ -2088,17 +1916,9 @@ async fn a_mailbox_syncs_messages_and_attachments_by_uid_and_follows_expunges_an
     imap.close().await.expect("close");
     imap.delete("Archive").await.expect("delete");
     new_archive(&mut imap).await;
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(2), json!(0), json!(2)),
         "a new message and the rebuilt archive's added; the expunged one and the archive's old \
          one deleted; nothing already held read again: {status:#?}"
@@ -2127,29 +1947,6 @@ fn github_calls(
         .filter(|e| e.route == route)
         .cloned()
         .collect()
-}
-
-/// A query's chunks under `filter` (`additional_metadata`), each checked to carry it.
-async fn github_query(server: &Server, key: &str, query: &str, filter: Value) -> Vec<Value> {
-    let reply = server
-        .post(
-            "/query",
-            key,
-            json!({"database": "gh", "query": query, "max_results": 3,
-                   "metadata_filters": {"additional_metadata": filter.clone()}}),
-        )
-        .await;
-    let chunks = reply.current_ok(200)["chunks"]
-        .as_array()
-        .expect("chunks")
-        .clone();
-    assert!(!chunks.is_empty(), "{query}: {reply:#?}");
-    for chunk in &chunks {
-        for (field, value) in filter.as_object().expect("a filter object") {
-            assert_eq!(&chunk["additional_metadata"][field], value, "{chunk:#?}");
-        }
-    }
-    chunks
 }
 
 #[tokio::test]
@@ -2218,10 +2015,7 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
     );
 
     // No automatic retry during the test: each run is one the test starts.
-    let server = Server::start_with(&[
-        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
-        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
-    ]);
+    let server = server_for_fakes();
     let key = server.key("conn-github", &[]);
     server.ready_database(&key, "gh").await;
     let id = create(
@@ -2231,13 +2025,7 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
                "credentials": {"token": token, "api_url": fake.api_url()}}),
     )
     .await;
-    let found = server
-        .get(&format!("/connectors/{id}/discover"), &key)
-        .await;
-    let resources = plain(&found, 200)["resources"]
-        .as_array()
-        .expect("resources")
-        .clone();
+    let (found, resources) = discover(&server, &key, &id).await;
     assert_eq!(resources.len(), 202, "two per repository: {found:#?}");
     let files = resources
         .iter()
@@ -2260,30 +2048,16 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
     assert_eq!(issues["resource_type"], "issues", "{issues:#?}");
     assert!(!found.body.to_string().contains(token));
     // An app installation token has no user: its installation's repositories are offered.
-    let preview = server
-        .post(
-            "/connector-discovery",
-            &key,
-            json!({"provider": "github",
-                   "credentials": {"token": "ghs_installation", "api_url": fake.api_url()}}),
-        )
-        .await;
-    assert_eq!(
-        plain(&preview, 200)["resources"]
-            .as_array()
-            .expect("resources")
-            .len(),
-        202,
-        "{preview:#?}"
-    );
+    let credentials = json!({"token": "ghs_installation", "api_url": fake.api_url()});
+    assert_eq!(previewed(&server, &key, "github", credentials).await, 202);
 
-    server
-        .post(
-            &format!("/connectors/{id}/configure"),
-            &key,
-            json!({"resources": [{"resource_id": repo}, {"resource_id": issues_id}]}),
-        )
-        .await;
+    configure(
+        &server,
+        &key,
+        &id,
+        json!([{"resource_id": repo}, {"resource_id": issues_id}]),
+    )
+    .await;
     let status = after_run(&server, &key, &id, 0).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
     assert_eq!(
@@ -2334,41 +2108,33 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
     crate::common::wait_completed(&server, &key, "gh", None, &ids).await;
 
     let file_filter = json!({"kind": "file", "repository": repo});
-    let chunks = github_query(
+    assert_best_holds(
         &server,
         &key,
+        "gh",
         "when is the deploy window",
         file_filter.clone(),
+        "Tuesday",
     )
     .await;
-    assert!(
-        chunks[0]["chunk_content"].to_string().contains("Tuesday"),
-        "{chunks:#?}"
-    );
-    let chunks = github_query(
+    assert_best_holds(
         &server,
         &key,
+        "gh",
         "why did the deploys stall and what fixed it",
         json!({"kind": "issue"}),
+        "build cache was cold",
     )
     .await;
-    assert!(
-        chunks[0]["chunk_content"]
-            .to_string()
-            .contains("build cache was cold"),
-        "the comment is in the issue's text: {chunks:#?}"
-    );
-    let chunks = github_query(
+    assert_best_holds(
         &server,
         &key,
+        "gh",
         "when is the retry budget change approved",
         json!({"kind": "pull_request", "repository": repo}),
+        "canary",
     )
     .await;
-    assert!(
-        chunks[0]["chunk_content"].to_string().contains("canary"),
-        "{chunks:#?}"
-    );
 
     // A commit changes one file and deletes another, and the issue gets a comment: only those
     // are read again; the deleted file leaves.
@@ -2385,17 +2151,9 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
         "Root cause: the runner image lacked the cache mount.",
     );
     let before = fake.exchanges().len();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 1).await;
-    let run = &status["runs"][0];
+    let status = sync(&server, &key, &id, 1).await;
     assert_eq!(
-        (
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
+        counts(&status),
         (json!(0), json!(2), json!(1)),
         "{status:#?}"
     );
@@ -2416,14 +2174,19 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
         .any(|s| s["additional_metadata"]["path"] == "src/main.rs"));
     let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
     crate::common::wait_completed(&server, &key, "gh", None, &ids).await;
-    let chunks = github_query(&server, &key, "when is the deploy window", file_filter).await;
-    assert!(
-        chunks[0]["chunk_content"].to_string().contains("Thursday"),
-        "{chunks:#?}"
-    );
-    let chunks = github_query(
+    assert_best_holds(
         &server,
         &key,
+        "gh",
+        "when is the deploy window",
+        file_filter,
+        "Thursday",
+    )
+    .await;
+    let chunks = filtered_query(
+        &server,
+        &key,
+        "gh",
         "what was the root cause of the stall",
         json!({"kind": "issue", "number": stall}),
     )
@@ -2439,21 +2202,8 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
     // read or dispatched.
     fake.set_truncated_trees(true);
     let before = fake.exchanges().len();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
-    let run = &status["runs"][0];
-    assert_eq!(
-        (
-            status["status"].clone(),
-            run["added"].clone(),
-            run["updated"].clone(),
-            run["deleted"].clone()
-        ),
-        (json!("healthy"), json!(0), json!(0), json!(0)),
-        "{status:#?}"
-    );
+    let status = sync(&server, &key, &id, 2).await;
+    assert_nothing_changed(&status);
     let exchanges = fake.exchanges();
     assert!(github_calls(&exchanges, before, BLOBS).is_empty());
     assert!(github_calls(&exchanges, before, ISSUE).is_empty());
@@ -2467,53 +2217,25 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
     // limit resets, which GitHub does not count), the connector is degraded and says until when.
     fake.set_rate_limited(true);
     let before = fake.exchanges().len();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 3).await;
-    assert_eq!(
-        (status["status"].clone(), status["lifecycle"].clone()),
-        (json!("degraded"), json!("active")),
-        "{status:#?}"
-    );
-    let message = status["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("rate limit") && message.contains("2030-01-01T00:00:00Z"),
-        "{status:#?}"
-    );
-    assert!(
-        status["resources"]
-            .as_array()
-            .expect("resources")
-            .iter()
-            .all(|r| r["retryable"] == true),
-        "{status:#?}"
-    );
+    let status = sync(&server, &key, &id, 3).await;
+    assert_rate_limited(&status, &["rate limit", "2030-01-01T00:00:00Z"]);
     let asked = fake.exchanges().len() - before;
     assert!(asked <= 4, "no hammering: {asked} requests");
     fake.set_rate_limited(false);
 
     // The limit lifted: healthy again, and the unchanged issues cost a 304.
     let not_modified = fake.not_modified();
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 4).await;
+    let status = sync(&server, &key, &id, 4).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
     assert_eq!(status["runs"][0]["updated"], 0, "{status:#?}");
     assert!(fake.not_modified() > not_modified, "a conditional request");
 
     // A revoked token is a reconnect; no token appears in what engram answers.
     let revoked = "ghp_revokedValue999";
-    rejected_credentials_are_a_reconnect(&server, &key, &id, json!({ "token": revoked }), 5).await;
-    let status = server.get(&format!("/connectors/{id}/status"), &key).await;
-    let connector = server.get(&format!("/connectors/{id}"), &key).await;
-    for answer in [status.body.to_string(), connector.body.to_string()] {
-        assert!(
-            !answer.contains(revoked) && !answer.contains(token),
-            "{answer}"
-        );
-    }
+    let status =
+        rejected_credentials_are_a_reconnect(&server, &key, &id, json!({ "token": revoked }), 5)
+            .await;
+    assert_secrets_hidden(&server, &key, &id, &status, &[revoked, token]).await;
 
     // Everything the connector asked and the fake answered, held to GitHub's description.
     assert_conforms(&fake.exchanges());

@@ -3,72 +3,16 @@
 //! deletion, waits out rate limits, and every query it sends and every answer the fake gives are
 //! held to Linear's schema.
 
-use std::time::Duration;
-
-use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, Server};
+use crate::common::connectors::{
+    after_run, assert_best_holds, assert_nothing_changed, assert_rate_limited,
+    assert_secrets_hidden, configure, counts, create, discover, filtered_query, indexed, listed,
+    previewed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+};
 use crate::linear_fake::{assert_conforms, Exchange, LinearFake};
 
-const SYNC_WAIT: Duration = Duration::from_secs(60);
-
-/// A plain-object success: the status and the body.
-fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
-    assert_eq!(reply.status.as_u16(), status, "{reply:#?}");
-    &reply.body
-}
-
-/// Waits until the connector has finished a run after `runs_before` runs, and returns its status.
-async fn after_run(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
-    let path = format!("/connectors/{id}/status");
-    eventually(SYNC_WAIT, "a sync to finish", || {
-        let path = path.clone();
-        async move {
-            let status = server.get(&path, key).await;
-            let body = plain(&status, 200).clone();
-            let finished = body["runs"]
-                .as_array()
-                .expect("runs")
-                .iter()
-                .filter(|r| r["state"] == "succeeded" || r["state"] == "failed")
-                .count();
-            (finished > runs_before && body["sync_status"] == "idle").then_some(body)
-        }
-    })
-    .await
-}
-
-async fn sync(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
-    server
-        .post(&format!("/connectors/{id}/sync"), key, json!({}))
-        .await;
-    after_run(server, key, id, runs_before).await
-}
-
-/// A run's (added, updated, deleted).
-fn counts(status: &Value) -> (Value, Value, Value) {
-    let run = &status["runs"][0];
-    (
-        run["added"].clone(),
-        run["updated"].clone(),
-        run["deleted"].clone(),
-    )
-}
-
-async fn listed(server: &Server, key: &str) -> Vec<Value> {
-    let reply = server
-        .post(
-            "/context/list",
-            key,
-            json!({"database": "lin", "page_size": 100}),
-        )
-        .await;
-    reply.current_ok(200)["sources"]
-        .as_array()
-        .expect("sources")
-        .clone()
-}
+const DB: &str = "lin";
 
 /// The identifiers of the synced issues, sorted.
 fn identifiers(sources: &[Value]) -> Vec<String> {
@@ -79,35 +23,6 @@ fn identifiers(sources: &[Value]) -> Vec<String> {
         .collect();
     ids.sort();
     ids
-}
-
-async fn indexed(server: &Server, key: &str) {
-    let sources = listed(server, key).await;
-    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
-    crate::common::wait_completed(server, key, "lin", None, &ids).await;
-}
-
-/// A query's chunks under `filter` (`additional_metadata`), each checked to carry it.
-async fn linear_query(server: &Server, key: &str, query: &str, filter: Value) -> Vec<Value> {
-    let reply = server
-        .post(
-            "/query",
-            key,
-            json!({"database": "lin", "query": query, "max_results": 3,
-                   "metadata_filters": {"additional_metadata": filter.clone()}}),
-        )
-        .await;
-    let chunks = reply.current_ok(200)["chunks"]
-        .as_array()
-        .expect("chunks")
-        .clone();
-    assert!(!chunks.is_empty(), "{query}: {reply:#?}");
-    for chunk in &chunks {
-        for (field, value) in filter.as_object().expect("a filter object") {
-            assert_eq!(&chunk["additional_metadata"][field], value, "{chunk:#?}");
-        }
-    }
-    chunks
 }
 
 /// The issues read whole (`EngramIssue`) from the `from`th exchange on.
@@ -192,31 +107,17 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
     );
 
     // No automatic retry during the test: each run is one the test starts.
-    let server = Server::start_with(&[
-        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
-        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
-    ]);
+    let server = server_for_fakes();
     let admin = server.key("conn-linear", &[]);
-    server.ready_database(&admin, "lin").await;
-    let reply = server
-        .post(
-            "/connectors",
-            &admin,
-            json!({"provider": "linear", "database": "lin",
-                   "credentials": {"api_key": key, "api_url": fake.api_url()}}),
-        )
-        .await;
-    let id = plain(&reply, 201)["connector_id"]
-        .as_str()
-        .expect("connector_id")
-        .to_owned();
-    let found = server
-        .get(&format!("/connectors/{id}/discover"), &admin)
-        .await;
-    let resources = plain(&found, 200)["resources"]
-        .as_array()
-        .expect("resources")
-        .clone();
+    server.ready_database(&admin, DB).await;
+    let id = create(
+        &server,
+        &admin,
+        json!({"provider": "linear", "database": DB,
+               "credentials": {"api_key": key, "api_url": fake.api_url()}}),
+    )
+    .await;
+    let (found, resources) = discover(&server, &admin, &id).await;
     assert_eq!(
         resources.len(),
         53,
@@ -243,30 +144,16 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
     assert_eq!(project["resource_type"], "project", "{project:#?}");
     assert!(!found.body.to_string().contains(key));
     // An OAuth access token reads the same.
-    let preview = server
-        .post(
-            "/connector-discovery",
-            &admin,
-            json!({"provider": "linear",
-                   "credentials": {"access_token": token, "api_url": fake.api_url()}}),
-        )
-        .await;
-    assert_eq!(
-        plain(&preview, 200)["resources"]
-            .as_array()
-            .expect("resources")
-            .len(),
-        53,
-        "{preview:#?}"
-    );
+    let credentials = json!({"access_token": token, "api_url": fake.api_url()});
+    assert_eq!(previewed(&server, &admin, "linear", credentials).await, 53);
 
-    server
-        .post(
-            &format!("/connectors/{id}/configure"),
-            &admin,
-            json!({"resources": [{"resource_id": eng}, {"resource_id": project_id}]}),
-        )
-        .await;
+    configure(
+        &server,
+        &admin,
+        &id,
+        json!([{"resource_id": eng}, {"resource_id": project_id}]),
+    )
+    .await;
     let status = after_run(&server, &admin, &id, 0).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
     assert_eq!(
@@ -274,7 +161,7 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
         (json!(5), json!(0), json!(0)),
         "the team's 3 issues; the project's overview and its issue: {status:#?}"
     );
-    let sources = listed(&server, &admin).await;
+    let sources = listed(&server, &admin, DB).await;
     assert_eq!(identifiers(&sources), ["ENG-1", "ENG-1", "ENG-2", "ENG-3"]);
     let overview = sources
         .iter()
@@ -318,36 +205,29 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
         issue["title"], "ENG-1: Deploys stall at 90 percent",
         "{issue:#?}"
     );
-    indexed(&server, &admin).await;
-    let chunks = linear_query(
+    indexed(&server, &admin, DB).await;
+    assert_best_holds(
         &server,
         &admin,
+        DB,
         "why did the deploys stall and what fixed it",
         json!({"state": "In Progress"}),
+        "build cache was cold",
     )
     .await;
-    assert!(
-        chunks[0]["chunk_content"]
-            .to_string()
-            .contains("build cache was cold"),
-        "the comment is in the issue's text: {chunks:#?}"
-    );
-    let chunks = linear_query(
+    assert_best_holds(
         &server,
         &admin,
+        DB,
         "what are the goals of the reliability project",
         json!({"kind": "project"}),
+        "summer freeze",
     )
     .await;
-    assert!(
-        chunks[0]["chunk_content"]
-            .to_string()
-            .contains("summer freeze"),
-        "{chunks:#?}"
-    );
-    let chunks = linear_query(
+    let chunks = filtered_query(
         &server,
         &admin,
+        DB,
         "when did the last key rotation finish",
         json!({"identifier": keys, "team": "ENG"}),
     )
@@ -387,16 +267,17 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
         3,
         "only the changed issues are read"
     );
-    let sources = listed(&server, &admin).await;
+    let sources = listed(&server, &admin, DB).await;
     let done = sources
         .iter()
         .find(|s| s["additional_metadata"]["identifier"] == retries.as_str())
         .expect("the edited issue");
     assert_eq!(done["additional_metadata"]["state"], "Done", "{done:#?}");
-    indexed(&server, &admin).await;
-    let chunks = linear_query(
+    indexed(&server, &admin, DB).await;
+    let chunks = filtered_query(
         &server,
         &admin,
+        DB,
         "what was the root cause of the stall",
         json!({"identifier": stall}),
     )
@@ -420,18 +301,14 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
     );
     assert_eq!(issues_read(&fake.exchanges(), before), 0);
     assert_eq!(
-        identifiers(&listed(&server, &admin).await),
+        identifiers(&listed(&server, &admin, DB).await),
         ["ENG-1", "ENG-1"]
     );
 
     // Nothing changed: nothing is read or dispatched.
     let before = fake.exchanges().len();
     let status = sync(&server, &admin, &id, 3).await;
-    assert_eq!(
-        (status["status"].clone(), counts(&status)),
-        (json!("healthy"), (json!(0), json!(0), json!(0))),
-        "{status:#?}"
-    );
+    assert_nothing_changed(&status);
     assert_eq!(issues_read(&fake.exchanges(), before), 0);
 
     // Rate limited: the sync stops at the first refusal, the connector is degraded and the
@@ -439,54 +316,24 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
     fake.set_rate_limited(true);
     let before = fake.exchanges().len();
     let status = sync(&server, &admin, &id, 4).await;
-    assert_eq!(
-        (status["status"].clone(), status["lifecycle"].clone()),
-        (json!("degraded"), json!("active")),
-        "{status:#?}"
-    );
-    let message = status["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("rate limit"), "{status:#?}");
-    assert!(
-        status["resources"]
-            .as_array()
-            .expect("resources")
-            .iter()
-            .all(|r| r["retryable"] == true),
-        "{status:#?}"
-    );
+    assert_rate_limited(&status, &["rate limit"]);
     let asked = fake.exchanges().len() - before;
     assert!(asked <= 2, "no hammering: {asked} requests");
     fake.set_rate_limited(false);
     let status = sync(&server, &admin, &id, 5).await;
-    assert_eq!(
-        (status["status"].clone(), counts(&status)),
-        (json!("healthy"), (json!(0), json!(0), json!(0))),
-        "{status:#?}"
-    );
+    assert_nothing_changed(&status);
 
     // A revoked key is a reconnect; no key appears in what engram answers.
     let revoked = "lin_api_revokedValue999";
-    server
-        .call(
-            Method::PATCH,
-            &format!("/connectors/{id}"),
-            Some(&admin),
-            Some(json!({"credentials": {"api_key": revoked, "api_url": fake.api_url()}})),
-        )
-        .await;
-    let status = sync(&server, &admin, &id, 6).await;
-    assert_eq!(
-        (status["lifecycle"].clone(), status["status"].clone()),
-        (json!("reconnect"), json!("failed")),
-        "{status:#?}"
-    );
-    let connector = server.get(&format!("/connectors/{id}"), &admin).await;
-    for answer in [status.to_string(), connector.body.to_string()] {
-        assert!(
-            !answer.contains(revoked) && !answer.contains(key),
-            "{answer}"
-        );
-    }
+    let status = rejected_credentials_are_a_reconnect(
+        &server,
+        &admin,
+        &id,
+        json!({"api_key": revoked, "api_url": fake.api_url()}),
+        6,
+    )
+    .await;
+    assert_secrets_hidden(&server, &admin, &id, &status, &[revoked, key]).await;
 
     // Every query the connector sent and every answer the fake gave, held to Linear's schema.
     let exchanges = fake.exchanges();

@@ -3,105 +3,26 @@
 //! followed through an edit, an archived page, an unchanged re-sync and rate limiting; every
 //! exchange held to the types of Notion's official client.
 
-use std::time::Duration;
+use serde_json::json;
 
-use reqwest::Method;
-use serde_json::{json, Value};
-
-use crate::common::{eventually, Server};
+use crate::common::connectors::{
+    after_run, assert_best_holds, assert_nothing_changed, assert_rate_limited,
+    assert_secrets_hidden, configure, counts, create, discover, indexed, listed,
+    rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+};
+use crate::common::Server;
 use crate::notion_fake::{assert_conforms, body, rich, NotionFake, Parent};
 
-const SYNC_WAIT: Duration = Duration::from_secs(60);
 const DB: &str = "wiki";
 
-/// A plain-object success: the status and the body.
-fn plain(reply: &crate::common::Reply, status: u16) -> &Value {
-    assert_eq!(reply.status.as_u16(), status, "{reply:#?}");
-    &reply.body
-}
-
-/// Waits until the connector has finished a run after `runs_before` runs, and returns its status.
-async fn after_run(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
-    let path = format!("/connectors/{id}/status");
-    eventually(SYNC_WAIT, "a sync to finish", || {
-        let path = path.clone();
-        async move {
-            let status = server.get(&path, key).await;
-            let body = plain(&status, 200).clone();
-            let runs = body["runs"].as_array().expect("runs");
-            let finished = runs
-                .iter()
-                .filter(|r| r["state"] == "succeeded" || r["state"] == "failed")
-                .count();
-            (finished > runs_before && body["sync_status"] == "idle").then_some(body)
-        }
-    })
-    .await
-}
-
-async fn sync(server: &Server, key: &str, id: &str, runs_before: usize) -> Value {
-    server
-        .post(&format!("/connectors/{id}/sync"), key, json!({}))
-        .await;
-    after_run(server, key, id, runs_before).await
-}
-
-/// The last run's (added, updated, deleted).
-fn counts(status: &Value) -> (Value, Value, Value) {
-    let run = &status["runs"][0];
-    (
-        run["added"].clone(),
-        run["updated"].clone(),
-        run["deleted"].clone(),
-    )
-}
-
-async fn sources(server: &Server, key: &str) -> Vec<Value> {
-    let reply = server
-        .post(
-            "/context/list",
-            key,
-            json!({"database": DB, "page_size": 100}),
-        )
-        .await;
-    reply.current_ok(200)["sources"]
-        .as_array()
-        .expect("sources")
-        .clone()
-}
-
 async fn titles(server: &Server, key: &str) -> Vec<String> {
-    let mut titles: Vec<String> = sources(server, key)
+    let mut titles: Vec<String> = listed(server, key, DB)
         .await
         .iter()
         .filter_map(|s| s["title"].as_str().map(str::to_owned))
         .collect();
     titles.sort();
     titles
-}
-
-async fn indexed(server: &Server, key: &str) {
-    let sources = sources(server, key).await;
-    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
-    crate::common::wait_completed(server, key, DB, None, &ids).await;
-}
-
-/// The best chunk's text of a query under `filter` (`additional_metadata`).
-async fn best(server: &Server, key: &str, query: &str, filter: Value) -> String {
-    let reply = server
-        .post(
-            "/query",
-            key,
-            json!({"database": DB, "query": query, "max_results": 3,
-                   "metadata_filters": {"additional_metadata": filter}}),
-        )
-        .await;
-    let chunks = reply.current_ok(200)["chunks"]
-        .as_array()
-        .expect("chunks")
-        .clone();
-    assert!(!chunks.is_empty(), "{query}: {reply:#?}");
-    chunks[0]["chunk_content"].to_string()
 }
 
 /// Exchanges with the fake from the `from`th on that took `route`.
@@ -213,30 +134,18 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
         ],
     );
 
-    let server = Server::start_with(&[
-        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
-        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
-    ]);
+    let server = server_for_fakes();
     let key = server.key("conn-notion", &[]);
     server.ready_database(&key, DB).await;
-    let created = server
-        .post(
-            "/connectors",
-            &key,
-            json!({"provider": "notion", "database": DB,
-                   "credentials": {"token": token, "api_url": fake.api_url()}}),
-        )
-        .await;
-    let id = plain(&created, 201)["connector_id"]
-        .as_str()
-        .expect("connector_id")
-        .to_owned();
-    let found = server
-        .get(&format!("/connectors/{id}/discover"), &key)
-        .await;
-    let mut offered: Vec<(String, String, String)> = plain(&found, 200)["resources"]
-        .as_array()
-        .expect("resources")
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "notion", "database": DB,
+               "credentials": {"token": token, "api_url": fake.api_url()}}),
+    )
+    .await;
+    let (found, resources) = discover(&server, &key, &id).await;
+    let mut offered: Vec<(String, String, String)> = resources
         .iter()
         .map(|r| {
             (
@@ -261,16 +170,16 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
     );
     assert!(!found.body.to_string().contains(token));
 
-    server
-        .post(
-            &format!("/connectors/{id}/configure"),
-            &key,
-            json!({"resources": [
-                {"resource_id": format!("page:{handbook}"), "resource_type": "page"},
-                {"resource_id": format!("database:{tasks}"), "resource_type": "database"}
-            ]}),
-        )
-        .await;
+    configure(
+        &server,
+        &key,
+        &id,
+        json!([
+            {"resource_id": format!("page:{handbook}"), "resource_type": "page"},
+            {"resource_id": format!("database:{tasks}"), "resource_type": "database"}
+        ]),
+    )
+    .await;
     let status = after_run(&server, &key, &id, 0).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
     assert_eq!(
@@ -290,8 +199,8 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
             "Write the onboarding guide"
         ]
     );
-    let listed = sources(&server, &key).await;
-    let row = listed
+    let sources = listed(&server, &key, DB).await;
+    let row = sources
         .iter()
         .find(|s| s["title"] == "Fix the login loop")
         .expect("the row");
@@ -313,25 +222,27 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
         ),
         "{row:#?}"
     );
-    indexed(&server, &key).await;
+    indexed(&server, &key, DB).await;
 
     // A sentence three blocks deep in a child page is found, and the row by its property.
-    let text = best(
+    assert_best_holds(
         &server,
         &key,
+        DB,
         "when does the pager rotation hand over",
         json!({"notion_kind": "page"}),
+        "every Monday at nine",
     )
     .await;
-    assert!(text.contains("every Monday at nine"), "{text}");
-    let text = best(
+    assert_best_holds(
         &server,
         &key,
+        DB,
         "why do Safari users bounce",
         json!({"status": "In progress", "notion_database": "Tasks"}),
+        "sign-in page",
     )
     .await;
-    assert!(text.contains("sign-in page"), "{text}");
 
     // One page edited: only it is read again and re-indexed.
     fake.edit_block(
@@ -353,15 +264,16 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
         !read.contains(&handbook) && !read.contains(&runbooks) && read.contains(&oncall),
         "only the edited page's blocks are read: {read:?}"
     );
-    indexed(&server, &key).await;
-    let text = best(
+    indexed(&server, &key, DB).await;
+    assert_best_holds(
         &server,
         &key,
+        DB,
         "who do we escalate to",
         json!({"notion_kind": "page"}),
+        "incident commander",
     )
     .await;
-    assert!(text.contains("incident commander"), "{text}");
 
     // A page archived and a row edited: the page leaves engram, the row is updated.
     fake.archive_page(&legacy);
@@ -378,7 +290,7 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
         !titles_now.contains(&"Legacy VPN".to_owned()),
         "{titles_now:?}"
     );
-    let row = sources(&server, &key)
+    let row = listed(&server, &key, DB)
         .await
         .into_iter()
         .find(|s| s["title"] == "Fix the login loop")
@@ -389,11 +301,7 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
     // edited since the last seen.
     let before = fake.exchanges().len();
     let status = sync(&server, &key, &id, 3).await;
-    assert_eq!(
-        (status["status"].clone(), counts(&status)),
-        (json!("healthy"), (json!(0), json!(0), json!(0))),
-        "{status:#?}"
-    );
+    assert_nothing_changed(&status);
     assert!(calls(&fake, before, CHILDREN).is_empty(), "no blocks read");
     let queries = calls(&fake, before, "/v1/databases/{database_id}/query");
     assert!(
@@ -419,49 +327,22 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
     fake.rate_limit(1000, 60);
     let before = fake.exchanges().len();
     let status = sync(&server, &key, &id, 5).await;
-    assert_eq!(
-        (status["status"].clone(), status["lifecycle"].clone()),
-        (json!("degraded"), json!("active")),
-        "{status:#?}"
-    );
-    let message = status["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("rate limiting"), "{status:#?}");
-    assert!(
-        status["resources"]
-            .as_array()
-            .expect("resources")
-            .iter()
-            .all(|r| r["retryable"] == true),
-        "{status:#?}"
-    );
+    assert_rate_limited(&status, &["rate limiting"]);
     let asked = fake.exchanges().len() - before;
     assert!(asked <= 6, "no hammering: {asked} requests");
     fake.rate_limit(0, 0);
 
     // A revoked secret is a reconnect; the secret appears in nothing engram answers.
     let revoked = "ntn_revokedValue999";
-    let patched = server
-        .call(
-            Method::PATCH,
-            &format!("/connectors/{id}"),
-            Some(&key),
-            Some(json!({"credentials": {"token": revoked, "api_url": fake.api_url()}})),
-        )
-        .await;
-    assert!(patched.status.is_success(), "{patched:#?}");
-    let status = sync(&server, &key, &id, 6).await;
-    assert_eq!(
-        (status["lifecycle"].clone(), status["status"].clone()),
-        (json!("reconnect"), json!("failed")),
-        "{status:#?}"
-    );
-    let connector = server.get(&format!("/connectors/{id}"), &key).await;
-    for answer in [status.to_string(), connector.body.to_string()] {
-        assert!(
-            !answer.contains(revoked) && !answer.contains(token),
-            "{answer}"
-        );
-    }
+    let status = rejected_credentials_are_a_reconnect(
+        &server,
+        &key,
+        &id,
+        json!({"token": revoked, "api_url": fake.api_url()}),
+        6,
+    )
+    .await;
+    assert_secrets_hidden(&server, &key, &id, &status, &[revoked, token]).await;
 
     // Everything the connector asked and the fake answered, held to Notion's published types.
     assert_conforms(&fake.exchanges());

@@ -11,8 +11,10 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use crate::common::connectors::{
+    after_run, configure, create, discover, json_of, listed, plain, sync,
+};
 use crate::common::Server;
-use crate::connectors::{after_run, create, listed, plain};
 use crate::github_fake::GitHubFake;
 use engram_testkit::{OAuthServer, OAuthServerOptions};
 
@@ -23,28 +25,18 @@ const ACCESS_TTL: u64 = 3;
 
 /// The authorization server's endpoints, from its discovery document.
 async fn endpoints(client: &reqwest::Client, issuer: &str) -> Value {
-    client
-        .get(format!("{issuer}/.well-known/openid-configuration"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    json_of(client.get(format!("{issuer}/.well-known/openid-configuration"))).await
 }
 
 /// The user's browser: opens `url` at the authorization server, logs in and consents, and
 /// answers where the server sends it back (engram's callback, with the code and state).
 async fn authorize(client: &reqwest::Client, issuer: &str, url: &str) -> String {
-    let answer: Value = client
-        .post(format!("{issuer}/test/authorize"))
-        .json(&json!({ "url": url }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = json_of(
+        client
+            .post(format!("{issuer}/test/authorize"))
+            .json(&json!({ "url": url })),
+    )
+    .await;
     answer["location"]
         .as_str()
         .unwrap_or_else(|| panic!("the authorization ended on a page: {answer}"))
@@ -228,24 +220,9 @@ async fn a_connector_authorized_with_oauth_refreshes_its_rotating_token_and_asks
 
     // Discovery and a sync read GitHub with the token; it expires within the margin, so the
     // sync refreshes it first and the server rotates the refresh token.
-    let discovered = server
-        .get(&format!("/connectors/{id}/discover"), &key)
-        .await;
-    assert!(
-        plain(&discovered, 200)["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["id"] == repo),
-        "{discovered:#?}"
-    );
-    server
-        .post(
-            &format!("/connectors/{id}/configure"),
-            &key,
-            json!({"resources": [{"resource_id": repo}]}),
-        )
-        .await;
+    let (discovered, resources) = discover(&server, &key, &id).await;
+    assert!(resources.iter().any(|r| r["id"] == repo), "{discovered:#?}");
+    configure(&server, &key, &id, json!([{ "resource_id": repo }])).await;
     let status = after_run(&server, &key, &id, 0).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
     assert_eq!(listed(&server, &key, "authorized").await.len(), 1);
@@ -272,21 +249,15 @@ async fn a_connector_authorized_with_oauth_refreshes_its_rotating_token_and_asks
 
     // The user revokes the app: the next refresh is `invalid_grant`, the connector needs to be
     // authorized again, and nothing syncs on schedule until it is.
-    let revoked: Value = browser
-        .post(format!("{}/test/revoke", auth.issuer))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let revoked = json_of(
+        browser
+            .post(format!("{}/test/revoke", auth.issuer))
+            .json(&json!({})),
+    )
+    .await;
     assert!(revoked["revoked"].as_u64().unwrap() >= 1, "{revoked}");
     tokio::time::sleep(Duration::from_secs(ACCESS_TTL + 1)).await;
-    server
-        .post(&format!("/connectors/{id}/sync"), &key, json!({}))
-        .await;
-    let status = after_run(&server, &key, &id, 2).await;
+    let status = sync(&server, &key, &id, 2).await;
     assert_eq!(status["runs"][0]["state"], "failed", "{status:#?}");
     let connector = server.get(&format!("/connectors/{id}"), &key).await;
     let connector = plain(&connector, 200).clone();

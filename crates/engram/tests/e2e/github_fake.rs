@@ -23,7 +23,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Router;
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
+
+use crate::common::connectors::{
+    clock_time, json_of, json_reply, query_pairs, read_answer, Loopback, Serving,
+};
 
 /// Where the API lives on the fake's host (as on GitHub Enterprise Server).
 const PREFIX: &str = "/api/v3";
@@ -103,9 +106,7 @@ type SharedState = Arc<Mutex<Shared>>;
 impl Shared {
     fn tick(&mut self) -> String {
         self.clock += 60;
-        let (h, m, s) = (self.clock / 3600, self.clock / 60 % 60, self.clock % 60);
-        assert!(h < 24, "the fake's clock covers one day");
-        format!("2026-03-01T{h:02}:{m:02}:{s:02}Z")
+        format!("{}Z", clock_time(self.clock))
     }
 
     fn id(&mut self) -> u64 {
@@ -373,17 +374,8 @@ fn comment(shared: &Shared, repo: &Repo, issue: &Issue, comment: &Comment) -> Va
     })
 }
 
-fn reply(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [("content-type", "application/json; charset=utf-8")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
 fn error(status: StatusCode, message: &str) -> Response {
-    reply(
+    json_reply(
         status,
         &json!({"message": message, "documentation_url": DOCS, "status": status.as_u16().to_string()}),
     )
@@ -419,7 +411,7 @@ fn paginate(items: Vec<Value>, query: &HashMap<String, String>, url: &str) -> (V
 }
 
 fn page_reply(items: Vec<Value>, link: &str) -> Response {
-    let mut response = reply(StatusCode::OK, &Value::Array(items));
+    let mut response = json_reply(StatusCode::OK, &Value::Array(items));
     if !link.is_empty() {
         response.headers_mut().insert("link", link.parse().unwrap());
     }
@@ -467,7 +459,7 @@ async fn installation_repos(
     let total = repos.len();
     let url = format!("{}/installation/repositories", shared.api());
     let (items, link) = paginate(repos, &query, &url);
-    let mut response = reply(
+    let mut response = json_reply(
         StatusCode::OK,
         &json!({"total_count": total, "repositories": items}),
     );
@@ -483,7 +475,7 @@ async fn get_repo(
 ) -> Response {
     let shared = shared.lock().unwrap();
     match shared.repos.get(&format!("{owner}/{name}")) {
-        Some(repo) => reply(StatusCode::OK, &repository(&shared, repo, true)),
+        Some(repo) => json_reply(StatusCode::OK, &repository(&shared, repo, true)),
         None => error(StatusCode::NOT_FOUND, "Not Found"),
     }
 }
@@ -542,7 +534,7 @@ async fn get_tree(
         stack.extend(below.into_iter().rev());
     }
     let sha = folder_sha(&folders[&folder]);
-    reply(
+    json_reply(
         StatusCode::OK,
         &json!({"sha": sha, "url": format!("{url}/trees/{sha}"), "tree": items, "truncated": truncated}),
     )
@@ -559,7 +551,7 @@ async fn get_blob(
     let Some(bytes) = repo.files.values().find(|b| blob_sha(b) == file_sha) else {
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
-    reply(
+    json_reply(
         StatusCode::OK,
         &json!({"sha": file_sha, "node_id": format!("B_{file_sha}"), "size": bytes.len(),
                 "url": format!("{}/repos/{owner}/{name}/git/blobs/{file_sha}", shared.api()),
@@ -621,7 +613,7 @@ async fn get_issue(
         .get(&format!("{owner}/{name}"))
         .and_then(|r| r.issues.iter().find(|i| i.number == number).map(|i| (r, i)));
     match found {
-        Some((repo, found)) => reply(StatusCode::OK, &issue(&shared, repo, found)),
+        Some((repo, found)) => json_reply(StatusCode::OK, &issue(&shared, repo, found)),
         None => error(StatusCode::NOT_FOUND, "Not Found"),
     }
 }
@@ -664,7 +656,7 @@ async fn rate_limit(State(shared): State<SharedState>) -> Response {
     } else {
         4990
     };
-    reply(
+    json_reply(
         StatusCode::OK,
         &json!({"resources": {"core": rate(remaining), "search": rate(30), "graphql": rate(5000)},
                 "rate": rate(remaining)}),
@@ -734,42 +726,27 @@ async fn gate(
         Some(response) => response,
         None => next.run(request).await,
     };
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let (response, body) = read_answer(response).await;
     shared.lock().unwrap().log.push(Exchange {
         method,
         route,
         query,
-        status: parts.status.as_u16(),
-        body: (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap()),
+        status: response.status().as_u16(),
+        body,
     });
-    Response::from_parts(parts, axum::body::Body::from(bytes))
+    response
 }
 
 /// Whether the authorization server at `endpoint` holds `token` active (RFC 7662; the client
 /// authenticates in the form, `client_secret_post`).
 async fn introspect(endpoint: &str, id: &str, secret: &str, token: &str) -> bool {
-    let answer: Value = reqwest::Client::new()
-        .post(endpoint)
-        .form(&[
-            ("token", token),
-            ("client_id", id),
-            ("client_secret", secret),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = json_of(reqwest::Client::new().post(endpoint).form(&[
+        ("token", token),
+        ("client_id", id),
+        ("client_secret", secret),
+    ]))
+    .await;
     answer["active"] == true
-}
-
-fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
-    let url = reqwest::Url::parse(&format!("http://fake/?{}", uri.query().unwrap_or(""))).unwrap();
-    url.query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
 }
 
 /// A request no route takes: logged (a conformance failure) and answered like GitHub.
@@ -808,25 +785,18 @@ fn routes() -> Vec<(&'static str, MethodRouter<SharedState>)> {
 /// The fake, serving until dropped.
 pub(crate) struct GitHubFake {
     shared: SharedState,
-    stop: CancellationToken,
-}
-
-impl Drop for GitHubFake {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
+    _serving: Serving,
 }
 
 impl GitHubFake {
     /// Starts the fake; `token` is the personal access token it accepts (`ghs_installation` is
     /// its app installation token).
     pub(crate) async fn start(token: &str) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let loopback = Loopback::bind().await;
         let shared = Arc::new(Mutex::new(Shared {
             token: token.to_owned(),
             installation_token: "ghs_installation".to_owned(),
-            host: format!("http://{addr}"),
+            host: loopback.host.clone(),
             ..Shared::default()
         }));
         let mut router = Router::new();
@@ -837,14 +807,10 @@ impl GitHubFake {
             .route_layer(axum::middleware::from_fn_with_state(shared.clone(), gate))
             .fallback(unrouted)
             .with_state(shared.clone());
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await
-        });
-        Self { shared, stop }
+        Self {
+            shared,
+            _serving: loopback.serve(router),
+        }
     }
 
     /// Accepts, besides its own tokens, the access tokens the authorization server whose
@@ -1112,6 +1078,7 @@ fn validate(schema: Value, instance: &Value) -> Result<(), String> {
         connector_type: "",
         rank: None,
         rbac_support: false,
+        webhook_support: false,
         is_beta: false,
         indexed_object_types: &[],
         fields: Vec::new(),

@@ -27,7 +27,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
+
+use crate::common::connectors::{clock_time, Loopback, Serving};
 
 /// When a rate limit the fake imposes resets (epoch milliseconds).
 pub(crate) const RATE_RESET_MS: i64 = 1_893_456_000_000;
@@ -111,9 +112,7 @@ type SharedState = Arc<Mutex<Shared>>;
 impl Shared {
     fn tick(&mut self) -> String {
         self.clock += 60;
-        let (h, m, s) = (self.clock / 3600, self.clock / 60 % 60, self.clock % 60);
-        assert!(h < 24, "the fake's clock covers one day");
-        format!("2026-03-01T{h:02}:{m:02}:{s:02}.000Z")
+        format!("{}.000Z", clock_time(self.clock))
     }
 
     fn id(&mut self) -> String {
@@ -722,6 +721,19 @@ impl Shared {
         let name = field.name.as_str();
         let arg = |n: &str| argument(field, n, variables);
         let leaf = |v: Value| Ok(Resolved::Leaf(v));
+        let page = |items: Vec<(String, Obj)>| {
+            Ok(Resolved::Object(paginate(
+                items,
+                &arg("first"),
+                &arg("after"),
+                &arg("last"),
+            )))
+        };
+        let person = |who: &Option<String>| {
+            Ok(who.clone().map_or(Resolved::Leaf(Value::Null), |p| {
+                Resolved::Object(Obj::Person(p))
+            }))
+        };
         let unknown = || Err(format!("the fake does not serve `{name}` here"));
         match obj {
             Obj::Query => match name {
@@ -732,12 +744,7 @@ impl Shared {
                         .enumerate()
                         .map(|(n, t)| (t.id.clone(), Obj::Team(n)))
                         .collect();
-                    Ok(Resolved::Object(paginate(
-                        teams,
-                        &arg("first"),
-                        &arg("after"),
-                        &arg("last"),
-                    )))
+                    page(teams)
                 }
                 "issues" => {
                     let (filter, archived) = (arg("filter"), arg("includeArchived") == json!(true));
@@ -756,12 +763,7 @@ impl Shared {
                         .into_iter()
                         .map(|n| (self.issues[n].id.clone(), Obj::Issue(n)))
                         .collect();
-                    Ok(Resolved::Object(paginate(
-                        items,
-                        &arg("first"),
-                        &arg("after"),
-                        &arg("last"),
-                    )))
+                    page(items)
                 }
                 "comments" => {
                     let filter = arg("filter");
@@ -778,12 +780,7 @@ impl Shared {
                         .into_iter()
                         .map(|n| (self.comments[n].id.clone(), Obj::Comment(n)))
                         .collect();
-                    Ok(Resolved::Object(paginate(
-                        items,
-                        &arg("first"),
-                        &arg("after"),
-                        &arg("last"),
-                    )))
+                    page(items)
                 }
                 "projects" => {
                     let projects = self
@@ -792,12 +789,7 @@ impl Shared {
                         .enumerate()
                         .map(|(n, p)| (p.id.clone(), Obj::Project(n)))
                         .collect();
-                    Ok(Resolved::Object(paginate(
-                        projects,
-                        &arg("first"),
-                        &arg("after"),
-                        &arg("last"),
-                    )))
+                    page(projects)
                 }
                 "project" => {
                     let id = arg("id");
@@ -868,18 +860,8 @@ impl Shared {
                         issue.state.1.clone(),
                     ))),
                     "team" => Ok(Resolved::Object(Obj::Team(team))),
-                    "assignee" => Ok(issue
-                        .assignee
-                        .clone()
-                        .map_or(Resolved::Leaf(Value::Null), |p| {
-                            Resolved::Object(Obj::Person(p))
-                        })),
-                    "creator" => Ok(issue
-                        .creator
-                        .clone()
-                        .map_or(Resolved::Leaf(Value::Null), |p| {
-                            Resolved::Object(Obj::Person(p))
-                        })),
+                    "assignee" => person(&issue.assignee),
+                    "creator" => person(&issue.creator),
                     "project" => Ok(issue
                         .project
                         .as_ref()
@@ -896,12 +878,7 @@ impl Shared {
                             .iter()
                             .map(|l| (l.clone(), Obj::Label(l.clone())))
                             .collect();
-                        Ok(Resolved::Object(paginate(
-                            labels,
-                            &arg("first"),
-                            &arg("after"),
-                            &arg("last"),
-                        )))
+                        page(labels)
                     }
                     "comments" => {
                         let mut comments: Vec<(usize, &Comment)> = self
@@ -915,12 +892,7 @@ impl Shared {
                             .into_iter()
                             .map(|(n, c)| (c.id.clone(), Obj::Comment(n)))
                             .collect();
-                        Ok(Resolved::Object(paginate(
-                            items,
-                            &arg("first"),
-                            &arg("after"),
-                            &arg("last"),
-                        )))
+                        page(items)
                     }
                     _ => unknown(),
                 }
@@ -932,12 +904,7 @@ impl Shared {
                     "body" => leaf(json!(comment.body)),
                     "createdAt" => leaf(json!(comment.created_at)),
                     "updatedAt" => leaf(json!(comment.updated_at)),
-                    "user" => Ok(comment
-                        .user
-                        .clone()
-                        .map_or(Resolved::Leaf(Value::Null), |p| {
-                            Resolved::Object(Obj::Person(p))
-                        })),
+                    "user" => person(&comment.user),
                     "issue" => Ok(Resolved::Object(Obj::Issue(
                         self.issues
                             .iter()
@@ -973,12 +940,7 @@ impl Shared {
                     "startDate" => leaf(json!("2026-03-01")),
                     "targetDate" => leaf(Value::Null),
                     "status" => Ok(Resolved::Object(Obj::ProjectStatus)),
-                    "lead" => Ok(project
-                        .lead
-                        .clone()
-                        .map_or(Resolved::Leaf(Value::Null), |p| {
-                            Resolved::Object(Obj::Person(p))
-                        })),
+                    "lead" => person(&project.lead),
                     _ => unknown(),
                 }
             }
@@ -1135,22 +1097,13 @@ async fn graphql(
 /// The fake, serving until dropped.
 pub(crate) struct LinearFake {
     shared: SharedState,
-    stop: CancellationToken,
-    url: String,
-}
-
-impl Drop for LinearFake {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
+    serving: Serving,
 }
 
 impl LinearFake {
     /// Starts the fake; `key` is the personal API key and `token` the OAuth token it accepts.
     pub(crate) async fn start(key: &str, token: &str) -> Self {
         schema(); // read before serving: a missing schema fails here, saying what to run
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Mutex::new(Shared {
             key: key.to_owned(),
             token: token.to_owned(),
@@ -1159,23 +1112,15 @@ impl LinearFake {
         let router = Router::new()
             .route("/graphql", post(graphql))
             .with_state(shared.clone());
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await
-        });
         Self {
             shared,
-            stop,
-            url: format!("http://{addr}"),
+            serving: Loopback::bind().await.serve(router),
         }
     }
 
     /// The `api_url` a connector is given.
     pub(crate) fn api_url(&self) -> String {
-        self.url.clone()
+        self.serving.host.clone()
     }
 
     /// Adds a team; its id.

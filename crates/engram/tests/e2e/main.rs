@@ -12,6 +12,7 @@ mod connectors;
 mod connectors_linear;
 mod connectors_notion;
 mod connectors_oauth;
+mod connectors_push;
 mod console;
 mod console_connectors;
 mod console_webhooks;

@@ -23,11 +23,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
+
+use crate::common::connectors::{json_reply, query_pairs, read_answer, Loopback, Serving};
 
 const USER: &str = "6a1f0c7e-2d4b-4c8a-9e3f-0b5d7a9c1e20";
 
@@ -302,17 +303,8 @@ fn live(s: &Shared, id: &str) -> bool {
     s.blocks.get(id).is_some_and(|b| !b.archived) || s.pages.get(id).is_some_and(|p| !p.archived)
 }
 
-fn reply(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [("content-type", "application/json; charset=utf-8")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    reply(
+    json_reply(
         status,
         &json!({"object": "error", "status": status.as_u16(), "code": code, "message": message,
                 "request_id": "0b7c6e1d-4f2a-4a3b-9c8d-7e6f5a4b3c2d"}),
@@ -364,7 +356,7 @@ fn list(
         "has_more": end < items.len(), "type": kind
     });
     answer[kind] = json!({});
-    reply(StatusCode::OK, &answer)
+    json_reply(StatusCode::OK, &answer)
 }
 
 async fn search(
@@ -406,7 +398,7 @@ async fn search(
 async fn get_page(State(shared): State<SharedState>, Path(id): Path<String>) -> Response {
     let s = shared.lock().unwrap();
     if s.pages.contains_key(&id) {
-        reply(StatusCode::OK, &page_json(&s, &id))
+        json_reply(StatusCode::OK, &page_json(&s, &id))
     } else {
         not_found("page", &id)
     }
@@ -415,7 +407,7 @@ async fn get_page(State(shared): State<SharedState>, Path(id): Path<String>) -> 
 async fn get_database(State(shared): State<SharedState>, Path(id): Path<String>) -> Response {
     let s = shared.lock().unwrap();
     if s.databases.contains_key(&id) {
-        reply(StatusCode::OK, &database_json(&s, &id))
+        json_reply(StatusCode::OK, &database_json(&s, &id))
     } else {
         not_found("database", &id)
     }
@@ -522,13 +514,6 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .strip_prefix("Bearer ")
 }
 
-fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
-    let url = reqwest::Url::parse(&format!("http://fake/?{}", uri.query().unwrap_or(""))).unwrap();
-    url.query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
-}
-
 /// Every request: the token checked and the rate limit applied, then the exchange logged.
 async fn gate(
     State(shared): State<SharedState>,
@@ -588,19 +573,18 @@ async fn gate(
                 .await
         }
     };
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let (response, body) = read_answer(response).await;
     shared.lock().unwrap().log.push(Exchange {
         method,
         route,
         params,
         query,
         request: request_json,
-        status: parts.status.as_u16(),
-        body: (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap()),
+        status: response.status().as_u16(),
+        body,
         version,
     });
-    Response::from_parts(parts, axum::body::Body::from(bytes))
+    response
 }
 
 /// A request no route takes: logged (a conformance failure) and answered like Notion.
@@ -676,22 +660,13 @@ fn handler(route: &str) -> MethodRouter<SharedState> {
 /// The fake, serving until dropped.
 pub(crate) struct NotionFake {
     shared: SharedState,
-    stop: CancellationToken,
-    host: String,
-}
-
-impl Drop for NotionFake {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
+    serving: Serving,
 }
 
 impl NotionFake {
     /// Starts the fake; `token` is the integration secret it accepts. Listings answer at most
     /// `page_size_max` objects a page.
     pub(crate) async fn start(token: &str, page_size_max: usize) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Mutex::new(Shared {
             token: token.to_owned(),
             page_size_max,
@@ -705,23 +680,15 @@ impl NotionFake {
             .route_layer(axum::middleware::from_fn_with_state(shared.clone(), gate))
             .fallback(unrouted)
             .with_state(shared.clone());
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await
-        });
         Self {
             shared,
-            stop,
-            host: format!("http://{addr}"),
+            serving: Loopback::bind().await.serve(router),
         }
     }
 
     /// The `api_url` a connector is given.
     pub(crate) fn api_url(&self) -> String {
-        self.host.clone()
+        self.serving.host.clone()
     }
 
     /// Adds a page; under a page it is also that page's `child_page` block (of the same id).

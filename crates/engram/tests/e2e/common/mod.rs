@@ -5,6 +5,7 @@
 //! there instead of SQLite: the same tests, on both backends.
 #![allow(dead_code)]
 
+pub(crate) mod connectors;
 pub(crate) mod feeds;
 pub(crate) mod receiver;
 
