@@ -176,7 +176,8 @@ impl App {
             Ok(credentials) => credentials,
             Err(err) => return Ok(Some(blocked(err.to_string()))),
         };
-        let oauth = OAuthCredentials::read(&credentials).is_some();
+        let refreshable =
+            OAuthCredentials::read(&credentials).is_some_and(|oauth| oauth.refresh_token.is_some());
         let credentials = match self
             .refresh_under_lease(connector, lease, credentials, false)
             .await
@@ -187,7 +188,7 @@ impl App {
         let mut access = self.access(&connector.id, OAuthCredentials::provider_view(&credentials));
         // An OAuth token the provider rejects before its expiry (revoked, or its lifetime
         // shorter than said) is refreshed once and the resource read again.
-        let mut refreshed_on_rejection = !oauth;
+        let mut refreshed_on_rejection = !refreshable;
         let resources = self
             .store()
             .list_resources(&connector.org, &connector.id)

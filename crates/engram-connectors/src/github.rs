@@ -27,8 +27,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::{
-    Access, Content, DiscoveredResource, Entry, FieldInfo, IntervalBounds, Page, Position,
-    Provider, ProviderError, ProviderInfo, ResourceRef,
+    credential, now_unix, rfc3339, Access, Content, DiscoveredResource, Entry, FieldInfo,
+    IntervalBounds, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
 };
 
 const DEFAULT_API: &str = "https://api.github.com";
@@ -218,14 +218,6 @@ struct Answer {
     body: Value,
 }
 
-fn credential<'a>(access: &'a Access, key: &str) -> Option<&'a str> {
-    access
-        .credentials
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-}
-
 /// The first `QUOTED_MAX` characters of GitHub's `message` in an error body.
 fn quoted_message(body: &[u8]) -> String {
     let message = serde_json::from_slice::<Value>(body)
@@ -285,20 +277,6 @@ fn failure(status: u16, body: &[u8], what: &str) -> ProviderError {
     }
 }
 
-fn rfc3339(unix: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix.to_string())
-}
-
-fn now_unix() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
-}
-
 /// The error of a rate-limited answer, saying when the limit resets (`core`: the
 /// `resources.core` of `GET /rate_limit`, or the answer's own `X-RateLimit-*` headers).
 fn rate_limit_error(status: u16, core: Option<&Value>, now: i64) -> ProviderError {
@@ -349,21 +327,7 @@ impl Api {
         let token = credential(access, "token")
             .or_else(|| credential(access, "access_token"))
             .ok_or_else(|| ProviderError::Invalid("the credentials hold no `token`".to_owned()))?;
-        let raw = credential(access, "api_url").unwrap_or(DEFAULT_API);
-        let mut base = if check {
-            access
-                .outbound
-                .check_url(raw)
-                .await
-                .map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
-        } else {
-            url::Url::parse(raw).map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
-        };
-        if !base.path().ends_with('/') {
-            base.set_path(&format!("{}/", base.path()));
-        }
-        base.set_query(None);
-        base.set_fragment(None);
+        let base = crate::api_root(access, DEFAULT_API, check).await?;
         Ok(Self {
             base,
             authorization: format!("Bearer {token}"),

@@ -430,6 +430,57 @@ pub(crate) fn credential_list(access: &Access, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Unix seconds as RFC 3339 (UTC), or as the number when out of range.
+pub(crate) fn rfc3339(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| unix.to_string())
+}
+
+pub(crate) fn now_unix() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// A non-empty string of the credentials.
+pub(crate) fn credential<'a>(access: &'a Access, key: &str) -> Option<&'a str> {
+    access
+        .credentials
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The root of a hosted API: the credentials' `api_url` (a self-hosted edition, or a test's
+/// fake), else `default`; checked against the outbound policy first when `check` (listing does;
+/// fetching an object relies on the check every connection makes). It ends with `/`, without
+/// query or fragment.
+pub(crate) async fn api_root(
+    access: &Access,
+    default: &str,
+    check: bool,
+) -> Result<url::Url, ProviderError> {
+    let raw = credential(access, "api_url").unwrap_or(default);
+    let mut base = if check {
+        access
+            .outbound
+            .check_url(raw)
+            .await
+            .map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
+    } else {
+        url::Url::parse(raw).map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
+    };
+    if !base.path().ends_with('/') {
+        base.set_path(&format!("{}/", base.path()));
+    }
+    base.set_query(None);
+    base.set_fragment(None);
+    Ok(base)
+}
+
 /// What an HTTP status from a source means for the connector. For the resource's own address
 /// (`resource`: a feed, a site's start page) 401/403 are rejected credentials and 404/410 a
 /// resource gone; elsewhere (a page of a site) they concern that page alone.

@@ -30,8 +30,8 @@ use serde_json::{json, Map, Value};
 use std::time::Duration;
 
 use crate::{
-    Access, Content, DiscoveredResource, Entry, FieldInfo, IntervalBounds, Known, Page, Position,
-    Provider, ProviderError, ProviderInfo, ResourceRef,
+    credential, now_unix, rfc3339, Access, Content, DiscoveredResource, Entry, FieldInfo,
+    IntervalBounds, Known, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
 };
 
 const DEFAULT_API: &str = "https://api.linear.app";
@@ -266,14 +266,6 @@ impl LinearProvider {
     }
 }
 
-fn credential<'a>(access: &'a Access, key: &str) -> Option<&'a str> {
-    access
-        .credentials
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-}
-
 fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
     value
         .pointer(pointer)
@@ -283,20 +275,6 @@ fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
 
 fn quoted(message: &str) -> String {
     message.chars().take(QUOTED_MAX).collect()
-}
-
-fn now_unix() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
-}
-
-fn rfc3339_ms(unix_ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix_ms.to_string())
 }
 
 /// How old a Linear webhook's `webhookTimestamp` may be (Linear's guidance: a minute).
@@ -360,7 +338,7 @@ fn rate_limit_error(status: u16, reset_ms: Option<i64>, now_ms: i64) -> Provider
             message: format!(
                 "Linear's API rate limit for this key is spent until {} (in about {} min); \
                  engram tries again after that",
-                rfc3339_ms(reset),
+                rfc3339(reset.div_euclid(1000)),
                 (reset - now_ms) / 60_000 + 1
             ),
             http_status: status,
@@ -453,19 +431,8 @@ impl Api {
                 ))
             }
         };
-        let raw = credential(access, "api_url").unwrap_or(DEFAULT_API);
-        let mut base = if check {
-            access
-                .outbound
-                .check_url(raw)
-                .await
-                .map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
-        } else {
-            url::Url::parse(raw).map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
-        };
-        base.set_query(None);
-        base.set_fragment(None);
-        let path = format!("{}/graphql", base.path().trim_end_matches('/'));
+        let mut base = crate::api_root(access, DEFAULT_API, check).await?;
+        let path = format!("{}graphql", base.path());
         base.set_path(&path);
         Ok(Self {
             endpoint: base,

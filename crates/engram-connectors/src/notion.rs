@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::{
-    Access, Content, DiscoveredResource, Entry, FieldInfo, IntervalBounds, Known, Page, Position,
-    Provider, ProviderError, ProviderInfo, ResourceRef,
+    credential, now_unix, rfc3339, Access, Content, DiscoveredResource, Entry, FieldInfo,
+    IntervalBounds, Known, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
 };
 
 const DEFAULT_API: &str = "https://api.notion.com";
@@ -228,14 +228,6 @@ struct Api<'a> {
     access: &'a Access,
 }
 
-fn credential<'a>(access: &'a Access, key: &str) -> Option<&'a str> {
-    access
-        .credentials
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-}
-
 /// Notion's `code` and the first `QUOTED_MAX` characters of its `message` in an error body.
 fn quoted(body: &[u8]) -> String {
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
@@ -311,20 +303,6 @@ fn rate_limit_error(wait: Duration, now: i64) -> ProviderError {
     }
 }
 
-fn rfc3339(unix: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix.to_string())
-}
-
-fn now_unix() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
-}
-
 /// Unix seconds of an RFC 3339 time; `None` when it is not one.
 fn unix_of(at: &str) -> Option<i64> {
     time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
@@ -339,21 +317,7 @@ impl<'a> Api<'a> {
         let token = credential(access, "token")
             .or_else(|| credential(access, "access_token"))
             .ok_or_else(|| ProviderError::Invalid("the credentials hold no `token`".to_owned()))?;
-        let raw = credential(access, "api_url").unwrap_or(DEFAULT_API);
-        let mut base = if check {
-            access
-                .outbound
-                .check_url(raw)
-                .await
-                .map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
-        } else {
-            url::Url::parse(raw).map_err(|e| ProviderError::Invalid(format!("`api_url`: {e}")))?
-        };
-        if !base.path().ends_with('/') {
-            base.set_path(&format!("{}/", base.path()));
-        }
-        base.set_query(None);
-        base.set_fragment(None);
+        let base = crate::api_root(access, DEFAULT_API, check).await?;
         Ok(Self {
             base,
             authorization: format!("Bearer {token}"),

@@ -661,7 +661,7 @@ async fn oauth_start(
 /// `state` engram made at the start authenticates it (once, for 10 minutes). The code is
 /// exchanged, the tokens sealed into the connector's credentials (clearing `needs_reauth`), and
 /// a sync starts when the connector has resources.
-#[utoipa::path(get, path = "/connectors/oauth/callback", tag = "connectors",
+#[utoipa::path(get, path = "/connectors/oauth/callback", tag = "connectors", security(()),
     params(
         ("state" = String, Query, description = "engram's sealed state, as the provider returns it"),
         ("code" = Option<String>, Query, description = "the authorization code"),
@@ -694,7 +694,7 @@ async fn oauth_callback(
 /// verified by the provider's signature with the connector's `webhook_secret` (GitHub's
 /// `X-Hub-Signature-256`; Linear's `Linear-Signature` and a timestamp within a minute), a
 /// delivery id seen before is refused as a replay, and a verified event queues a sync at once.
-#[utoipa::path(post, path = "/connectors/{id}/events", tag = "connectors", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/connectors/{id}/events", tag = "connectors", security(()), params(("id" = String, Path)),
     request_body(content = String, content_type = "application/json", description = "the provider's event, as it signed it"),
     responses(
         (status = 202, body = PushAnswer, description = "verified; a sync is queued"),

@@ -1094,6 +1094,7 @@ fn sample(method: &Method, template: &str) -> Option<(&'static str, Sample)> {
             | "/connectors/{id}/resources/{resource_id}"
             | "/connectors/{id}/status"
             | "/connectors/{id}/sync"
+            | "/connectors/{id}/oauth/start"
             | "/connectors/{id}/credentials"
             | "/credential-vault"
             | "/keys"
