@@ -73,12 +73,7 @@ impl Default for GitHubProvider {
 
 impl GitHubProvider {
     pub fn new() -> Self {
-        let field = |name, data_type, description, filter_key| FieldInfo {
-            name,
-            data_type,
-            description,
-            filter_key,
-        };
+        let field = FieldInfo::new;
         Self {
             info: ProviderInfo {
                 provider: "github",

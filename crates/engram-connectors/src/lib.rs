@@ -72,6 +72,22 @@ pub struct FieldInfo {
     pub filter_key: Option<&'static str>,
 }
 
+impl FieldInfo {
+    pub const fn new(
+        name: &'static str,
+        data_type: &'static str,
+        description: &'static str,
+        filter_key: Option<&'static str>,
+    ) -> Self {
+        Self {
+            name,
+            data_type,
+            description,
+            filter_key,
+        }
+    }
+}
+
 /// What the catalog says of a provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderInfo {

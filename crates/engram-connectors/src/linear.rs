@@ -156,12 +156,7 @@ impl LinearProvider {
     }
 
     pub fn new() -> Self {
-        let field = |name, data_type, description, filter_key| FieldInfo {
-            name,
-            data_type,
-            description,
-            filter_key,
-        };
+        let field = FieldInfo::new;
         Self {
             info: ProviderInfo {
                 provider: "linear",

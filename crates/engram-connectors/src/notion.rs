@@ -89,12 +89,7 @@ impl Default for NotionProvider {
 
 impl NotionProvider {
     pub fn new() -> Self {
-        let field = |name, data_type, description, filter_key| FieldInfo {
-            name,
-            data_type,
-            description,
-            filter_key,
-        };
+        let field = FieldInfo::new;
         Self {
             info: ProviderInfo {
                 provider: "notion",
