@@ -165,6 +165,56 @@ async fn a_connector_authorized_with_oauth_refreshes_its_rotating_token_and_asks
         .await;
     assert_eq!(foreign.status.as_u16(), 404, "{foreign:#?}");
 
+    // A provider without OAuth, and a connector of an OAuth provider given a token instead.
+    let feed = create(
+        &server,
+        &key,
+        json!({"provider": "rss", "database": "authorized",
+               "credentials": {"feeds": ["http://127.0.0.1:9/feed.xml"]}}),
+    )
+    .await;
+    server
+        .post(&format!("/connectors/{feed}/oauth/start"), &key, json!({}))
+        .await
+        .assert_current_error(400, "INVALID_PARAMETERS");
+    let by_token = create(
+        &server,
+        &key,
+        json!({"provider": "github", "database": "authorized", "provider_account_scope": "pat",
+               "credentials": {"token": "ghp_plain", "api_url": fake.api_url()}}),
+    )
+    .await;
+    server
+        .post(
+            &format!("/connectors/{by_token}/oauth/start"),
+            &key,
+            json!({}),
+        )
+        .await
+        .assert_current_error(422, "VALIDATION_ERROR");
+    // The user declines: the provider sends an error back with the state; nothing is stored.
+    let declined = server
+        .post(&format!("/connectors/{id}/oauth/start"), &key, json!({}))
+        .await;
+    let declined =
+        reqwest::Url::parse(plain(&declined, 200)["authorization_url"].as_str().unwrap()).unwrap();
+    let declined_state = declined
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let refusal = format!(
+        "{redirect}?error=access_denied&state={}",
+        crate::connectors::urlencode(&declined_state)
+    );
+    let (status, answer) = follow(&browser, &refusal).await;
+    assert_eq!(status, 400, "{answer:#?}");
+    assert!(answer.to_string().contains("access_denied"), "{answer:#?}");
+    assert!(revealed(&server, &key, &id)
+        .await
+        .get("access_token")
+        .is_none());
+
     // The flow: the URL carries a PKCE challenge and engram's sealed state.
     let started = server
         .post(&format!("/connectors/{id}/oauth/start"), &key, json!({}))
