@@ -248,6 +248,7 @@ impl Provider for FeedProvider {
             next: None,
             cursor,
             complete_listing: false,
+            ..Page::default()
         })
     }
 

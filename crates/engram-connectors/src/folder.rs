@@ -217,6 +217,7 @@ fn walk_page(dir: &Path, root: &Path, after: &str) -> Result<Page, ProviderError
         next,
         cursor: String::new(),
         complete_listing: true,
+        ..Page::default()
     })
 }
 

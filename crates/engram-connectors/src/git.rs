@@ -385,6 +385,7 @@ impl Provider for GitProvider {
                         next: None,
                         cursor: head,
                         complete_listing: false,
+                        ..Page::default()
                     });
                 }
             }
@@ -431,6 +432,7 @@ impl Provider for GitProvider {
             next,
             cursor: commit,
             complete_listing: true,
+            ..Page::default()
         })
     }
 

@@ -904,6 +904,7 @@ impl GitHubProvider {
                         .map_err(|e| ProviderError::Invalid(e.to_string()))?,
                     cursor: String::new(),
                     complete_listing: true,
+                    ..Page::default()
                 });
             }
         }
@@ -952,6 +953,7 @@ impl GitHubProvider {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))?,
             cursor: String::new(),
             complete_listing: true,
+            ..Page::default()
         })
     }
 
@@ -1065,6 +1067,7 @@ impl GitHubProvider {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))?,
             cursor,
             complete_listing: walk.full,
+            ..Page::default()
         })
     }
 

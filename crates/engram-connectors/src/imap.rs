@@ -597,6 +597,7 @@ impl ImapProvider {
                 complete_listing: next.is_none(),
                 next,
                 cursor: validity.to_string(),
+                ..Page::default()
             })
         })
         .await;

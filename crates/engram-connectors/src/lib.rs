@@ -207,6 +207,28 @@ pub struct Page {
     pub cursor: String,
     /// The pass lists every object of the resource: objects it did not list left the source.
     pub complete_listing: bool,
+    /// Non-empty: who may read the resource could not be read from the source (why, without
+    /// secrets). The status shows it as `acl_warning`; a rule set on the resource still applies.
+    pub acl_warning: String,
+    /// Non-empty: the restrictions of some objects of this page could not be read; those objects
+    /// carry no rule of their own (`page_acl_warning` in the status) until a later pass reads them.
+    pub page_acl_warning: String,
+}
+
+/// Where an [`Entry`]'s readers go in its `fields` (the item's `additional_metadata.acl`, which
+/// `acl` on `/query` filters by): see [`set_readers`].
+pub const ACL_KEY: &str = "acl";
+/// The principal every caller is: an object readable by anyone who can read the source.
+pub const EVERYONE: &str = "__public__";
+
+/// Records who may read an object, as the source says: e-mail addresses and `group:<name>`
+/// principals, or [`EVERYONE`]. Not calling it leaves the object without a rule of its own
+/// (the resource's rule, if any, applies); an empty list means nobody but the source's owner.
+pub fn set_readers(fields: &mut Map<String, Value>, principals: impl IntoIterator<Item = String>) {
+    let mut principals: Vec<String> = principals.into_iter().collect();
+    principals.sort();
+    principals.dedup();
+    fields.insert(ACL_KEY.to_owned(), Value::from(principals));
 }
 
 /// Why a provider could not read.

@@ -924,6 +924,7 @@ impl LinearProvider {
             next,
             cursor,
             complete_listing: walk.full,
+            ..Page::default()
         })
     }
 

@@ -1023,6 +1023,7 @@ impl NotionProvider {
             next,
             cursor: String::new(),
             complete_listing: !walk.truncated,
+            ..Page::default()
         })
     }
 
@@ -1107,6 +1108,7 @@ impl NotionProvider {
             next,
             cursor,
             complete_listing: walk.full,
+            ..Page::default()
         })
     }
 }

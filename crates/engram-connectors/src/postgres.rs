@@ -387,6 +387,7 @@ impl Provider for PostgresProvider {
             next,
             cursor,
             complete_listing: replication.is_none(),
+            ..Page::default()
         })
     }
 

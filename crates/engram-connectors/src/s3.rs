@@ -256,6 +256,7 @@ impl Provider for S3Provider {
             next: page.next_continuation_token.filter(|t| !t.is_empty()),
             cursor: String::new(),
             complete_listing: true,
+            ..Page::default()
         })
     }
 

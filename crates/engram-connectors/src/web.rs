@@ -492,6 +492,7 @@ impl WebProvider {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))?,
             cursor: String::new(),
             complete_listing: done && !crawl.partial,
+            ..Page::default()
         })
     }
 }

@@ -318,6 +318,7 @@ impl Provider for WebDavProvider {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))?,
             cursor: String::new(),
             complete_listing: true,
+            ..Page::default()
         })
     }
 
