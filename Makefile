@@ -28,18 +28,26 @@ run: build
 ## test: style checks, then every test (unit, conformance, end-to-end against the real binary),
 ## then the end-to-end suite again with every server on a throwaway PostgreSQL (`--workspace`
 ## keeps the first run's features, so the e2e binary is reused rather than rebuilt), all but the
-## modules that test no storage of their own: parsing (what a format gives; its chunks' round
-## trip is the conformance suite's, on both backends) and logs.
+## tests that exercise no storage of their own: parsing (what a format gives; its chunks' round
+## trip is the conformance suite's, on both backends), logs, the fakes of hosted providers and
+## the providers' own suites (what a provider reads; syncing, leases, OAuth and push are the
+## connectors suites', kept), the pages driven in a browser (what they show comes through the
+## routes the other suites test), the official clients (the wire shapes) and the local model's
+## answers.
 ## Clippy's lints run inside the test build: clippy-driver wraps rustc for the workspace's own
 ## crates (as `cargo clippy` does), so the code is compiled once instead of checked, then built;
 ## `-D warnings` makes any lint or compiler warning fail it (dependencies' lints are capped).
 ## The same settings in both runs keep the second from rebuilding anything.
 CLIPPY_DRIVER ?= $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
+PG_SKIP = --skip parsing:: --skip logs:: --skip _fake:: --skip connectors_notion:: \
+  --skip connectors_linear:: --skip connectors_slack:: --skip connectors_atlassian:: \
+  --skip console::the_console_works_in_a_real_browser --skip console_connectors:: \
+  --skip console_webhooks:: --skip clients:: --skip answers::a_real_local_model
 TEST_ENV = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" RUSTFLAGS="-D warnings" CARGO_INCREMENTAL=0
 test: setup-test check-fmt
 	@[ -n "$(CLIPPY_DRIVER)" ] || { echo "make test: clippy-driver is missing (rustup component add clippy)" >&2; exit 1; }
 	$(TEST_ENV) $(CARGO) test --workspace --locked --all-targets
-	$(TEST_ENV) scripts/with-postgres.sh $(CARGO) test --workspace --locked --test e2e -- --skip parsing:: --skip logs::
+	$(TEST_ENV) scripts/with-postgres.sh $(CARGO) test --workspace --locked --test e2e -- $(PG_SKIP)
 
 lint: check-fmt clippy
 

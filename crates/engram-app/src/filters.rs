@@ -78,21 +78,42 @@ pub(crate) fn readable_by(acl: &[String]) -> AppResult<Option<(String, FilterVal
 
 /// An access rule as stored, checked: at most 1000 principals of 1 to 320 characters;
 /// `__public__` dominates, an empty list is readable by nobody (`__private__`), duplicates go.
-pub(crate) fn access_rule(field: &str, mut principals: Vec<String>) -> AppResult<Vec<String>> {
+pub(crate) fn access_rule(field: &str, principals: Vec<String>) -> AppResult<Vec<String>> {
     if principals.len() > 1000 || principals.iter().any(|p| p.is_empty() || p.len() > 320) {
         return Err(AppError::InvalidParameters(format!(
             "`{field}` holds at most 1000 principals of 1 to 320 characters"
         )));
     }
+    Ok(normalized(principals))
+}
+
+/// `__public__` dominates, an empty list is `__private__`, sorted, duplicates gone.
+fn normalized(mut principals: Vec<String>) -> Vec<String> {
     if principals.iter().any(|p| p == PUBLIC) {
-        return Ok(vec![PUBLIC.to_owned()]);
+        return vec![PUBLIC.to_owned()];
     }
     if principals.is_empty() {
-        return Ok(vec!["__private__".to_owned()]);
+        return vec!["__private__".to_owned()];
     }
     principals.sort();
     principals.dedup();
-    Ok(principals)
+    principals
+}
+
+/// The rule a connector's source gave an object (`engram_connectors::set_readers`), as stored:
+/// principals of 1 to 320 characters (others dropped), `__public__` dominating, an empty list
+/// readable by nobody, sorted and without duplicates. `None` (no rule of its own) for anything
+/// but a list of strings. Unlike [`access_rule`] it takes any number of principals: a source's
+/// group may be large, and refusing it would leave the object readable by all.
+pub(crate) fn source_rule(readers: &Value) -> Option<Vec<String>> {
+    let principals = readers
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|p| !p.is_empty() && p.len() <= 320)
+        .map(str::to_owned)
+        .collect();
+    Some(normalized(principals))
 }
 
 /// Whether a source's access rule (`additional_metadata.acl`) lets one of `acl` read it: the
@@ -144,6 +165,19 @@ mod tests {
         assert!(may_read(&ruled, &[]), "no principals: no filtering");
         assert!(may_read(&ruled, &["*".to_owned()]));
         assert!(may_read(&json!({"acl": ["__public__"]}), &eve));
+        assert_eq!(
+            source_rule(&json!(["b@x.org", "a@x.org", "b@x.org", "", 7])),
+            Some(vec!["a@x.org".to_owned(), "b@x.org".to_owned()])
+        );
+        assert_eq!(
+            source_rule(&json!(["a@x.org", "__public__"])),
+            Some(vec!["__public__".to_owned()])
+        );
+        assert_eq!(
+            source_rule(&json!([])),
+            Some(vec!["__private__".to_owned()])
+        );
+        assert_eq!(source_rule(&json!("a@x.org")), None);
         assert!(may_read(&json!({}), &eve), "no rule");
         assert!(
             may_read(&json!({"acl": []}), &eve),

@@ -237,22 +237,31 @@ impl App {
             }
             match run {
                 ResourceRun::Lost => return Ok(None),
-                ResourceRun::Done { listed, changed } => {
+                ResourceRun::Done {
+                    listed,
+                    changed,
+                    acl,
+                } => {
                     state.status = if changed == 0 {
                         ResourceStatus::Empty
                     } else {
                         ResourceStatus::Ok
                     };
                     state.last_row_count = listed;
+                    (state.acl_warning, state.page_acl_warning) = (acl.resource, acl.objects);
                 }
-                ResourceRun::Capped { cap, listed } => {
+                ResourceRun::Capped { cap, listed, acl } => {
                     state.status = ResourceStatus::Ok;
                     state.last_row_count = listed;
+                    (state.acl_warning, state.page_acl_warning) = (acl.resource, acl.objects);
                     outcome.resources.push(state);
                     outcome.capped = Some(cap);
                     break;
                 }
                 ResourceRun::Failed(err) => {
+                    // What the last pass found of permissions holds until one reads them.
+                    state.acl_warning = resource.state.acl_warning.clone();
+                    state.page_acl_warning = resource.state.page_acl_warning.clone();
                     state.status = ResourceStatus::Failed;
                     state.message = clip(&err.to_string(), BLOCKED_REASON_MAX);
                     state.http_status = err.http_status();
@@ -390,6 +399,15 @@ impl App {
             renewed: Instant::now(),
         };
         let (mut listed, mut changed) = (0_i64, 0_u64);
+        // What the pass could not read of who may read (a pass resumed keeps its earlier pages').
+        let mut acl = if position.within.is_empty() {
+            AclWarnings::default()
+        } else {
+            AclWarnings {
+                resource: resource.state.acl_warning.clone(),
+                objects: resource.state.page_acl_warning.clone(),
+            }
+        };
         loop {
             if stop.is_cancelled() {
                 return Ok(ResourceRun::Lost);
@@ -404,6 +422,7 @@ impl App {
                 Err(err) => return Ok(ResourceRun::Failed(err)),
             };
             listed += i64::try_from(page.entries.len()).unwrap_or(0);
+            acl.note(&page);
             let (record, cap) = match pass.dispatch_page(&page).await? {
                 Some(done) => done,
                 None => return Ok(ResourceRun::Lost),
@@ -436,7 +455,7 @@ impl App {
             }
             pass.renewed = Instant::now();
             if let Some(cap) = cap {
-                return Ok(ResourceRun::Capped { cap, listed });
+                return Ok(ResourceRun::Capped { cap, listed, acl });
             }
             match page.next {
                 Some(next) => position.within = next,
@@ -450,7 +469,11 @@ impl App {
                             None => return Ok(ResourceRun::Lost),
                         }
                     }
-                    return Ok(ResourceRun::Done { listed, changed });
+                    return Ok(ResourceRun::Done {
+                        listed,
+                        changed,
+                        acl,
+                    });
                 }
             }
         }
@@ -529,8 +552,18 @@ impl App {
             Value::from(connector.account_scope.clone()),
         );
         extra.insert("native_id".into(), Value::from(entry.native_id.clone()));
-        if let Some(acl) = &r.acl {
-            extra.insert("acl".into(), Value::from(acl.clone()));
+        // A rule set on the resource wins over who the source says may read the object.
+        match &r.acl {
+            Some(acl) => {
+                extra.insert(crate::filters::ACL_FIELD.into(), Value::from(acl.clone()));
+            }
+            None => {
+                if let Some(readers) = extra.remove(crate::filters::ACL_FIELD) {
+                    if let Some(rule) = crate::filters::source_rule(&readers) {
+                        extra.insert(crate::filters::ACL_FIELD.into(), Value::from(rule));
+                    }
+                }
+            }
         }
         SyncedItem {
             id,
@@ -855,9 +888,37 @@ impl<'a> ResourcePass<'a> {
 }
 
 /// How a resource's pass ended.
+/// What a pass could not read of who may read a resource and its objects
+/// (`acl_warning`, `page_acl_warning` in the status).
+#[derive(Debug, Default)]
+struct AclWarnings {
+    resource: String,
+    objects: String,
+}
+
+impl AclWarnings {
+    /// The latest page's word on the resource; the first page's on its objects.
+    fn note(&mut self, page: &Page) {
+        if !page.acl_warning.is_empty() {
+            self.resource = clip(&page.acl_warning, BLOCKED_REASON_MAX);
+        }
+        if !page.page_acl_warning.is_empty() && self.objects.is_empty() {
+            self.objects = clip(&page.page_acl_warning, BLOCKED_REASON_MAX);
+        }
+    }
+}
+
 enum ResourceRun {
-    Done { listed: i64, changed: u64 },
-    Capped { cap: PlanCap, listed: i64 },
+    Done {
+        listed: i64,
+        changed: u64,
+        acl: AclWarnings,
+    },
+    Capped {
+        cap: PlanCap,
+        listed: i64,
+        acl: AclWarnings,
+    },
     Failed(ProviderError),
     Lost,
 }

@@ -283,7 +283,10 @@ pub struct ResourceState {
     pub action: String,
     /// Non-empty: the resource stopped syncing until this is fixed.
     pub sync_blocked_reason: String,
+    /// Non-empty: who may read the resource could not be read from the source.
     pub acl_warning: String,
+    /// Non-empty: the restrictions of some of its objects could not be read.
+    pub page_acl_warning: String,
 }
 
 /// A change to one resource; `None` leaves a field as it is.
@@ -678,6 +681,7 @@ pub(crate) fn resource(row: &impl Columns) -> StoreResult<ResourceRecord> {
             action: row.text("action")?,
             sync_blocked_reason: row.text("sync_blocked_reason")?,
             acl_warning: row.text("acl_warning")?,
+            page_acl_warning: row.text("page_acl_warning")?,
         },
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
@@ -1540,7 +1544,8 @@ impl<B: Backend> crate::ConnectorStore for SqlStore<B> {
                 Sql::new(
                     "UPDATE connector_resources SET status = $3, last_row_count = $4, message = $5,
                      retryable = $6, http_status = $7, checked_at = $8, action = $9,
-                     sync_blocked_reason = $10, acl_warning = $11, updated_at = $8
+                     sync_blocked_reason = $10, acl_warning = $11, page_acl_warning = $12,
+                     updated_at = $8
                  WHERE connector_id = $1 AND resource_id = $2",
                 )
                 .bind(&lease.connector_id)
@@ -1553,7 +1558,8 @@ impl<B: Backend> crate::ConnectorStore for SqlStore<B> {
                 .bind(state.checked_at.unwrap_or(now))
                 .bind(&state.action)
                 .bind(&state.sync_blocked_reason)
-                .bind(&state.acl_warning),
+                .bind(&state.acl_warning)
+                .bind(&state.page_acl_warning),
             )
             .await?;
         }

@@ -654,7 +654,7 @@ impl StatusResponse {
                     sync_blocked: !res.state.sync_blocked_reason.is_empty(),
                     sync_blocked_reason: res.state.sync_blocked_reason.clone(),
                     acl_warning: res.state.acl_warning.clone(),
-                    page_acl_warning: String::new(),
+                    page_acl_warning: res.state.page_acl_warning.clone(),
                 })
                 .collect(),
             runs: status

@@ -380,6 +380,8 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
             status: crate::ResourceStatus::Ok,
             last_row_count: 2,
             retryable: true,
+            acl_warning: "members could not be read".into(),
+            page_acl_warning: "2 pages' restrictions could not be read".into(),
             ..ResourceState::default()
         }],
         ..SyncOutcome::default()
@@ -423,6 +425,16 @@ async fn a_sync_runs_under_one_lease_and_resumes_where_it_stopped<S: Store>(stor
     assert_eq!(
         (docs.provider_cursor.as_str(), docs.state.status.as_str()),
         ("done-1", "ok")
+    );
+    assert_eq!(
+        (
+            docs.state.acl_warning.as_str(),
+            docs.state.page_acl_warning.as_str()
+        ),
+        (
+            "members could not be read",
+            "2 pages' restrictions could not be read"
+        )
     );
     assert_eq!(store.object_counts(&org, "con_a").await.unwrap(), (2, 2));
 

@@ -79,6 +79,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "connector_events",
         sql: include_str!("../../migrations/postgres/0014_connector_events.sql"),
     },
+    Migration {
+        version: 15,
+        name: "page_acl_warning",
+        sql: include_str!("../../migrations/postgres/0015_page_acl_warning.sql"),
+    },
 ];
 
 /// The lock key pair engram's schema changes are serialized on.

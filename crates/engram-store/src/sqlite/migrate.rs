@@ -118,6 +118,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "connector_events",
         sql: include_str!("../../migrations/sqlite/0022_connector_events.sql"),
     },
+    Migration {
+        version: 23,
+        name: "page_acl_warning",
+        sql: include_str!("../../migrations/sqlite/0023_page_acl_warning.sql"),
+    },
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> StoreResult<()> {

@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::StreamExt;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -765,44 +766,52 @@ async fn every_field_of_the_write_routes_is_acted_on_or_reported() {
         let (_, again) = outcome(&server, case, &case.base, &docs).await;
         let mut volatile = BTreeSet::new();
         differences(&base, &again, "", &mut volatile);
-        for (name, values) in fields {
-            let mut acted = false;
-            for value in values {
-                let body = with_field(&case.base, &name, &value);
-                let (reply, seen) = outcome(&server, case, &body, &docs).await;
-                let mut changed = BTreeSet::new();
-                differences(&base, &seen, "", &mut changed);
-                let changed = changed.iter().any(|c| {
-                    !volatile
-                        .iter()
-                        .any(|v| c == v || c.starts_with(&format!("{v}/")))
-                });
-                // A value the answer or the state echoes back (an id, a name) was acted on,
-                // even where the plain call's value there differs from world to world.
-                let (mut sent, mut before, mut after) =
-                    (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-                strings(&value, &mut sent);
-                strings(&base, &mut before);
-                strings(&seen, &mut after);
-                let echoed = sent
-                    .iter()
-                    .any(|s| after.contains(s) && !before.contains(s));
-                // A refusal shows the field is read only when it names the field.
-                let changed = if reply.status.is_success() {
-                    changed
-                } else {
-                    reply.status != first.status && error_names(&reply, &name, &sent)
-                };
-                if changed || echoed || reported(&reply, &name) {
-                    acted = true;
-                    break;
+        // Each field is tried in worlds of its own, so several at once (the server's waits on
+        // indexing and on the store overlap); one field's values in turn, until one acts.
+        let tried = futures_util::stream::iter(fields)
+            .map(|(name, values)| {
+                let (server, docs, base, first, volatile) =
+                    (&server, &docs, &base, &first, &volatile);
+                async move {
+                    for value in values {
+                        let body = with_field(&case.base, &name, &value);
+                        let (reply, seen) = outcome(server, case, &body, docs).await;
+                        let mut changed = BTreeSet::new();
+                        differences(base, &seen, "", &mut changed);
+                        let changed = changed.iter().any(|c| {
+                            !volatile
+                                .iter()
+                                .any(|v| c == v || c.starts_with(&format!("{v}/")))
+                        });
+                        // A value the answer or the state echoes back (an id, a name) was acted
+                        // on, even where the plain call's value there differs from world to
+                        // world.
+                        let (mut sent, mut before, mut after) =
+                            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+                        strings(&value, &mut sent);
+                        strings(base, &mut before);
+                        strings(&seen, &mut after);
+                        let echoed = sent
+                            .iter()
+                            .any(|s| after.contains(s) && !before.contains(s));
+                        // A refusal shows the field is read only when it names the field.
+                        let changed = if reply.status.is_success() {
+                            changed
+                        } else {
+                            reply.status != first.status && error_names(&reply, &name, &sent)
+                        };
+                        if changed || echoed || reported(&reply, &name) {
+                            return None;
+                        }
+                    }
+                    eprintln!("silent: {} {}: {name}", case.method, case.template);
+                    Some(format!("{} {}: {name}", case.method, case.template))
                 }
-            }
-            if !acted {
-                eprintln!("silent: {} {}: {name}", case.method, case.template);
-                silent.push(format!("{} {}: {name}", case.method, case.template));
-            }
-        }
+            })
+            .buffer_unordered(4)
+            .collect::<Vec<_>>()
+            .await;
+        silent.extend(tried.into_iter().flatten());
     }
     assert!(
         silent.is_empty(),
