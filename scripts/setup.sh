@@ -319,6 +319,68 @@ if $for_tests && [ "$(cat "$notion_dir/.stamp" 2>/dev/null)" != "$notion_stamp" 
   mv "$staged" "$notion_dir"
 fi
 
+# Slack publishes its Web API's methods, arguments and answers as the types of its official
+# client (@slack/web-api, MIT: dist/methods.d.ts names every method with its argument and
+# response types, dist/types/request/*.d.ts and dist/types/response/*.d.ts hold them); the slack
+# connector's fake is checked against them by the TypeScript compiler installed above for Notion.
+# The tarball comes straight from the registry, checked against its published sha512 integrity.
+slack_client_version="8.2.0"
+slack_client_integrity="sha512-bIW8/8BLD/HLuHLIA2LfA7AhSokzui4swCbMJuwoRJxn/kzHVla6YEKLvN1nCFHK/DfX7g+4Wj3ess/ZSh/tWQ=="
+slack_dir="$cache/slack-api"
+slack_stamp="@slack/web-api@$slack_client_version $slack_client_integrity"
+if $for_tests && [ "$(cat "$slack_dir/.stamp" 2>/dev/null)" != "$slack_stamp" ]; then
+  echo "setup: fetching Slack's Web API types (@slack/web-api $slack_client_version)" >&2
+  staged="$(mktemp -d "$cache/.slack-api.XXXXXX")"
+  curl -fsSL -o "$staged/client.tgz" "https://registry.npmjs.org/@slack/web-api/-/web-api-$slack_client_version.tgz"
+  check_archive "$staged/client.tgz" "$(printf '%s' "${slack_client_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
+    "the @slack/web-api $slack_client_version tarball" sha512sum
+  mkdir "$staged/client"
+  tar -xzf "$staged/client.tgz" -C "$staged/client" --strip-components=1 package/LICENSE package/package.json package/dist
+  # Only the declarations are kept.
+  find "$staged/client/dist" -type f ! -name '*.d.ts' -delete
+  rm -f "$staged/client.tgz"
+  echo "$slack_stamp" >"$staged/.stamp"
+  rm -rf "$slack_dir"
+  mv "$staged" "$slack_dir"
+fi
+
+# Atlassian publishes its OpenAPI descriptions only on its developer site; on npm the most
+# complete machine-readable description is the pair of clients generated from them, jira.js
+# (Jira Cloud platform REST API) and confluence.js (Confluence Cloud REST API v2 and v1), both
+# MIT: their endpoint functions (method, path, query and body parameters) and the Zod schemas
+# that type every parameter and answer, which need zod's own types (MIT). The jira and
+# confluence connectors' fake is held to them by the TypeScript compiler of the Notion block.
+# The tarballs come straight from the registry, checked against their published sha512
+# integrity; only the built sources (dist) and the licences are kept.
+jira_js_version="6.2.0"
+jira_js_integrity="sha512-tF6FUfByN0ezxR1SoA5iZ49FI0U/GdHLR+r3FDq4aqHO2MlVKE2VitAsnsa1ThFhdT82hTSCYXw8jT9zbeOIRw=="
+confluence_js_version="3.2.0"
+confluence_js_integrity="sha512-UsFoc5qlt1N6wWvE4aCz9Qbgfc9nq5wusLAbSWGCWw0XYEDnmzdOiEHwFUmV7XU52pnsXszCUNFMiVOxEyvE2A=="
+zod_version="4.6.7"
+zod_integrity="sha512-g8W2D2kU6a8untc053fX1uVBKzM7yqAxW/3zwk83+6RyF2+SKOuV+c0wBDhUwzV1PaGapmZH+rmcUzPf+3CGwg=="
+atlassian_dir="$cache/atlassian-api"
+atlassian_stamp="jira.js@$jira_js_version $jira_js_integrity confluence.js@$confluence_js_version $confluence_js_integrity zod@$zod_version $zod_integrity"
+if $for_tests && [ "$(cat "$atlassian_dir/.stamp" 2>/dev/null)" != "$atlassian_stamp" ]; then
+  echo "setup: fetching Atlassian's API types (jira.js $jira_js_version, confluence.js $confluence_js_version, zod $zod_version)" >&2
+  staged="$(mktemp -d "$cache/.atlassian-api.XXXXXX")"
+  for spec in "jira.js jira.js $jira_js_version $jira_js_integrity" \
+              "confluence.js confluence.js $confluence_js_version $confluence_js_integrity" \
+              "zod node_modules/zod $zod_version $zod_integrity"; do
+    set -- $spec
+    curl -fsSL -o "$staged/package.tgz" "https://registry.npmjs.org/$1/-/$1-$3.tgz"
+    check_archive "$staged/package.tgz" "$(printf '%s' "${4#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
+      "the $1 $3 tarball" sha512sum
+    mkdir -p "$staged/$2"
+    tar -xzf "$staged/package.tgz" -C "$staged/$2" --strip-components=1
+    rm -f "$staged/package.tgz"
+  done
+  # What the check reads: the built sources and the licences.
+  rm -rf "$staged/jira.js/src" "$staged/jira.js/tools" "$staged/confluence.js/tools"
+  echo "$atlassian_stamp" >"$staged/.stamp"
+  rm -rf "$atlassian_dir"
+  mv "$staged" "$atlassian_dir"
+fi
+
 # Linear's GraphQL schema, which the linear connector's queries and its fake's answers are
 # checked against. Linear ships no schema.graphql on npm, but its SDK (@linear/sdk, MIT) is
 # generated from the schema, and its type declarations hold every type, field, argument, enum
@@ -341,6 +403,28 @@ if $for_tests && [ "$(cat "$linear_dir/.stamp" 2>/dev/null)" != "@linear/sdk@$li
   echo "@linear/sdk@$linear_version $linear_integrity" >"$staged/.stamp"
   rm -rf "$linear_dir"
   mv "$staged" "$linear_dir"
+fi
+
+# GraphQL's reference implementation (graphql-js: the `graphql` npm package, MIT, no
+# dependencies), which checks the linear connector's queries and its fake's answers against the
+# schema above: each document validated with all of the specification's rules, its variables
+# coerced, each answer completed through the selection's types
+# (crates/engram/tests/e2e/linear_check.mjs, run by node). The tarball comes straight from the
+# registry, checked against its published sha512 integrity; the package is kept whole.
+graphql_version="16.15.0"
+graphql_integrity="sha512-32kz9FecohDiC/tgcViwnRXM7HFBVTPiW7pHO+DikKOI5KjhU/jNULOReXsrFqt2WAYbE9xFXsTffJw6iTO8qw=="
+graphql_dir="$cache/graphql-js"
+if $for_tests && [ "$(cat "$graphql_dir/.stamp" 2>/dev/null)" != "graphql@$graphql_version $graphql_integrity" ]; then
+  echo "setup: fetching GraphQL's reference implementation (graphql $graphql_version)" >&2
+  staged="$(mktemp -d "$cache/.graphql-js.XXXXXX")"
+  curl -fsSL -o "$staged/graphql.tgz" "https://registry.npmjs.org/graphql/-/graphql-$graphql_version.tgz"
+  graphql_sha512="$(printf '%s' "${graphql_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
+  check_archive "$staged/graphql.tgz" "$graphql_sha512" "the graphql $graphql_version tarball" sha512sum
+  tar -xzf "$staged/graphql.tgz" -C "$staged" --strip-components=1
+  rm -f "$staged/graphql.tgz"
+  echo "graphql@$graphql_version $graphql_integrity" >"$staged/.stamp"
+  rm -rf "$graphql_dir"
+  mv "$staged" "$graphql_dir"
 fi
 
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,

@@ -25,6 +25,8 @@ pub struct PushReceived {
     /// A sync was asked for.
     pub sync_run_id: Option<String>,
     pub message: String,
+    /// The body the provider expects back (`Provider::push_answer`).
+    pub answer: Option<serde_json::Value>,
 }
 
 impl App {
@@ -66,6 +68,15 @@ impl App {
             }
             Some(Ok(event)) => event,
         };
+        if let Some(answer) = provider.push_answer(&event, body) {
+            // The provider checks the endpoint (Slack's url_verification): answered every time.
+            return Ok(PushReceived {
+                connector_id: record.id,
+                sync_run_id: None,
+                message: format!("`{}` answered", event.event),
+                answer: Some(answer),
+            });
+        }
         let now = self.now();
         if !self
             .store()
@@ -84,6 +95,7 @@ impl App {
                     "delivery {} was received before: a replay, ignored",
                     event.delivery_id
                 ),
+                answer: None,
             });
         }
         if event.ping {
@@ -91,6 +103,7 @@ impl App {
                 connector_id: record.id,
                 sync_run_id: None,
                 message: "the endpoint is reachable and the signature verifies".into(),
+                answer: None,
             });
         }
         let queued = self
@@ -117,6 +130,7 @@ impl App {
             connector_id: record.id,
             sync_run_id,
             message,
+            answer: None,
         })
     }
 }

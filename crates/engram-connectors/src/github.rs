@@ -46,6 +46,8 @@ const TREES_PER_PAGE: usize = 20;
 const TREES_MAX: usize = 50_000;
 /// The blobs API serves files up to 100 MB.
 const BLOB_MAX_BYTES: u64 = 100 * 1024 * 1024;
+/// Collaborator pages read for a private repository at most (1,000 people).
+const COLLABORATOR_PAGES_MAX: u32 = 10;
 /// Comment pages read for one issue at most (10,000 comments).
 const COMMENT_PAGES_MAX: u32 = 100;
 /// How often an issues pass lists every issue, so deleted and transferred ones leave.
@@ -80,7 +82,7 @@ impl GitHubProvider {
                 category: "code",
                 connector_type: "repository",
                 rank: Some(9),
-                rbac_support: false,
+                rbac_support: true,
                 webhook_support: true,
                 is_beta: true,
                 indexed_object_types: &["file", "issue", "pull_request"],
@@ -551,9 +553,35 @@ fn target(resource: &ResourceRef) -> Result<Target, ProviderError> {
     }
 }
 
+/// Who may read a repository's objects, as a pass read it.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
+struct Readers {
+    /// `None`: unknown (no rule of the objects' own).
+    principals: Option<Vec<String>>,
+    /// Why they are unknown; empty when they are known.
+    warning: String,
+}
+
+impl Readers {
+    /// Gives an entry the rule, and a version that changes with it (so a changed rule
+    /// re-dispatches the object).
+    fn apply(&self, entry: &mut Entry) {
+        if let Some(principals) = &self.principals {
+            crate::set_readers(&mut entry.fields, principals.iter().cloned());
+            entry.version.push_str("|acl:");
+            entry
+                .version
+                .push_str(&crate::short_hash(principals.join("\n").as_bytes()));
+        }
+    }
+}
+
 /// What a files pass keeps between its pages.
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
 struct FilesWalk {
+    /// Who may read the repository, read at the pass's start.
+    #[serde(default)]
+    readers: Readers,
     /// The root tree read (pinned for the whole pass).
     tree: String,
     branch: String,
@@ -650,7 +678,7 @@ fn file_entry(owner: &str, repo: &str, walk: &FilesWalk, path: &str, item: &Valu
         url.push_str(path);
         url
     };
-    Entry {
+    let mut entry = Entry {
         native_id: format!("{full_name}:{path}"),
         version: text_of(item, "sha").to_owned(),
         title: path.to_owned(),
@@ -660,12 +688,17 @@ fn file_entry(owner: &str, repo: &str, walk: &FilesWalk, path: &str, item: &Valu
         fields,
         content: None,
         state: String::new(),
-    }
+    };
+    walk.readers.apply(&mut entry);
+    entry
 }
 
 /// Where an issues pass is.
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
 struct IssuesWalk {
+    /// Who may read the repository, read at the pass's first page.
+    #[serde(default)]
+    readers: Readers,
     /// `since` of the requests (empty: from the start).
     since: String,
     page: u32,
@@ -841,6 +874,7 @@ impl GitHubProvider {
                 .unwrap_or_else(|| text_of(&meta, "default_branch"))
                 .to_owned();
             FilesWalk {
+                readers: self.readers(api, access, owner, repo, &meta).await?,
                 branch,
                 html_url: text_of(&meta, "html_url").to_owned(),
                 ..FilesWalk::default()
@@ -904,6 +938,7 @@ impl GitHubProvider {
                         .map_err(|e| ProviderError::Invalid(e.to_string()))?,
                     cursor: String::new(),
                     complete_listing: true,
+                    acl_warning: walk.readers.warning.clone(),
                     ..Page::default()
                 });
             }
@@ -953,6 +988,7 @@ impl GitHubProvider {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))?,
             cursor: String::new(),
             complete_listing: true,
+            acl_warning: walk.readers.warning.clone(),
             ..Page::default()
         })
     }
@@ -987,6 +1023,7 @@ impl GitHubProvider {
                 high: cursor.since.clone(),
                 etag: None,
                 etag_since: String::new(),
+                readers: Readers::default(),
             }
         } else {
             serde_json::from_str(&position.within).map_err(|e| {
@@ -1029,6 +1066,20 @@ impl GitHubProvider {
         if first {
             walk.etag = answer.etag;
             walk.etag_since = walk.since.clone();
+            // Read once a pass that has something to list (an unchanged repository answers
+            // `304` above): a change of readers alone shows at the daily pass over every issue.
+            let url = api.url(&["repos", owner, repo], &[])?;
+            let meta = api
+                .get(
+                    access,
+                    &url,
+                    &format!("repository {full_name}"),
+                    None,
+                    LISTING_MAX_BYTES,
+                )
+                .await?
+                .body;
+            walk.readers = self.readers(api, access, owner, repo, &meta).await?;
         }
         let mut entries = Vec::new();
         for issue in &items {
@@ -1036,7 +1087,8 @@ impl GitHubProvider {
             if updated > walk.high.as_str() {
                 walk.high = updated.to_owned();
             }
-            if let Some(entry) = issue_entry(owner, repo, issue) {
+            if let Some(mut entry) = issue_entry(owner, repo, issue) {
+                walk.readers.apply(&mut entry);
                 if pull_requests || entry.fields.get("kind") != Some(&Value::from("pull_request")) {
                     entries.push(entry);
                 }
@@ -1067,7 +1119,87 @@ impl GitHubProvider {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))?,
             cursor,
             complete_listing: walk.full,
+            acl_warning: walk.readers.warning.clone(),
             ..Page::default()
+        })
+    }
+
+    /// Who may read a repository: everyone for a public one; for a private or internal one,
+    /// its collaborators (`github:<login>`, everyone with access: direct, through a team or
+    /// the organization), read from `GET /repos/{owner}/{repo}/collaborators`, which asks push
+    /// access of the token. When they cannot be read, no rule and a warning saying why.
+    async fn readers(
+        &self,
+        api: &Api,
+        access: &Access,
+        owner: &str,
+        repo: &str,
+        meta: &Value,
+    ) -> Result<Readers, ProviderError> {
+        let full_name = format!("{owner}/{repo}");
+        let public = meta.get("private") == Some(&Value::Bool(false))
+            && meta
+                .get("visibility")
+                .and_then(Value::as_str)
+                .is_none_or(|v| v == "public");
+        if public {
+            return Ok(Readers {
+                principals: Some(vec![crate::EVERYONE.to_owned()]),
+                warning: String::new(),
+            });
+        }
+        let mut principals = Vec::new();
+        for page in 1..=COLLABORATOR_PAGES_MAX {
+            let url = api.url(
+                &["repos", owner, repo, "collaborators"],
+                &[
+                    ("affiliation", "all".to_owned()),
+                    ("per_page", PER_PAGE.to_string()),
+                    ("page", page.to_string()),
+                ],
+            )?;
+            let what = format!("the collaborators of {full_name}");
+            let people = match api.get(access, &url, &what, None, LISTING_MAX_BYTES).await {
+                Ok(answer) => array(answer.body, &what)?,
+                Err(
+                    err @ (ProviderError::Resource { .. } | ProviderError::Unauthorized { .. }),
+                ) => {
+                    return Ok(Readers {
+                        principals: None,
+                        warning: format!(
+                            "who may read the private repository {full_name} could not be read \
+                             ({}): its collaborators need a token with push access (classic: \
+                             `repo`; fine-grained: Metadata read and Administration read); its \
+                             files and issues are readable by everyone who may query this \
+                             database until then",
+                            err.http_status()
+                        ),
+                    });
+                }
+                Err(err) => return Err(err),
+            };
+            let last = people.len() < PER_PAGE;
+            principals.extend(
+                people
+                    .iter()
+                    .filter_map(|p| p.get("login").and_then(Value::as_str))
+                    .map(|login| format!("github:{}", login.to_lowercase())),
+            );
+            if last {
+                return Ok(Readers {
+                    principals: Some(principals),
+                    warning: String::new(),
+                });
+            }
+        }
+        Ok(Readers {
+            principals: None,
+            warning: format!(
+                "the private repository {full_name} has more than {} collaborators, more than \
+                 a rule holds: its files and issues are readable by everyone who may query this \
+                 database",
+                COLLABORATOR_PAGES_MAX as usize * PER_PAGE
+            ),
         })
     }
 
@@ -1091,7 +1223,9 @@ impl GitHubProvider {
                 entry.native_id
             )));
         }
-        let url = api.url(&["repos", owner, repo, "git", "blobs", &entry.version], &[])?;
+        // The version is the blob's SHA, then the readers' hash.
+        let sha = entry.version.split('|').next().unwrap_or_default();
+        let url = api.url(&["repos", owner, repo, "git", "blobs", sha], &[])?;
         // Base64 with line breaks: a third longer and more.
         let bound = max_bytes.saturating_mul(3) / 2 + 64 * 1024;
         let blob = api

@@ -6,17 +6,21 @@
 //! objects as items, deleting what left the source, the run's record and the connector's health)
 //! is engram-app's, the same for every provider.
 
+mod atlassian;
+mod confluence;
 mod feed;
 mod folder;
 mod git;
 mod github;
 mod imap;
+mod jira;
 mod linear;
 mod notion;
 pub mod oauth;
 mod postgres;
 pub mod push;
 mod s3;
+mod slack;
 mod vault;
 mod web;
 mod webdav;
@@ -24,15 +28,18 @@ mod webdav;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub use confluence::ConfluenceProvider;
 pub use feed::FeedProvider;
 pub use folder::FolderProvider;
 pub use git::GitProvider;
 pub use github::GitHubProvider;
 pub use imap::ImapProvider;
+pub use jira::JiraProvider;
 pub use linear::LinearProvider;
 pub use notion::NotionProvider;
 pub use postgres::PostgresProvider;
 pub use s3::S3Provider;
+pub use slack::SlackProvider;
 pub use vault::{SealError, Sealer, KEY_FILE};
 pub use web::WebProvider;
 pub use webdav::WebDavProvider;
@@ -305,6 +312,12 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// The JSON body the provider expects back for a verified event instead of engram's own
+    /// answer (Slack's `url_verification` wants its `challenge`); answered at once with `200`.
+    fn push_answer(&self, _event: &push::PushEvent, _body: &[u8]) -> Option<Value> {
+        None
+    }
+
     /// The resources the account offers, checking the credentials on the way.
     async fn discover(&self, access: &Access) -> Result<Vec<DiscoveredResource>, ProviderError>;
 
@@ -354,6 +367,9 @@ impl Catalog {
             Box::new(GitHubProvider::new()),
             Box::new(NotionProvider::new()),
             Box::new(LinearProvider::new()),
+            Box::new(ConfluenceProvider::new()),
+            Box::new(JiraProvider::new()),
+            Box::new(SlackProvider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));
@@ -615,7 +631,7 @@ mod tests {
                 pushing.push(provider.info().provider);
             }
         }
-        assert_eq!(pushing, ["github", "linear"]);
+        assert_eq!(pushing, ["github", "linear", "confluence", "jira", "slack"]);
     }
 
     #[test]

@@ -694,6 +694,8 @@ async fn oauth_callback(
 /// verified by the provider's signature with the connector's `webhook_secret` (GitHub's
 /// `X-Hub-Signature-256`; Linear's `Linear-Signature` and a timestamp within a minute), a
 /// delivery id seen before is refused as a replay, and a verified event queues a sync at once.
+/// An event that checks the endpoint (Slack's `url_verification`, signed with `X-Slack-Signature`)
+/// is answered with the body the provider expects (`{"challenge": …}`).
 #[utoipa::path(post, path = "/connectors/{id}/events", tag = "connectors", security(()), params(("id" = String, Path)),
     request_body(content = String, content_type = "application/json", description = "the provider's event, as it signed it"),
     responses(
@@ -726,6 +728,10 @@ async fn push_event(
         })
         .collect();
     let received = app.receive_push(&id, &headers, &body).await?;
+    if let Some(answer) = received.answer {
+        // The body the provider expects, as it is (Slack's `{"challenge": …}`).
+        return Ok((StatusCode::OK, axum::Json(answer)).into_response());
+    }
     let status = if received.sync_run_id.is_some() {
         StatusCode::ACCEPTED
     } else {

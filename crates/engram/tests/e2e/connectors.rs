@@ -1949,6 +1949,25 @@ fn github_calls(
         .collect()
 }
 
+/// The files of `gh` a reader `principal` finds for `query` (native ids).
+async fn github_readers(server: &Server, key: &str, query: &str, principal: &str) -> Vec<String> {
+    let reply = server
+        .post(
+            "/query",
+            key,
+            json!({"database": "gh", "query": query, "max_results": 3, "acl": [principal],
+                   "metadata_filters": {"additional_metadata": {"path": "README.md"}}}),
+        )
+        .await;
+    reply.current_ok(200)["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .filter_map(|c| c["additional_metadata"]["native_id"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[tokio::test]
 async fn a_github_repository_syncs_files_and_issues_with_comments_follows_changes_and_waits_out_rate_limits(
 ) {
@@ -2117,6 +2136,23 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
         "Tuesday",
     )
     .await;
+    // A private repository is read by its collaborators only (`acl` on /query).
+    assert_eq!(
+        github_readers(
+            &server,
+            &key,
+            "when is the deploy window",
+            "github:octo-org"
+        )
+        .await,
+        [format!("{repo}:README.md")]
+    );
+    assert!(
+        github_readers(&server, &key, "when is the deploy window", "github:mallory")
+            .await
+            .is_empty(),
+        "not a collaborator"
+    );
     assert_best_holds(
         &server,
         &key,
@@ -2230,10 +2266,35 @@ async fn a_github_repository_syncs_files_and_issues_with_comments_follows_change
     assert_eq!(status["runs"][0]["updated"], 0, "{status:#?}");
     assert!(fake.not_modified() > not_modified, "a conditional request");
 
+    // Collaborators the token may not list: the repository says so, and its files carry no
+    // rule of their own any more (readable by all who may query the database).
+    fake.set_collaborators(repo, None);
+    let status = sync(&server, &key, &id, 5).await;
+    let state = status["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource_id"] == repo)
+        .unwrap();
+    assert!(
+        state["acl_warning"]
+            .as_str()
+            .unwrap()
+            .contains("could not be read (403)"),
+        "{state:#?}"
+    );
+    let sources = listed(&server, &key, "gh").await;
+    let ids: Vec<&str> = sources.iter().filter_map(|s| s["id"].as_str()).collect();
+    crate::common::wait_completed(&server, &key, "gh", None, &ids).await;
+    assert_eq!(
+        github_readers(&server, &key, "when is the deploy window", "github:mallory").await,
+        [format!("{repo}:README.md")]
+    );
+
     // A revoked token is a reconnect; no token appears in what engram answers.
     let revoked = "ghp_revokedValue999";
     let status =
-        rejected_credentials_are_a_reconnect(&server, &key, &id, json!({ "token": revoked }), 5)
+        rejected_credentials_are_a_reconnect(&server, &key, &id, json!({ "token": revoked }), 6)
             .await;
     assert_secrets_hidden(&server, &key, &id, &status, &[revoked, token]).await;
 

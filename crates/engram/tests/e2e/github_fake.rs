@@ -77,6 +77,8 @@ struct Repo {
     default_branch: String,
     files: BTreeMap<String, Vec<u8>>,
     issues: Vec<Issue>,
+    /// Who has access (logins); `None`: the token may not list them (it lacks push access).
+    collaborators: Option<Vec<String>>,
     created_at: String,
     pushed_at: String,
 }
@@ -603,6 +605,39 @@ async fn list_issues(
     response
 }
 
+async fn list_collaborators(
+    State(shared): State<SharedState>,
+    Path((owner, name)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let shared = shared.lock().unwrap();
+    let Some(repo) = shared.repos.get(&format!("{owner}/{name}")) else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let Some(logins) = &repo.collaborators else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "Must have push access to view repository collaborators.",
+        );
+    };
+    let (api, host) = (shared.api(), shared.host.clone());
+    let all = logins
+        .iter()
+        .map(|login| {
+            let mut person = user(&api, &host, login);
+            let admin = *login == repo.owner;
+            person["permissions"] = json!({
+                "pull": true, "triage": true, "push": true, "maintain": admin, "admin": admin
+            });
+            person["role_name"] = Value::from(if admin { "admin" } else { "write" });
+            person
+        })
+        .collect();
+    let url = format!("{api}/repos/{owner}/{name}/collaborators");
+    let (items, link) = paginate(all, &query, &url);
+    page_reply(items, &link)
+}
+
 async fn get_issue(
     State(shared): State<SharedState>,
     Path((owner, name, number)): Path<(String, String, u64)>,
@@ -778,6 +813,10 @@ fn routes() -> Vec<(&'static str, MethodRouter<SharedState>)> {
             "/repos/{owner}/{repo}/issues/{issue_number}/comments",
             get(list_comments),
         ),
+        (
+            "/repos/{owner}/{repo}/collaborators",
+            get(list_collaborators),
+        ),
         ("/rate_limit", get(rate_limit)),
     ]
 }
@@ -839,10 +878,19 @@ impl GitHubFake {
                 default_branch: "main".to_owned(),
                 files: BTreeMap::new(),
                 issues: Vec::new(),
+                collaborators: Some(vec![owner.to_owned()]),
                 created_at: at.clone(),
                 pushed_at: at,
             },
         );
+    }
+
+    /// Who has access to `repo` (the owner alone at first); `None`: the token may not list
+    /// them (`403`, as to a token without push access).
+    pub(crate) fn set_collaborators(&self, repo: &str, logins: Option<&[&str]>) {
+        let mut s = self.shared.lock().unwrap();
+        s.repos.get_mut(repo).unwrap().collaborators =
+            logins.map(|l| l.iter().map(|l| (*l).to_owned()).collect());
     }
 
     /// Commits `bytes` at `path` of the default branch.
@@ -1274,6 +1322,20 @@ async fn the_github_fake_answers_only_what_githubs_openapi_description_allows() 
     )
     .await;
     call("/rate_limit".into(), token, None).await;
+    fake.set_collaborators(repo, Some(&["octo-org", "mona"]));
+    call(
+        format!("/repos/{repo}/collaborators?affiliation=all&per_page=1&page=2"),
+        token,
+        None,
+    )
+    .await;
+    fake.set_collaborators(repo, None);
+    assert_eq!(
+        call(format!("/repos/{repo}/collaborators"), token, None)
+            .await
+            .status(),
+        403
+    );
     assert_eq!(
         call(format!("/repos/{repo}"), "ghp_wrong", None)
             .await

@@ -5,27 +5,31 @@
 //! connections paged with `first`/`after`/`pageInfo`, a personal API key (`Authorization: <key>`)
 //! and an OAuth token (`Bearer`), and rate limiting (`RATELIMITED` with Linear's headers).
 //!
-//! It is a test double of Linear, so it is held to Linear's own schema: each request's document
-//! is parsed and validated against it (apollo-compiler) and its variables coerced to their
-//! declared types before the fake answers, and [`assert_conforms`] checks every exchange again,
-//! including each answer against the types of what was selected (every selected field present,
-//! no other, nullability, lists, scalars and enum values). Linear ships no `schema.graphql` on
-//! npm, but its SDK `@linear/sdk` is generated from the schema, and the type declarations it
-//! ships hold the whole of it; `make setup-test` installs them and [`sdl_from_declarations`]
-//! reads the schema back from them.
+//! The fake parses each request's document (`graphql-parser`) and answers by walking its
+//! selection set (aliases, arguments, variables, fragments); what it cannot answer it refuses as
+//! Linear refuses an invalid document (`GRAPHQL_VALIDATION_FAILED`).
+//!
+//! It is a test double of Linear, so it is held to Linear's own schema, through GraphQL's
+//! reference implementation (graphql-js, the `graphql` npm package `make setup-test` installs,
+//! run by `node` on `linear_check.mjs`): [`assert_conforms`] checks every exchange in one run,
+//! each document validated with all of the specification's rules, its variables coerced to
+//! their declared types, and each answer executed back through the selection's types (every
+//! selected field present, no other, nullability, lists, scalars and enum values; a valid
+//! request the fake refused is caught too). Linear ships no `schema.graphql` on npm, but its SDK
+//! `@linear/sdk` is generated from the schema, and the type declarations it ships hold the whole
+//! of it; `make setup-test` installs them and [`sdl_from_declarations`] reads the schema back
+//! from them.
 #![allow(clippy::unwrap_used)] // test code
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use apollo_compiler::executable::{Field, Selection, SelectionSet};
-use apollo_compiler::schema::{ExtendedType, Type};
-use apollo_compiler::validation::Valid;
-use apollo_compiler::{ExecutableDocument, Schema};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use graphql_parser::query as gql;
 use serde_json::{json, Map, Value};
 
 use crate::common::connectors::{clock_time, Loopback, Serving};
@@ -132,11 +136,11 @@ impl Shared {
     }
 }
 
-/// Linear's schema, read once from `@linear/sdk`'s declarations (`make setup-test` installs
-/// them).
-pub(crate) fn schema() -> &'static Valid<Schema> {
-    static SCHEMA: OnceLock<Valid<Schema>> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
+/// Linear's schema as SDL, read once from `@linear/sdk`'s declarations (`make setup-test`
+/// installs them).
+pub(crate) fn schema_sdl() -> &'static str {
+    static SDL: OnceLock<String> = OnceLock::new();
+    SDL.get_or_init(|| {
         let path = crate::common::cache_dir().join("linear-schema/sdk.d.mts");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!(
@@ -144,10 +148,20 @@ pub(crate) fn schema() -> &'static Valid<Schema> {
                 path.display()
             )
         });
-        let sdl = sdl_from_declarations(&text).unwrap_or_else(|e| panic!("{e}"));
-        Schema::parse_and_validate(sdl, "linear.graphql")
-            .unwrap_or_else(|e| panic!("Linear's schema does not validate: {}", e.errors))
+        sdl_from_declarations(&text).unwrap_or_else(|e| panic!("{e}"))
     })
+}
+
+/// Where `make setup-test` puts graphql-js (the `graphql` npm package).
+fn graphql_js() -> PathBuf {
+    let dir = crate::common::cache_dir().join("graphql-js");
+    assert!(
+        dir.join("index.mjs").is_file(),
+        "GraphQL's reference implementation (the graphql npm package) is not in {}: run `make \
+         setup-test`",
+        dir.display()
+    );
+    dir
 }
 
 /// Linear's schema as SDL, read from `@linear/sdk`'s type declarations (graphql-codegen's
@@ -379,192 +393,149 @@ pub(crate) fn sdl_from_declarations(text: &str) -> Result<String, String> {
     Ok(sdl)
 }
 
-/// A document parsed and validated against Linear's schema, with the named operation.
-pub(crate) fn validated(query: &str) -> Result<Valid<ExecutableDocument>, String> {
-    ExecutableDocument::parse_and_validate(schema(), query, "request.graphql")
-        .map_err(|e| e.errors.to_string())
-}
-
-/// The request's variables coerced to the types its operation declares.
-fn coerce(document: &Valid<ExecutableDocument>, variables: &Value) -> Result<(), String> {
-    let operation = document
-        .operations
-        .get(None)
-        .map_err(|e| format!("{e:?}"))?;
-    let values: apollo_compiler::response::JsonMap =
-        serde_json::from_value(if variables.is_null() {
-            json!({})
-        } else {
-            variables.clone()
-        })
-        .map_err(|e| e.to_string())?;
-    apollo_compiler::request::coerce_variable_values(schema(), operation, &values)
-        .map(|_| ())
-        .map_err(|e| format!("{e:?}"))
-}
-
-/// The fields of a selection set, fragments spread.
-fn fields<'a>(document: &'a ExecutableDocument, set: &'a SelectionSet) -> Vec<&'a Field> {
-    let mut out = Vec::new();
-    for selection in &set.selections {
-        match selection {
-            Selection::Field(field) => out.push(field.as_ref()),
-            Selection::FragmentSpread(spread) => {
-                if let Some(fragment) = document.fragments.get(&spread.fragment_name) {
-                    out.extend(fields(document, &fragment.selection_set));
-                }
-            }
-            Selection::InlineFragment(inline) => {
-                out.extend(fields(document, &inline.selection_set))
-            }
-        }
-    }
-    out
-}
-
-/// Checks `value` against the type `ty` of what was selected (`set`), adding what does not fit.
-fn check_value(
-    document: &ExecutableDocument,
-    ty: &Type,
-    set: &SelectionSet,
-    value: &Value,
-    at: &str,
-    problems: &mut Vec<String>,
-) {
-    if value.is_null() {
-        if ty.is_non_null() {
-            problems.push(format!("{at}: null for the non-null {ty}"));
-        }
-        return;
-    }
-    if ty.is_list() {
-        match value.as_array() {
-            Some(items) => {
-                for (n, item) in items.iter().enumerate() {
-                    check_value(
-                        document,
-                        ty.item_type(),
-                        set,
-                        item,
-                        &format!("{at}[{n}]"),
-                        problems,
-                    );
-                }
-            }
-            None => problems.push(format!("{at}: not a list for {ty}")),
-        }
-        return;
-    }
-    let named = ty.inner_named_type();
-    let fits = match schema().types.get(named) {
-        Some(ExtendedType::Scalar(_)) => match named.as_str() {
-            "Int" => value.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
-            "Float" => value.is_number(),
-            "String" => value.is_string(),
-            "ID" => value.is_string() || value.is_i64(),
-            "Boolean" => value.is_boolean(),
-            "DateTime" => value.as_str().is_some_and(|s| {
-                time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-                    .is_ok()
-            }),
-            _ => true,
-        },
-        Some(ExtendedType::Enum(e)) => value
-            .as_str()
-            .is_some_and(|v| e.values.keys().any(|k| k.as_str() == v)),
-        Some(ExtendedType::Object(_) | ExtendedType::Interface(_) | ExtendedType::Union(_)) => {
-            let Some(object) = value.as_object() else {
-                problems.push(format!("{at}: not an object for {ty}"));
-                return;
-            };
-            let selected = fields(document, set);
-            for field in &selected {
-                let key = field.response_key().as_str();
-                match object.get(key) {
-                    Some(v) => check_value(
-                        document,
-                        &field.definition.ty,
-                        &field.selection_set,
-                        v,
-                        &format!("{at}.{key}"),
-                        problems,
-                    ),
-                    None => problems.push(format!("{at}.{key}: selected but missing")),
-                }
-            }
-            for key in object.keys() {
-                if !selected.iter().any(|f| f.response_key().as_str() == key) {
-                    problems.push(format!("{at}.{key}: answered but not selected"));
-                }
-            }
-            true
-        }
-        Some(ExtendedType::InputObject(_)) | None => false,
-    };
-    if !fits {
-        problems.push(format!("{at}: {value} is not a {ty}"));
-    }
-}
-
-/// What does not fit Linear's schema in one exchange: the document, its variables, and the
-/// answer (`data` against the selection's types; `errors` in GraphQL's shape).
-pub(crate) fn problems_of(exchange: &Exchange) -> Vec<String> {
-    let at = format!("{} -> {}", exchange.operation, exchange.status);
-    let document = match validated(&exchange.query) {
-        Ok(document) => document,
-        Err(e) => return vec![format!("{at}: the document is not valid: {e}")],
-    };
-    let mut problems = Vec::new();
-    if let Err(e) = coerce(&document, &exchange.variables) {
-        problems.push(format!("{at}: the variables do not fit: {e}"));
-    }
-    let Some(answer) = exchange.answer.as_object() else {
-        return vec![format!("{at}: the answer is not an object")];
-    };
-    for key in answer.keys() {
-        if !["data", "errors", "extensions"].contains(&key.as_str()) {
-            problems.push(format!("{at}: `{key}` in a GraphQL answer"));
-        }
-    }
-    if let Some(errors) = answer.get("errors") {
-        let well_formed = errors.as_array().is_some_and(|errors| {
-            !errors.is_empty()
-                && errors.iter().all(|e| {
-                    e.get("message").is_some_and(Value::is_string)
-                        && e.pointer("/extensions/code").is_some_and(Value::is_string)
-                })
-        });
-        if !well_formed {
-            problems.push(format!("{at}: malformed errors {errors}"));
-        }
-    }
-    match answer.get("data") {
-        Some(Value::Null) | None if answer.contains_key("errors") => {}
-        Some(data) => {
-            let operation = document.operations.get(None).unwrap();
-            let root = Type::Named(operation.selection_set.ty.clone()).non_null();
-            check_value(
-                &document,
-                &root,
-                &operation.selection_set,
-                data,
-                "data",
-                &mut problems,
-            );
-        }
-        None => problems.push(format!("{at}: neither data nor errors")),
-    }
+/// What does not fit Linear's schema in each of `items` (`{"query", "variables", "answer"}`;
+/// without an answer, only the document and its variables), in order: one `node` run of
+/// `linear_check.mjs` on graphql-js for them all.
+fn checked(items: Vec<Value>) -> Vec<Vec<String>> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let count = items.len();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/linear_check.mjs");
+    let mut child = Command::new("node")
+        .arg(script)
+        .arg(graphql_js())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs (Node.js is needed by the Linear checks)");
+    let input = serde_json::to_vec(&json!({"sdl": schema_sdl(), "exchanges": items})).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Written beside the reading, so that neither pipe fills up and stalls the other.
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "linear_check.mjs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    writer.join().unwrap().unwrap();
+    let problems: Vec<Vec<String>> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(problems.len(), count, "one list of problems per item");
     problems
+}
+
+/// What does not fit Linear's schema in each document (validated with every rule).
+pub(crate) fn document_problems(queries: &[&str]) -> Vec<Vec<String>> {
+    checked(queries.iter().map(|q| json!({ "query": q })).collect())
+}
+
+/// What does not fit Linear's schema in each exchange: the document, its variables, and the
+/// answer (`data` against the selection's types; `errors` in GraphQL's shape; no valid request
+/// refused as invalid).
+pub(crate) fn problems_of(exchanges: &[Exchange]) -> Vec<Vec<String>> {
+    checked(
+        exchanges
+            .iter()
+            .map(|e| json!({"query": e.query, "variables": e.variables, "answer": e.answer}))
+            .collect(),
+    )
 }
 
 /// Checks every exchange against Linear's schema; panics with every problem found.
 pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
-    let problems: Vec<String> = exchanges.iter().flat_map(problems_of).collect();
+    let problems: Vec<String> = exchanges
+        .iter()
+        .zip(problems_of(exchanges))
+        .flat_map(|(e, found)| {
+            let at = format!("{} -> {}", e.operation, e.status);
+            found.into_iter().map(move |p| format!("{at}: {p}"))
+        })
+        .collect();
     assert!(
         problems.is_empty(),
         "the exchanges stray from Linear's schema:\n{}",
         problems.join("\n")
     );
+}
+
+type Document<'a> = gql::Document<'a, String>;
+type SelectionSet<'a> = gql::SelectionSet<'a, String>;
+type Field<'a> = gql::Field<'a, String>;
+
+/// The selection set of the document's one operation (a query) and the request's variables,
+/// the declared defaults put in.
+fn operation<'d, 'a>(
+    document: &'d Document<'a>,
+    variables: &Value,
+) -> Result<(&'d SelectionSet<'a>, Value), String> {
+    let mut operations = document.definitions.iter().filter_map(|d| match d {
+        gql::Definition::Operation(o) => Some(o),
+        gql::Definition::Fragment(_) => None,
+    });
+    let (Some(operation), None) = (operations.next(), operations.next()) else {
+        return Err("the fake answers documents of one operation".to_owned());
+    };
+    let (set, definitions) = match operation {
+        gql::OperationDefinition::SelectionSet(set) => (set, &[][..]),
+        gql::OperationDefinition::Query(q) if q.directives.is_empty() => {
+            (&q.selection_set, &q.variable_definitions[..])
+        }
+        gql::OperationDefinition::Query(_)
+        | gql::OperationDefinition::Mutation(_)
+        | gql::OperationDefinition::Subscription(_) => {
+            return Err("the fake answers queries without directives only".to_owned())
+        }
+    };
+    let mut values = variables.as_object().cloned().unwrap_or_default();
+    for definition in definitions {
+        if let Some(default) = &definition.default_value {
+            if !values.contains_key(&definition.name) {
+                values.insert(definition.name.clone(), json_of(default, &Value::Null));
+            }
+        }
+    }
+    Ok((set, Value::Object(values)))
+}
+
+/// The fields of a selection set, fragments spread.
+fn fields<'d, 'a>(
+    document: &'d Document<'a>,
+    set: &'d SelectionSet<'a>,
+    depth: usize,
+) -> Result<Vec<&'d Field<'a>>, String> {
+    if depth > 16 {
+        return Err("fragments spread in one another too deep".to_owned());
+    }
+    let mut out = Vec::new();
+    for selection in &set.items {
+        let directives = match selection {
+            gql::Selection::Field(field) => &field.directives,
+            gql::Selection::FragmentSpread(spread) => &spread.directives,
+            gql::Selection::InlineFragment(inline) => &inline.directives,
+        };
+        if !directives.is_empty() {
+            return Err("the fake does not serve directives".to_owned());
+        }
+        match selection {
+            gql::Selection::Field(field) => out.push(field),
+            gql::Selection::FragmentSpread(spread) => {
+                let fragment = document
+                    .definitions
+                    .iter()
+                    .find_map(|d| match d {
+                        gql::Definition::Fragment(f) if f.name == spread.fragment_name => Some(f),
+                        gql::Definition::Fragment(_) | gql::Definition::Operation(_) => None,
+                    })
+                    .ok_or_else(|| format!("no fragment `{}`", spread.fragment_name))?;
+                out.extend(fields(document, &fragment.selection_set, depth + 1)?);
+            }
+            gql::Selection::InlineFragment(inline) => {
+                out.extend(fields(document, &inline.selection_set, depth + 1)?)
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A GraphQL error answer in Linear's shape.
@@ -598,32 +569,34 @@ enum Obj {
     Connection(Vec<Obj>, bool, Option<String>),
 }
 
-/// An argument's value with the request's variables put in.
-fn argument(field: &Field, name: &str, variables: &Value) -> Value {
-    fn json_of(value: &apollo_compiler::ast::Value, variables: &Value) -> Value {
-        use apollo_compiler::ast::Value as V;
-        match value {
-            V::Null => Value::Null,
-            V::Enum(name) => Value::from(name.as_str()),
-            V::Variable(name) => variables.get(name.as_str()).cloned().unwrap_or(Value::Null),
-            V::String(s) => Value::from(s.as_str()),
-            V::Float(f) => json!(f.try_to_f64().unwrap()),
-            V::Int(i) => json!(i.try_to_i32().unwrap()),
-            V::Boolean(b) => Value::from(*b),
-            V::List(items) => Value::Array(items.iter().map(|v| json_of(v, variables)).collect()),
-            V::Object(members) => Value::Object(
-                members
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), json_of(v, variables)))
-                    .collect(),
-            ),
-        }
+/// A GraphQL value as JSON, the request's variables put in.
+fn json_of(value: &gql::Value<'_, String>, variables: &Value) -> Value {
+    use gql::Value as V;
+    match value {
+        V::Null => Value::Null,
+        V::Enum(name) => Value::from(name.as_str()),
+        V::Variable(name) => variables.get(name).cloned().unwrap_or(Value::Null),
+        V::String(s) => Value::from(s.as_str()),
+        V::Float(f) => json!(f),
+        V::Int(i) => json!(i.as_i64()),
+        V::Boolean(b) => Value::from(*b),
+        V::List(items) => Value::Array(items.iter().map(|v| json_of(v, variables)).collect()),
+        V::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), json_of(v, variables)))
+                .collect(),
+        ),
     }
+}
+
+/// An argument's value with the request's variables put in.
+fn argument(field: &Field<'_>, name: &str, variables: &Value) -> Value {
     field
         .arguments
         .iter()
-        .find(|a| a.name.as_str() == name)
-        .map(|a| json_of(&a.value, variables))
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| json_of(v, variables))
         .unwrap_or(Value::Null)
 }
 
@@ -717,7 +690,7 @@ impl Shared {
         items.into_iter().map(|(n, _)| n).collect()
     }
 
-    fn resolve(&self, obj: &Obj, field: &Field, variables: &Value) -> Result<Resolved, String> {
+    fn resolve(&self, obj: &Obj, field: &Field<'_>, variables: &Value) -> Result<Resolved, String> {
         let name = field.name.as_str();
         let arg = |n: &str| argument(field, n, variables);
         let leaf = |v: Value| Ok(Resolved::Leaf(v));
@@ -972,29 +945,39 @@ impl Shared {
         }
     }
 
-    /// The answer to a selection set on `obj`.
-    fn select(
+    /// The answer to the selection sets of one field (or the operation's) on `obj`: their
+    /// fields by response key, those of one key merged.
+    fn select<'a>(
         &self,
-        document: &ExecutableDocument,
+        document: &Document<'a>,
         obj: &Obj,
-        set: &SelectionSet,
+        sets: &[&SelectionSet<'a>],
         variables: &Value,
     ) -> Result<Value, String> {
-        let mut out = Map::new();
-        for field in fields(document, set) {
-            let value = match self.resolve(obj, field, variables)? {
-                Resolved::Leaf(v) => v,
-                Resolved::Object(o) => {
-                    self.select(document, &o, &field.selection_set, variables)?
+        let mut keyed: Vec<(&str, Vec<&Field<'a>>)> = Vec::new();
+        for set in sets {
+            for field in fields(document, set, 0)? {
+                let key = field.alias.as_deref().unwrap_or(&field.name);
+                match keyed.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, same)) => same.push(field),
+                    None => keyed.push((key, vec![field])),
                 }
+            }
+        }
+        let mut out = Map::new();
+        for (key, same) in keyed {
+            let sets: Vec<&SelectionSet<'a>> = same.iter().map(|f| &f.selection_set).collect();
+            let value = match self.resolve(obj, same[0], variables)? {
+                Resolved::Leaf(v) => v,
+                Resolved::Object(o) => self.select(document, &o, &sets, variables)?,
                 Resolved::List(items) => Value::Array(
                     items
                         .iter()
-                        .map(|o| self.select(document, o, &field.selection_set, variables))
+                        .map(|o| self.select(document, o, &sets, variables))
                         .collect::<Result<_, _>>()?,
                 ),
             };
-            out.insert(field.response_key().to_string(), value);
+            out.insert(key.to_owned(), value);
         }
         Ok(Value::Object(out))
     }
@@ -1034,32 +1017,30 @@ fn answer(
     }
     let query = request["query"].as_str().unwrap_or_default();
     let variables = request.get("variables").cloned().unwrap_or(Value::Null);
-    let document = match validated(query) {
-        Ok(document) => document,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                Vec::new(),
-                error_answer("GRAPHQL_VALIDATION_FAILED", "graphql error", &e),
-            )
-        }
-    };
-    if let Err(e) = coerce(&document, &variables) {
-        return (
+    // What the fake cannot answer (a document that does not parse, a field or argument it does
+    // not serve) it refuses as Linear refuses an invalid document; `assert_conforms` then
+    // tells whether the document was Linear's to refuse.
+    let refused = |e: &str| {
+        (
             StatusCode::BAD_REQUEST,
             Vec::new(),
-            error_answer("BAD_USER_INPUT", "invalid input", &e),
-        );
-    }
-    let operation = document.operations.get(None).unwrap();
-    match shared.select(&document, &Obj::Query, &operation.selection_set, &variables) {
+            error_answer("GRAPHQL_VALIDATION_FAILED", "graphql error", e),
+        )
+    };
+    let document = match gql::parse_query::<String>(query) {
+        Ok(document) => document,
+        Err(e) => return refused(&e.to_string()),
+    };
+    let answered = operation(&document, &variables)
+        .and_then(|(set, variables)| shared.select(&document, &Obj::Query, &[set], &variables));
+    match answered {
         Ok(data) => (StatusCode::OK, Vec::new(), json!({ "data": data })),
         Err(e) if e.starts_with("Entity not found") => (
             StatusCode::OK,
             Vec::new(),
             json!({"data": null, "errors": error_answer("INVALID_INPUT", "invalid input", &e)["errors"]}),
         ),
-        Err(e) => panic!("the linear fake cannot answer: {e}"),
+        Err(e) => refused(&format!("the linear fake cannot answer: {e}")),
     }
 }
 
@@ -1103,7 +1084,9 @@ pub(crate) struct LinearFake {
 impl LinearFake {
     /// Starts the fake; `key` is the personal API key and `token` the OAuth token it accepts.
     pub(crate) async fn start(key: &str, token: &str) -> Self {
-        schema(); // read before serving: a missing schema fails here, saying what to run
+        // Read before serving: a missing schema or graphql-js fails here, saying what to run.
+        schema_sdl();
+        graphql_js();
         let shared = Arc::new(Mutex::new(Shared {
             key: key.to_owned(),
             token: token.to_owned(),
@@ -1289,27 +1272,54 @@ pub(crate) struct IssueEdit {
     pub cycle: Option<u32>,
 }
 
+/// The type of `field` of the object type `ty` in the SDL, with its arguments (`(…): Type`).
+fn sdl_field<'s>(sdl: &'s str, ty: &str, field: &str) -> Option<&'s str> {
+    let mut lines = sdl
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("type {ty} ")));
+    lines.next()?;
+    lines
+        .take_while(|l| *l != "}")
+        .find_map(|l| l.trim().strip_prefix(field))
+        .filter(|rest| rest.starts_with([':', '(']))
+}
+
 /// The schema read from the declarations is Linear's (its core types as the connector uses
 /// them), every query the connector sends validates against it, and the fake's answers to
 /// them and to errors conform; the check has teeth: a field Linear lacks, a wrong argument, a
-/// variable of the wrong type, a null for a non-null field, an object for a list, an enum value
-/// Linear lacks and an unselected field are each caught.
+/// variable of the wrong type, a null for a non-null field, an object for a list, a wrong
+/// scalar, an enum value Linear lacks, an unselected field, a missing one, an alias answered
+/// under the field's name, malformed errors and a valid request refused are each caught.
 #[tokio::test]
 async fn the_linear_fake_answers_only_what_linears_schema_allows() {
-    let schema = schema();
-    let issue = schema.get_object("Issue").expect("Issue");
+    let sdl = schema_sdl();
     for (field, ty) in [
-        ("identifier", "String!"),
-        ("updatedAt", "DateTime!"),
-        ("archivedAt", "DateTime"),
-        ("comments", "CommentConnection!"),
+        ("identifier", ": String!"),
+        ("updatedAt", ": DateTime!"),
+        ("archivedAt", ": DateTime"),
+        ("comments", "): CommentConnection!"),
     ] {
-        assert_eq!(issue.fields[field].ty.to_string(), ty, "Issue.{field}");
+        let found = sdl_field(sdl, "Issue", field).unwrap_or_default();
+        assert!(found.ends_with(ty), "Issue.{field}{found}");
     }
-    let teams = &schema.get_object("Query").expect("Query").fields["teams"];
-    assert!(teams.argument_by_name("after").is_some() && teams.argument_by_name("first").is_some());
-    for query in engram_connectors::LinearProvider::queries() {
-        validated(query).unwrap_or_else(|e| panic!("{query}\n{e}"));
+    let teams = sdl_field(sdl, "Query", "teams").unwrap_or_default();
+    assert!(
+        teams.contains("after: String") && teams.contains("first: Int"),
+        "Query.teams{teams}"
+    );
+    let enum_stray = "query { issues(orderBy: relevance) { nodes { id } } }";
+    let mut documents = engram_connectors::LinearProvider::queries().to_vec();
+    documents.push(enum_stray);
+    let found = document_problems(&documents);
+    for (query, problems) in documents.iter().zip(&found) {
+        let caught = problems
+            .iter()
+            .any(|p| p.contains("Value \"relevance\" does not exist in \"PaginationOrderBy\""));
+        if *query == enum_stray {
+            assert!(caught, "{query}: {problems:?}");
+        } else {
+            assert!(problems.is_empty(), "{query}: {problems:?}");
+        }
     }
 
     let fake = LinearFake::start("lin_api_conformance", "oauth-token").await;
@@ -1410,37 +1420,59 @@ async fn the_linear_fake_answers_only_what_linears_schema_allows() {
     let mut strays = Vec::new();
     let mut stray = answered("EngramTeams");
     stray.query = stray.query.replace("private", "secret");
-    strays.push(stray);
+    strays.push(("Cannot query field \"secret\"", stray));
     let mut stray = answered("EngramTeams");
     stray.query = stray.query.replace("first: $first", "top: $first");
-    strays.push(stray);
+    strays.push(("Unknown argument \"top\"", stray));
     let mut stray = answered("EngramTeams");
     stray.variables = json!({"first": "fifty"});
-    strays.push(stray);
+    strays.push(("Int cannot represent non-integer value: \"fifty\"", stray));
     let mut stray = answered("EngramIssue");
     stray.answer["data"]["issue"]["identifier"] = Value::Null;
-    strays.push(stray);
+    strays.push((
+        "Cannot return null for non-nullable field Issue.identifier",
+        stray,
+    ));
+    let mut stray = answered("EngramIssue");
+    stray.answer["data"]["issue"]["identifier"] = json!(1);
+    strays.push(("data.issue.identifier: 1 is served as \"1\"", stray));
     let mut stray = answered("EngramIssue");
     stray.answer["data"]["issue"]["comments"]["nodes"] = json!({"id": "x"});
-    strays.push(stray);
+    strays.push(("Expected Iterable", stray));
     let mut stray = answered("EngramIssue");
     stray.answer["data"]["issue"]["updatedAt"] = json!("yesterday");
-    strays.push(stray);
+    strays.push(("\"yesterday\" is not a DateTime", stray));
     let mut stray = answered("EngramIssue");
     stray.answer["data"]["issue"]["estimate"] = json!(3);
-    strays.push(stray);
+    strays.push(("data.issue.estimate: answered but not selected", stray));
     let mut stray = answered("EngramIssue");
     stray.answer["data"]["issue"]["comments"]["pageInfo"]
         .as_object_mut()
         .unwrap()
         .remove("hasNextPage");
-    strays.push(stray);
+    strays.push(("`hasNextPage` is selected but missing", stray));
     let mut stray = answered("EngramIssues");
     stray.variables["includeArchived"] = Value::Null;
-    strays.push(stray);
-    for stray in strays {
-        assert!(!problems_of(&stray).is_empty(), "{stray:#?} passed");
+    strays.push(("of non-null type \"Boolean!\" must not be null", stray));
+    let mut stray = answered("EngramProject");
+    stray.answer["data"]["project"]["status"]["type"] = json!("stalled");
+    strays.push(("cannot represent value: \"stalled\"", stray));
+    let mut stray = answered("EngramNewestComment");
+    let head = stray.answer["data"]["head"].take();
+    stray.answer["data"] = json!({"comments": head, "tail": stray.answer["data"]["tail"]});
+    strays.push(("`head` is selected but missing", stray));
+    let mut stray = answered("EngramTeams");
+    stray.answer = json!({"errors": [{"message": 1}]});
+    strays.push(("malformed errors", stray));
+    let mut stray = answered("EngramTeams");
+    stray.status = 400;
+    stray.answer = error_answer("GRAPHQL_VALIDATION_FAILED", "graphql error", "no");
+    strays.push(("a valid request refused", stray));
+    let (expected, strays): (Vec<&str>, Vec<Exchange>) = strays.into_iter().unzip();
+    for ((stray, problems), expected) in strays.iter().zip(problems_of(&strays)).zip(expected) {
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{stray:#?}: {problems:?} does not say {expected}"
+        );
     }
-    let enum_stray = "query { issues(orderBy: relevance) { nodes { id } } }";
-    assert!(validated(enum_stray).is_err());
 }

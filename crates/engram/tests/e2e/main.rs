@@ -5,14 +5,17 @@
 mod common;
 
 mod answers;
+mod atlassian_fake;
 mod auth;
 mod backup;
 mod clients;
 mod connectors;
+mod connectors_atlassian;
 mod connectors_linear;
 mod connectors_notion;
 mod connectors_oauth;
 mod connectors_push;
+mod connectors_slack;
 mod console;
 mod console_connectors;
 mod console_webhooks;
@@ -30,5 +33,6 @@ mod notion_fake;
 mod parsing;
 mod query;
 mod scale_out;
+mod slack_fake;
 mod smoke;
 mod webhooks;
