@@ -67,6 +67,9 @@ pub struct OAuthFinished {
     pub connector_id: String,
     pub provider: String,
     pub sync_run_id: Option<String>,
+    /// The console page the user started from, to send them back to (a path under
+    /// `/console/`); `None` for a flow started through the API.
+    pub return_to: Option<String>,
 }
 
 /// Why the credentials could not be made ready for a provider.
@@ -188,15 +191,34 @@ impl App {
         Ok(format!("{base}{CALLBACK_PATH}"))
     }
 
+    /// Whether a provider authorizes through OAuth (`POST /connectors/{id}/oauth/start`).
+    pub fn offers_oauth(&self, provider: &str) -> bool {
+        self.catalog()
+            .get(provider)
+            .is_some_and(|p| p.oauth().is_some())
+    }
+
     /// Starts an authorization of the connector: the provider's URL to send the user to, with a
-    /// sealed `state` and a PKCE challenge.
+    /// sealed `state` and a PKCE challenge. `return_to`, a console page, is where the callback
+    /// sends the user back (anything but a path under `/console/` is ignored).
     pub async fn start_oauth(
         &self,
         who: &Principal,
         id: &str,
         host: Option<&str>,
+        return_to: Option<&str>,
     ) -> AppResult<OAuthStart> {
         who.require(Scope::Admin)?;
+        // Only a page of this server's console: never a redirect elsewhere.
+        let return_to = return_to
+            .filter(|path| {
+                path.starts_with("/console/")
+                    && path.len() <= 512
+                    && !path.contains("//")
+                    && !path.contains('\\')
+                    && path.chars().all(|c| c.is_ascii_graphic())
+            })
+            .unwrap_or_default();
         let record = self.own_connector(who, id).await?;
         let credentials = self.open_credentials(&record).await?;
         let (_, server, oauth) = self.oauth_parts(&record, &credentials)?;
@@ -213,6 +235,7 @@ impl App {
             "verifier": pkce.verifier().expose(),
             "redirect_uri": redirect_uri,
             "credentials_at": record.credentials_updated_at.map_or(0, UnixMs::as_millis),
+            "return_to": return_to,
             "nonce": new_id("st"),
         });
         let plain = serde_json::to_vec(&claims).map_err(|e| AppError::Internal(Box::new(e)))?;
@@ -308,6 +331,9 @@ impl App {
             connector_id: record.id,
             provider: record.provider,
             sync_run_id,
+            return_to: Some(text("return_to"))
+                .filter(|path| path.starts_with("/console/"))
+                .map(str::to_owned),
         })
     }
 

@@ -47,6 +47,7 @@ pub(super) fn routes() -> Router<App> {
         .route("/console/connectors/{id}/resume", post(act::<RESUME>))
         .route("/console/connectors/{id}/sync", post(act::<SYNC>))
         .route("/console/connectors/{id}/update", post(update))
+        .route("/console/connectors/{id}/oauth", post(oauth))
         .route("/console/connectors/{id}/delete", post(delete))
 }
 
@@ -448,12 +449,53 @@ fn credentials(
     Ok(out)
 }
 
-/// Where a provider's OAuth sign-in goes: a "Sign in with …" button starting the provider's
-/// flow, above the credential fields (which stay, for keys and tokens), on the create form and
-/// on a connector that needs reconnecting. No provider offers OAuth yet (another issue adds the
-/// flow to `ProviderInfo` and its routes); until then there is no button.
-fn oauth_sign_in(_info: &ProviderInfo, _connector: Option<&str>) -> Option<Markup> {
-    None
+/// Where a provider's OAuth sign-in goes, for a provider that has it: on the create form, how
+/// (the app's id and secret in the credentials; the button comes once the connector exists); on
+/// a connector, a "Sign in with …" button starting the provider's flow, which comes back to the
+/// connector's page. The credential fields stay, for keys and tokens.
+fn oauth_sign_in(app: &App, info: &ProviderInfo, connector: Option<&str>) -> Option<Markup> {
+    if !app.offers_oauth(info.provider) {
+        return None;
+    }
+    Some(match connector {
+        None => html! {
+            p class="hint" {
+                "Authorize with " (info.provider) "'s OAuth: give your OAuth app's "
+                code { "client_id" } " and " code { "client_secret" } " as "
+                code { "oauth" } " in the credentials (JSON), register "
+                code { "/connectors/oauth/callback" } " on this server's address as its redirect "
+                "URI, create the connector, then sign in from its page."
+            }
+        },
+        Some(id) => {
+            let action = format!("{}/oauth", connector_href(id));
+            html! {
+                form method="post" action=(action) hx-post=(action) hx-target="#oauth-result" class="card" {
+                    p { "Authorize engram to read " (info.provider) " as you: you sign in at " (info.provider) " and come back here." }
+                    button type="submit" { "Sign in with " (info.provider) }
+                    div id="oauth-result" aria-live="polite" {}
+                }
+            }
+        }
+    })
+}
+
+/// Starts the connector's OAuth authorization and sends the browser to the provider; the
+/// callback brings it back to the connector's page.
+pub(super) async fn oauth(
+    State(app): State<App>,
+    Extension(session): Extension<Session>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Page {
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let back = connector_href(&id);
+    let started = app
+        .start_oauth(&session.who, &id, host, Some(&back))
+        .await?;
+    Ok(to(&started.authorization_url, &headers))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -567,7 +609,7 @@ pub(super) async fn new(
             p { a href=(BASE) { "← Connectors" } }
             p class="hint" { (info.category) " · syncs " (info.indexed_object_types.join(", ")) }
             p { (info.setup_guide) }
-            @if let Some(sign_in) = oauth_sign_in(info, None) {
+            @if let Some(sign_in) = oauth_sign_in(&app, info, None) {
                 section aria-label="Sign in with the provider" { (sign_in) }
             }
             form method="post" action=(BASE) hx-post=(BASE) hx-target="#create-result" class="card" {
@@ -728,10 +770,9 @@ pub(super) async fn connector(
                 }
                 div id="action-result" aria-live="polite" {}
             }
-            @if reconnect {
-                @if let Some(sign_in) = info.and_then(|info| oauth_sign_in(info, Some(&record.id))) {
-                    section aria-label="Reconnect with the provider" { (sign_in) }
-                }
+            @if let Some(sign_in) = info.and_then(|info| oauth_sign_in(&app, info, Some(&record.id))) {
+                h2 { @if reconnect { "Reconnect" } @else { "Authorization" } }
+                section aria-label="Sign in with the provider" { (sign_in) }
             }
             h2 { "Choose what to sync" }
             p class="hint" { "Discovery asks the source, with the stored credentials, what it offers." }

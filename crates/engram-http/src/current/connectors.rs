@@ -648,7 +648,7 @@ async fn oauth_start(
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok());
-    let started = app.start_oauth(&who, &id, host).await?;
+    let started = app.start_oauth(&who, &id, host, None).await?;
     Ok(ok(OAuthStarted {
         connector_id: started.connector_id,
         authorization_url: started.authorization_url,
@@ -669,6 +669,7 @@ async fn oauth_start(
     ),
     responses(
         (status = 200, body = OAuthAuthorized),
+        (status = 303, description = "authorized; an authorization started from the console goes back to the connector's page there"),
         (status = 400, body = ErrorEnvelopeDoc, description = "INVALID_PARAMETERS: unknown, used or expired state; the authorization refused"),
         (status = 422, body = ErrorEnvelopeDoc, description = "VALIDATION_ERROR: the provider refused the app (its id or secret)"),
         (status = 502, body = ErrorEnvelopeDoc, description = "PROVIDER_ERROR: the token endpoint could not be reached"),
@@ -678,6 +679,10 @@ async fn oauth_callback(
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let finished = app.finish_oauth(uri.query().unwrap_or("")).await?;
+    // Started from the console: back to the connector's page there.
+    if let Some(page) = &finished.return_to {
+        return Ok(axum::response::Redirect::to(page).into_response());
+    }
     Ok(ok(OAuthAuthorized {
         message: format!(
             "connector {} is authorized; you may close this page",

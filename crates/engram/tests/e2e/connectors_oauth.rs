@@ -357,3 +357,86 @@ async fn a_connector_authorized_with_oauth_refreshes_its_rotating_token_and_asks
         );
     }
 }
+
+/// The console's connector page offers the provider's sign-in, which runs the same flow (the
+/// API's `oauth/start` with the session's key) and comes back to the page; another
+/// organization's session is not given the connector, a read-only one may not start it.
+#[tokio::test]
+async fn a_connector_is_authorized_from_the_console_and_comes_back_to_its_page() {
+    let server = Server::start_with(&[("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true")]);
+    let redirect = server.url("/connectors/oauth/callback");
+    let auth = OAuthServer::start(&OAuthServerOptions {
+        client_id: CLIENT_ID.to_owned(),
+        client_secret: CLIENT_SECRET.to_owned(),
+        redirect_uri: redirect.clone(),
+        auth_method: "client_secret_post".to_owned(),
+        access_ttl: 60,
+    });
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let found = endpoints(&browser, &auth.issuer).await;
+    let fake = GitHubFake::start("ghp_not_the_one_used").await;
+    let key = server.key("console-oauth", &[]);
+    server.ready_database(&key, "signed").await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "github", "database": "signed", "auth_type": "oauth2",
+               "credentials": {"api_url": fake.api_url(), "oauth": {
+                   "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+                   "authorization_url": found["authorization_endpoint"],
+                   "token_url": found["token_endpoint"],
+                   "issuer": auth.issuer, "scope": "openid read"}}}),
+    )
+    .await;
+    let page = format!("/console/connectors/{id}");
+    let mut owner = crate::console::Browser::signed_in(&server, &key).await;
+    let shown = owner.get(&page).await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert!(shown.body.contains("Sign in with github"), "{}", shown.body);
+    let form = owner.get("/console/connectors/new?provider=github").await;
+    assert!(form.body.contains("client_secret"), "{}", form.body);
+    let rss = owner.get("/console/connectors/new?provider=rss").await;
+    assert!(
+        !rss.body.contains("OAuth"),
+        "rss has no OAuth: {}",
+        rss.body
+    );
+
+    // Another organization's session finds no such connector; a read-only one may not start.
+    let mut stranger =
+        crate::console::Browser::signed_in(&server, &server.key("console-other", &[])).await;
+    assert_eq!(
+        stranger.post(&format!("{page}/oauth"), &[]).await.status,
+        404
+    );
+    let reader = server.scoped_key("console-oauth", &[], &["read"]);
+    let mut reading = crate::console::Browser::signed_in(&server, &reader).await;
+    assert_eq!(
+        reading.post(&format!("{page}/oauth"), &[]).await.status,
+        403
+    );
+
+    // Sign in: the browser goes to the authorization server, consents, and the callback
+    // sends it back to the connector's page with the tokens stored.
+    let started = owner.post(&format!("{page}/oauth"), &[]).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let url = started.headers["hx-redirect"].to_str().unwrap().to_owned();
+    assert!(
+        url.starts_with(found["authorization_endpoint"].as_str().unwrap()),
+        "{url}"
+    );
+    let location = authorize(&browser, &auth.issuer, &url).await;
+    assert!(location.starts_with(&redirect), "{location}");
+    let back = browser.get(&location).send().await.unwrap();
+    assert_eq!(back.status().as_u16(), 303);
+    assert_eq!(back.headers()["location"], page.as_str());
+    let stored = revealed(&server, &key, &id).await;
+    assert!(stored["access_token"]
+        .as_str()
+        .is_some_and(|t| !t.is_empty()));
+    let after = owner.get(&page).await;
+    assert!(!after.body.contains(CLIENT_SECRET), "secrets never shown");
+}
