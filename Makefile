@@ -41,6 +41,7 @@ run: build
 CLIPPY_DRIVER ?= $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
 PG_SKIP = --skip parsing:: --skip logs:: --skip _fake:: --skip connectors_notion:: \
   --skip connectors_linear:: --skip connectors_slack:: --skip connectors_atlassian:: \
+  --skip connectors_google:: \
   --skip console::the_console_works_in_a_real_browser --skip console_connectors:: \
   --skip console_webhooks:: --skip clients:: --skip answers::a_real_local_model
 TEST_ENV = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" RUSTFLAGS="-D warnings" CARGO_INCREMENTAL=0

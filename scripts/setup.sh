@@ -248,25 +248,51 @@ if $for_tests; then
   fi
 fi
 
+# npm_into_cache DIR WHAT FINISH PACKAGE...: npm packages straight from the registry (no
+# Node.js) into DIR, each tarball checked against the sha512 integrity the registry publishes for
+# its version. A PACKAGE is "NAME VERSION INTEGRITY INTO [MEMBER...]": its tarball unpacked into
+# DIR/INTO (`.`: DIR itself) without its package/ directory, only the MEMBERs (paths in the
+# package) when any are named. FINISH, a function given the staged directory (or `-` for none),
+# trims what is kept. DIR's stamp names each NAME@VERSION INTEGRITY; a directory with the right
+# stamp is left alone. WHAT says what is fetched.
+npm_into_cache() {
+  local dir="$1" what="$2" finish="$3"
+  shift 3
+  local stamp="" spec staged
+  local -a package
+  for spec in "$@"; do
+    read -r -a package <<<"$spec"
+    stamp="${stamp:+$stamp }${package[0]}@${package[1]} ${package[2]}"
+  done
+  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$stamp" ] && return 0
+  echo "setup: fetching $what" >&2
+  staged="$(mktemp -d "$cache/.${dir##*/}.XXXXXX")"
+  for spec in "$@"; do
+    read -r -a package <<<"$spec"
+    local name="${package[0]}" version="${package[1]}" integrity="${package[2]}"
+    local -a members=("${package[@]:4}")
+    curl -fsSL -o "$staged/package.tgz" "https://registry.npmjs.org/$name/-/${name##*/}-$version.tgz"
+    # The integrity is the base64 of the digest; sha512sum -c wants it in hex.
+    check_archive "$staged/package.tgz" "$(printf '%s' "${integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
+      "the $name $version tarball" sha512sum
+    mkdir -p "$staged/${package[3]}"
+    tar -xzf "$staged/package.tgz" -C "$staged/${package[3]}" --strip-components=1 "${members[@]/#/package/}"
+    rm -f "$staged/package.tgz"
+  done
+  [ "$finish" = - ] || "$finish" "$staged"
+  echo "$stamp" >"$staged/.stamp"
+  rm -rf "$dir"
+  mv "$staged" "$dir"
+}
+
 # axe-core, the accessibility checker the web console's browser tests run in each page: its npm
 # tarball straight from the registry (no Node.js), checked against the sha512 integrity the
 # registry publishes for the version; only axe.min.js (MPL-2.0) is kept, with its licence.
 axe_version="4.14.1"
 axe_integrity="sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ=="
-axe_dir="$cache/axe-core"
-if $for_tests && [ "$(cat "$axe_dir/.stamp" 2>/dev/null)" != "axe-core@$axe_version $axe_integrity" ]; then
-  echo "setup: fetching axe-core $axe_version" >&2
-  staged="$(mktemp -d "$cache/.axe-core.XXXXXX")"
-  curl -fsSL -o "$staged/axe-core.tgz" "https://registry.npmjs.org/axe-core/-/axe-core-$axe_version.tgz"
-  # The integrity is the base64 of the digest; sha512sum -c wants it in hex.
-  axe_sha512="$(printf '%s' "${axe_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
-  check_archive "$staged/axe-core.tgz" "$axe_sha512" "the axe-core $axe_version tarball" sha512sum
-  tar -xzf "$staged/axe-core.tgz" -C "$staged" package/axe.min.js package/LICENSE
-  mv "$staged/package/axe.min.js" "$staged/package/LICENSE" "$staged/"
-  rm -rf "$staged/package" "$staged/axe-core.tgz"
-  echo "axe-core@$axe_version $axe_integrity" >"$staged/.stamp"
-  rm -rf "$axe_dir"
-  mv "$staged" "$axe_dir"
+if $for_tests; then
+  npm_into_cache "$cache/axe-core" "axe-core $axe_version" - \
+    "axe-core $axe_version $axe_integrity . axe.min.js LICENSE"
 fi
 
 # GitHub's REST API description (OpenAPI 3.0), which the github connector's fake is checked
@@ -275,19 +301,13 @@ fi
 # (MIT) is kept, with its licence.
 octokit_version="23.0.2"
 octokit_integrity="sha512-pV8M7L9GY23AybNvTmo2nyjmpmnt6+2sRE/tqr0ZLQcPS4lnw7u5eZGNmwRNkBC3D7gZXbFx5AHzLUVRBXGDhg=="
-octokit_dir="$cache/github-openapi"
-if $for_tests && [ "$(cat "$octokit_dir/.stamp" 2>/dev/null)" != "@octokit/openapi@$octokit_version $octokit_integrity" ]; then
-  echo "setup: fetching GitHub's OpenAPI description (@octokit/openapi $octokit_version)" >&2
-  staged="$(mktemp -d "$cache/.github-openapi.XXXXXX")"
-  curl -fsSL -o "$staged/openapi.tgz" "https://registry.npmjs.org/@octokit/openapi/-/openapi-$octokit_version.tgz"
-  octokit_sha512="$(printf '%s' "${octokit_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
-  check_archive "$staged/openapi.tgz" "$octokit_sha512" "the @octokit/openapi $octokit_version tarball" sha512sum
-  tar -xzf "$staged/openapi.tgz" -C "$staged" package/generated/api.github.com.json package/LICENSE
-  mv "$staged/package/generated/api.github.com.json" "$staged/package/LICENSE" "$staged/"
-  rm -rf "$staged/package" "$staged/openapi.tgz"
-  echo "@octokit/openapi@$octokit_version $octokit_integrity" >"$staged/.stamp"
-  rm -rf "$octokit_dir"
-  mv "$staged" "$octokit_dir"
+octokit_keep() {
+  mv "$1/generated/api.github.com.json" "$1/"
+  rmdir "$1/generated"
+}
+if $for_tests; then
+  npm_into_cache "$cache/github-openapi" "GitHub's OpenAPI description (@octokit/openapi $octokit_version)" octokit_keep \
+    "@octokit/openapi $octokit_version $octokit_integrity . generated/api.github.com.json LICENSE"
 fi
 
 # Notion publishes no OpenAPI description; the notion connector's fake is held to the types of
@@ -299,24 +319,41 @@ notion_client_version="2.3.0"
 notion_client_integrity="sha512-l7WqTCpQqC+HibkB9chghONQTYcxNQT0/rOJemBfmuKQRTu2vuV8B3yA395iKaUdDo7HI+0KvQaz9687Xskzkw=="
 typescript_version="5.6.3"
 typescript_integrity="sha512-hjcS1mhfuyi4WW8IWtjP7brDrG2cuDZukyrYrSauoXGNgx0S7zceP07adYkJycEr56BOUTNPzbInooiN3fn1qw=="
-notion_dir="$cache/notion-api"
-notion_stamp="@notionhq/client@$notion_client_version $notion_client_integrity typescript@$typescript_version $typescript_integrity"
-if $for_tests && [ "$(cat "$notion_dir/.stamp" 2>/dev/null)" != "$notion_stamp" ]; then
-  echo "setup: fetching Notion's API types (@notionhq/client $notion_client_version) and TypeScript $typescript_version" >&2
-  staged="$(mktemp -d "$cache/.notion-api.XXXXXX")"
-  curl -fsSL -o "$staged/client.tgz" "https://registry.npmjs.org/@notionhq/client/-/client-$notion_client_version.tgz"
-  check_archive "$staged/client.tgz" "$(printf '%s' "${notion_client_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
-    "the @notionhq/client $notion_client_version tarball" sha512sum
-  curl -fsSL -o "$staged/typescript.tgz" "https://registry.npmjs.org/typescript/-/typescript-$typescript_version.tgz"
-  check_archive "$staged/typescript.tgz" "$(printf '%s' "${typescript_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
-    "the typescript $typescript_version tarball" sha512sum
-  mkdir "$staged/client" "$staged/typescript"
-  tar -xzf "$staged/client.tgz" -C "$staged/client" --strip-components=1 package/LICENSE package/package.json package/build/src
-  tar -xzf "$staged/typescript.tgz" -C "$staged/typescript" --strip-components=1
-  rm -f "$staged/client.tgz" "$staged/typescript.tgz"
-  echo "$notion_stamp" >"$staged/.stamp"
-  rm -rf "$notion_dir"
-  mv "$staged" "$notion_dir"
+if $for_tests; then
+  npm_into_cache "$cache/notion-api" "Notion's API types (@notionhq/client $notion_client_version) and TypeScript $typescript_version" - \
+    "@notionhq/client $notion_client_version $notion_client_integrity client LICENSE package.json build/src" \
+    "typescript $typescript_version $typescript_integrity typescript"
+fi
+
+# Google publishes its APIs as discovery documents; the clients generated from them,
+# @googleapis/drive and @googleapis/gmail (Apache-2.0), ship every schema and every method's
+# parameters as TypeScript types (build/v3.d.ts, build/v1.d.ts) and each method's HTTP method and
+# path (build/v3.js, build/v1.js). The google_drive and gmail connectors' fakes are held to them
+# by the TypeScript compiler of the Notion block. The tarballs come straight from the registry,
+# checked against their published sha512 integrity; only those files and package.json (which
+# names the licence: the tarballs hold no LICENSE file) are kept
+# (not their dependencies: the checks read the types and the route tables as text).
+gdrive_version="26.0.1"
+gdrive_integrity="sha512-q1U+WNS2OPAS3Prn3FD0otYNudnv+feXX9DP8qrDqGGwIVU90OBnP6NV66aTc0qJrqeJvnrCYcnjddjm4h23iQ=="
+gmail_version="22.0.1"
+gmail_integrity="sha512-v/RGUAWmYQQWLivB/tUcoecxC4ortqvtfzaRloUfcv6hogMyenq8HxdJDShFtSEGVF4of+H+b4xiL6yBlxcTmA=="
+google_dir="$cache/google-api"
+google_stamp="@googleapis/drive@$gdrive_version $gdrive_integrity @googleapis/gmail@$gmail_version $gmail_integrity"
+if $for_tests && [ "$(cat "$google_dir/.stamp" 2>/dev/null)" != "$google_stamp" ]; then
+  echo "setup: fetching Google's API types (@googleapis/drive $gdrive_version, @googleapis/gmail $gmail_version)" >&2
+  staged="$(mktemp -d "$cache/.google-api.XXXXXX")"
+  for spec in "drive $gdrive_version $gdrive_integrity v3" "gmail $gmail_version $gmail_integrity v1"; do
+    set -- $spec
+    curl -fsSL -o "$staged/$1.tgz" "https://registry.npmjs.org/@googleapis/$1/-/$1-$2.tgz"
+    check_archive "$staged/$1.tgz" "$(printf '%s' "${3#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
+      "the @googleapis/$1 $2 tarball" sha512sum
+    mkdir "$staged/$1"
+    tar -xzf "$staged/$1.tgz" -C "$staged/$1" --strip-components=1 package/package.json "package/build/$4.d.ts" "package/build/$4.js"
+    rm -f "$staged/$1.tgz"
+  done
+  echo "$google_stamp" >"$staged/.stamp"
+  rm -rf "$google_dir"
+  mv "$staged" "$google_dir"
 fi
 
 # Slack publishes its Web API's methods, arguments and answers as the types of its official
@@ -326,22 +363,11 @@ fi
 # The tarball comes straight from the registry, checked against its published sha512 integrity.
 slack_client_version="8.2.0"
 slack_client_integrity="sha512-bIW8/8BLD/HLuHLIA2LfA7AhSokzui4swCbMJuwoRJxn/kzHVla6YEKLvN1nCFHK/DfX7g+4Wj3ess/ZSh/tWQ=="
-slack_dir="$cache/slack-api"
-slack_stamp="@slack/web-api@$slack_client_version $slack_client_integrity"
-if $for_tests && [ "$(cat "$slack_dir/.stamp" 2>/dev/null)" != "$slack_stamp" ]; then
-  echo "setup: fetching Slack's Web API types (@slack/web-api $slack_client_version)" >&2
-  staged="$(mktemp -d "$cache/.slack-api.XXXXXX")"
-  curl -fsSL -o "$staged/client.tgz" "https://registry.npmjs.org/@slack/web-api/-/web-api-$slack_client_version.tgz"
-  check_archive "$staged/client.tgz" "$(printf '%s' "${slack_client_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
-    "the @slack/web-api $slack_client_version tarball" sha512sum
-  mkdir "$staged/client"
-  tar -xzf "$staged/client.tgz" -C "$staged/client" --strip-components=1 package/LICENSE package/package.json package/dist
-  # Only the declarations are kept.
-  find "$staged/client/dist" -type f ! -name '*.d.ts' -delete
-  rm -f "$staged/client.tgz"
-  echo "$slack_stamp" >"$staged/.stamp"
-  rm -rf "$slack_dir"
-  mv "$staged" "$slack_dir"
+# Only the declarations are kept.
+slack_keep() { find "$1/client/dist" -type f ! -name '*.d.ts' -delete; }
+if $for_tests; then
+  npm_into_cache "$cache/slack-api" "Slack's Web API types (@slack/web-api $slack_client_version)" slack_keep \
+    "@slack/web-api $slack_client_version $slack_client_integrity client LICENSE package.json dist"
 fi
 
 # Atlassian publishes its OpenAPI descriptions only on its developer site; on npm the most
@@ -358,27 +384,13 @@ confluence_js_version="3.2.0"
 confluence_js_integrity="sha512-UsFoc5qlt1N6wWvE4aCz9Qbgfc9nq5wusLAbSWGCWw0XYEDnmzdOiEHwFUmV7XU52pnsXszCUNFMiVOxEyvE2A=="
 zod_version="4.6.7"
 zod_integrity="sha512-g8W2D2kU6a8untc053fX1uVBKzM7yqAxW/3zwk83+6RyF2+SKOuV+c0wBDhUwzV1PaGapmZH+rmcUzPf+3CGwg=="
-atlassian_dir="$cache/atlassian-api"
-atlassian_stamp="jira.js@$jira_js_version $jira_js_integrity confluence.js@$confluence_js_version $confluence_js_integrity zod@$zod_version $zod_integrity"
-if $for_tests && [ "$(cat "$atlassian_dir/.stamp" 2>/dev/null)" != "$atlassian_stamp" ]; then
-  echo "setup: fetching Atlassian's API types (jira.js $jira_js_version, confluence.js $confluence_js_version, zod $zod_version)" >&2
-  staged="$(mktemp -d "$cache/.atlassian-api.XXXXXX")"
-  for spec in "jira.js jira.js $jira_js_version $jira_js_integrity" \
-              "confluence.js confluence.js $confluence_js_version $confluence_js_integrity" \
-              "zod node_modules/zod $zod_version $zod_integrity"; do
-    set -- $spec
-    curl -fsSL -o "$staged/package.tgz" "https://registry.npmjs.org/$1/-/$1-$3.tgz"
-    check_archive "$staged/package.tgz" "$(printf '%s' "${4#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" \
-      "the $1 $3 tarball" sha512sum
-    mkdir -p "$staged/$2"
-    tar -xzf "$staged/package.tgz" -C "$staged/$2" --strip-components=1
-    rm -f "$staged/package.tgz"
-  done
-  # What the check reads: the built sources and the licences.
-  rm -rf "$staged/jira.js/src" "$staged/jira.js/tools" "$staged/confluence.js/tools"
-  echo "$atlassian_stamp" >"$staged/.stamp"
-  rm -rf "$atlassian_dir"
-  mv "$staged" "$atlassian_dir"
+# What the check reads: the built sources and the licences.
+atlassian_keep() { rm -rf "$1/jira.js/src" "$1/jira.js/tools" "$1/confluence.js/tools"; }
+if $for_tests; then
+  npm_into_cache "$cache/atlassian-api" "Atlassian's API types (jira.js $jira_js_version, confluence.js $confluence_js_version, zod $zod_version)" atlassian_keep \
+    "jira.js $jira_js_version $jira_js_integrity jira.js" \
+    "confluence.js $confluence_js_version $confluence_js_integrity confluence.js" \
+    "zod $zod_version $zod_integrity node_modules/zod"
 fi
 
 # Linear's GraphQL schema, which the linear connector's queries and its fake's answers are
@@ -389,20 +401,13 @@ fi
 # declarations are kept, with the licence.
 linear_version="98.0.0"
 linear_integrity="sha512-DRakJJiGe4QE2tc49+XQVE0lyeR9CUHJTpCPsx5291LsmDaMvhP8+beCgXQQ7jET+OshHEm2BYtMx6EUt9ZR8Q=="
-linear_dir="$cache/linear-schema"
-if $for_tests && [ "$(cat "$linear_dir/.stamp" 2>/dev/null)" != "@linear/sdk@$linear_version $linear_integrity" ]; then
-  echo "setup: fetching Linear's GraphQL schema types (@linear/sdk $linear_version)" >&2
-  staged="$(mktemp -d "$cache/.linear-schema.XXXXXX")"
-  curl -fsSL -o "$staged/sdk.tgz" "https://registry.npmjs.org/@linear/sdk/-/sdk-$linear_version.tgz"
-  linear_sha512="$(printf '%s' "${linear_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
-  check_archive "$staged/sdk.tgz" "$linear_sha512" "the @linear/sdk $linear_version tarball" sha512sum
-  tar -xzf "$staged/sdk.tgz" -C "$staged" package/dist/index-D2pH4Pk9.d.mts package/LICENSE
-  mv "$staged/package/dist/index-D2pH4Pk9.d.mts" "$staged/sdk.d.mts"
-  mv "$staged/package/LICENSE" "$staged/"
-  rm -rf "$staged/package" "$staged/sdk.tgz"
-  echo "@linear/sdk@$linear_version $linear_integrity" >"$staged/.stamp"
-  rm -rf "$linear_dir"
-  mv "$staged" "$linear_dir"
+linear_keep() {
+  mv "$1/dist/index-D2pH4Pk9.d.mts" "$1/sdk.d.mts"
+  rmdir "$1/dist"
+}
+if $for_tests; then
+  npm_into_cache "$cache/linear-schema" "Linear's GraphQL schema types (@linear/sdk $linear_version)" linear_keep \
+    "@linear/sdk $linear_version $linear_integrity . dist/index-D2pH4Pk9.d.mts LICENSE"
 fi
 
 # GraphQL's reference implementation (graphql-js: the `graphql` npm package, MIT, no
@@ -413,18 +418,9 @@ fi
 # registry, checked against its published sha512 integrity; the package is kept whole.
 graphql_version="16.15.0"
 graphql_integrity="sha512-32kz9FecohDiC/tgcViwnRXM7HFBVTPiW7pHO+DikKOI5KjhU/jNULOReXsrFqt2WAYbE9xFXsTffJw6iTO8qw=="
-graphql_dir="$cache/graphql-js"
-if $for_tests && [ "$(cat "$graphql_dir/.stamp" 2>/dev/null)" != "graphql@$graphql_version $graphql_integrity" ]; then
-  echo "setup: fetching GraphQL's reference implementation (graphql $graphql_version)" >&2
-  staged="$(mktemp -d "$cache/.graphql-js.XXXXXX")"
-  curl -fsSL -o "$staged/graphql.tgz" "https://registry.npmjs.org/graphql/-/graphql-$graphql_version.tgz"
-  graphql_sha512="$(printf '%s' "${graphql_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
-  check_archive "$staged/graphql.tgz" "$graphql_sha512" "the graphql $graphql_version tarball" sha512sum
-  tar -xzf "$staged/graphql.tgz" -C "$staged" --strip-components=1
-  rm -f "$staged/graphql.tgz"
-  echo "graphql@$graphql_version $graphql_integrity" >"$staged/.stamp"
-  rm -rf "$graphql_dir"
-  mv "$staged" "$graphql_dir"
+if $for_tests; then
+  npm_into_cache "$cache/graphql-js" "GraphQL's reference implementation (graphql $graphql_version)" - \
+    "graphql $graphql_version $graphql_integrity ."
 fi
 
 # A real local model for the LLM graph extractor's tests: SmolLM2-135M-Instruct (Apache-2.0,

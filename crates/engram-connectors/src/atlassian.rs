@@ -16,7 +16,8 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
-use crate::{credential, now_unix, rfc3339, Access, ProviderError};
+use crate::hosted::{self, not_json, unanswered, waited_out};
+use crate::{credential, now_unix, Access, ProviderError};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest JSON answer read.
@@ -159,8 +160,8 @@ pub(crate) fn retry_wait(
     attempt: u32,
     now: i64,
 ) -> Duration {
-    if let Some(secs) = retry_after.and_then(|v| v.trim().parse::<u64>().ok()) {
-        return Duration::from_secs(secs);
+    if let Some(wait) = hosted::retry_after(retry_after) {
+        return wait;
     }
     if let Some(at) = reset.and_then(|v| {
         time::OffsetDateTime::parse(v.trim(), &time::format_description::well_known::Rfc3339).ok()
@@ -168,22 +169,16 @@ pub(crate) fn retry_wait(
         let secs = at.unix_timestamp() - now;
         return Duration::from_secs(u64::try_from(secs.max(1)).unwrap_or(1));
     }
-    Duration::from_secs(1_u64 << attempt.min(6))
+    hosted::backoff(attempt)
 }
 
 /// The error of a rate limit not waited out.
 pub(crate) fn rate_limit_error(product: &str, wait: Duration, now: i64) -> ProviderError {
-    let secs = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2).max(1);
-    let until = now.saturating_add(secs);
-    ProviderError::RateLimited {
-        message: format!(
-            "{product} is rate limiting this account (429); engram tries again after {} (in \
-             about {secs} s)",
-            rfc3339(until)
-        ),
-        http_status: 429,
-        until_unix: until,
-    }
+    hosted::rate_limit_error(
+        &format!("{product} is rate limiting this account (429)"),
+        wait,
+        now,
+    )
 }
 
 impl<'a> Site<'a> {
@@ -283,10 +278,7 @@ impl<'a> Site<'a> {
                 .outbound
                 .request_read("GET", url, &headers, None, TIMEOUT, max_bytes)
                 .await
-                .map_err(|e| ProviderError::Transient {
-                    message: format!("{product} ({what}): {e}"),
-                    http_status: 0,
-                })?;
+                .map_err(|e| unanswered(product, what, e))?;
             if fetched.status == 429 {
                 let wait = retry_wait(
                     fetched.header("retry-after"),
@@ -294,7 +286,7 @@ impl<'a> Site<'a> {
                     attempt,
                     now_unix(),
                 );
-                if wait > RATE_WAIT_MAX || attempt >= RATE_RETRIES {
+                if !waited_out(wait, &mut attempt, RATE_WAIT_MAX, RATE_RETRIES).await {
                     tracing::warn!(
                         http_status = 429,
                         product,
@@ -302,8 +294,6 @@ impl<'a> Site<'a> {
                     );
                     return Err(rate_limit_error(product, wait, now_unix()));
                 }
-                tokio::time::sleep(wait).await;
-                attempt += 1;
                 continue;
             }
             if !(200..300).contains(&fetched.status) {
@@ -322,13 +312,7 @@ impl<'a> Site<'a> {
     ) -> Result<Value, ProviderError> {
         let url = self.url(path, query)?;
         let body = self.get_bytes(&url, ANSWER_MAX_BYTES, what).await?;
-        serde_json::from_slice(&body).map_err(|e| ProviderError::Transient {
-            message: format!(
-                "{}'s answer to {what} is not JSON: {e}",
-                self.product.name()
-            ),
-            http_status: 200,
-        })
+        serde_json::from_slice(&body).map_err(|e| not_json(self.product.name(), what, 200, e))
     }
 
     /// The site's address of a link the API gave relative to it (`/browse/KEY-1`,
@@ -371,10 +355,7 @@ async fn cloud_id(
             ANSWER_MAX_BYTES,
         )
         .await
-        .map_err(|e| ProviderError::Transient {
-            message: format!("Atlassian (the token's sites): {e}"),
-            http_status: 0,
-        })?;
+        .map_err(|e| unanswered("Atlassian", "the token's sites", e))?;
     if !(200..300).contains(&fetched.status) {
         return Err(failure(
             "Atlassian",
@@ -409,7 +390,8 @@ async fn cloud_id(
 /// the body under the webhook's secret>`; the delivery's id is `X-Atlassian-Webhook-Identifier`
 /// (the same on a retry), else the event's name, time and signature; a `timestamp` (epoch
 /// milliseconds) in the body more than ten minutes from now is a replay. Events that change
-/// nothing engram reads (`project_created`, …) verify as pings.
+/// nothing engram reads (`project_created`, …) verify as pings; an event without a name, as a
+/// change.
 pub(crate) fn verify_push(
     credentials: &Map<String, Value>,
     request: &crate::push::PushRequest<'_>,
@@ -452,7 +434,10 @@ pub(crate) fn verify_push(
         Some(id) => id.to_owned(),
         None => format!("{event}:{}:{}", sent_ms.unwrap_or_default(), hex.trim()),
     };
-    let ping = !syncs.iter().any(|prefix| event.starts_with(prefix));
+    // An event that names itself nowhere (Confluence Cloud's webhooks name theirs in the
+    // registration, not the body) is taken as a change: a needless pass costs little, a missed
+    // change stays until the next scheduled sync.
+    let ping = !event.is_empty() && !syncs.iter().any(|prefix| event.starts_with(prefix));
     Ok(PushEvent {
         delivery_id,
         event,
@@ -466,6 +451,12 @@ pub(crate) fn verify_push(
 pub(crate) fn adf_text(node: &Value) -> String {
     let mut out = String::new();
     adf_into(node, &mut out, 0);
+    squeezed(&out)
+}
+
+/// Text as read from markup: each line without its trailing white space, a run of blank lines
+/// as one, and none at either end.
+pub(crate) fn squeezed(out: &str) -> String {
     let mut text = String::new();
     let mut blank = 0;
     for line in out.lines() {
@@ -674,6 +665,12 @@ mod tests {
         let other = br#"{"webhookEvent":"project_created","timestamp":1800000000000}"#;
         let signed = headers(format!("sha256={}", hmac_sha256_hex(secret, other)));
         assert!(at(&signed, other, 1_800_000_100).unwrap().ping);
+        let unnamed = br#"{"page":{"id":"42"},"timestamp":1800000000000}"#;
+        let signed = headers(format!("sha256={}", hmac_sha256_hex(secret, unnamed)));
+        assert!(
+            !at(&signed, unnamed, 1_800_000_100).unwrap().ping,
+            "a change unless it says otherwise"
+        );
         assert!(matches!(
             verify_push(
                 &Map::new(),
@@ -732,13 +729,7 @@ mod tests {
 
     #[test]
     fn basic_auth_goes_to_the_site_and_oauth_to_the_gateway() {
-        let outbound =
-            engram_outbound::Outbound::new(engram_outbound::AddressPolicy::default()).unwrap();
-        let access = |credentials: Value| Access {
-            credentials: credentials.as_object().unwrap().clone(),
-            outbound: outbound.clone(),
-            owner: String::new(),
-        };
+        let access = crate::test_access;
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::atlassian::{Product, Site};
+use crate::atlassian::{squeezed, Product, Site};
+use crate::hosted::{object_failure, saved_pass, text_of};
 use crate::{
     set_readers, Access, Content, DiscoveredResource, Entry, FieldInfo, IntervalBounds, Known,
     Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
@@ -99,13 +100,6 @@ impl ConfluenceProvider {
             },
         }
     }
-}
-
-fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// The `cursor` parameter of a `_links.next` address (`/wiki/api/v2/…?cursor=…&limit=…`).
@@ -247,22 +241,7 @@ pub(crate) fn storage_text(xhtml: &str) -> String {
             _ => {}
         }
     }
-    let mut text = String::new();
-    let mut blank = 0;
-    for line in out.lines() {
-        let line = line.trim_end();
-        if line.trim().is_empty() {
-            blank += 1;
-            if blank > 1 || text.is_empty() {
-                continue;
-            }
-        } else {
-            blank = 0;
-        }
-        text.push_str(line);
-        text.push('\n');
-    }
-    text.trim().to_owned()
+    squeezed(&out)
 }
 
 /// What a page keeps until the next pass (its entry's `state`): its attachments and readers.
@@ -559,9 +538,7 @@ impl Provider for ConfluenceProvider {
         let mut walk: Walk = if position.within.is_empty() {
             Walk::default()
         } else {
-            serde_json::from_str(&position.within).map_err(|e| {
-                ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-            })?
+            saved_pass(&position.within)?
         };
         walk.pages += 1;
         if walk.pages > PASS_PAGES_MAX {
@@ -647,16 +624,9 @@ impl Provider for ConfluenceProvider {
         entry: &Entry,
         max_bytes: usize,
     ) -> Result<Content, ProviderError> {
-        let object = |e: ProviderError| match e {
-            ProviderError::Object(_) | ProviderError::RateLimited { .. } => e,
-            ProviderError::Unauthorized { .. }
-            | ProviderError::Resource { .. }
-            | ProviderError::Transient { .. }
-            | ProviderError::Invalid(_) => ProviderError::Object(e.to_string()),
-        };
         let site = Site::new(access, Product::Confluence, false)
             .await
-            .map_err(object)?;
+            .map_err(object_failure)?;
         if let Some(id) = entry.native_id.strip_prefix("page:") {
             let what = format!("page {}", entry.title);
             let page = site
@@ -666,7 +636,7 @@ impl Provider for ConfluenceProvider {
                     &what,
                 )
                 .await
-                .map_err(object)?;
+                .map_err(object_failure)?;
             let body = storage_text(text_of(&page, "/body/storage/value"));
             let text = format!("{}\n\n{body}\n", text_of(&page, "/title"));
             if text.len() > max_bytes {
@@ -691,11 +661,11 @@ impl Provider for ConfluenceProvider {
         }
         let url = site
             .url(&format!("wiki{}", attachment.download), &[])
-            .map_err(object)?;
+            .map_err(object_failure)?;
         let bytes = site
             .get_bytes(&url, max_bytes, &format!("attachment {}", entry.title))
             .await
-            .map_err(object)?;
+            .map_err(object_failure)?;
         Ok(Content::File(bytes))
     }
 }

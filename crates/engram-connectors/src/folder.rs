@@ -329,14 +329,7 @@ mod tests {
     use super::*;
 
     fn access() -> Access {
-        Access {
-            credentials: Map::new(),
-            outbound: engram_outbound::Outbound::new(engram_outbound::AddressPolicy {
-                allow_private: false,
-            })
-            .unwrap(),
-            owner: String::new(),
-        }
+        crate::test_access(serde_json::json!({}))
     }
 
     fn resource(path: &Path) -> ResourceRef {

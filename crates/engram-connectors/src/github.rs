@@ -26,6 +26,7 @@ use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::hosted::{not_json, object_failure, saved_pass, unanswered};
 use crate::{
     credential, now_unix, rfc3339, Access, Content, DiscoveredResource, Entry, FieldInfo,
     IntervalBounds, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
@@ -365,6 +366,26 @@ impl Api {
         headers
     }
 
+    /// The repository's own description (`GET /repos/{owner}/{repo}`).
+    async fn repository(
+        &self,
+        access: &Access,
+        owner: &str,
+        repo: &str,
+    ) -> Result<Value, ProviderError> {
+        let url = self.url(&["repos", owner, repo], &[])?;
+        Ok(self
+            .get(
+                access,
+                &url,
+                &format!("repository {owner}/{repo}"),
+                None,
+                LISTING_MAX_BYTES,
+            )
+            .await?
+            .body)
+    }
+
     /// GETs a JSON answer; `304` comes back as such, other failures as errors.
     async fn get(
         &self,
@@ -378,10 +399,7 @@ impl Api {
             .outbound
             .get_read(url, &self.headers(etag), TIMEOUT, max_bytes)
             .await
-            .map_err(|e| ProviderError::Transient {
-                message: format!("GitHub ({what}): {e}"),
-                http_status: 0,
-            })?;
+            .map_err(|e| unanswered("GitHub", what, e))?;
         if fetched.status == 304 {
             return Ok(Answer {
                 status: 304,
@@ -395,10 +413,8 @@ impl Api {
             }
             return Err(failure(fetched.status, &fetched.body, what));
         }
-        let body = serde_json::from_slice(&fetched.body).map_err(|e| ProviderError::Transient {
-            message: format!("GitHub's answer to {what} is not JSON: {e}"),
-            http_status: fetched.status,
-        })?;
+        let body = serde_json::from_slice(&fetched.body)
+            .map_err(|e| not_json("GitHub", what, fetched.status, e))?;
         Ok(Answer {
             status: fetched.status,
             etag: fetched.etag,
@@ -855,17 +871,7 @@ impl GitHubProvider {
         let full_name = format!("{owner}/{repo}");
         let filter = FileFilter::of(resource);
         let mut walk: FilesWalk = if position.within.is_empty() {
-            let url = api.url(&["repos", owner, repo], &[])?;
-            let meta = api
-                .get(
-                    access,
-                    &url,
-                    &format!("repository {full_name}"),
-                    None,
-                    LISTING_MAX_BYTES,
-                )
-                .await?
-                .body;
+            let meta = api.repository(access, owner, repo).await?;
             let branch = resource
                 .filters
                 .get("branch")
@@ -880,9 +886,7 @@ impl GitHubProvider {
                 ..FilesWalk::default()
             }
         } else {
-            serde_json::from_str(&position.within).map_err(|e| {
-                ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-            })?
+            saved_pass(&position.within)?
         };
         let mut entries = Vec::new();
         if walk.queue.is_none() {
@@ -1026,9 +1030,7 @@ impl GitHubProvider {
                 readers: Readers::default(),
             }
         } else {
-            serde_json::from_str(&position.within).map_err(|e| {
-                ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-            })?
+            saved_pass(&position.within)?
         };
         let mut query = vec![
             ("state", "all".to_owned()),
@@ -1068,17 +1070,7 @@ impl GitHubProvider {
             walk.etag_since = walk.since.clone();
             // Read once a pass that has something to list (an unchanged repository answers
             // `304` above): a change of readers alone shows at the daily pass over every issue.
-            let url = api.url(&["repos", owner, repo], &[])?;
-            let meta = api
-                .get(
-                    access,
-                    &url,
-                    &format!("repository {full_name}"),
-                    None,
-                    LISTING_MAX_BYTES,
-                )
-                .await?
-                .body;
+            let meta = api.repository(access, owner, repo).await?;
             walk.readers = self.readers(api, access, owner, repo, &meta).await?;
         }
         let mut entries = Vec::new();
@@ -1413,14 +1405,7 @@ impl Provider for GitHubProvider {
                     .await
             }
         };
-        read.map_err(|e| match e {
-            // A rate limit stops the pass (waiting is what helps), not this object alone.
-            ProviderError::Object(_) | ProviderError::RateLimited { .. } => e,
-            ProviderError::Unauthorized { .. }
-            | ProviderError::Resource { .. }
-            | ProviderError::Transient { .. }
-            | ProviderError::Invalid(_) => ProviderError::Object(e.to_string()),
-        })
+        read.map_err(object_failure)
     }
 }
 

@@ -720,12 +720,7 @@ mod tests {
 Message-ID: <q3@example.com>\r\nDate: Mon, 02 Nov 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\n\
 Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nSee attached.\r\n\
 --b\r\nContent-Type: text/csv\r\nContent-Disposition: attachment; filename=\"q3.csv\"\r\n\r\nregion,revenue\r\nnorth,12\r\n--b--\r\n";
-        let access = Access {
-            credentials: Map::new(),
-            outbound: engram_outbound::Outbound::new(engram_outbound::AddressPolicy::default())
-                .unwrap(),
-            owner: String::new(),
-        };
+        let access = crate::test_access(serde_json::json!({}));
         let entries = read_entries(&access, "INBOX", 7, 3, raw);
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].native_id, "7:3");

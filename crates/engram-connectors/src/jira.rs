@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::atlassian::{adf_text, Product, Site};
+use crate::hosted::{object_failure, saved_pass, text_of};
 use crate::{
     now_unix, Access, Content, DiscoveredResource, Entry, FieldInfo, IntervalBounds, Known, Page,
     Position, Provider, ProviderError, ProviderInfo, ResourceRef,
@@ -104,13 +105,6 @@ impl JiraProvider {
             },
         }
     }
-}
-
-fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// The project key of a resource (`project:<key>`, or a bare key).
@@ -479,9 +473,7 @@ impl Provider for JiraProvider {
         let mut walk = if position.within.is_empty() {
             start_walk(&cursor, full_every_h(resource), now_unix())
         } else {
-            serde_json::from_str(&position.within).map_err(|e| {
-                ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-            })?
+            saved_pass(&position.within)?
         };
         walk.pages += 1;
         if walk.pages > PASS_PAGES_MAX {
@@ -561,13 +553,7 @@ impl Provider for JiraProvider {
             .map_err(|e| ProviderError::Object(e.to_string()))?;
         self.fetch_issue(&site, entry, max_bytes)
             .await
-            .map_err(|e| match e {
-                ProviderError::Object(_) | ProviderError::RateLimited { .. } => e,
-                ProviderError::Unauthorized { .. }
-                | ProviderError::Resource { .. }
-                | ProviderError::Transient { .. }
-                | ProviderError::Invalid(_) => ProviderError::Object(e.to_string()),
-            })
+            .map_err(object_failure)
     }
 }
 
@@ -590,16 +576,9 @@ mod tests {
 
     #[test]
     fn an_issue_reads_as_its_text_and_comments_with_its_fields() {
-        let outbound =
-            engram_outbound::Outbound::new(engram_outbound::AddressPolicy::default()).unwrap();
-        let access = Access {
-            credentials: json!({"site_url": "https://acme.atlassian.net", "email": "a@b.c", "api_token": "t"})
-                .as_object()
-                .unwrap()
-                .clone(),
-            outbound,
-            owner: String::new(),
-        };
+        let access = crate::test_access(
+            json!({"site_url": "https://acme.atlassian.net", "email": "a@b.c", "api_token": "t"}),
+        );
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

@@ -12,6 +12,8 @@ mod feed;
 mod folder;
 mod git;
 mod github;
+mod google;
+mod hosted;
 mod imap;
 mod jira;
 mod linear;
@@ -33,6 +35,7 @@ pub use feed::FeedProvider;
 pub use folder::FolderProvider;
 pub use git::GitProvider;
 pub use github::GitHubProvider;
+pub use google::{GmailProvider, GoogleDriveProvider};
 pub use imap::ImapProvider;
 pub use jira::JiraProvider;
 pub use linear::LinearProvider;
@@ -370,6 +373,8 @@ impl Catalog {
             Box::new(ConfluenceProvider::new()),
             Box::new(JiraProvider::new()),
             Box::new(SlackProvider::new()),
+            Box::new(GoogleDriveProvider::new()),
+            Box::new(GmailProvider::new()),
         ];
         if !options.folder_roots.is_empty() {
             providers.push(Box::new(FolderProvider::new(options.folder_roots.clone())));
@@ -535,6 +540,17 @@ pub(crate) async fn api_root(
     Ok(base)
 }
 
+/// A test's access: `credentials` (a JSON object) and the default outbound policy.
+#[cfg(test)]
+pub(crate) fn test_access(credentials: Value) -> Access {
+    Access {
+        credentials: credentials.as_object().expect("an object").clone(),
+        outbound: engram_outbound::Outbound::new(engram_outbound::AddressPolicy::default())
+            .expect("an outbound client"),
+        owner: String::new(),
+    }
+}
+
 /// What an HTTP status from a source means for the connector. For the resource's own address
 /// (`resource`: a feed, a site's start page) 401/403 are rejected credentials and 404/410 a
 /// resource gone; elsewhere (a page of a site) they concern that page alone.
@@ -631,7 +647,17 @@ mod tests {
                 pushing.push(provider.info().provider);
             }
         }
-        assert_eq!(pushing, ["github", "linear", "confluence", "jira", "slack"]);
+        assert_eq!(
+            pushing,
+            [
+                "github",
+                "linear",
+                "confluence",
+                "jira",
+                "slack",
+                "google_drive"
+            ]
+        );
     }
 
     #[test]

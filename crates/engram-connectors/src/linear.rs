@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
+use crate::hosted::{object_failure, saved_pass, text_of, unanswered};
 use crate::{
     credential, now_unix, rfc3339, Access, Content, DiscoveredResource, Entry, FieldInfo,
     IntervalBounds, Known, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
@@ -261,13 +262,6 @@ impl LinearProvider {
     }
 }
 
-fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 fn quoted(message: &str) -> String {
     message.chars().take(QUOTED_MAX).collect()
 }
@@ -461,10 +455,7 @@ impl Api {
                 ANSWER_MAX_BYTES,
             )
             .await
-            .map_err(|e| ProviderError::Transient {
-                message: format!("Linear ({what}): {e}"),
-                http_status: 0,
-            })?;
+            .map_err(|e| unanswered("Linear", what, e))?;
         let answer: Value = serde_json::from_slice(&fetched.body).unwrap_or(Value::Null);
         // When the spent budget refills (`X-RateLimit-Requests-Reset`, epoch milliseconds).
         let reset_ms = fetched
@@ -800,9 +791,7 @@ impl LinearProvider {
             }
             walk
         } else {
-            serde_json::from_str(&position.within).map_err(|e| {
-                ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-            })?
+            saved_pass(&position.within)?
         };
         walk.pages += 1;
         if walk.pages > PASS_PAGES_MAX {
@@ -1206,14 +1195,7 @@ impl Provider for LinearProvider {
             .map_err(|e| ProviderError::Object(e.to_string()))?;
         self.fetch_issue(&api, access, entry, max_bytes)
             .await
-            .map_err(|e| match e {
-                // A rate limit stops the pass (waiting is what helps), not this object alone.
-                ProviderError::Object(_) | ProviderError::RateLimited { .. } => e,
-                ProviderError::Unauthorized { .. }
-                | ProviderError::Resource { .. }
-                | ProviderError::Transient { .. }
-                | ProviderError::Invalid(_) => ProviderError::Object(e.to_string()),
-            })
+            .map_err(object_failure)
     }
 }
 
@@ -1462,13 +1444,7 @@ mod tests {
 
     #[test]
     fn the_key_goes_as_it_is_and_a_token_as_a_bearer() {
-        let outbound =
-            engram_outbound::Outbound::new(engram_outbound::AddressPolicy::default()).unwrap();
-        let access = |credentials: Value| Access {
-            credentials: credentials.as_object().unwrap().clone(),
-            outbound: outbound.clone(),
-            owner: String::new(),
-        };
+        let access = crate::test_access;
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

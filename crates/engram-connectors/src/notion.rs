@@ -29,9 +29,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::hosted::{self, not_json, retry_wait, saved_pass, unanswered, waited_out};
 use crate::{
-    credential, now_unix, rfc3339, Access, Content, DiscoveredResource, Entry, FieldInfo,
-    IntervalBounds, Known, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
+    credential, now_unix, Access, Content, DiscoveredResource, Entry, FieldInfo, IntervalBounds,
+    Known, Page, Position, Provider, ProviderError, ProviderInfo, ResourceRef,
 };
 
 const DEFAULT_API: &str = "https://api.notion.com";
@@ -274,28 +275,14 @@ fn failure(status: u16, body: &[u8], what: &str) -> ProviderError {
     }
 }
 
-/// How long to wait before trying a rate-limited request again: Notion's `Retry-After` (whole
-/// seconds) when the answer carried it, else a backoff of 1, 2, 4… seconds by attempt.
-fn retry_wait(retry_after: Option<&str>, attempt: u32) -> Duration {
-    retry_after
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or_else(|| Duration::from_secs(1_u64 << attempt.min(6)))
-}
-
-/// The transient error of a rate limit not waited out.
+/// The error of a rate limit not waited out.
 fn rate_limit_error(wait: Duration, now: i64) -> ProviderError {
-    let secs = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2).max(1);
-    let until = now.saturating_add(secs);
-    ProviderError::RateLimited {
-        message: format!(
-            "Notion is rate limiting this integration (429, about three requests a second are \
-             allowed); engram tries again after {} (in about {secs} s)",
-            rfc3339(until)
-        ),
-        http_status: 429,
-        until_unix: until,
-    }
+    hosted::rate_limit_error(
+        "Notion is rate limiting this integration (429, about three requests a second are \
+         allowed)",
+        wait,
+        now,
+    )
 }
 
 /// Unix seconds of an RFC 3339 time; `None` when it is not one.
@@ -377,29 +364,22 @@ impl<'a> Api<'a> {
                     ANSWER_MAX_BYTES,
                 )
                 .await
-                .map_err(|e| ProviderError::Transient {
-                    message: format!("Notion ({what}): {e}"),
-                    http_status: 0,
-                })?;
+                .map_err(|e| unanswered("Notion", what, e))?;
             if fetched.status == 429 {
                 self.pacer.drain(&self.key);
                 // Notion's `Retry-After` (seconds); without it, its advice is to back off.
                 let wait = retry_wait(fetched.header("retry-after"), attempt);
-                if wait > RATE_WAIT_MAX || attempt >= RATE_RETRIES {
+                if !waited_out(wait, &mut attempt, RATE_WAIT_MAX, RATE_RETRIES).await {
                     tracing::warn!(http_status = 429, "Notion rate limited a connector");
                     return Err(rate_limit_error(wait, now_unix()));
                 }
-                tokio::time::sleep(wait).await;
-                attempt += 1;
                 continue;
             }
             if !(200..300).contains(&fetched.status) {
                 return Err(failure(fetched.status, &fetched.body, what));
             }
-            return serde_json::from_slice(&fetched.body).map_err(|e| ProviderError::Transient {
-                message: format!("Notion's answer to {what} is not JSON: {e}"),
-                http_status: fetched.status,
-            });
+            return serde_json::from_slice(&fetched.body)
+                .map_err(|e| not_json("Notion", what, fetched.status, e));
         }
     }
 
@@ -930,10 +910,6 @@ fn query_body(walk: &RowsWalk) -> Value {
     body
 }
 
-fn invalid_within(e: serde_json::Error) -> ProviderError {
-    ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-}
-
 impl NotionProvider {
     async fn list_pages(
         &self,
@@ -948,7 +924,7 @@ impl NotionProvider {
                 ..PagesWalk::default()
             }
         } else {
-            serde_json::from_str(&position.within).map_err(invalid_within)?
+            saved_pass(&position.within)?
         };
         let (mut entries, mut deleted) = (Vec::new(), Vec::new());
         let mut visited = 0;
@@ -1059,7 +1035,7 @@ impl NotionProvider {
                 full_at: cursor.full_at,
             }
         } else {
-            serde_json::from_str(&position.within).map_err(invalid_within)?
+            saved_pass(&position.within)?
         };
         let answer = api
             .post(

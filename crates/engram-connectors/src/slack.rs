@@ -70,6 +70,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::hosted::{self, retry_wait, saved_pass, text_of, unanswered, waited_out};
 use crate::{
     credential, now_unix, rfc3339, set_readers, Access, Content, DiscoveredResource, Entry,
     FieldInfo, IntervalBounds, Known, Page, Position, Provider, ProviderError, ProviderInfo,
@@ -371,13 +372,6 @@ impl SlackProvider {
     }
 }
 
-fn text_of<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 fn quoted(message: &str) -> String {
     message
         .chars()
@@ -444,27 +438,13 @@ fn failure(status: u16, error: &str, needed: &str, what: &str) -> ProviderError 
     }
 }
 
-/// How long Slack asks to wait (`Retry-After`, whole seconds), else a backoff by attempt.
-fn retry_wait(retry_after: Option<&str>, attempt: u32) -> Duration {
-    retry_after
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or_else(|| Duration::from_secs(1_u64 << attempt.min(6)))
-}
-
 /// The error of a rate limit not waited out.
 fn rate_limit_error(wait: Duration, now: i64, what: &str) -> ProviderError {
-    let secs = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2).max(1);
-    let until = now.saturating_add(secs);
-    ProviderError::RateLimited {
-        message: format!(
-            "Slack is rate limiting this app ({what}: 429, its method's tier limit); engram tries \
-             again after {} (in about {secs} s)",
-            rfc3339(until)
-        ),
-        http_status: 429,
-        until_unix: until,
-    }
+    hosted::rate_limit_error(
+        &format!("Slack is rate limiting this app ({what}: 429, its method's tier limit)"),
+        wait,
+        now,
+    )
 }
 
 /// The Web API of one connector: where it is and the token that reads it.
@@ -536,23 +516,18 @@ impl<'a> Api<'a> {
                     ANSWER_MAX_BYTES,
                 )
                 .await
-                .map_err(|e| ProviderError::Transient {
-                    message: format!("Slack ({what}): {e}"),
-                    http_status: 0,
-                })?;
+                .map_err(|e| unanswered("Slack", what, e))?;
             let answer: Value = serde_json::from_slice(&fetched.body).unwrap_or(Value::Null);
             let error = text_of(&answer, "/error");
             if fetched.status == 429 || error == "ratelimited" {
                 let wait = retry_wait(fetched.header("retry-after"), attempt);
-                if wait > RATE_WAIT_MAX || attempt >= RATE_RETRIES {
+                if !waited_out(wait, &mut attempt, RATE_WAIT_MAX, RATE_RETRIES).await {
                     tracing::warn!(
                         http_status = fetched.status,
                         "Slack rate limited a connector"
                     );
                     return Err(rate_limit_error(wait, now_unix(), method));
                 }
-                tokio::time::sleep(wait).await;
-                attempt += 1;
                 continue;
             }
             if !(200..300).contains(&fetched.status)
@@ -945,9 +920,7 @@ impl SlackProvider {
         let mut walk = if first {
             self.start_walk(api, channel, &cursor).await?
         } else {
-            serde_json::from_str(&position.within).map_err(|e| {
-                ProviderError::Invalid(format!("the saved pass cannot be read: {e}"))
-            })?
+            saved_pass(&position.within)?
         };
         walk.pages += 1;
         if walk.pages > PASS_PAGES_MAX {

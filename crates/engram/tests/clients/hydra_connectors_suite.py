@@ -75,10 +75,10 @@ eventually("the database", lambda: client.databases.status(database="synced").da
 
 step("catalog and providers")
 catalog = client.catalog()
-assert [c.provider for c in catalog.connectors] == ["folder", "rss", "web", "postgres", "git", "webdav", "s3", "imap", "github", "linear", "notion", "confluence", "jira", "slack"], catalog
+assert [c.provider for c in catalog.connectors] == ["folder", "rss", "web", "postgres", "git", "webdav", "s3", "imap", "github", "linear", "notion", "confluence", "jira", "slack", "google_drive", "gmail"], catalog
 assert all(c.supported for c in catalog.connectors)
 providers = client.list_providers()
-assert {p.provider for p in providers.providers} == {"folder", "rss", "web", "postgres", "git", "webdav", "s3", "imap", "github", "linear", "notion", "confluence", "jira", "slack"}, providers
+assert {p.provider for p in providers.providers} == {"folder", "rss", "web", "postgres", "git", "webdav", "s3", "imap", "github", "linear", "notion", "confluence", "jira", "slack", "google_drive", "gmail"}, providers
 described = client.list_providers(id="rss")
 assert described.provider == "rss" and described.credential_schema["type"] == "object", described
 assert any(f["filter_key"] == "additional_metadata.feed_url" for f in described.filterable_fields)

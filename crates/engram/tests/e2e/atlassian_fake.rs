@@ -28,7 +28,11 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::common::connectors::{json_reply, query_pairs, read_answer, Loopback, Serving};
+use crate::common::connectors::{
+    assert_no_problems, json_reply, query_pairs, read_answer, route_params, with_retry_after,
+    Loopback, RateLimit, Serving,
+};
+use crate::common::typescript::{node_json, Checks};
 
 /// One request and its answer, as the fake saw them.
 #[derive(Debug, Clone)]
@@ -89,8 +93,7 @@ struct Shared {
     clock: u64,
     next_id: u64,
     page_size_max: usize,
-    limited: usize,
-    retry_after: u64,
+    limited: RateLimit,
     log: Vec<Exchange>,
 }
 
@@ -405,15 +408,7 @@ async fn gate(
     next: Next,
 ) -> Response {
     let route = matched.as_str().to_owned();
-    let params: Vec<(String, String)> = route
-        .split('/')
-        .zip(request.uri().path().split('/'))
-        .filter_map(|(t, v)| {
-            t.strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .map(|n| (n.to_owned(), v.to_owned()))
-        })
-        .collect();
+    let params = route_params(&route, request.uri().path());
     let method = request.method().to_string();
     let query = query_pairs(request.uri());
     let jira = route.starts_with("/rest/");
@@ -436,18 +431,16 @@ async fn gate(
                     &json!({"errors": [{"status": 401, "code": "UNAUTHORIZED", "title": "Unauthorized"}]}),
                 )
             })
-        } else if s.limited > 0 {
-            s.limited -= 1;
-            let mut limited = json_reply(
-                StatusCode::TOO_MANY_REQUESTS,
-                &json!({"errorMessages": ["Rate limit exceeded."], "errors": {}}),
-            );
-            limited
-                .headers_mut()
-                .insert("retry-after", s.retry_after.to_string().parse().unwrap());
-            Some(limited)
         } else {
-            None
+            s.limited.take().map(|wait| {
+                with_retry_after(
+                    json_reply(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        &json!({"errorMessages": ["Rate limit exceeded."], "errors": {}}),
+                    ),
+                    wait,
+                )
+            })
         }
     };
     let response = match early {
@@ -676,9 +669,7 @@ impl AtlassianFake {
     }
 
     pub(crate) fn rate_limit(&self, count: usize, retry_after: u64) {
-        let mut s = self.shared.lock().unwrap();
-        s.limited = count;
-        s.retry_after = retry_after;
+        self.shared.lock().unwrap().limited.set(count, retry_after);
     }
 
     pub(crate) fn exchanges(&self) -> Vec<Exchange> {
@@ -713,7 +704,7 @@ fn cache() -> std::path::PathBuf {
         dir.join("jira.js/dist/cloud/api").is_dir()
             && dir.join("confluence.js/dist/v2/api").is_dir()
             && dir.join("node_modules/zod").is_dir()
-            && crate::common::cache_dir().join("notion-api/typescript/bin/tsc").is_file(),
+            && crate::common::typescript::tsc().is_file(),
         "Atlassian's API types (jira.js, confluence.js, zod) or the TypeScript compiler are not in {}: run `make setup-test`",
         dir.display()
     );
@@ -748,15 +739,15 @@ for (const dir of process.argv.slice(1)) for (const file of fs.readdirSync(dir))
 }
 process.stdout.write(JSON.stringify(out));"#;
         let root = cache();
-        let out = std::process::Command::new("node")
-            .args(["-e", script])
-            .arg(root.join("confluence.js/dist/v2/api"))
-            .arg(root.join("confluence.js/dist/v1/api"))
-            .arg(root.join("jira.js/dist/cloud/api"))
-            .output()
-            .expect("node runs (Node.js is needed by the Atlassian checks)");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
+        node_json(
+            script,
+            &[
+                root.join("confluence.js/dist/v2/api"),
+                root.join("confluence.js/dist/v1/api"),
+                root.join("jira.js/dist/cloud/api"),
+            ],
+            "Atlassian",
+        )
     })
 }
 
@@ -816,12 +807,10 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
     let root = cache();
     let endpoints = endpoints();
     let mut problems = vec![Vec::new(); exchanges.len()];
-    let mut imports = format!(
+    let mut ts = Checks::new(format!(
         "import type {{ z }} from {:?};\n",
         root.join("node_modules/zod").display().to_string()
-    );
-    let mut body = String::new();
-    let mut lines: Vec<usize> = Vec::new();
+    ));
     let mut links: Vec<String> = Vec::new();
     for (i, exchange) in exchanges.iter().enumerate() {
         if let Some(answer) = &exchange.body {
@@ -880,7 +869,7 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
         );
         if let Some(params) = endpoint["params"].as_str() {
             writeln!(
-                imports,
+                ts.head,
                 "import type {{ {params} as P{i} }} from {params_module:?};"
             )
             .unwrap();
@@ -898,65 +887,19 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
         ) {
             (Some(answer), 200, Some(module)) => {
                 let schema = endpoint["schema"].as_str().unwrap();
-                let ty = schema_type(module, schema, &format!("A{i}"), &mut imports);
+                let ty = schema_type(module, schema, &format!("A{i}"), &mut ts.head);
                 writeln!(block, "export const answer_{i}: {ty} = {answer};").unwrap();
             }
             (None, 200, _) => problems[i].push("no body".into()),
             _ => {}
         }
-        lines.extend(std::iter::repeat_n(i, block.lines().count()));
-        body.push_str(&block);
+        ts.push(i, &block);
     }
-    let offset = imports.lines().count();
-    let ts = format!("{imports}{body}");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("exchanges.ts");
-    std::fs::write(&file, &ts).unwrap();
-    let out = std::process::Command::new("node")
-        .arg(crate::common::cache_dir().join("notion-api/typescript/bin/tsc"))
-        .args([
-            "--noEmit",
-            "--strict",
-            "--skipLibCheck",
-            "--target",
-            "es2020",
-            "--lib",
-            "es2020",
-            "--module",
-            "commonjs",
-            "--moduleResolution",
-            "node10",
-            "--pretty",
-            "false",
-        ])
-        .arg(&file)
-        .output()
-        .expect("node runs tsc");
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut last: Option<usize> = None;
-    for line in said.lines() {
-        if line.starts_with(' ') {
-            if let Some(problem) = last.and_then(|i| problems[i].last_mut()) {
-                problem.push_str(&format!(" / {}", line.trim()));
-            }
-            continue;
-        }
-        let at = line
-            .split_once(".ts(")
-            .and_then(|(_, rest)| rest.split_once(','))
-            .and_then(|(n, _)| n.parse::<usize>().ok());
-        match at
-            .and_then(|n| n.checked_sub(offset + 1))
-            .and_then(|n| lines.get(n))
-            .copied()
-        {
-            Some(i) => {
-                problems[i].push(line.to_owned());
-                last = Some(i);
-            }
-            None => panic!("tsc: {line}\n{ts}"),
-        }
-    }
+    ts.compile(
+        "exchanges.ts",
+        &["--moduleResolution", "node10"],
+        &mut problems,
+    );
     problems
 }
 
@@ -971,10 +914,9 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
         );
         report.extend(problems.into_iter().map(|p| format!("{at}: {p}")));
     }
-    assert!(
-        report.is_empty(),
-        "the fake (or a connector) strays from Atlassian's published API:\n{}",
-        report.join("\n")
+    assert_no_problems(
+        &report,
+        "the fake (or a connector) strays from Atlassian's published API",
     );
 }
 

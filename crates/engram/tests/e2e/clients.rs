@@ -108,6 +108,50 @@ async fn official_python_client_drives_connectors() {
 }
 
 #[tokio::test]
+async fn official_python_client_drives_a_slack_connector() {
+    let token = "xoxb-client-SecretValue-5678";
+    let fake = crate::slack_fake::SlackFake::start(token, 2).await;
+    let ana = fake.add_user("Ana", "ana@example.com");
+    let bo = fake.add_user("Bo", "bo@example.com");
+    let general = fake.add_channel("general", false, true, &[&ana, &bo]);
+    let leads = fake.add_channel("leads", true, true, &[&ana]);
+    fake.add_channel("random", false, false, &[&bo]);
+    let root = fake.post(&general, &ana, "How do we roll back a bad deploy?", None);
+    fake.post(
+        &general,
+        &bo,
+        "Run kubectl rollout undo on the api deployment.",
+        Some(&root),
+    );
+    fake.post(
+        &general,
+        &bo,
+        "The staging database restarts on Sundays.",
+        None,
+    );
+    fake.post(&leads, &ana, "Salaries are reviewed every June.", None);
+    let mut env = ENV.to_vec();
+    env.push(("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"));
+    let server = Server::start_with(&env);
+    let key = server.key("org-slack-clients", &[]);
+    let api_url = fake.api_url();
+    let suite = tokio::task::spawn_blocking(move || {
+        run_suite(
+            &server,
+            "hydradb-sdk",
+            "hydra_slack_suite.py",
+            &[
+                ("ENGRAM_KEY", key),
+                ("SLACK_API_URL", api_url),
+                ("SLACK_TOKEN", token.to_owned()),
+            ],
+        );
+    });
+    suite.await.expect("the suite");
+    drop(fake);
+}
+
+#[tokio::test]
 async fn legacy_python_client_works_unchanged() {
     // `recall.qna` answers with the real local model where `make setup-test` could set it up
     // (the rules read the graphs); without one the suite checks the refusal naming `[llm]`.

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use crate::common::connectors::{
     after_run, assert_best_holds, assert_nothing_changed, assert_rate_limited,
     assert_secrets_hidden, configure, counts, create, discover, filtered_query, finished_runs,
-    listed, plain, previewed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
-    SYNC_WAIT,
+    listed, plain, previewed, rejected_credentials_are_a_reconnect, server_for_fakes,
+    source_titles, sync, SYNC_WAIT,
 };
 use crate::common::feeds::FeedServer;
 use crate::common::{eventually, Server, INDEXING_WAIT};
@@ -319,11 +319,7 @@ async fn a_folder_syncs_changes_and_deletions_and_an_unchanged_resync_dispatches
         (json!(1), json!(0)),
         "{status:#?}"
     );
-    let titles: Vec<String> = listed(&server, &key, "handbook")
-        .await
-        .iter()
-        .filter_map(|s| s["title"].as_str().map(str::to_owned))
-        .collect();
+    let titles = source_titles(&server, &key, "handbook").await;
     assert!(titles.iter().any(|t| t == "desks.txt"), "{titles:?}");
 
     // Deleting the connector stops it; what it synced stays.
@@ -1923,12 +1919,7 @@ async fn a_mailbox_syncs_messages_and_attachments_by_uid_and_follows_expunges_an
         "a new message and the rebuilt archive's added; the expunged one and the archive's old \
          one deleted; nothing already held read again: {status:#?}"
     );
-    let mut titles: Vec<String> = listed(&server, &key, "mail")
-        .await
-        .iter()
-        .filter_map(|s| s["title"].as_str().map(str::to_owned))
-        .collect();
-    titles.sort();
+    let titles = source_titles(&server, &key, "mail").await;
     assert_eq!(titles, ["Budget", "Old news", "Parking", "budget.csv"]);
 
     // A wrong password is a reconnect.

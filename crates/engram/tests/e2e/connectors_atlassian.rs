@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::atlassian_fake::{assert_conforms, AtlassianFake};
 use crate::common::connectors::{
     after_run, assert_best_holds, assert_rate_limited, configure, counts, create, discover,
-    indexed, listed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+    indexed, rejected_credentials_are_a_reconnect, server_for_fakes, source_titles, sync,
 };
 
 const EMAIL: &str = "bot@example.com";
@@ -99,11 +99,7 @@ async fn a_jira_project_syncs_issues_with_comments_follows_edits_and_deletions()
         (json!(0), json!(1), json!(1)),
         "{status:#?}"
     );
-    let titles: Vec<String> = listed(&server, &key, "ops")
-        .await
-        .iter()
-        .filter_map(|s| s["title"].as_str().map(str::to_owned))
-        .collect();
+    let titles = source_titles(&server, &key, "ops").await;
     assert!(!titles.iter().any(|t| t.contains("VPN")), "{titles:?}");
 
     fake.rate_limit(1000, 60);

@@ -8,22 +8,11 @@ use serde_json::json;
 use crate::common::connectors::{
     after_run, assert_best_holds, assert_nothing_changed, assert_rate_limited,
     assert_secrets_hidden, configure, counts, create, discover, indexed, listed,
-    rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+    rejected_credentials_are_a_reconnect, server_for_fakes, source_titles, sync,
 };
-use crate::common::Server;
 use crate::notion_fake::{assert_conforms, body, rich, NotionFake, Parent};
 
 const DB: &str = "wiki";
-
-async fn titles(server: &Server, key: &str) -> Vec<String> {
-    let mut titles: Vec<String> = listed(server, key, DB)
-        .await
-        .iter()
-        .filter_map(|s| s["title"].as_str().map(str::to_owned))
-        .collect();
-    titles.sort();
-    titles
-}
 
 /// Exchanges with the fake from the `from`th on that took `route`.
 fn calls(fake: &NotionFake, from: usize, route: &str) -> Vec<crate::notion_fake::Exchange> {
@@ -188,7 +177,7 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
         "four pages and three rows: {status:#?}"
     );
     assert_eq!(
-        titles(&server, &key).await,
+        source_titles(&server, &key, DB).await,
         [
             "Fix the login loop",
             "Handbook",
@@ -285,7 +274,7 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
         "the row and the archived page's parent (its child page block went) updated, the \
          archived page deleted: {status:#?}"
     );
-    let titles_now = titles(&server, &key).await;
+    let titles_now = source_titles(&server, &key, DB).await;
     assert!(
         !titles_now.contains(&"Legacy VPN".to_owned()),
         "{titles_now:?}"

@@ -12,23 +12,13 @@ use serde_json::{json, Value};
 use crate::common::connectors::{
     after_run, assert_best_holds, assert_nothing_changed, assert_rate_limited,
     assert_secrets_hidden, configure, counts, create, discover, indexed, listed,
-    rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+    rejected_credentials_are_a_reconnect, server_for_fakes, source_titles, sync,
 };
 use crate::common::Server;
 use crate::slack_fake::{assert_conforms, signed_headers, SlackFake, TEAM};
 
 const DB: &str = "chat";
 const SIGNING: &str = "slack-signing-secret-never-logged-01";
-
-async fn titles(server: &Server, key: &str) -> Vec<String> {
-    let mut titles: Vec<String> = listed(server, key, DB)
-        .await
-        .iter()
-        .filter_map(|s| s["title"].as_str().map(str::to_owned))
-        .collect();
-    titles.sort();
-    titles
-}
 
 /// The ids `/query` answers for `query` as a caller holding `acl`.
 async fn readable(server: &Server, key: &str, query: &str, acl: Value) -> Vec<Value> {
@@ -235,7 +225,7 @@ async fn a_slack_workspace_syncs_threads_files_and_private_channels_follows_edit
         (json!(1), json!(1), json!(1)),
         "{status:#?}"
     );
-    let now = titles(&server, &key).await;
+    let now = source_titles(&server, &key, DB).await;
     assert!(!now.iter().any(|t| t.contains("VPN")), "{now:?}");
     indexed(&server, &key, DB).await;
     assert_best_holds(
@@ -410,7 +400,7 @@ async fn slack_events_are_verified_answered_and_synced_at_once() {
     assert!(answer["run_id"].is_string(), "{answer:#?}");
     let after = after_run(&server, &key, &id, 1).await;
     assert_eq!(counts(&after), (json!(1), json!(0), json!(1)), "{after:#?}");
-    let titles = titles(&server, &key).await;
+    let titles = source_titles(&server, &key, DB).await;
     assert_eq!(
         titles,
         ["#general: The lighthouse opens at dawn."],

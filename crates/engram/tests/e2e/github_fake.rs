@@ -25,7 +25,8 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 
 use crate::common::connectors::{
-    clock_time, json_of, json_reply, query_pairs, read_answer, Loopback, Serving,
+    assert_no_problems, clock_time, json_of, json_reply, query_pairs, read_answer, Loopback,
+    Serving,
 };
 
 /// Where the API lives on the fake's host (as on GitHub Enterprise Server).
@@ -1223,11 +1224,7 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
             }
         }
     }
-    assert!(
-        problems.is_empty(),
-        "the fake strays from GitHub's description:\n{}",
-        problems.join("\n")
-    );
+    assert_no_problems(&problems, "the fake strays from GitHub's description");
 }
 
 /// Every route the fake serves, each answer it can give (pages, `304`, errors, a truncated

@@ -28,7 +28,11 @@ use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::common::connectors::{json_reply, query_pairs, read_answer, Loopback, Serving};
+use crate::common::connectors::{
+    assert_no_problems, json_reply, query_pairs, read_answer, route_params, with_retry_after,
+    Loopback, RateLimit, Serving,
+};
+use crate::common::typescript::{node_json, Checks};
 
 const USER: &str = "6a1f0c7e-2d4b-4c8a-9e3f-0b5d7a9c1e20";
 
@@ -103,8 +107,7 @@ struct Shared {
     /// The largest page any listing answers (Notion's is 100; small ones force cursors).
     page_size_max: usize,
     /// Requests still to answer `429`, and the `Retry-After` they carry.
-    limited: usize,
-    retry_after: u64,
+    limited: RateLimit,
     log: Vec<Exchange>,
 }
 
@@ -522,15 +525,7 @@ async fn gate(
     next: Next,
 ) -> Response {
     let route = matched.as_str().to_owned();
-    let params: Vec<(String, String)> = route
-        .split('/')
-        .zip(request.uri().path().split('/'))
-        .filter_map(|(t, v)| {
-            t.strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .map(|name| (name.to_owned(), v.to_owned()))
-        })
-        .collect();
+    let params = route_params(&route, request.uri().path());
     let method = request.method().to_string();
     let query = query_pairs(request.uri());
     let version = request
@@ -551,19 +546,17 @@ async fn gate(
                 "unauthorized",
                 "API token is invalid.",
             ))
-        } else if s.limited > 0 {
-            s.limited -= 1;
-            let mut limited = error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "You have been rate limited. Please try again in a few minutes.",
-            );
-            limited
-                .headers_mut()
-                .insert("retry-after", s.retry_after.to_string().parse().unwrap());
-            Some(limited)
         } else {
-            None
+            s.limited.take().map(|wait| {
+                with_retry_after(
+                    error(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        "You have been rate limited. Please try again in a few minutes.",
+                    ),
+                    wait,
+                )
+            })
         }
     };
     let response = match early {
@@ -855,9 +848,7 @@ impl NotionFake {
 
     /// The next `count` requests are answered `429` with `Retry-After: retry_after`.
     pub(crate) fn rate_limit(&self, count: usize, retry_after: u64) {
-        let mut s = self.shared.lock().unwrap();
-        s.limited = count;
-        s.retry_after = retry_after;
+        self.shared.lock().unwrap().limited.set(count, retry_after);
     }
 
     /// Every exchange so far, in order.
@@ -871,7 +862,7 @@ fn cache() -> std::path::PathBuf {
     let dir = crate::common::cache_dir().join("notion-api");
     assert!(
         dir.join("client/build/src/api-endpoints.d.ts").is_file()
-            && dir.join("typescript/bin/tsc").is_file(),
+            && crate::common::typescript::tsc().is_file(),
         "Notion's API types (@notionhq/client) and the TypeScript compiler are not in {}: run \
          `make setup-test`",
         dir.display()
@@ -890,13 +881,7 @@ fn endpoints() -> &'static Value {
               out[name] = {method: d.method, path: '/v1/' + d.path(p), pathParams: d.pathParams,\
                            queryParams: d.queryParams, bodyParams: d.bodyParams}; }\
             process.stdout.write(JSON.stringify(out));";
-        let out = std::process::Command::new("node")
-            .args(["-e", script])
-            .arg(&module)
-            .output()
-            .expect("node runs (Node.js is needed by the Notion checks)");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
+        node_json(script, &[module], "Notion")
     })
 }
 
@@ -939,15 +924,13 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
     let root = cache();
     let endpoints = endpoints();
     let mut problems = vec![Vec::new(); exchanges.len()];
-    let mut ts = format!(
+    let mut ts = Checks::new(format!(
         "import type * as N from {:?};\n{}",
         root.join("client/build/src/api-endpoints")
             .display()
             .to_string(),
         error_type()
-    );
-    // Which exchange each line of the file checks.
-    let mut lines: Vec<usize> = vec![usize::MAX; ts.lines().count()];
+    ));
     for (i, exchange) in exchanges.iter().enumerate() {
         let Some((_, _, name, params, answer)) = ROUTES
             .iter()
@@ -1014,62 +997,9 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
                 writeln!(block, "export const answer_{i}: NotionError = {body};").unwrap();
             }
         }
-        lines.extend(std::iter::repeat_n(i, block.lines().count()));
-        ts.push_str(&block);
+        ts.push(i, &block);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("exchanges.ts");
-    std::fs::write(&file, &ts).unwrap();
-    let out = std::process::Command::new("node")
-        .arg(root.join("typescript/bin/tsc"))
-        .args([
-            "--noEmit",
-            "--strict",
-            "--skipLibCheck",
-            "--target",
-            "es2020",
-            "--lib",
-            "es2020",
-            "--module",
-            "commonjs",
-            "--pretty",
-            "false",
-        ])
-        .arg(&file)
-        .output()
-        .expect("node runs tsc");
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut last: Option<usize> = None;
-    for line in said.lines() {
-        // `…/exchanges.ts(LINE,COL): error TS…: message`, its explanation on indented lines.
-        if line.starts_with(' ') {
-            match last {
-                Some(i) => {
-                    if let Some(problem) = problems[i].last_mut() {
-                        problem.push_str(&format!(" / {}", line.trim()));
-                    }
-                }
-                None => panic!("tsc: {line}\n{said}"),
-            }
-            continue;
-        }
-        let at = line
-            .split_once(".ts(")
-            .and_then(|(_, rest)| rest.split_once(','))
-            .and_then(|(n, _)| n.parse::<usize>().ok());
-        match at.and_then(|n| lines.get(n - 1)).copied() {
-            Some(i) if i < exchanges.len() => {
-                problems[i].push(line.to_owned());
-                last = Some(i);
-            }
-            Some(_) | None => panic!("tsc: {line}\n{ts}"),
-        }
-    }
-    assert!(
-        out.status.success() || !said.is_empty(),
-        "tsc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ts.compile("exchanges.ts", &[], &mut problems);
     problems
 }
 
@@ -1088,10 +1018,9 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
         }
         report.extend(problems.into_iter().map(|p| format!("{at}: {p}")));
     }
-    assert!(
-        report.is_empty(),
-        "the fake (or the connector) strays from Notion's published API:\n{}",
-        report.join("\n")
+    assert_no_problems(
+        &report,
+        "the fake (or the connector) strays from Notion's published API",
     );
 }
 

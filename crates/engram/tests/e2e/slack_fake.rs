@@ -29,7 +29,10 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::common::connectors::{json_reply, query_pairs, Loopback, Serving};
+use crate::common::connectors::{
+    assert_no_problems, json_reply, query_pairs, with_retry_after, Loopback, RateLimit, Serving,
+};
+use crate::common::typescript::Checks;
 
 pub(crate) const TEAM: &str = "T0ENGRAM1";
 const BOT: &str = "U0BOT0001";
@@ -95,8 +98,7 @@ struct Shared {
     page_max: usize,
     /// E-mail addresses are not answered (a token without `users:read.email`).
     emails_hidden: bool,
-    limited: usize,
-    retry_after: u64,
+    limited: RateLimit,
     log: Vec<Exchange>,
 }
 
@@ -417,10 +419,7 @@ impl SlackFake {
 
     /// The next `calls` calls are answered `429` with `Retry-After: retry_after`.
     pub(crate) fn rate_limit(&self, calls: usize, retry_after: u64) {
-        self.with(|s| {
-            s.limited = calls;
-            s.retry_after = retry_after;
-        });
+        self.with(|s| s.limited.set(calls, retry_after));
     }
 
     /// Whether `users.info` leaves e-mail addresses out (no `users:read.email`).
@@ -471,13 +470,11 @@ async fn api(
         body: Some(answer.clone()),
         bearer: token.is_some(),
     });
-    let mut response = json_reply(status, &answer);
-    if let Some(retry) = retry {
-        response
-            .headers_mut()
-            .insert("retry-after", retry.to_string().parse().unwrap());
+    let response = json_reply(status, &answer);
+    match retry {
+        Some(retry) => with_retry_after(response, retry),
+        None => response,
     }
-    response
 }
 
 fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -506,12 +503,11 @@ fn answer(
     params: &[(String, String)],
     token: Option<&str>,
 ) -> (StatusCode, Value, Option<u64>) {
-    if s.limited > 0 {
-        s.limited -= 1;
+    if let Some(wait) = s.limited.take() {
         return (
             StatusCode::TOO_MANY_REQUESTS,
             json!({"ok": false, "error": "ratelimited"}),
-            Some(s.retry_after),
+            Some(wait),
         );
     }
     match token {
@@ -687,7 +683,7 @@ fn cache() -> std::path::PathBuf {
     let dir = root.join("slack-api");
     assert!(
         dir.join("client/dist/methods.d.ts").is_file()
-            && root.join("notion-api/typescript/bin/tsc").is_file(),
+            && crate::common::typescript::tsc().is_file(),
         "Slack's Web API types (@slack/web-api) and the TypeScript compiler are not in {}: run \
          `make setup-test`",
         root.display()
@@ -723,13 +719,12 @@ pub(crate) fn problems(exchanges: &[Exchange], extra: &[(String, Value)]) -> Vec
     let root = cache();
     let total = exchanges.len() + extra.len();
     let mut problems = vec![Vec::<String>::new(); total];
-    let mut ts = format!(
+    let mut ts = Checks::new(format!(
         "import type {{ Methods }} from {:?};\n\
          type Args<M> = M extends (options: infer A) => unknown ? NonNullable<A> : never;\n\
          type Answer<M> = M extends (...args: never[]) => Promise<infer R> ? R : never;\n",
         root.join("client/dist/methods").display().to_string()
-    );
-    let mut lines: Vec<usize> = vec![usize::MAX; ts.lines().count()];
+    ));
     let mut checks: Vec<(String, Value, Option<Value>)> = Vec::new();
     for (i, exchange) in exchanges.iter().enumerate() {
         if exchange.method == "FILE" {
@@ -775,61 +770,9 @@ pub(crate) fn problems(exchanges: &[Exchange], extra: &[(String, Value)]) -> Vec
             )
             .unwrap();
         }
-        lines.extend(std::iter::repeat_n(i, block.lines().count()));
-        ts.push_str(&block);
+        ts.push(i, &block);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("calls.ts");
-    std::fs::write(&file, &ts).unwrap();
-    let out = std::process::Command::new("node")
-        .arg(crate::common::cache_dir().join("notion-api/typescript/bin/tsc"))
-        .args([
-            "--noEmit",
-            "--strict",
-            "--skipLibCheck",
-            "--target",
-            "es2020",
-            "--lib",
-            "es2020",
-            "--module",
-            "commonjs",
-            "--pretty",
-            "false",
-        ])
-        .arg(&file)
-        .output()
-        .expect("node runs tsc");
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut last: Option<usize> = None;
-    for line in said.lines() {
-        if line.starts_with(' ') {
-            match last {
-                Some(i) => {
-                    if let Some(problem) = problems[i].last_mut() {
-                        problem.push_str(&format!(" / {}", line.trim()));
-                    }
-                }
-                None => panic!("tsc: {line}\n{said}"),
-            }
-            continue;
-        }
-        let at = line
-            .split_once(".ts(")
-            .and_then(|(_, rest)| rest.split_once(','))
-            .and_then(|(n, _)| n.parse::<usize>().ok());
-        match at.and_then(|n| lines.get(n - 1)).copied() {
-            Some(i) if i < total => {
-                problems[i].push(line.to_owned());
-                last = Some(i);
-            }
-            Some(_) | None => panic!("tsc: {line}\n{ts}"),
-        }
-    }
-    assert!(
-        out.status.success() || !said.is_empty(),
-        "tsc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ts.compile("calls.ts", &[], &mut problems);
     problems
 }
 
@@ -867,10 +810,9 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
         };
         report.extend(problems.into_iter().map(|p| format!("{at}: {p}")));
     }
-    assert!(
-        report.is_empty(),
-        "the fake (or the connector) strays from Slack's published Web API types:\n{}",
-        report.join("\n")
+    assert_no_problems(
+        &report,
+        "the fake (or the connector) strays from Slack's published Web API types",
     );
 }
 

@@ -175,6 +175,17 @@ pub(crate) async fn listed(server: &Server, key: &str, database: &str) -> Vec<Va
         .clone()
 }
 
+/// The titles of the sources `database` lists, sorted.
+pub(crate) async fn source_titles(server: &Server, key: &str, database: &str) -> Vec<String> {
+    let mut titles: Vec<String> = listed(server, key, database)
+        .await
+        .iter()
+        .filter_map(|s| s["title"].as_str().map(str::to_owned))
+        .collect();
+    titles.sort();
+    titles
+}
+
 /// Waits until every source `database` lists is indexed.
 pub(crate) async fn indexed(server: &Server, key: &str, database: &str) {
     let sources = listed(server, key, database).await;
@@ -338,6 +349,60 @@ pub(crate) fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
     url.query_pairs()
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
+}
+
+/// The parameters of a matched route template (`/v1/pages/{page_id}`) in the request's path, in
+/// order: (name, value).
+pub(crate) fn route_params(route: &str, path: &str) -> Vec<(String, String)> {
+    route
+        .split('/')
+        .zip(path.split('/'))
+        .filter_map(|(t, v)| {
+            t.strip_prefix('{')
+                .and_then(|t| t.strip_suffix('}'))
+                .map(|name| (name.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
+/// A fake's rate limit: the next requests it is set for are refused, each asking to wait the same
+/// number of seconds.
+#[derive(Debug, Default)]
+pub(crate) struct RateLimit {
+    /// Requests still to refuse.
+    left: usize,
+    /// The `Retry-After` they carry.
+    retry_after: u64,
+}
+
+impl RateLimit {
+    /// The next `count` requests are refused with `Retry-After: retry_after`.
+    pub(crate) fn set(&mut self, count: usize, retry_after: u64) {
+        self.left = count;
+        self.retry_after = retry_after;
+    }
+
+    /// Whether this request is refused: the seconds it is asked to wait.
+    pub(crate) fn take(&mut self) -> Option<u64> {
+        (self.left > 0).then(|| {
+            self.left -= 1;
+            self.retry_after
+        })
+    }
+}
+
+/// `response` with `Retry-After: seconds` (a rate limit).
+pub(crate) fn with_retry_after(mut response: Response, seconds: u64) -> Response {
+    response
+        .headers_mut()
+        .insert("retry-after", seconds.to_string().parse().unwrap());
+    response
+}
+
+/// Panics with every problem a fake's conformance check found, if it found any: `strays` says
+/// who strays from what (`the fake strays from GitHub's description`).
+pub(crate) fn assert_no_problems(problems: &[String], strays: &str) {
+    assert!(problems.is_empty(), "{strays}:\n{}", problems.join("\n"));
 }
 
 /// An answer read whole, to be logged: the same answer again, and its JSON (`None` when it had
