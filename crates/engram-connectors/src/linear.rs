@@ -137,6 +137,12 @@ const QUERIES: &[&str] = &[
     PROJECT_QUERY,
 ];
 
+/// Who may read a team's issues (its members, for a private team) is not read (`acl_warning`
+/// on every pass).
+const UNREAD_MEMBERS: &str = "who may read the team's issues (its members, for a private team) \
+    is not read from Linear: its items carry no readers of their own, so everyone who may query \
+    this database reads them unless the resource has a rule (`acl`)";
+
 pub struct LinearProvider {
     info: ProviderInfo,
 }
@@ -1180,7 +1186,11 @@ impl Provider for LinearProvider {
     ) -> Result<Page, ProviderError> {
         let api = Api::new(access, true).await?;
         let scope = scope_of(resource)?;
-        self.list_scope(&api, access, scope, position, known).await
+        let mut page = self
+            .list_scope(&api, access, scope, position, known)
+            .await?;
+        page.acl_warning = UNREAD_MEMBERS.to_owned();
+        Ok(page)
     }
 
     async fn fetch(

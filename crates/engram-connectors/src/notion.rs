@@ -77,6 +77,11 @@ const RESERVED_KEYS: &[&str] = &[
     "acl",
 ];
 
+/// Notion's API does not say with whom a page is shared (`acl_warning` on every pass).
+const UNREADABLE_SHARING: &str = "Notion's API does not say who may read a page: its items carry \
+    no readers of their own, so everyone who may query this database reads them unless the \
+    resource has a rule (`acl`)";
+
 pub struct NotionProvider {
     info: ProviderInfo,
     pacer: Arc<Pacer>,
@@ -1174,10 +1179,12 @@ impl Provider for NotionProvider {
         known: &dyn Known,
     ) -> Result<Page, ProviderError> {
         let api = Api::new(access, &self.pacer, true).await?;
-        match target(resource)? {
-            Target::Page(id) => self.list_pages(&api, &id, position, known).await,
-            Target::Database(id) => self.list_rows(&api, &id, position).await,
-        }
+        let mut page = match target(resource)? {
+            Target::Page(id) => self.list_pages(&api, &id, position, known).await?,
+            Target::Database(id) => self.list_rows(&api, &id, position).await?,
+        };
+        page.acl_warning = UNREADABLE_SHARING.to_owned();
+        Ok(page)
     }
 
     async fn fetch(

@@ -156,6 +156,7 @@ async fn a_linear_team_syncs_issues_with_comments_follows_edits_and_deletions() 
     .await;
     let status = after_run(&server, &admin, &id, 0).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
+    crate::common::connectors::assert_readers_unknown(&status, "is not read from Linear");
     assert_eq!(
         counts(&status),
         (json!(5), json!(0), json!(0)),

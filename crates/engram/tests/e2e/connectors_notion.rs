@@ -171,6 +171,7 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
     .await;
     let status = after_run(&server, &key, &id, 0).await;
     assert_eq!(status["status"], "healthy", "{status:#?}");
+    crate::common::connectors::assert_readers_unknown(&status, "does not say who may read");
     assert_eq!(
         counts(&status),
         (json!(7), json!(0), json!(0)),

@@ -132,6 +132,21 @@ pub(crate) fn counts(status: &Value) -> (Value, Value, Value) {
 }
 
 /// A run that found nothing changed: healthy, nothing added, updated or deleted.
+/// Asserts every resource of `status` says its permissions could not be read (`acl_warning`
+/// holding `says`).
+pub(crate) fn assert_readers_unknown(status: &Value, says: &str) {
+    let resources = status["resources"].as_array().expect("resources");
+    assert!(!resources.is_empty(), "{status:#?}");
+    for resource in resources {
+        assert!(
+            resource["acl_warning"]
+                .as_str()
+                .is_some_and(|w| w.contains(says)),
+            "{resource:#?}"
+        );
+    }
+}
+
 pub(crate) fn assert_nothing_changed(status: &Value) {
     assert_eq!(
         (status["status"].clone(), counts(status)),
