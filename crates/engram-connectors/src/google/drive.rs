@@ -14,7 +14,8 @@
 //! change made while it lists is read again by the next pass. Later passes follow the changes
 //! feed from the stored token (`changes.list` with `pageToken`, `includeRemoved`): a file
 //! removed or trashed leaves engram, one changed is read again; the last page's
-//! `newStartPageToken` is the next cursor.
+//! `newStartPageToken` is the next cursor. Once a day a pass lists every file again, so what the
+//! feed may have missed is read and what left is swept.
 //!
 //! **Content.** Google Docs, Sheets and Slides are exported (`files.export`) as Office files
 //! (docx, xlsx, pptx) and parsed like uploads: the Office formats keep headings, tables and
@@ -54,6 +55,8 @@ use crate::{
 const SOURCE: &str = "Google Drive";
 const DEFAULT_API: &str = "https://www.googleapis.com";
 const SCOPE: &str = "https://www.googleapis.com/auth/drive.readonly";
+/// How often a pass lists every file instead of following the changes feed.
+const FULL_PASS_EVERY_S: i64 = 86_400;
 /// Files (or changes) asked per page.
 const PAGE_SIZE: u32 = 100;
 /// Shared-drive pages discovery reads at most.
@@ -324,6 +327,16 @@ struct Walk {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 struct Cursor {
     page_token: String,
+    /// When the last full listing ended (Unix seconds; 0 for a cursor from before this was kept).
+    #[serde(default)]
+    full_at: i64,
+}
+
+impl Cursor {
+    /// Whether the next pass lists every file: the first, and one a day.
+    fn wants_full_listing(&self, now_unix: i64) -> bool {
+        self.page_token.is_empty() || now_unix - self.full_at >= FULL_PASS_EVERY_S
+    }
 }
 
 fn serialized<T: Serialize>(value: &T) -> Result<String, ProviderError> {
@@ -524,8 +537,10 @@ impl GoogleDriveProvider {
             serde_json::from_str(&position.cursor).unwrap_or_default()
         };
         let mut walk: Walk = if position.within.is_empty() {
-            self.start_walk(api, drive, cursor.page_token.is_empty(), &cursor)
-                .await?
+            // A full listing first, then once a day: what the changes feed may have missed
+            // (a change older than its token's reach) is read again, and what left is swept.
+            let full = cursor.wants_full_listing(crate::now_unix());
+            self.start_walk(api, drive, full, &cursor).await?
         } else {
             saved_pass(&position.within)?
         };
@@ -573,6 +588,7 @@ impl GoogleDriveProvider {
                 page.complete_listing = true;
                 page.cursor = serialized(&Cursor {
                     page_token: walk.start_token.clone(),
+                    full_at: crate::now_unix(),
                 })?;
             }
         } else {
@@ -631,10 +647,11 @@ impl GoogleDriveProvider {
                 let next = text_of(&answer, "/newStartPageToken");
                 page.cursor = serialized(&Cursor {
                     page_token: if next.is_empty() {
-                        position_token(&position.cursor)
+                        cursor.page_token.clone()
                     } else {
                         next.to_owned()
                     },
+                    full_at: cursor.full_at,
                 })?;
             }
         }
@@ -649,13 +666,6 @@ impl GoogleDriveProvider {
         }
         Ok(page)
     }
-}
-
-/// The changes token of a stored cursor.
-fn position_token(cursor: &str) -> String {
-    serde_json::from_str::<Cursor>(cursor)
-        .map(|c| c.page_token)
-        .unwrap_or_default()
 }
 
 /// Whether `given` equals `expected`, compared in constant time (both HMACed under a fixed key,
@@ -846,6 +856,21 @@ impl Provider for GoogleDriveProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_listing_comes_first_then_once_a_day() {
+        let now = 1_800_000_000;
+        assert!(Cursor::default().wants_full_listing(now));
+        let cursor = Cursor {
+            page_token: "42".into(),
+            full_at: now - 3_600,
+        };
+        assert!(!cursor.wants_full_listing(now));
+        assert!(cursor.wants_full_listing(now + FULL_PASS_EVERY_S));
+        // A cursor kept before the time was: listed in full once.
+        let old: Cursor = serde_json::from_str(r#"{"page_token":"42"}"#).unwrap();
+        assert!(old.wants_full_listing(now));
+    }
 
     #[test]
     fn permissions_become_readers() {
