@@ -119,14 +119,13 @@ fn next_cursor(answer: &Value) -> Option<String> {
 }
 
 fn space_of(resource: &ResourceRef) -> Result<&str, ProviderError> {
-    let id = resource.id.as_str();
-    let bare = id.strip_prefix("space:").unwrap_or(id);
-    if bare.is_empty() || bare.len() > 40 || !bare.chars().all(|c| c.is_ascii_digit()) {
-        return Err(ProviderError::Invalid(format!(
-            "`{id}` is not `space:` and a Confluence space id"
-        )));
-    }
-    Ok(bare)
+    crate::hosted::prefixed_id(
+        resource,
+        "space:",
+        40,
+        |c| c.is_ascii_digit(),
+        "`space:` and a Confluence space id",
+    )
 }
 
 /// Confluence storage format (XHTML with `ac:` macros) as text.

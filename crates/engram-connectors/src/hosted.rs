@@ -106,3 +106,50 @@ pub(crate) fn saved_pass<T: serde::de::DeserializeOwned>(within: &str) -> Result
     serde_json::from_str(within)
         .map_err(|e| ProviderError::Invalid(format!("the saved pass cannot be read: {e}")))
 }
+
+/// The source's own id in a resource id `<prefix><id>` (the prefix may be left out): 1 to `max`
+/// characters, each one `allowed` takes; otherwise `Invalid`, saying the id is not `expected`.
+pub(crate) fn prefixed_id<'a>(
+    resource: &'a crate::ResourceRef,
+    prefix: &str,
+    max: usize,
+    allowed: fn(char) -> bool,
+    expected: &str,
+) -> Result<&'a str, ProviderError> {
+    let id = resource.id.as_str();
+    let bare = id.strip_prefix(prefix).unwrap_or(id);
+    if bare.is_empty() || bare.len() > max || !bare.chars().all(allowed) {
+        return Err(ProviderError::Invalid(format!("`{id}` is not {expected}")));
+    }
+    Ok(bare)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefixed_id_is_its_bare_id_checked() {
+        let resource = |id: &str| crate::ResourceRef {
+            id: id.to_owned(),
+            resource_type: String::new(),
+            filters: serde_json::Value::Null,
+            provider_metadata: serde_json::Value::Null,
+        };
+        let digits = |c: char| c.is_ascii_digit();
+        let expected = "`space:` and a space id";
+        for (id, bare) in [("space:42", "42"), ("42", "42")] {
+            assert_eq!(
+                prefixed_id(&resource(id), "space:", 3, digits, expected).ok(),
+                Some(bare)
+            );
+        }
+        for id in ["space:", "space:4a", "space:1234"] {
+            let refused = prefixed_id(&resource(id), "space:", 3, digits, expected).unwrap_err();
+            assert_eq!(
+                refused,
+                ProviderError::Invalid(format!("`{id}` is not {expected}"))
+            );
+        }
+    }
+}

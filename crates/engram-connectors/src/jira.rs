@@ -109,17 +109,13 @@ impl JiraProvider {
 
 /// The project key of a resource (`project:<key>`, or a bare key).
 fn project_of(resource: &ResourceRef) -> Result<&str, ProviderError> {
-    let id = resource.id.as_str();
-    let key = id.strip_prefix("project:").unwrap_or(id);
-    if key.is_empty()
-        || key.len() > 100
-        || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        return Err(ProviderError::Invalid(format!(
-            "`{id}` is not `project:` and a Jira project key"
-        )));
-    }
-    Ok(key)
+    crate::hosted::prefixed_id(
+        resource,
+        "project:",
+        100,
+        |c| c.is_ascii_alphanumeric() || c == '_',
+        "`project:` and a Jira project key",
+    )
 }
 
 /// Jira's time (`2026-03-01T10:00:00.000+0000`) in RFC 3339 (`…+00:00`).

@@ -584,14 +584,13 @@ fn channel_resource(channel: &Value) -> Option<DiscoveredResource> {
 
 /// The channel id of a resource (`channel:<id>`, or a bare id).
 fn channel_of(resource: &ResourceRef) -> Result<&str, ProviderError> {
-    let id = resource.id.strip_prefix("channel:").unwrap_or(&resource.id);
-    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(ProviderError::Invalid(format!(
-            "`{}` is not `channel:` and a Slack channel id",
-            resource.id
-        )));
-    }
-    Ok(id)
+    crate::hosted::prefixed_id(
+        resource,
+        "channel:",
+        64,
+        |c| c.is_ascii_alphanumeric(),
+        "`channel:` and a Slack channel id",
+    )
 }
 
 /// A Slack `ts` (`1712345678.000100`) as Unix seconds.

@@ -247,19 +247,13 @@ impl GoogleDriveProvider {
 
 /// The drive of a resource: `root` (My Drive) or a shared drive's id.
 fn drive_of(resource: &ResourceRef) -> Result<&str, ProviderError> {
-    let id = resource.id.strip_prefix("drive:").unwrap_or(&resource.id);
-    if id.is_empty()
-        || id.len() > 200
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(ProviderError::Invalid(format!(
-            "`{}` is not `drive:root` or `drive:` and a shared drive's id",
-            resource.id
-        )));
-    }
-    Ok(id)
+    crate::hosted::prefixed_id(
+        resource,
+        "drive:",
+        200,
+        |c| c.is_ascii_alphanumeric() || c == '-' || c == '_',
+        "`drive:root` or `drive:` and a shared drive's id",
+    )
 }
 
 /// The readers of a file's permissions (`None` when Drive did not say).

@@ -157,19 +157,13 @@ impl GmailProvider {
 
 /// The label of a resource (`label:<id>`).
 fn label_of(resource: &ResourceRef) -> Result<&str, ProviderError> {
-    let id = resource.id.strip_prefix("label:").unwrap_or(&resource.id);
-    if id.is_empty()
-        || id.len() > 200
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(ProviderError::Invalid(format!(
-            "`{}` is not `label:` and a Gmail label id",
-            resource.id
-        )));
-    }
-    Ok(id)
+    crate::hosted::prefixed_id(
+        resource,
+        "label:",
+        200,
+        |c| c.is_ascii_alphanumeric() || c == '_' || c == '-',
+        "`label:` and a Gmail label id",
+    )
 }
 
 /// A header of a message's payload.
