@@ -29,8 +29,8 @@ run: build
 ## then the end-to-end suite again with every server on a throwaway PostgreSQL (`--workspace`
 ## keeps the first run's features, so the e2e binary is reused rather than rebuilt), all but the
 ## tests that exercise no storage of their own: parsing (what a format gives; its chunks' round
-## trip is the conformance suite's, on both backends), logs, the fakes of hosted providers and
-## the providers' own suites (what a provider reads; syncing, leases, OAuth and push are the
+## trip is the conformance suite's, on both backends), logs, the hosted providers'
+## own suites (what a provider reads; syncing, leases, OAuth and push are the
 ## connectors suites', kept), the pages driven in a browser (what they show comes through the
 ## routes the other suites test), the official clients (the wire shapes) and the local model's
 ## answers.
@@ -39,7 +39,7 @@ run: build
 ## `-D warnings` makes any lint or compiler warning fail it (dependencies' lints are capped).
 ## The same settings in both runs keep the second from rebuilding anything.
 CLIPPY_DRIVER ?= $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
-PG_SKIP = --skip parsing:: --skip logs:: --skip _fake:: --skip connectors_notion:: \
+PG_SKIP = --skip parsing:: --skip logs:: --skip connectors_notion:: \
   --skip connectors_linear:: --skip connectors_slack:: --skip connectors_atlassian:: \
   --skip connectors_google:: \
   --skip console::the_console_works_in_a_real_browser --skip console_connectors:: \

@@ -414,7 +414,7 @@ fi
 # dependencies), which checks the linear connector's queries and its fake's answers against the
 # schema above: each document validated with all of the specification's rules, its variables
 # coerced, each answer completed through the selection's types
-# (crates/engram/tests/e2e/linear_check.mjs, run by node). The tarball comes straight from the
+# (crates/engram-fakes/src/linear_check.mjs, run by node). The tarball comes straight from the
 # registry, checked against its published sha512 integrity; the package is kept whole.
 graphql_version="16.15.0"
 graphql_integrity="sha512-32kz9FecohDiC/tgcViwnRXM7HFBVTPiW7pHO+DikKOI5KjhU/jNULOReXsrFqt2WAYbE9xFXsTffJw6iTO8qw=="

@@ -110,7 +110,7 @@ async fn official_python_client_drives_connectors() {
 #[tokio::test]
 async fn official_python_client_drives_a_slack_connector() {
     let token = "xoxb-client-SecretValue-5678";
-    let fake = crate::slack_fake::SlackFake::start(token, 2).await;
+    let fake = engram_fakes::slack::SlackFake::start(token, 2).await;
     let ana = fake.add_user("Ana", "ana@example.com");
     let bo = fake.add_user("Bo", "bo@example.com");
     let general = fake.add_channel("general", false, true, &[&ana, &bo]);

@@ -1929,10 +1929,10 @@ async fn a_mailbox_syncs_messages_and_attachments_by_uid_and_follows_expunges_an
 
 /// Exchanges with the fake from the `from`th on that took `route`.
 fn github_calls(
-    exchanges: &[crate::github_fake::Exchange],
+    exchanges: &[engram_fakes::github::Exchange],
     from: usize,
     route: &str,
-) -> Vec<crate::github_fake::Exchange> {
+) -> Vec<engram_fakes::github::Exchange> {
     exchanges[from..]
         .iter()
         .filter(|e| e.route == route)
@@ -1962,7 +1962,7 @@ async fn github_readers(server: &Server, key: &str, query: &str, principal: &str
 #[tokio::test]
 async fn a_github_repository_syncs_files_and_issues_with_comments_follows_changes_and_waits_out_rate_limits(
 ) {
-    use crate::github_fake::{assert_conforms, GitHubFake};
+    use engram_fakes::github::{assert_conforms, GitHubFake};
     const BLOBS: &str = "/repos/{owner}/{repo}/git/blobs/{file_sha}";
     const ISSUE: &str = "/repos/{owner}/{repo}/issues/{issue_number}";
     const TREES: &str = "/repos/{owner}/{repo}/git/trees/{tree_sha}";

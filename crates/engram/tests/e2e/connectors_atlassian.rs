@@ -5,11 +5,11 @@
 
 use serde_json::json;
 
-use crate::atlassian_fake::{assert_conforms, AtlassianFake};
 use crate::common::connectors::{
     after_run, assert_best_holds, assert_rate_limited, configure, counts, create, discover,
     indexed, rejected_credentials_are_a_reconnect, server_for_fakes, source_titles, sync,
 };
+use engram_fakes::atlassian::{assert_conforms, AtlassianFake};
 
 const EMAIL: &str = "bot@example.com";
 const TOKEN: &str = "atl_e2eSecretToken0001";

@@ -15,7 +15,7 @@ use crate::common::connectors::{
     indexed, listed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
 };
 use crate::common::Server;
-use crate::google_fake::{assert_conforms, GoogleFake};
+use engram_fakes::google::{assert_conforms, GoogleFake};
 
 const CHANNEL: &str = "drive-channel-token-never-logged-01";
 

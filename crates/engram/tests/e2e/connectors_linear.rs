@@ -10,7 +10,7 @@ use crate::common::connectors::{
     assert_secrets_hidden, configure, counts, create, discover, filtered_query, indexed, listed,
     previewed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
 };
-use crate::linear_fake::{assert_conforms, Exchange, LinearFake};
+use engram_fakes::linear::{assert_conforms, Exchange, LinearFake};
 
 const DB: &str = "lin";
 

@@ -10,12 +10,12 @@ use crate::common::connectors::{
     assert_secrets_hidden, configure, counts, create, discover, indexed, listed,
     rejected_credentials_are_a_reconnect, server_for_fakes, source_titles, sync,
 };
-use crate::notion_fake::{assert_conforms, body, rich, NotionFake, Parent};
+use engram_fakes::notion::{assert_conforms, body, rich, NotionFake, Parent};
 
 const DB: &str = "wiki";
 
 /// Exchanges with the fake from the `from`th on that took `route`.
-fn calls(fake: &NotionFake, from: usize, route: &str) -> Vec<crate::notion_fake::Exchange> {
+fn calls(fake: &NotionFake, from: usize, route: &str) -> Vec<engram_fakes::notion::Exchange> {
     fake.exchanges()[from..]
         .iter()
         .filter(|e| e.route == route)

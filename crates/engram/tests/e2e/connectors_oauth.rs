@@ -11,11 +11,10 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::common::connectors::{
-    after_run, configure, create, discover, json_of, listed, plain, sync,
-};
+use crate::common::connectors::{after_run, configure, create, discover, listed, plain, sync};
 use crate::common::Server;
-use crate::github_fake::GitHubFake;
+use engram_fakes::github::GitHubFake;
+use engram_fakes::serve::json_of;
 use engram_testkit::{OAuthServer, OAuthServerOptions};
 
 const CLIENT_ID: &str = "engram-github-app";

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use engram_connectors::push::hmac_sha256_hex;
 use serde_json::{json, Value};
 
-use crate::atlassian_fake::AtlassianFake;
 use crate::common::connectors::{
     after_run, configure, create, indexed, listed, plain, server_for_fakes,
 };
 use crate::common::{eventually, Server};
-use crate::github_fake::GitHubFake;
+use engram_fakes::atlassian::AtlassianFake;
+use engram_fakes::github::GitHubFake;
 
 const SECRET: &str = "push-secret-never-logged-0077";
 

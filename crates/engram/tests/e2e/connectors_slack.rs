@@ -15,7 +15,7 @@ use crate::common::connectors::{
     rejected_credentials_are_a_reconnect, server_for_fakes, source_titles, sync,
 };
 use crate::common::Server;
-use crate::slack_fake::{assert_conforms, signed_headers, SlackFake, TEAM};
+use engram_fakes::slack::{assert_conforms, signed_headers, SlackFake, TEAM};
 
 const DB: &str = "chat";
 const SIGNING: &str = "slack-signing-secret-never-logged-01";

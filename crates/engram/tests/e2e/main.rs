@@ -5,7 +5,6 @@
 mod common;
 
 mod answers;
-mod atlassian_fake;
 mod auth;
 mod backup;
 mod clients;
@@ -24,17 +23,12 @@ mod databases;
 mod errors;
 mod faults;
 mod fields;
-mod github_fake;
-mod google_fake;
 mod graph;
 mod ingest;
 mod limits;
-mod linear_fake;
 mod logs;
-mod notion_fake;
 mod parsing;
 mod query;
 mod scale_out;
-mod slack_fake;
 mod smoke;
 mod webhooks;

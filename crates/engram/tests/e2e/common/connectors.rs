@@ -1,17 +1,12 @@
 //! What the connector tests share: the connector routes driven from outside (plain answers, a
 //! connector made, a run started and waited for, what a database lists, a filtered query, a
-//! credential the source refuses), and the pieces every provider's fake has the same (serving on
-//! a loopback port until dropped, the fake's clock, JSON answers, an answer read to be logged).
+//! credential the source refuses). The fakes of the hosted providers are `engram-fakes`'.
 #![allow(clippy::unwrap_used)] // test code
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::Router;
 use reqwest::Method;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
 use super::{eventually, Reply, Server};
 
@@ -295,144 +290,4 @@ pub(crate) async fn assert_secrets_hidden(
             assert!(!answer.contains(secret), "{answer}");
         }
     }
-}
-
-/// A fake's listener on a loopback port, not yet serving.
-pub(crate) struct Loopback {
-    listener: tokio::net::TcpListener,
-    /// `http://127.0.0.1:PORT`.
-    pub host: String,
-}
-
-impl Loopback {
-    pub(crate) async fn bind() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let host = format!("http://{}", listener.local_addr().unwrap());
-        Self { listener, host }
-    }
-
-    /// Serves `router` until the answer is dropped.
-    pub(crate) fn serve(self, router: Router) -> Serving {
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(self.listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await
-        });
-        Serving {
-            stop,
-            host: self.host,
-        }
-    }
-}
-
-/// A fake's server, serving until dropped.
-pub(crate) struct Serving {
-    stop: CancellationToken,
-    /// `http://127.0.0.1:PORT`.
-    pub host: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-/// The time of day `seconds` after 2026-03-01T00:00:00 (a fake's clock, which covers one day),
-/// without the fraction and zone.
-pub(crate) fn clock_time(seconds: u64) -> String {
-    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    assert!(h < 24, "the fake's clock covers one day");
-    format!("2026-03-01T{h:02}:{m:02}:{s:02}")
-}
-
-/// A JSON answer.
-pub(crate) fn json_reply(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [("content-type", "application/json; charset=utf-8")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-/// A request's query parameters, in order.
-pub(crate) fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
-    let url = reqwest::Url::parse(&format!("http://fake/?{}", uri.query().unwrap_or(""))).unwrap();
-    url.query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
-}
-
-/// The parameters of a matched route template (`/v1/pages/{page_id}`) in the request's path, in
-/// order: (name, value).
-pub(crate) fn route_params(route: &str, path: &str) -> Vec<(String, String)> {
-    route
-        .split('/')
-        .zip(path.split('/'))
-        .filter_map(|(t, v)| {
-            t.strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .map(|name| (name.to_owned(), v.to_owned()))
-        })
-        .collect()
-}
-
-/// A fake's rate limit: the next requests it is set for are refused, each asking to wait the same
-/// number of seconds.
-#[derive(Debug, Default)]
-pub(crate) struct RateLimit {
-    /// Requests still to refuse.
-    left: usize,
-    /// The `Retry-After` they carry.
-    retry_after: u64,
-}
-
-impl RateLimit {
-    /// The next `count` requests are refused with `Retry-After: retry_after`.
-    pub(crate) fn set(&mut self, count: usize, retry_after: u64) {
-        self.left = count;
-        self.retry_after = retry_after;
-    }
-
-    /// Whether this request is refused: the seconds it is asked to wait.
-    pub(crate) fn take(&mut self) -> Option<u64> {
-        (self.left > 0).then(|| {
-            self.left -= 1;
-            self.retry_after
-        })
-    }
-}
-
-/// `response` with `Retry-After: seconds` (a rate limit).
-pub(crate) fn with_retry_after(mut response: Response, seconds: u64) -> Response {
-    response
-        .headers_mut()
-        .insert("retry-after", seconds.to_string().parse().unwrap());
-    response
-}
-
-/// Panics with every problem a fake's conformance check found, if it found any: `strays` says
-/// who strays from what (`the fake strays from GitHub's description`).
-pub(crate) fn assert_no_problems(problems: &[String], strays: &str) {
-    assert!(problems.is_empty(), "{strays}:\n{}", problems.join("\n"));
-}
-
-/// An answer read whole, to be logged: the same answer again, and its JSON (`None` when it had
-/// no body).
-pub(crate) async fn read_answer(response: Response) -> (Response, Option<Value>) {
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-    let json = (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap());
-    (
-        Response::from_parts(parts, axum::body::Body::from(bytes)),
-        json,
-    )
-}
-
-/// Sends `request` and reads its answer's JSON.
-pub(crate) async fn json_of(request: reqwest::RequestBuilder) -> Value {
-    request.send().await.unwrap().json().await.unwrap()
 }

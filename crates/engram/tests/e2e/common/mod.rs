@@ -8,7 +8,6 @@
 pub(crate) mod connectors;
 pub(crate) mod feeds;
 pub(crate) mod receiver;
-pub(crate) mod typescript;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -28,15 +28,15 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::common::connectors::{
+use crate::serve::{
     assert_no_problems, json_reply, query_pairs, read_answer, route_params, with_retry_after,
     Loopback, RateLimit, Serving,
 };
-use crate::common::typescript::{node_json, Checks};
+use crate::typescript::{node_json, Checks};
 
 /// One request and its answer, as the fake saw them.
 #[derive(Debug, Clone)]
-pub(crate) struct Exchange {
+pub struct Exchange {
     pub method: String,
     /// The route template; `UNROUTED <path>` for a request no route took.
     pub route: String,
@@ -94,7 +94,7 @@ struct Shared {
     next_id: u64,
     page_size_max: usize,
     limited: RateLimit,
-    log: Vec<Exchange>,
+    log: crate::serve::Log<Exchange>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -494,7 +494,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("/rest/api/3/issue/{issueIdOrKey}/comment", "getComments"),
 ];
 
-pub(crate) struct AtlassianFake {
+pub struct AtlassianFake {
     shared: SharedState,
     serving: Serving,
 }
@@ -502,7 +502,7 @@ pub(crate) struct AtlassianFake {
 impl AtlassianFake {
     /// Starts the fake; it accepts HTTP Basic with `email` and `token`; listings answer at most
     /// `page_size_max` objects a page.
-    pub(crate) async fn start(email: &str, token: &str, page_size_max: usize) -> Self {
+    pub async fn start(email: &str, token: &str, page_size_max: usize) -> Self {
         let basic = base64(format!("{email}:{token}").as_bytes());
         let shared = Arc::new(Mutex::new(Shared {
             authorization: format!("Basic {basic}"),
@@ -530,24 +530,18 @@ impl AtlassianFake {
     }
 
     /// The `site_url` a connector is given.
-    pub(crate) fn site_url(&self) -> String {
+    pub fn site_url(&self) -> String {
         self.serving.host.clone()
     }
 
-    pub(crate) fn add_space(&self, key: &str, name: &str) -> String {
+    pub fn add_space(&self, key: &str, name: &str) -> String {
         let mut s = self.shared.lock().unwrap();
         let id = s.id();
         s.spaces.push((id.clone(), key.to_owned(), name.to_owned()));
         id
     }
 
-    pub(crate) fn add_page(
-        &self,
-        space: &str,
-        parent: Option<&str>,
-        title: &str,
-        body: &str,
-    ) -> String {
+    pub fn add_page(&self, space: &str, parent: Option<&str>, title: &str, body: &str) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, now) = (s.id(), s.tick());
         s.pages.insert(
@@ -567,7 +561,7 @@ impl AtlassianFake {
         id
     }
 
-    pub(crate) fn edit_page(&self, id: &str, body: &str) {
+    pub fn edit_page(&self, id: &str, body: &str) {
         let mut s = self.shared.lock().unwrap();
         let now = s.tick();
         let p = s.pages.get_mut(id).unwrap();
@@ -576,7 +570,7 @@ impl AtlassianFake {
         p.edited = format!("{}Z", &at(now).0[..23]);
     }
 
-    pub(crate) fn trash_page(&self, id: &str) {
+    pub fn trash_page(&self, id: &str) {
         self.shared
             .lock()
             .unwrap()
@@ -586,14 +580,14 @@ impl AtlassianFake {
             .trashed = true;
     }
 
-    pub(crate) fn restrict(&self, id: &str, users: &[Option<&str>], groups: &[&str]) {
+    pub fn restrict(&self, id: &str, users: &[Option<&str>], groups: &[&str]) {
         let mut s = self.shared.lock().unwrap();
         let p = s.pages.get_mut(id).unwrap();
         p.users = users.iter().map(|u| u.map(str::to_owned)).collect();
         p.groups = groups.iter().map(|g| (*g).to_owned()).collect();
     }
 
-    pub(crate) fn attach(&self, page: &str, title: &str, media_type: &str, bytes: &[u8]) {
+    pub fn attach(&self, page: &str, title: &str, media_type: &str, bytes: &[u8]) {
         let mut s = self.shared.lock().unwrap();
         let id = format!("att{}", s.id());
         s.attachments.insert(
@@ -607,7 +601,7 @@ impl AtlassianFake {
         );
     }
 
-    pub(crate) fn add_project(&self, key: &str, name: &str) {
+    pub fn add_project(&self, key: &str, name: &str) {
         let mut s = self.shared.lock().unwrap();
         let id = s.id();
         s.projects.push((id, key.to_owned(), name.to_owned()));
@@ -615,7 +609,7 @@ impl AtlassianFake {
 
     /// Adds an issue: (summary, description, status, priority, type, assignee, labels).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add_issue(
+    pub fn add_issue(
         &self,
         project: &str,
         summary: &str,
@@ -648,7 +642,7 @@ impl AtlassianFake {
         id
     }
 
-    pub(crate) fn comment(&self, issue: &str, who: &str, text: &str) {
+    pub fn comment(&self, issue: &str, who: &str, text: &str) {
         let mut s = self.shared.lock().unwrap();
         let now = s.tick();
         let i = s.issues.get_mut(issue).unwrap();
@@ -656,7 +650,7 @@ impl AtlassianFake {
         i.updated = now;
     }
 
-    pub(crate) fn set_status(&self, issue: &str, status: &str) {
+    pub fn set_status(&self, issue: &str, status: &str) {
         let mut s = self.shared.lock().unwrap();
         let now = s.tick();
         let i = s.issues.get_mut(issue).unwrap();
@@ -664,47 +658,38 @@ impl AtlassianFake {
         i.updated = now;
     }
 
-    pub(crate) fn delete_issue(&self, issue: &str) {
+    pub fn delete_issue(&self, issue: &str) {
         self.shared.lock().unwrap().issues.remove(issue);
     }
 
-    pub(crate) fn rate_limit(&self, count: usize, retry_after: u64) {
+    pub fn rate_limit(&self, count: usize, retry_after: u64) {
         self.shared.lock().unwrap().limited.set(count, retry_after);
     }
 
-    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
-        self.shared.lock().unwrap().log.clone()
+    /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    pub fn set_logging(&self, on: bool) {
+        self.shared.lock().unwrap().log.set_on(on);
+    }
+
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.shared.lock().unwrap().log.all()
     }
 }
 
 /// Standard base64 with padding (HTTP Basic).
 fn base64(bytes: &[u8]) -> String {
-    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Where `make setup-test` puts jira.js, confluence.js and zod.
 fn cache() -> std::path::PathBuf {
-    let dir = crate::common::cache_dir().join("atlassian-api");
+    let dir = crate::cache_dir().join("atlassian-api");
     assert!(
         dir.join("jira.js/dist/cloud/api").is_dir()
             && dir.join("confluence.js/dist/v2/api").is_dir()
             && dir.join("node_modules/zod").is_dir()
-            && crate::common::typescript::tsc().is_file(),
+            && crate::typescript::tsc().is_file(),
         "Atlassian's API types (jira.js, confluence.js, zod) or the TypeScript compiler are not in {}: run `make setup-test`",
         dir.display()
     );
@@ -803,7 +788,7 @@ fn query_value(module: &str, property: &str, value: &str) -> Value {
 }
 
 /// Each exchange's problems against the clients' endpoints and types (one list per exchange).
-pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
+pub fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
     let root = cache();
     let endpoints = endpoints();
     let mut problems = vec![Vec::new(); exchanges.len()];
@@ -904,7 +889,7 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
 }
 
 /// Checks each exchange against the clients' endpoints and types; panics with every problem.
-pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
+pub fn assert_conforms(exchanges: &[Exchange]) {
     let found = problems(exchanges);
     let mut report = Vec::new();
     for (exchange, problems) in exchanges.iter().zip(found) {
@@ -922,83 +907,88 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
 
 /// The check has teeth: a wrong type in an answer, a missing required member, an unknown query
 /// parameter, a route the clients lack and a download link no answer gave are each caught.
-#[tokio::test]
-async fn the_atlassian_fake_answers_only_what_the_published_types_allow() {
-    let fake = AtlassianFake::start("a@example.com", "tok", 2).await;
-    let space = fake.add_space("ENG", "Engineering");
-    let home = fake.add_page(&space, None, "Home", "<p>Hi</p>");
-    fake.add_page(&space, Some(&home), "Child", "<p>There</p>");
-    fake.attach(&home, "notes.txt", "text/plain", b"notes");
-    fake.restrict(&home, &[Some("ana@example.com")], &["sre"]);
-    fake.add_project("OPS", "Operations");
-    let issue = fake.add_issue(
-        "OPS",
-        "Disk full",
-        "The disk is full.",
-        "To Do",
-        "High",
-        "Bug",
-        "Ana Lima",
-        &["infra"],
-    );
-    fake.comment(&issue, "Cy", "Cleaned up.");
-    let client = reqwest::Client::new();
-    let site = fake.site_url();
-    let get = |path: String| {
-        let request = client
-            .get(format!("{site}{path}"))
-            .basic_auth("a@example.com", Some("tok"));
-        async move { request.send().await.unwrap() }
-    };
-    get("/wiki/api/v2/spaces?limit=50".into()).await;
-    get(format!("/wiki/api/v2/spaces/{space}/pages?limit=1")).await;
-    get(format!("/wiki/api/v2/pages/{home}?body-format=storage")).await;
-    get(format!("/wiki/api/v2/pages/{home}/attachments?limit=50")).await;
-    get(format!(
-        "/wiki/download/attachments/{home}/notes.txt?version=1&api=v2"
-    ))
-    .await;
-    get(format!(
-        "/wiki/rest/api/content/{home}/restriction/byOperation/read?limit=200"
-    ))
-    .await;
-    get("/rest/api/3/project/search?startAt=0&maxResults=50".into()).await;
-    get("/rest/api/3/search/jql?jql=project+%3D+%22OPS%22+ORDER+BY+updated+ASC&maxResults=50&fields=summary,status".into()).await;
-    get(format!(
-        "/rest/api/3/issue/{issue}?fields=summary,description"
-    ))
-    .await;
-    get(format!(
-        "/rest/api/3/issue/{issue}/comment?startAt=0&maxResults=50&orderBy=created"
-    ))
-    .await;
-    let exchanges = fake.exchanges();
-    assert_eq!(exchanges.len(), 10);
-    assert!(exchanges.iter().all(|e| e.status == 200), "{exchanges:#?}");
-    let found = problems(&exchanges);
-    assert!(found.iter().all(Vec::is_empty), "{found:#?}");
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    let mut wrong_type = exchanges[1].clone();
-    wrong_type.body.as_mut().unwrap()["results"][0]["title"] = json!(5);
-    let mut missing = exchanges[5].clone();
-    missing
-        .body
-        .as_mut()
-        .unwrap()
-        .as_object_mut()
-        .unwrap()
-        .remove("_links");
-    let mut query = exchanges[6].clone();
-    query.query.push(("offset".into(), "2".into()));
-    let mut route = exchanges[6].clone();
-    route.route = "/rest/api/2/project".into();
-    let mut link = exchanges[4].clone();
-    link.params[1].1 = "other.txt".into();
-    let strays = [wrong_type, missing, query, route, link];
-    let mut all = exchanges.clone();
-    all.extend(strays.iter().cloned());
-    let found = problems(&all);
-    for (stray, problems) in strays.iter().zip(&found[exchanges.len()..]) {
-        assert!(!problems.is_empty(), "{stray:#?} passed");
+    #[tokio::test]
+    async fn the_atlassian_fake_answers_only_what_the_published_types_allow() {
+        let fake = AtlassianFake::start("a@example.com", "tok", 2).await;
+        let space = fake.add_space("ENG", "Engineering");
+        let home = fake.add_page(&space, None, "Home", "<p>Hi</p>");
+        fake.add_page(&space, Some(&home), "Child", "<p>There</p>");
+        fake.attach(&home, "notes.txt", "text/plain", b"notes");
+        fake.restrict(&home, &[Some("ana@example.com")], &["sre"]);
+        fake.add_project("OPS", "Operations");
+        let issue = fake.add_issue(
+            "OPS",
+            "Disk full",
+            "The disk is full.",
+            "To Do",
+            "High",
+            "Bug",
+            "Ana Lima",
+            &["infra"],
+        );
+        fake.comment(&issue, "Cy", "Cleaned up.");
+        let client = reqwest::Client::new();
+        let site = fake.site_url();
+        let get = |path: String| {
+            let request = client
+                .get(format!("{site}{path}"))
+                .basic_auth("a@example.com", Some("tok"));
+            async move { request.send().await.unwrap() }
+        };
+        get("/wiki/api/v2/spaces?limit=50".into()).await;
+        get(format!("/wiki/api/v2/spaces/{space}/pages?limit=1")).await;
+        get(format!("/wiki/api/v2/pages/{home}?body-format=storage")).await;
+        get(format!("/wiki/api/v2/pages/{home}/attachments?limit=50")).await;
+        get(format!(
+            "/wiki/download/attachments/{home}/notes.txt?version=1&api=v2"
+        ))
+        .await;
+        get(format!(
+            "/wiki/rest/api/content/{home}/restriction/byOperation/read?limit=200"
+        ))
+        .await;
+        get("/rest/api/3/project/search?startAt=0&maxResults=50".into()).await;
+        get("/rest/api/3/search/jql?jql=project+%3D+%22OPS%22+ORDER+BY+updated+ASC&maxResults=50&fields=summary,status".into()).await;
+        get(format!(
+            "/rest/api/3/issue/{issue}?fields=summary,description"
+        ))
+        .await;
+        get(format!(
+            "/rest/api/3/issue/{issue}/comment?startAt=0&maxResults=50&orderBy=created"
+        ))
+        .await;
+        let exchanges = fake.exchanges();
+        assert_eq!(exchanges.len(), 10);
+        assert!(exchanges.iter().all(|e| e.status == 200), "{exchanges:#?}");
+        let found = problems(&exchanges);
+        assert!(found.iter().all(Vec::is_empty), "{found:#?}");
+
+        let mut wrong_type = exchanges[1].clone();
+        wrong_type.body.as_mut().unwrap()["results"][0]["title"] = json!(5);
+        let mut missing = exchanges[5].clone();
+        missing
+            .body
+            .as_mut()
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .remove("_links");
+        let mut query = exchanges[6].clone();
+        query.query.push(("offset".into(), "2".into()));
+        let mut route = exchanges[6].clone();
+        route.route = "/rest/api/2/project".into();
+        let mut link = exchanges[4].clone();
+        link.params[1].1 = "other.txt".into();
+        let strays = [wrong_type, missing, query, route, link];
+        let mut all = exchanges.clone();
+        all.extend(strays.iter().cloned());
+        let found = problems(&all);
+        for (stray, problems) in strays.iter().zip(&found[exchanges.len()..]) {
+            assert!(!problems.is_empty(), "{stray:#?} passed");
+        }
     }
 }

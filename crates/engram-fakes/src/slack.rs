@@ -29,17 +29,17 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::common::connectors::{
+use crate::serve::{
     assert_no_problems, json_reply, query_pairs, with_retry_after, Loopback, RateLimit, Serving,
 };
-use crate::common::typescript::Checks;
+use crate::typescript::Checks;
 
-pub(crate) const TEAM: &str = "T0ENGRAM1";
+pub const TEAM: &str = "T0ENGRAM1";
 const BOT: &str = "U0BOT0001";
 
 /// One call and its answer, as the fake saw them.
 #[derive(Debug, Clone)]
-pub(crate) struct Exchange {
+pub struct Exchange {
     /// The Web API method (`conversations.history`), or `FILE` for a download.
     pub method: String,
     /// The arguments sent (form or query), in order, without a token.
@@ -99,7 +99,7 @@ struct Shared {
     /// E-mail addresses are not answered (a token without `users:read.email`).
     emails_hidden: bool,
     limited: RateLimit,
-    log: Vec<Exchange>,
+    log: crate::serve::Log<Exchange>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -226,7 +226,7 @@ fn paged<T: Clone>(items: &[T], cursor: Option<&str>, limit: usize) -> (Vec<T>, 
 }
 
 /// A fake Slack workspace serving until dropped.
-pub(crate) struct SlackFake {
+pub struct SlackFake {
     state: SharedState,
     _serving: Serving,
     host: String,
@@ -234,7 +234,7 @@ pub(crate) struct SlackFake {
 
 impl SlackFake {
     /// A workspace whose bot token is `token`, answering pages of at most `page_max`.
-    pub(crate) async fn start(token: &str, page_max: usize) -> Self {
+    pub async fn start(token: &str, page_max: usize) -> Self {
         let loopback = Loopback::bind().await;
         let host = loopback.host.clone();
         let now = std::time::SystemTime::now()
@@ -269,7 +269,7 @@ impl SlackFake {
         }
     }
 
-    pub(crate) fn api_url(&self) -> String {
+    pub fn api_url(&self) -> String {
         format!("{}/api", self.host)
     }
 
@@ -277,7 +277,7 @@ impl SlackFake {
         f(&mut self.state.lock().unwrap())
     }
 
-    pub(crate) fn add_user(&self, name: &str, email: &str) -> String {
+    pub fn add_user(&self, name: &str, email: &str) -> String {
         self.with(|s| {
             let id = s.id("U");
             s.users.insert(
@@ -294,7 +294,7 @@ impl SlackFake {
     }
 
     /// A channel with `members` (and the bot when `bot_member`).
-    pub(crate) fn add_channel(
+    pub fn add_channel(
         &self,
         name: &str,
         private: bool,
@@ -321,13 +321,7 @@ impl SlackFake {
     }
 
     /// Posts a message (a reply when `thread` is given); its ts.
-    pub(crate) fn post(
-        &self,
-        channel: &str,
-        user: &str,
-        text: &str,
-        thread: Option<&str>,
-    ) -> String {
+    pub fn post(&self, channel: &str, user: &str, text: &str, thread: Option<&str>) -> String {
         self.with(|s| {
             let ts = s.tick();
             s.channels.get_mut(channel).unwrap().messages.insert(
@@ -345,7 +339,7 @@ impl SlackFake {
     }
 
     /// Shares a file in a new message; the message's ts and the file's id.
-    pub(crate) fn share_file(
+    pub fn share_file(
         &self,
         channel: &str,
         user: &str,
@@ -380,7 +374,7 @@ impl SlackFake {
         })
     }
 
-    pub(crate) fn edit(&self, channel: &str, ts: &str, text: &str) {
+    pub fn edit(&self, channel: &str, ts: &str, text: &str) {
         self.with(|s| {
             let at = s.tick();
             let message = s
@@ -396,7 +390,7 @@ impl SlackFake {
     }
 
     /// Deletes a message (with its files; a root's replies stay hidden with it).
-    pub(crate) fn delete(&self, channel: &str, ts: &str) {
+    pub fn delete(&self, channel: &str, ts: &str) {
         self.with(|s| {
             let channel = s.channels.get_mut(channel).unwrap();
             let gone = channel.messages.remove(ts).unwrap();
@@ -410,7 +404,7 @@ impl SlackFake {
     }
 
     /// Revokes `token`: calls with it are answered `token_revoked`.
-    pub(crate) fn revoke(&self, token: &str) {
+    pub fn revoke(&self, token: &str) {
         self.with(|s| {
             s.tokens.retain(|t| t != token);
             s.revoked.push(token.to_owned());
@@ -418,17 +412,22 @@ impl SlackFake {
     }
 
     /// The next `calls` calls are answered `429` with `Retry-After: retry_after`.
-    pub(crate) fn rate_limit(&self, calls: usize, retry_after: u64) {
+    pub fn rate_limit(&self, calls: usize, retry_after: u64) {
         self.with(|s| s.limited.set(calls, retry_after));
     }
 
     /// Whether `users.info` leaves e-mail addresses out (no `users:read.email`).
-    pub(crate) fn hide_emails(&self, hidden: bool) {
+    pub fn hide_emails(&self, hidden: bool) {
         self.with(|s| s.emails_hidden = hidden);
     }
 
-    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
-        self.with(|s| s.log.clone())
+    /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    pub fn set_logging(&self, on: bool) {
+        self.with(|s| s.log.set_on(on));
+    }
+
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.with(|s| s.log.all())
     }
 }
 
@@ -664,26 +663,24 @@ async fn download(
 }
 
 /// An Events API delivery signed as Slack signs it: its headers.
-pub(crate) fn signed_headers(secret: &str, timestamp: i64, body: &str) -> Vec<(String, String)> {
-    let base = format!("v0:{timestamp}:{body}");
+pub fn signed_headers(secret: &str, timestamp: i64, body: &str) -> Vec<(String, String)> {
+    use hmac::Mac as _;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("v0:{timestamp}:{body}").as_bytes());
     vec![
         (
             "x-slack-signature".into(),
-            format!(
-                "v0={}",
-                engram_connectors::push::hmac_sha256_hex(secret, base.as_bytes())
-            ),
+            format!("v0={}", hex::encode(mac.finalize().into_bytes())),
         ),
         ("x-slack-request-timestamp".into(), timestamp.to_string()),
     ]
 }
 
 fn cache() -> std::path::PathBuf {
-    let root = crate::common::cache_dir();
+    let root = crate::cache_dir();
     let dir = root.join("slack-api");
     assert!(
-        dir.join("client/dist/methods.d.ts").is_file()
-            && crate::common::typescript::tsc().is_file(),
+        dir.join("client/dist/methods.d.ts").is_file() && crate::typescript::tsc().is_file(),
         "Slack's Web API types (@slack/web-api) and the TypeScript compiler are not in {}: run \
          `make setup-test`",
         root.display()
@@ -715,7 +712,7 @@ fn method_type(method: &str) -> String {
 /// Each call's problems against `@slack/web-api`'s methods and types (one list per call);
 /// `extra` are argument objects to check as well (method, arguments), reported by index after
 /// the calls.
-pub(crate) fn problems(exchanges: &[Exchange], extra: &[(String, Value)]) -> Vec<Vec<String>> {
+pub fn problems(exchanges: &[Exchange], extra: &[(String, Value)]) -> Vec<Vec<String>> {
     let root = cache();
     let total = exchanges.len() + extra.len();
     let mut problems = vec![Vec::<String>::new(); total];
@@ -799,7 +796,7 @@ fn provider_calls() -> Vec<(String, Value)> {
 
 /// Checks each call against `@slack/web-api`'s methods and types, and every method and argument
 /// the provider may send; panics with every problem found.
-pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
+pub fn assert_conforms(exchanges: &[Exchange]) {
     let calls = provider_calls();
     let found = problems(exchanges, &calls);
     let mut report = Vec::new();
@@ -819,135 +816,140 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
 /// Every method the fake serves, each answer it can give (pages, threads, edits, files,
 /// errors, a rate limit), checked against `@slack/web-api`'s published types; and the check has
 /// teeth.
-#[tokio::test]
-async fn the_slack_fake_answers_only_what_slacks_published_types_allow() {
-    let token = "xoxb-conformance-1";
-    let fake = SlackFake::start(token, 2).await;
-    let ana = fake.add_user("Ana", "ana@example.com");
-    let bo = fake.add_user("Bo", "bo@example.com");
-    let general = fake.add_channel("general", false, true, &[&ana, &bo]);
-    let secret = fake.add_channel("secret", true, true, &[&ana]);
-    fake.add_channel("random", false, false, &[&bo]);
-    let root = fake.post(&general, &ana, "Question?", None);
-    fake.post(&general, &bo, "Answer.", Some(&root));
-    fake.post(&general, &bo, "More.", Some(&root));
-    fake.edit(&general, &root, "The question?");
-    fake.share_file(&general, &ana, "notes", "notes.txt", "text/plain", b"hello");
-    fake.post(&secret, &ana, "hush", None);
-    let client = reqwest::Client::new();
-    let api = fake.api_url();
-    let call = |method: &str, args: Vec<(&str, String)>, token: &str| {
-        let request = client
-            .post(format!("{api}/{method}"))
-            .bearer_auth(token)
-            .form(&args);
-        async move { request.send().await.unwrap() }
-    };
-    call("auth.test", vec![], token).await;
-    let first: Value = call(
-        "conversations.list",
-        vec![
-            ("types", "public_channel,private_channel".into()),
-            ("limit", "2".into()),
-        ],
-        token,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let next = first["response_metadata"]["next_cursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(!next.is_empty());
-    call(
-        "conversations.list",
-        vec![
-            ("types", "public_channel,private_channel".into()),
-            ("cursor", next),
-        ],
-        token,
-    )
-    .await;
-    call(
-        "conversations.info",
-        vec![("channel", general.clone())],
-        token,
-    )
-    .await;
-    let history: Value = call(
-        "conversations.history",
-        vec![("channel", general.clone()), ("limit", "200".into())],
-        token,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    assert_eq!(
-        history["messages"].as_array().unwrap().len(),
-        2,
-        "{history:#}"
-    );
-    call(
-        "conversations.history",
-        vec![("channel", general.clone()), ("oldest", "1.000000".into())],
-        token,
-    )
-    .await;
-    call(
-        "conversations.replies",
-        vec![("channel", general.clone()), ("ts", root.clone())],
-        token,
-    )
-    .await;
-    call(
-        "conversations.members",
-        vec![("channel", secret.clone())],
-        token,
-    )
-    .await;
-    call("users.info", vec![("user", ana.clone())], token).await;
-    fake.hide_emails(true);
-    call("users.info", vec![("user", bo.clone())], token).await;
-    call("users.info", vec![("user", "U404".into())], token).await;
-    call(
-        "conversations.history",
-        vec![("channel", "C404".into())],
-        token,
-    )
-    .await;
-    call(
-        "conversations.info",
-        vec![("channel", "C404".into())],
-        token,
-    )
-    .await;
-    call("auth.test", vec![], "xoxb-wrong").await;
-    fake.rate_limit(1, 3);
-    let limited = call("auth.test", vec![], token).await;
-    assert_eq!(limited.status(), 429);
-    assert_eq!(limited.headers()["retry-after"], "3");
-    fake.revoke(token);
-    call("auth.test", vec![], token).await;
-    let exchanges = fake.exchanges();
-    assert!(exchanges.iter().any(|e| e
-        .body
-        .as_ref()
-        .is_some_and(|b| b["error"] == "token_revoked")));
-    assert_conforms(&exchanges);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    // The check has teeth: a method Slack lacks, an argument it does not take, a field its
-    // answer type does not have and a field of the wrong type are each refused.
-    let mut wrong = exchanges[0].clone();
-    wrong.method = "conversations.everything".into();
-    let mut argument = exchanges[1].clone();
-    argument.params.push(("since".into(), "1".into()));
-    let mut field = exchanges[0].clone();
-    field.body.as_mut().unwrap()["workspace_colour"] = json!("teal");
-    let mut typed = exchanges[1].clone();
-    typed.body.as_mut().unwrap()["channels"][0]["num_members"] = json!("two");
-    let found = problems(&[wrong, argument, field, typed], &[]);
-    assert!(found.iter().all(|p| !p.is_empty()), "{found:#?}");
+    #[tokio::test]
+    async fn the_slack_fake_answers_only_what_slacks_published_types_allow() {
+        let token = "xoxb-conformance-1";
+        let fake = SlackFake::start(token, 2).await;
+        let ana = fake.add_user("Ana", "ana@example.com");
+        let bo = fake.add_user("Bo", "bo@example.com");
+        let general = fake.add_channel("general", false, true, &[&ana, &bo]);
+        let secret = fake.add_channel("secret", true, true, &[&ana]);
+        fake.add_channel("random", false, false, &[&bo]);
+        let root = fake.post(&general, &ana, "Question?", None);
+        fake.post(&general, &bo, "Answer.", Some(&root));
+        fake.post(&general, &bo, "More.", Some(&root));
+        fake.edit(&general, &root, "The question?");
+        fake.share_file(&general, &ana, "notes", "notes.txt", "text/plain", b"hello");
+        fake.post(&secret, &ana, "hush", None);
+        let client = reqwest::Client::new();
+        let api = fake.api_url();
+        let call = |method: &str, args: Vec<(&str, String)>, token: &str| {
+            let request = client
+                .post(format!("{api}/{method}"))
+                .bearer_auth(token)
+                .form(&args);
+            async move { request.send().await.unwrap() }
+        };
+        call("auth.test", vec![], token).await;
+        let first: Value = call(
+            "conversations.list",
+            vec![
+                ("types", "public_channel,private_channel".into()),
+                ("limit", "2".into()),
+            ],
+            token,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        let next = first["response_metadata"]["next_cursor"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(!next.is_empty());
+        call(
+            "conversations.list",
+            vec![
+                ("types", "public_channel,private_channel".into()),
+                ("cursor", next),
+            ],
+            token,
+        )
+        .await;
+        call(
+            "conversations.info",
+            vec![("channel", general.clone())],
+            token,
+        )
+        .await;
+        let history: Value = call(
+            "conversations.history",
+            vec![("channel", general.clone()), ("limit", "200".into())],
+            token,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        assert_eq!(
+            history["messages"].as_array().unwrap().len(),
+            2,
+            "{history:#}"
+        );
+        call(
+            "conversations.history",
+            vec![("channel", general.clone()), ("oldest", "1.000000".into())],
+            token,
+        )
+        .await;
+        call(
+            "conversations.replies",
+            vec![("channel", general.clone()), ("ts", root.clone())],
+            token,
+        )
+        .await;
+        call(
+            "conversations.members",
+            vec![("channel", secret.clone())],
+            token,
+        )
+        .await;
+        call("users.info", vec![("user", ana.clone())], token).await;
+        fake.hide_emails(true);
+        call("users.info", vec![("user", bo.clone())], token).await;
+        call("users.info", vec![("user", "U404".into())], token).await;
+        call(
+            "conversations.history",
+            vec![("channel", "C404".into())],
+            token,
+        )
+        .await;
+        call(
+            "conversations.info",
+            vec![("channel", "C404".into())],
+            token,
+        )
+        .await;
+        call("auth.test", vec![], "xoxb-wrong").await;
+        fake.rate_limit(1, 3);
+        let limited = call("auth.test", vec![], token).await;
+        assert_eq!(limited.status(), 429);
+        assert_eq!(limited.headers()["retry-after"], "3");
+        fake.revoke(token);
+        call("auth.test", vec![], token).await;
+        let exchanges = fake.exchanges();
+        assert!(exchanges.iter().any(|e| e
+            .body
+            .as_ref()
+            .is_some_and(|b| b["error"] == "token_revoked")));
+        assert_conforms(&exchanges);
+
+        // The check has teeth: a method Slack lacks, an argument it does not take, a field its
+        // answer type does not have and a field of the wrong type are each refused.
+        let mut wrong = exchanges[0].clone();
+        wrong.method = "conversations.everything".into();
+        let mut argument = exchanges[1].clone();
+        argument.params.push(("since".into(), "1".into()));
+        let mut field = exchanges[0].clone();
+        field.body.as_mut().unwrap()["workspace_colour"] = json!("teal");
+        let mut typed = exchanges[1].clone();
+        typed.body.as_mut().unwrap()["channels"][0]["num_members"] = json!("two");
+        let found = problems(&[wrong, argument, field, typed], &[]);
+        assert!(found.iter().all(|p| !p.is_empty()), "{found:#?}");
+    }
 }

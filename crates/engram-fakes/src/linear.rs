@@ -32,14 +32,14 @@ use axum::Router;
 use graphql_parser::query as gql;
 use serde_json::{json, Map, Value};
 
-use crate::common::connectors::{clock_time, Loopback, Serving};
+use crate::serve::{clock_time, Loopback, Serving};
 
 /// When a rate limit the fake imposes resets (epoch milliseconds).
-pub(crate) const RATE_RESET_MS: i64 = 1_893_456_000_000;
+pub const RATE_RESET_MS: i64 = 1_893_456_000_000;
 
 /// One request and its answer, as the fake saw them.
 #[derive(Debug, Clone)]
-pub(crate) struct Exchange {
+pub struct Exchange {
     pub query: String,
     pub variables: Value,
     pub operation: String,
@@ -108,7 +108,7 @@ struct Shared {
     /// Seconds since 2026-03-01T00:00:00Z: each change moves it a minute on.
     clock: u64,
     next_id: u64,
-    log: Vec<Exchange>,
+    log: crate::serve::Log<Exchange>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -138,10 +138,10 @@ impl Shared {
 
 /// Linear's schema as SDL, read once from `@linear/sdk`'s declarations (`make setup-test`
 /// installs them).
-pub(crate) fn schema_sdl() -> &'static str {
+pub fn schema_sdl() -> &'static str {
     static SDL: OnceLock<String> = OnceLock::new();
     SDL.get_or_init(|| {
-        let path = crate::common::cache_dir().join("linear-schema/sdk.d.mts");
+        let path = crate::cache_dir().join("linear-schema/sdk.d.mts");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!(
                 "Linear's GraphQL schema types {} cannot be read ({e}): run `make setup-test`",
@@ -154,7 +154,7 @@ pub(crate) fn schema_sdl() -> &'static str {
 
 /// Where `make setup-test` puts graphql-js (the `graphql` npm package).
 fn graphql_js() -> PathBuf {
-    let dir = crate::common::cache_dir().join("graphql-js");
+    let dir = crate::cache_dir().join("graphql-js");
     assert!(
         dir.join("index.mjs").is_file(),
         "GraphQL's reference implementation (the graphql npm package) is not in {}: run `make \
@@ -169,7 +169,7 @@ fn graphql_js() -> PathBuf {
 /// types are `&`-joined with), input object, `<Type><Field>Args` argument list, enum (its string
 /// values), union and custom scalar, with every list and nullability (`Maybe`/`InputMaybe`).
 /// Descriptions, default values and directives are not carried (validation needs none of them).
-pub(crate) fn sdl_from_declarations(text: &str) -> Result<String, String> {
+pub fn sdl_from_declarations(text: &str) -> Result<String, String> {
     use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
     #[derive(Default)]
     struct Block {
@@ -400,7 +400,7 @@ fn checked(items: Vec<Value>) -> Vec<Vec<String>> {
     use std::io::Write as _;
     use std::process::{Command, Stdio};
     let count = items.len();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/linear_check.mjs");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/src/linear_check.mjs");
     let mut child = Command::new("node")
         .arg(script)
         .arg(graphql_js())
@@ -426,14 +426,14 @@ fn checked(items: Vec<Value>) -> Vec<Vec<String>> {
 }
 
 /// What does not fit Linear's schema in each document (validated with every rule).
-pub(crate) fn document_problems(queries: &[&str]) -> Vec<Vec<String>> {
+pub fn document_problems(queries: &[&str]) -> Vec<Vec<String>> {
     checked(queries.iter().map(|q| json!({ "query": q })).collect())
 }
 
 /// What does not fit Linear's schema in each exchange: the document, its variables, and the
 /// answer (`data` against the selection's types; `errors` in GraphQL's shape; no valid request
 /// refused as invalid).
-pub(crate) fn problems_of(exchanges: &[Exchange]) -> Vec<Vec<String>> {
+pub fn problems_of(exchanges: &[Exchange]) -> Vec<Vec<String>> {
     checked(
         exchanges
             .iter()
@@ -443,7 +443,7 @@ pub(crate) fn problems_of(exchanges: &[Exchange]) -> Vec<Vec<String>> {
 }
 
 /// Checks every exchange against Linear's schema; panics with every problem found.
-pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
+pub fn assert_conforms(exchanges: &[Exchange]) {
     let problems: Vec<String> = exchanges
         .iter()
         .zip(problems_of(exchanges))
@@ -1076,14 +1076,14 @@ async fn graphql(
 }
 
 /// The fake, serving until dropped.
-pub(crate) struct LinearFake {
+pub struct LinearFake {
     shared: SharedState,
     serving: Serving,
 }
 
 impl LinearFake {
     /// Starts the fake; `key` is the personal API key and `token` the OAuth token it accepts.
-    pub(crate) async fn start(key: &str, token: &str) -> Self {
+    pub async fn start(key: &str, token: &str) -> Self {
         // Read before serving: a missing schema or graphql-js fails here, saying what to run.
         schema_sdl();
         graphql_js();
@@ -1102,12 +1102,12 @@ impl LinearFake {
     }
 
     /// The `api_url` a connector is given.
-    pub(crate) fn api_url(&self) -> String {
+    pub fn api_url(&self) -> String {
         self.serving.host.clone()
     }
 
     /// Adds a team; its id.
-    pub(crate) fn add_team(&self, key: &str, name: &str) -> String {
+    pub fn add_team(&self, key: &str, name: &str) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         s.teams.push(Team {
@@ -1121,13 +1121,7 @@ impl LinearFake {
     }
 
     /// Adds a project (led by `lead`); its id.
-    pub(crate) fn add_project(
-        &self,
-        name: &str,
-        description: &str,
-        content: &str,
-        lead: &str,
-    ) -> String {
+    pub fn add_project(&self, name: &str, description: &str, content: &str, lead: &str) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         s.projects.push(Project {
@@ -1143,7 +1137,7 @@ impl LinearFake {
     }
 
     /// Rewrites a project's content, which moves its `updatedAt`.
-    pub(crate) fn edit_project(&self, id: &str, content: &str) {
+    pub fn edit_project(&self, id: &str, content: &str) {
         let mut s = self.shared.lock().unwrap();
         let at = s.tick();
         let project = s.projects.iter_mut().find(|p| p.id == id).unwrap();
@@ -1152,13 +1146,7 @@ impl LinearFake {
     }
 
     /// Opens an issue in the team with `key` (Todo, no priority, unassigned); its identifier.
-    pub(crate) fn open_issue(
-        &self,
-        key: &str,
-        title: &str,
-        description: &str,
-        creator: &str,
-    ) -> String {
+    pub fn open_issue(&self, key: &str, title: &str, description: &str, creator: &str) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         let team = s.teams.iter().find(|t| t.key == key).unwrap().id.clone();
@@ -1185,7 +1173,7 @@ impl LinearFake {
     }
 
     /// Changes an issue as Linear's app would, which moves its `updatedAt`.
-    pub(crate) fn edit(&self, identifier: &str, change: impl FnOnce(&mut IssueEdit)) {
+    pub fn edit(&self, identifier: &str, change: impl FnOnce(&mut IssueEdit)) {
         let mut s = self.shared.lock().unwrap();
         let at = s.tick();
         let projects: Vec<(String, String)> = s
@@ -1224,7 +1212,7 @@ impl LinearFake {
     }
 
     /// Comments on an issue (which leaves the issue's `updatedAt` as it is).
-    pub(crate) fn comment(&self, identifier: &str, user: &str, body: &str) {
+    pub fn comment(&self, identifier: &str, user: &str, body: &str) {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         let issue = s.issue_mut(identifier).id.clone();
@@ -1239,7 +1227,7 @@ impl LinearFake {
     }
 
     /// Archives an issue (`trashed`: deletes it, which Linear keeps in its trash a while).
-    pub(crate) fn archive(&self, identifier: &str, trashed: bool) {
+    pub fn archive(&self, identifier: &str, trashed: bool) {
         let mut s = self.shared.lock().unwrap();
         let at = s.tick();
         let issue = s.issue_mut(identifier);
@@ -1248,18 +1236,23 @@ impl LinearFake {
         issue.updated_at = at;
     }
 
-    pub(crate) fn set_rate_limited(&self, limited: bool) {
+    pub fn set_rate_limited(&self, limited: bool) {
         self.shared.lock().unwrap().rate_limited = limited;
     }
 
+    /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    pub fn set_logging(&self, on: bool) {
+        self.shared.lock().unwrap().log.set_on(on);
+    }
+
     /// Every exchange so far, in order.
-    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
-        self.shared.lock().unwrap().log.clone()
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.shared.lock().unwrap().log.all()
     }
 }
 
 /// What an edit may change of an issue.
-pub(crate) struct IssueEdit {
+pub struct IssueEdit {
     pub title: String,
     pub description: String,
     /// Name and type (`triage`, `backlog`, `unstarted`, `started`, `completed`, `canceled`).
@@ -1273,6 +1266,7 @@ pub(crate) struct IssueEdit {
 }
 
 /// The type of `field` of the object type `ty` in the SDL, with its arguments (`(…): Type`).
+#[cfg(test)]
 fn sdl_field<'s>(sdl: &'s str, ty: &str, field: &str) -> Option<&'s str> {
     let mut lines = sdl
         .lines()
@@ -1290,189 +1284,194 @@ fn sdl_field<'s>(sdl: &'s str, ty: &str, field: &str) -> Option<&'s str> {
 /// variable of the wrong type, a null for a non-null field, an object for a list, a wrong
 /// scalar, an enum value Linear lacks, an unselected field, a missing one, an alias answered
 /// under the field's name, malformed errors and a valid request refused are each caught.
-#[tokio::test]
-async fn the_linear_fake_answers_only_what_linears_schema_allows() {
-    let sdl = schema_sdl();
-    for (field, ty) in [
-        ("identifier", ": String!"),
-        ("updatedAt", ": DateTime!"),
-        ("archivedAt", ": DateTime"),
-        ("comments", "): CommentConnection!"),
-    ] {
-        let found = sdl_field(sdl, "Issue", field).unwrap_or_default();
-        assert!(found.ends_with(ty), "Issue.{field}{found}");
-    }
-    let teams = sdl_field(sdl, "Query", "teams").unwrap_or_default();
-    assert!(
-        teams.contains("after: String") && teams.contains("first: Int"),
-        "Query.teams{teams}"
-    );
-    let enum_stray = "query { issues(orderBy: relevance) { nodes { id } } }";
-    let mut documents = engram_connectors::LinearProvider::queries().to_vec();
-    documents.push(enum_stray);
-    let found = document_problems(&documents);
-    for (query, problems) in documents.iter().zip(&found) {
-        let caught = problems
-            .iter()
-            .any(|p| p.contains("Value \"relevance\" does not exist in \"PaginationOrderBy\""));
-        if *query == enum_stray {
-            assert!(caught, "{query}: {problems:?}");
-        } else {
-            assert!(problems.is_empty(), "{query}: {problems:?}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_linear_fake_answers_only_what_linears_schema_allows() {
+        let sdl = schema_sdl();
+        for (field, ty) in [
+            ("identifier", ": String!"),
+            ("updatedAt", ": DateTime!"),
+            ("archivedAt", ": DateTime"),
+            ("comments", "): CommentConnection!"),
+        ] {
+            let found = sdl_field(sdl, "Issue", field).unwrap_or_default();
+            assert!(found.ends_with(ty), "Issue.{field}{found}");
         }
-    }
-
-    let fake = LinearFake::start("lin_api_conformance", "oauth-token").await;
-    fake.add_team("ENG", "Engineering");
-    let project = fake.add_project("Reliability", "Fewer pages.", "## Goals", "Ana Lima");
-    let first = fake.open_issue("ENG", "Deploys stall", "At 90%.", "Ana Lima");
-    fake.open_issue("ENG", "Raise the retry budget", "", "Bo");
-    fake.edit(&first, |e| {
-        e.labels = vec!["bug".into()];
-        e.assignee = Some("Cy".into());
-        e.project = Some("Reliability".into());
-        e.cycle = Some(3);
-        e.priority = 2;
-    });
-    fake.comment(&first, "Bo", "The cache was cold.");
-    let client = reqwest::Client::new();
-    let url = format!("{}/graphql", fake.api_url());
-    let call = |query: &str, variables: Value, authorization: &str| {
-        let request = client
-            .post(&url)
-            .header("authorization", authorization)
-            .json(&json!({"query": query, "variables": variables}));
-        async move { request.send().await.unwrap().status().as_u16() }
-    };
-    let key = "lin_api_conformance";
-    let [teams, issues, comments, one, more, newest, projects, overview] =
-        engram_connectors::LinearProvider::queries()
-    else {
-        panic!("eight queries");
-    };
-    assert_eq!(call(teams, json!({"first": 1}), key).await, 200);
-    assert_eq!(
-        call(teams, json!({"first": 50}), "Bearer oauth-token").await,
-        200
-    );
-    let filter =
-        json!({"team": {"id": {"eq": "x"}}, "updatedAt": {"gt": "2026-03-01T00:00:00.000Z"}});
-    assert_eq!(
-        call(
-            issues,
-            json!({"filter": filter, "first": 1, "includeArchived": true}),
-            key
-        )
-        .await,
-        200
-    );
-    let filter = json!({"updatedAt": {"gt": "2026-03-01T00:00:00.000Z"}});
-    assert_eq!(
-        call(comments, json!({"filter": filter, "first": 50}), key).await,
-        200
-    );
-    assert_eq!(call(one, json!({"id": first, "first": 50}), key).await, 200);
-    assert_eq!(
-        call(one, json!({"id": "nope", "first": 50}), key).await,
-        200
-    );
-    assert_eq!(
-        call(more, json!({"id": first, "first": 1, "after": null}), key).await,
-        200
-    );
-    let filter = json!({"issue": {"team": {"id": {"eq": "x"}}}});
-    assert_eq!(call(newest, json!({"filter": filter}), key).await, 200);
-    let filter = json!({"project": {"id": {"eq": project}}});
-    assert_eq!(
-        call(
-            issues,
-            json!({"filter": filter, "first": 5, "includeArchived": false}),
-            key
-        )
-        .await,
-        200
-    );
-    assert_eq!(call(projects, json!({"first": 50}), key).await, 200);
-    assert_eq!(call(overview, json!({ "id": project }), key).await, 200);
-    assert_eq!(call(teams, json!({"first": 1}), "lin_api_wrong").await, 400);
-    fake.set_rate_limited(true);
-    assert_eq!(call(teams, json!({"first": 1}), key).await, 400);
-    fake.set_rate_limited(false);
-    let exchanges = fake.exchanges();
-    assert_conforms(&exchanges);
-    let listed = exchanges
-        .iter()
-        .find(|e| e.operation == "EngramIssues")
-        .unwrap();
-    assert!(listed.answer["data"]["issues"]["nodes"]
-        .as_array()
-        .unwrap()
-        .is_empty());
-
-    // The check has teeth.
-    let answered = |operation: &str| {
-        exchanges
-            .iter()
-            .find(|e| e.operation == operation && e.status == 200)
-            .unwrap()
-            .clone()
-    };
-    let mut strays = Vec::new();
-    let mut stray = answered("EngramTeams");
-    stray.query = stray.query.replace("private", "secret");
-    strays.push(("Cannot query field \"secret\"", stray));
-    let mut stray = answered("EngramTeams");
-    stray.query = stray.query.replace("first: $first", "top: $first");
-    strays.push(("Unknown argument \"top\"", stray));
-    let mut stray = answered("EngramTeams");
-    stray.variables = json!({"first": "fifty"});
-    strays.push(("Int cannot represent non-integer value: \"fifty\"", stray));
-    let mut stray = answered("EngramIssue");
-    stray.answer["data"]["issue"]["identifier"] = Value::Null;
-    strays.push((
-        "Cannot return null for non-nullable field Issue.identifier",
-        stray,
-    ));
-    let mut stray = answered("EngramIssue");
-    stray.answer["data"]["issue"]["identifier"] = json!(1);
-    strays.push(("data.issue.identifier: 1 is served as \"1\"", stray));
-    let mut stray = answered("EngramIssue");
-    stray.answer["data"]["issue"]["comments"]["nodes"] = json!({"id": "x"});
-    strays.push(("Expected Iterable", stray));
-    let mut stray = answered("EngramIssue");
-    stray.answer["data"]["issue"]["updatedAt"] = json!("yesterday");
-    strays.push(("\"yesterday\" is not a DateTime", stray));
-    let mut stray = answered("EngramIssue");
-    stray.answer["data"]["issue"]["estimate"] = json!(3);
-    strays.push(("data.issue.estimate: answered but not selected", stray));
-    let mut stray = answered("EngramIssue");
-    stray.answer["data"]["issue"]["comments"]["pageInfo"]
-        .as_object_mut()
-        .unwrap()
-        .remove("hasNextPage");
-    strays.push(("`hasNextPage` is selected but missing", stray));
-    let mut stray = answered("EngramIssues");
-    stray.variables["includeArchived"] = Value::Null;
-    strays.push(("of non-null type \"Boolean!\" must not be null", stray));
-    let mut stray = answered("EngramProject");
-    stray.answer["data"]["project"]["status"]["type"] = json!("stalled");
-    strays.push(("cannot represent value: \"stalled\"", stray));
-    let mut stray = answered("EngramNewestComment");
-    let head = stray.answer["data"]["head"].take();
-    stray.answer["data"] = json!({"comments": head, "tail": stray.answer["data"]["tail"]});
-    strays.push(("`head` is selected but missing", stray));
-    let mut stray = answered("EngramTeams");
-    stray.answer = json!({"errors": [{"message": 1}]});
-    strays.push(("malformed errors", stray));
-    let mut stray = answered("EngramTeams");
-    stray.status = 400;
-    stray.answer = error_answer("GRAPHQL_VALIDATION_FAILED", "graphql error", "no");
-    strays.push(("a valid request refused", stray));
-    let (expected, strays): (Vec<&str>, Vec<Exchange>) = strays.into_iter().unzip();
-    for ((stray, problems), expected) in strays.iter().zip(problems_of(&strays)).zip(expected) {
+        let teams = sdl_field(sdl, "Query", "teams").unwrap_or_default();
         assert!(
-            problems.iter().any(|p| p.contains(expected)),
-            "{stray:#?}: {problems:?} does not say {expected}"
+            teams.contains("after: String") && teams.contains("first: Int"),
+            "Query.teams{teams}"
         );
+        let enum_stray = "query { issues(orderBy: relevance) { nodes { id } } }";
+        let mut documents = engram_connectors::LinearProvider::queries().to_vec();
+        documents.push(enum_stray);
+        let found = document_problems(&documents);
+        for (query, problems) in documents.iter().zip(&found) {
+            let caught = problems
+                .iter()
+                .any(|p| p.contains("Value \"relevance\" does not exist in \"PaginationOrderBy\""));
+            if *query == enum_stray {
+                assert!(caught, "{query}: {problems:?}");
+            } else {
+                assert!(problems.is_empty(), "{query}: {problems:?}");
+            }
+        }
+
+        let fake = LinearFake::start("lin_api_conformance", "oauth-token").await;
+        fake.add_team("ENG", "Engineering");
+        let project = fake.add_project("Reliability", "Fewer pages.", "## Goals", "Ana Lima");
+        let first = fake.open_issue("ENG", "Deploys stall", "At 90%.", "Ana Lima");
+        fake.open_issue("ENG", "Raise the retry budget", "", "Bo");
+        fake.edit(&first, |e| {
+            e.labels = vec!["bug".into()];
+            e.assignee = Some("Cy".into());
+            e.project = Some("Reliability".into());
+            e.cycle = Some(3);
+            e.priority = 2;
+        });
+        fake.comment(&first, "Bo", "The cache was cold.");
+        let client = reqwest::Client::new();
+        let url = format!("{}/graphql", fake.api_url());
+        let call = |query: &str, variables: Value, authorization: &str| {
+            let request = client
+                .post(&url)
+                .header("authorization", authorization)
+                .json(&json!({"query": query, "variables": variables}));
+            async move { request.send().await.unwrap().status().as_u16() }
+        };
+        let key = "lin_api_conformance";
+        let [teams, issues, comments, one, more, newest, projects, overview] =
+            engram_connectors::LinearProvider::queries()
+        else {
+            panic!("eight queries");
+        };
+        assert_eq!(call(teams, json!({"first": 1}), key).await, 200);
+        assert_eq!(
+            call(teams, json!({"first": 50}), "Bearer oauth-token").await,
+            200
+        );
+        let filter =
+            json!({"team": {"id": {"eq": "x"}}, "updatedAt": {"gt": "2026-03-01T00:00:00.000Z"}});
+        assert_eq!(
+            call(
+                issues,
+                json!({"filter": filter, "first": 1, "includeArchived": true}),
+                key
+            )
+            .await,
+            200
+        );
+        let filter = json!({"updatedAt": {"gt": "2026-03-01T00:00:00.000Z"}});
+        assert_eq!(
+            call(comments, json!({"filter": filter, "first": 50}), key).await,
+            200
+        );
+        assert_eq!(call(one, json!({"id": first, "first": 50}), key).await, 200);
+        assert_eq!(
+            call(one, json!({"id": "nope", "first": 50}), key).await,
+            200
+        );
+        assert_eq!(
+            call(more, json!({"id": first, "first": 1, "after": null}), key).await,
+            200
+        );
+        let filter = json!({"issue": {"team": {"id": {"eq": "x"}}}});
+        assert_eq!(call(newest, json!({"filter": filter}), key).await, 200);
+        let filter = json!({"project": {"id": {"eq": project}}});
+        assert_eq!(
+            call(
+                issues,
+                json!({"filter": filter, "first": 5, "includeArchived": false}),
+                key
+            )
+            .await,
+            200
+        );
+        assert_eq!(call(projects, json!({"first": 50}), key).await, 200);
+        assert_eq!(call(overview, json!({ "id": project }), key).await, 200);
+        assert_eq!(call(teams, json!({"first": 1}), "lin_api_wrong").await, 400);
+        fake.set_rate_limited(true);
+        assert_eq!(call(teams, json!({"first": 1}), key).await, 400);
+        fake.set_rate_limited(false);
+        let exchanges = fake.exchanges();
+        assert_conforms(&exchanges);
+        let listed = exchanges
+            .iter()
+            .find(|e| e.operation == "EngramIssues")
+            .unwrap();
+        assert!(listed.answer["data"]["issues"]["nodes"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+
+        // The check has teeth.
+        let answered = |operation: &str| {
+            exchanges
+                .iter()
+                .find(|e| e.operation == operation && e.status == 200)
+                .unwrap()
+                .clone()
+        };
+        let mut strays = Vec::new();
+        let mut stray = answered("EngramTeams");
+        stray.query = stray.query.replace("private", "secret");
+        strays.push(("Cannot query field \"secret\"", stray));
+        let mut stray = answered("EngramTeams");
+        stray.query = stray.query.replace("first: $first", "top: $first");
+        strays.push(("Unknown argument \"top\"", stray));
+        let mut stray = answered("EngramTeams");
+        stray.variables = json!({"first": "fifty"});
+        strays.push(("Int cannot represent non-integer value: \"fifty\"", stray));
+        let mut stray = answered("EngramIssue");
+        stray.answer["data"]["issue"]["identifier"] = Value::Null;
+        strays.push((
+            "Cannot return null for non-nullable field Issue.identifier",
+            stray,
+        ));
+        let mut stray = answered("EngramIssue");
+        stray.answer["data"]["issue"]["identifier"] = json!(1);
+        strays.push(("data.issue.identifier: 1 is served as \"1\"", stray));
+        let mut stray = answered("EngramIssue");
+        stray.answer["data"]["issue"]["comments"]["nodes"] = json!({"id": "x"});
+        strays.push(("Expected Iterable", stray));
+        let mut stray = answered("EngramIssue");
+        stray.answer["data"]["issue"]["updatedAt"] = json!("yesterday");
+        strays.push(("\"yesterday\" is not a DateTime", stray));
+        let mut stray = answered("EngramIssue");
+        stray.answer["data"]["issue"]["estimate"] = json!(3);
+        strays.push(("data.issue.estimate: answered but not selected", stray));
+        let mut stray = answered("EngramIssue");
+        stray.answer["data"]["issue"]["comments"]["pageInfo"]
+            .as_object_mut()
+            .unwrap()
+            .remove("hasNextPage");
+        strays.push(("`hasNextPage` is selected but missing", stray));
+        let mut stray = answered("EngramIssues");
+        stray.variables["includeArchived"] = Value::Null;
+        strays.push(("of non-null type \"Boolean!\" must not be null", stray));
+        let mut stray = answered("EngramProject");
+        stray.answer["data"]["project"]["status"]["type"] = json!("stalled");
+        strays.push(("cannot represent value: \"stalled\"", stray));
+        let mut stray = answered("EngramNewestComment");
+        let head = stray.answer["data"]["head"].take();
+        stray.answer["data"] = json!({"comments": head, "tail": stray.answer["data"]["tail"]});
+        strays.push(("`head` is selected but missing", stray));
+        let mut stray = answered("EngramTeams");
+        stray.answer = json!({"errors": [{"message": 1}]});
+        strays.push(("malformed errors", stray));
+        let mut stray = answered("EngramTeams");
+        stray.status = 400;
+        stray.answer = error_answer("GRAPHQL_VALIDATION_FAILED", "graphql error", "no");
+        strays.push(("a valid request refused", stray));
+        let (expected, strays): (Vec<&str>, Vec<Exchange>) = strays.into_iter().unzip();
+        for ((stray, problems), expected) in strays.iter().zip(problems_of(&strays)).zip(expected) {
+            assert!(
+                problems.iter().any(|p| p.contains(expected)),
+                "{stray:#?}: {problems:?} does not say {expected}"
+            );
+        }
     }
 }

@@ -28,14 +28,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::common::connectors::{
-    clock_time, json_reply, query_pairs, with_retry_after, Loopback, Serving,
-};
-use crate::common::typescript::Checks;
+use crate::serve::{clock_time, json_reply, query_pairs, with_retry_after, Loopback, Serving};
+use crate::typescript::Checks;
 
 /// One call and its answer, as the fake saw them.
 #[derive(Debug, Clone)]
-pub(crate) struct Exchange {
+pub struct Exchange {
     /// `drive` or `gmail`.
     pub api: &'static str,
     /// The client's resource and method (`Files$List`), empty for a route Google lacks.
@@ -102,7 +100,7 @@ struct Shared {
     retry_after: u64,
     /// Rate limits answer `403 userRateLimitExceeded` instead of `429`.
     limit_as_403: bool,
-    log: Vec<Exchange>,
+    log: crate::serve::Log<Exchange>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -633,7 +631,7 @@ async fn serve(
 }
 
 /// A fake Google account (Drive and Gmail) serving until dropped.
-pub(crate) struct GoogleFake {
+pub struct GoogleFake {
     state: SharedState,
     _serving: Serving,
     host: String,
@@ -641,7 +639,7 @@ pub(crate) struct GoogleFake {
 
 impl GoogleFake {
     /// An account `owner` whose token is `token`, answering pages of at most `page_max`.
-    pub(crate) async fn start(token: &str, owner: &str, page_max: usize) -> Self {
+    pub async fn start(token: &str, owner: &str, page_max: usize) -> Self {
         let loopback = Loopback::bind().await;
         let host = loopback.host.clone();
         let mut shared = Shared {
@@ -664,7 +662,7 @@ impl GoogleFake {
     }
 
     /// The root of both APIs (`api_url`).
-    pub(crate) fn api_url(&self) -> String {
+    pub fn api_url(&self) -> String {
         self.host.clone()
     }
 
@@ -672,7 +670,7 @@ impl GoogleFake {
         f(&mut self.state.lock().unwrap())
     }
 
-    pub(crate) fn add_drive(&self, name: &str) -> String {
+    pub fn add_drive(&self, name: &str) -> String {
         self.with(|s| {
             let id = s.id("0AD");
             s.drives.insert(id.clone(), name.to_owned());
@@ -681,7 +679,7 @@ impl GoogleFake {
     }
 
     /// A file in `drive` (`None`: My Drive), shared with `permissions` besides its owner.
-    pub(crate) fn add_file(
+    pub fn add_file(
         &self,
         drive: Option<&str>,
         name: &str,
@@ -730,23 +728,23 @@ impl GoogleFake {
         });
     }
 
-    pub(crate) fn edit(&self, id: &str, bytes: &[u8]) {
+    pub fn edit(&self, id: &str, bytes: &[u8]) {
         self.update(id, |f| f.bytes = bytes.to_vec());
     }
 
-    pub(crate) fn trash(&self, id: &str) {
+    pub fn trash(&self, id: &str) {
         self.update(id, |f| f.trashed = true);
     }
 
-    pub(crate) fn share(&self, id: &str, permission: Value) {
+    pub fn share(&self, id: &str, permission: Value) {
         self.update(id, |f| f.permissions.push(permission));
     }
 
-    pub(crate) fn hide_sharing(&self, id: &str) {
+    pub fn hide_sharing(&self, id: &str) {
         self.with(|s| s.files.get_mut(id).unwrap().sharing_hidden = true);
     }
 
-    pub(crate) fn add_label(&self, name: &str) -> String {
+    pub fn add_label(&self, name: &str) -> String {
         self.with(|s| {
             let id = format!("Label_{}", s.labels.len());
             s.labels.insert(id.clone(), (name.to_owned(), false));
@@ -755,7 +753,7 @@ impl GoogleFake {
     }
 
     /// A message delivered with `labels`, with `attachments` (name, type, bytes); its id.
-    pub(crate) fn deliver(
+    pub fn deliver(
         &self,
         labels: &[&str],
         from: &str,
@@ -788,14 +786,14 @@ impl GoogleFake {
         })
     }
 
-    pub(crate) fn delete_message(&self, id: &str) {
+    pub fn delete_message(&self, id: &str) {
         self.with(|s| {
             let labels = s.messages.remove(id).map(|m| m.labels).unwrap_or_default();
             s.record("messagesDeleted", id, labels);
         });
     }
 
-    pub(crate) fn unlabel(&self, id: &str, label: &str) {
+    pub fn unlabel(&self, id: &str, label: &str) {
         self.with(|s| {
             s.messages
                 .get_mut(id)
@@ -807,13 +805,13 @@ impl GoogleFake {
     }
 
     /// History before now is gone: a `startHistoryId` before it answers `404`.
-    pub(crate) fn expire_history(&self) {
+    pub fn expire_history(&self) {
         self.with(|s| s.expired_before = s.history_id + 1);
     }
 
     /// The next `count` calls answer a rate limit (`429`, or `403 userRateLimitExceeded` when
     /// `as_403`), with `Retry-After: retry_after` when not 0.
-    pub(crate) fn rate_limit(&self, count: usize, retry_after: u64, as_403: bool) {
+    pub fn rate_limit(&self, count: usize, retry_after: u64, as_403: bool) {
         self.with(|s| {
             s.limited = count;
             s.retry_after = retry_after;
@@ -821,18 +819,23 @@ impl GoogleFake {
         });
     }
 
-    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
-        self.with(|s| s.log.clone())
+    /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    pub fn set_logging(&self, on: bool) {
+        self.with(|s| s.log.set_on(on));
+    }
+
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.with(|s| s.log.all())
     }
 }
 
 fn cache() -> std::path::PathBuf {
-    let root = crate::common::cache_dir();
+    let root = crate::cache_dir();
     let dir = root.join("google-api");
     assert!(
         dir.join("drive/build/v3.d.ts").is_file()
             && dir.join("gmail/build/v1.d.ts").is_file()
-            && crate::common::typescript::tsc().is_file(),
+            && crate::typescript::tsc().is_file(),
         "Google's API clients (@googleapis/drive, @googleapis/gmail) and the TypeScript compiler \
          are not in {}: run `make setup-test`",
         root.display()
@@ -926,7 +929,7 @@ fn answer_type(declarations: &str, method: &str) -> Option<String> {
 
 /// Each call's problems against Google's clients (one list per call); `extra` are (api,
 /// method, parameters) the providers may send, reported by index after the calls.
-pub(crate) fn problems(
+pub fn problems(
     exchanges: &[Exchange],
     extra: &[(&'static str, String, Value)],
 ) -> Vec<Vec<String>> {
@@ -1056,7 +1059,7 @@ fn provider_calls() -> Vec<(&'static str, String, Value)> {
 
 /// Checks each call against Google's clients, and every method and parameter the providers may
 /// send; panics with every problem found.
-pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
+pub fn assert_conforms(exchanges: &[Exchange]) {
     let calls = provider_calls();
     let found = problems(exchanges, &calls);
     let mut report = Vec::new();
@@ -1076,162 +1079,167 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
 
 /// Every route the fake serves, each kind of answer it gives (pages, changes, exports, history,
 /// errors, rate limits), checked against Google's published clients; and the check has teeth.
-#[tokio::test]
-async fn the_google_fake_answers_only_what_googles_published_types_allow() {
-    let token = "ya29.conformance-1";
-    let fake = GoogleFake::start(token, "ana@example.com", 2).await;
-    let drive = fake.add_drive("Engineering");
-    let doc = fake.add_file(
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_google_fake_answers_only_what_googles_published_types_allow() {
+        let token = "ya29.conformance-1";
+        let fake = GoogleFake::start(token, "ana@example.com", 2).await;
+        let drive = fake.add_drive("Engineering");
+        let doc = fake.add_file(
         None,
         "Plan",
         "application/vnd.google-apps.document",
         b"doc",
         &[json!({"kind": "drive#permission", "id": "p1", "type": "group", "emailAddress": "eng@example.com", "role": "reader"})],
     );
-    fake.add_file(None, "notes.txt", "text/plain", b"hello", &[]);
-    fake.add_file(None, "more.txt", "text/plain", b"more", &[]);
-    let shared = fake.add_file(Some(&drive), "spec.pdf", "application/pdf", b"%PDF", &[]);
-    fake.hide_sharing(&shared);
-    fake.edit(&doc, b"doc 2");
-    let label = fake.add_label("Projects");
-    let m = fake.deliver(
-        &["INBOX", &label],
-        "Bo <bo@example.com>",
-        "Hi",
-        "Hello",
-        &[("a.txt", "text/plain", b"att")],
-    );
-    fake.unlabel(&m, &label);
-    let client = reqwest::Client::new();
-    let base = fake.api_url();
-    let get = |path: &str, query: Vec<(&str, String)>, token: &str| {
-        let request = client
-            .get(format!("{base}{path}"))
-            .bearer_auth(token)
-            .query(&query);
-        async move { request.send().await.unwrap() }
-    };
-    get("/drive/v3/drives", vec![("pageSize", "1".into())], token).await;
-    get(&format!("/drive/v3/drives/{drive}"), vec![], token).await;
-    let listed: Value = get(
-        "/drive/v3/files",
-        vec![
-            ("q", "trashed = false".into()),
-            ("corpora", "user".into()),
-            ("supportsAllDrives", "true".into()),
-        ],
-        token,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let next = listed["nextPageToken"].as_str().unwrap().to_owned();
-    get("/drive/v3/files", vec![("pageToken", next)], token).await;
-    get(
-        "/drive/v3/files",
-        vec![("driveId", drive.clone()), ("corpora", "drive".into())],
-        token,
-    )
-    .await;
-    get(
-        &format!("/drive/v3/files/{doc}/export"),
-        vec![("mimeType", "application/pdf".into())],
-        token,
-    )
-    .await;
-    get(
-        &format!("/drive/v3/files/{shared}"),
-        vec![("alt", "media".into())],
-        token,
-    )
-    .await;
-    get(&format!("/drive/v3/files/{doc}"), vec![], token).await;
-    get(&format!("/drive/v3/files/{doc}/permissions"), vec![], token).await;
-    get(
-        &format!("/drive/v3/files/{shared}/permissions"),
-        vec![],
-        token,
-    )
-    .await;
-    get("/drive/v3/changes/startPageToken", vec![], token).await;
-    let changes: Value = get("/drive/v3/changes", vec![("pageToken", "0".into())], token)
+        fake.add_file(None, "notes.txt", "text/plain", b"hello", &[]);
+        fake.add_file(None, "more.txt", "text/plain", b"more", &[]);
+        let shared = fake.add_file(Some(&drive), "spec.pdf", "application/pdf", b"%PDF", &[]);
+        fake.hide_sharing(&shared);
+        fake.edit(&doc, b"doc 2");
+        let label = fake.add_label("Projects");
+        let m = fake.deliver(
+            &["INBOX", &label],
+            "Bo <bo@example.com>",
+            "Hi",
+            "Hello",
+            &[("a.txt", "text/plain", b"att")],
+        );
+        fake.unlabel(&m, &label);
+        let client = reqwest::Client::new();
+        let base = fake.api_url();
+        let get = |path: &str, query: Vec<(&str, String)>, token: &str| {
+            let request = client
+                .get(format!("{base}{path}"))
+                .bearer_auth(token)
+                .query(&query);
+            async move { request.send().await.unwrap() }
+        };
+        get("/drive/v3/drives", vec![("pageSize", "1".into())], token).await;
+        get(&format!("/drive/v3/drives/{drive}"), vec![], token).await;
+        let listed: Value = get(
+            "/drive/v3/files",
+            vec![
+                ("q", "trashed = false".into()),
+                ("corpora", "user".into()),
+                ("supportsAllDrives", "true".into()),
+            ],
+            token,
+        )
         .await
         .json()
         .await
         .unwrap();
-    assert!(changes["nextPageToken"].is_string(), "{changes:#}");
-    get("/drive/v3/changes", vec![("pageToken", "4".into())], token).await;
-    get("/gmail/v1/users/me/profile", vec![], token).await;
-    get("/gmail/v1/users/me/labels", vec![], token).await;
-    get(
-        "/gmail/v1/users/me/messages",
-        vec![("labelIds", "INBOX".into())],
-        token,
-    )
-    .await;
-    get(
-        &format!("/gmail/v1/users/me/messages/{m}"),
-        vec![("format", "full".into())],
-        token,
-    )
-    .await;
-    get(
-        &format!("/gmail/v1/users/me/messages/{m}/attachments/ANGj{m}0"),
-        vec![],
-        token,
-    )
-    .await;
-    get(
-        "/gmail/v1/users/me/history",
-        vec![
-            ("startHistoryId", "1000".into()),
-            ("labelId", label.clone()),
-            ("historyTypes", "messageAdded".into()),
-            ("historyTypes", "labelRemoved".into()),
-        ],
-        token,
-    )
-    .await;
-    fake.expire_history();
-    let expired = get(
-        "/gmail/v1/users/me/history",
-        vec![("startHistoryId", "1000".into())],
-        token,
-    )
-    .await;
-    assert_eq!(expired.status(), 404);
-    get("/drive/v3/drives/0ADnone", vec![], token).await;
-    get("/drive/v3/files", vec![], "ya29.wrong").await;
-    fake.rate_limit(1, 3, false);
-    let limited = get("/drive/v3/files", vec![], token).await;
-    assert_eq!(
-        (
-            limited.status().as_u16(),
-            limited.headers()["retry-after"].to_str().unwrap()
-        ),
-        (429, "3")
-    );
-    fake.rate_limit(1, 0, true);
-    assert_eq!(
-        get("/gmail/v1/users/me/labels", vec![], token)
+        let next = listed["nextPageToken"].as_str().unwrap().to_owned();
+        get("/drive/v3/files", vec![("pageToken", next)], token).await;
+        get(
+            "/drive/v3/files",
+            vec![("driveId", drive.clone()), ("corpora", "drive".into())],
+            token,
+        )
+        .await;
+        get(
+            &format!("/drive/v3/files/{doc}/export"),
+            vec![("mimeType", "application/pdf".into())],
+            token,
+        )
+        .await;
+        get(
+            &format!("/drive/v3/files/{shared}"),
+            vec![("alt", "media".into())],
+            token,
+        )
+        .await;
+        get(&format!("/drive/v3/files/{doc}"), vec![], token).await;
+        get(&format!("/drive/v3/files/{doc}/permissions"), vec![], token).await;
+        get(
+            &format!("/drive/v3/files/{shared}/permissions"),
+            vec![],
+            token,
+        )
+        .await;
+        get("/drive/v3/changes/startPageToken", vec![], token).await;
+        let changes: Value = get("/drive/v3/changes", vec![("pageToken", "0".into())], token)
             .await
-            .status(),
-        403
-    );
-    let exchanges = fake.exchanges();
-    assert_conforms(&exchanges);
+            .json()
+            .await
+            .unwrap();
+        assert!(changes["nextPageToken"].is_string(), "{changes:#}");
+        get("/drive/v3/changes", vec![("pageToken", "4".into())], token).await;
+        get("/gmail/v1/users/me/profile", vec![], token).await;
+        get("/gmail/v1/users/me/labels", vec![], token).await;
+        get(
+            "/gmail/v1/users/me/messages",
+            vec![("labelIds", "INBOX".into())],
+            token,
+        )
+        .await;
+        get(
+            &format!("/gmail/v1/users/me/messages/{m}"),
+            vec![("format", "full".into())],
+            token,
+        )
+        .await;
+        get(
+            &format!("/gmail/v1/users/me/messages/{m}/attachments/ANGj{m}0"),
+            vec![],
+            token,
+        )
+        .await;
+        get(
+            "/gmail/v1/users/me/history",
+            vec![
+                ("startHistoryId", "1000".into()),
+                ("labelId", label.clone()),
+                ("historyTypes", "messageAdded".into()),
+                ("historyTypes", "labelRemoved".into()),
+            ],
+            token,
+        )
+        .await;
+        fake.expire_history();
+        let expired = get(
+            "/gmail/v1/users/me/history",
+            vec![("startHistoryId", "1000".into())],
+            token,
+        )
+        .await;
+        assert_eq!(expired.status(), 404);
+        get("/drive/v3/drives/0ADnone", vec![], token).await;
+        get("/drive/v3/files", vec![], "ya29.wrong").await;
+        fake.rate_limit(1, 3, false);
+        let limited = get("/drive/v3/files", vec![], token).await;
+        assert_eq!(
+            (
+                limited.status().as_u16(),
+                limited.headers()["retry-after"].to_str().unwrap()
+            ),
+            (429, "3")
+        );
+        fake.rate_limit(1, 0, true);
+        assert_eq!(
+            get("/gmail/v1/users/me/labels", vec![], token)
+                .await
+                .status(),
+            403
+        );
+        let exchanges = fake.exchanges();
+        assert_conforms(&exchanges);
 
-    // The check has teeth: a parameter the method does not take, a field its schema lacks, a
-    // field of the wrong type, and a route of the wrong path are each refused.
-    let mut param = exchanges[2].clone();
-    param.params.push(("since".into(), "1".into()));
-    let mut field = exchanges[2].clone();
-    field.body.as_mut().unwrap()["files"][0]["colour"] = json!("teal");
-    let mut typed = exchanges[2].clone();
-    typed.body.as_mut().unwrap()["files"][0]["trashed"] = json!("no");
-    let mut method = exchanges[0].clone();
-    method.method = "Drives$Everything".into();
-    let found = problems(&[param, field, typed, method], &[]);
-    assert!(found.iter().all(|p| !p.is_empty()), "{found:#?}");
+        // The check has teeth: a parameter the method does not take, a field its schema lacks, a
+        // field of the wrong type, and a route of the wrong path are each refused.
+        let mut param = exchanges[2].clone();
+        param.params.push(("since".into(), "1".into()));
+        let mut field = exchanges[2].clone();
+        field.body.as_mut().unwrap()["files"][0]["colour"] = json!("teal");
+        let mut typed = exchanges[2].clone();
+        typed.body.as_mut().unwrap()["files"][0]["trashed"] = json!("no");
+        let mut method = exchanges[0].clone();
+        method.method = "Drives$Everything".into();
+        let found = problems(&[param, field, typed, method], &[]);
+        assert!(found.iter().all(|p| !p.is_empty()), "{found:#?}");
+    }
 }

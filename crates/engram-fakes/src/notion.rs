@@ -28,17 +28,17 @@ use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::common::connectors::{
+use crate::serve::{
     assert_no_problems, json_reply, query_pairs, read_answer, route_params, with_retry_after,
     Loopback, RateLimit, Serving,
 };
-use crate::common::typescript::{node_json, Checks};
+use crate::typescript::{node_json, Checks};
 
 const USER: &str = "6a1f0c7e-2d4b-4c8a-9e3f-0b5d7a9c1e20";
 
 /// One request and its answer, as the fake saw them.
 #[derive(Debug, Clone)]
-pub(crate) struct Exchange {
+pub struct Exchange {
     pub method: String,
     /// The route template (`/v1/pages/{page_id}`); `UNROUTED <path>` for a request no route
     /// took.
@@ -55,7 +55,7 @@ pub(crate) struct Exchange {
 
 /// Where a page, block or database sits.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Parent {
+pub enum Parent {
     Workspace,
     Page(String),
     Database(String),
@@ -108,7 +108,7 @@ struct Shared {
     page_size_max: usize,
     /// Requests still to answer `429`, and the `Retry-After` they carry.
     limited: RateLimit,
-    log: Vec<Exchange>,
+    log: crate::serve::Log<Exchange>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -150,7 +150,7 @@ impl Shared {
 }
 
 /// Rich text of one plain run, as Notion answers it.
-pub(crate) fn rich(text: &str) -> Value {
+pub fn rich(text: &str) -> Value {
     json!([{
         "type": "text", "text": {"content": text, "link": null},
         "annotations": {"bold": false, "italic": false, "strikethrough": false, "underline": false,
@@ -160,7 +160,7 @@ pub(crate) fn rich(text: &str) -> Value {
 }
 
 /// A block's body of `kind` holding `text` (a table row: cells split at `|`).
-pub(crate) fn body(kind: &str, text: &str) -> Value {
+pub fn body(kind: &str, text: &str) -> Value {
     match kind {
         "heading_1" | "heading_2" | "heading_3" => {
             json!({"rich_text": rich(text), "color": "default", "is_toggleable": false})
@@ -651,7 +651,7 @@ fn handler(route: &str) -> MethodRouter<SharedState> {
 }
 
 /// The fake, serving until dropped.
-pub(crate) struct NotionFake {
+pub struct NotionFake {
     shared: SharedState,
     serving: Serving,
 }
@@ -659,7 +659,7 @@ pub(crate) struct NotionFake {
 impl NotionFake {
     /// Starts the fake; `token` is the integration secret it accepts. Listings answer at most
     /// `page_size_max` objects a page.
-    pub(crate) async fn start(token: &str, page_size_max: usize) -> Self {
+    pub async fn start(token: &str, page_size_max: usize) -> Self {
         let shared = Arc::new(Mutex::new(Shared {
             token: token.to_owned(),
             page_size_max,
@@ -680,12 +680,12 @@ impl NotionFake {
     }
 
     /// The `api_url` a connector is given.
-    pub(crate) fn api_url(&self) -> String {
+    pub fn api_url(&self) -> String {
         self.serving.host.clone()
     }
 
     /// Adds a page; under a page it is also that page's `child_page` block (of the same id).
-    pub(crate) fn add_page(&self, parent: Parent, title: &str) -> String {
+    pub fn add_page(&self, parent: Parent, title: &str) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         s.pages.insert(
@@ -721,12 +721,7 @@ impl NotionFake {
     }
 
     /// Adds a database with its properties' (name, type); the first is its title.
-    pub(crate) fn add_database(
-        &self,
-        parent: Parent,
-        title: &str,
-        schema: &[(&str, &str)],
-    ) -> String {
+    pub fn add_database(&self, parent: Parent, title: &str, schema: &[(&str, &str)]) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         s.databases.insert(
@@ -748,7 +743,7 @@ impl NotionFake {
     }
 
     /// Adds a row: each property's value as Notion gives it for its type.
-    pub(crate) fn add_row(&self, database: &str, properties: &[(&str, Value)]) -> String {
+    pub fn add_row(&self, database: &str, properties: &[(&str, Value)]) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         let title_name = s.databases[database].schema[0].0.clone();
@@ -783,7 +778,7 @@ impl NotionFake {
     }
 
     /// Appends a block of `kind` under a page or block.
-    pub(crate) fn append(&self, parent: &str, kind: &str, body: Value) -> String {
+    pub fn append(&self, parent: &str, kind: &str, body: Value) -> String {
         let mut s = self.shared.lock().unwrap();
         let (id, at) = (s.id(), s.tick());
         let holder = if s.pages.contains_key(parent) {
@@ -812,7 +807,7 @@ impl NotionFake {
     }
 
     /// Rewrites a block's text, which moves its page's `last_edited_time`.
-    pub(crate) fn edit_block(&self, id: &str, text: &str) {
+    pub fn edit_block(&self, id: &str, text: &str) {
         let mut s = self.shared.lock().unwrap();
         let at = s.tick();
         let block = s.blocks.get_mut(id).unwrap();
@@ -821,7 +816,7 @@ impl NotionFake {
     }
 
     /// Sets a row's property.
-    pub(crate) fn edit_row(&self, row: &str, name: &str, value: Value) {
+    pub fn edit_row(&self, row: &str, name: &str, value: Value) {
         let mut s = self.shared.lock().unwrap();
         let at = s.tick();
         let page = s.pages.get_mut(row).unwrap();
@@ -831,7 +826,7 @@ impl NotionFake {
     }
 
     /// Moves a page (or row) to the trash; its `child_page` block goes with it.
-    pub(crate) fn archive_page(&self, id: &str) {
+    pub fn archive_page(&self, id: &str) {
         let mut s = self.shared.lock().unwrap();
         let at = s.tick();
         let page = s.pages.get_mut(id).unwrap();
@@ -847,22 +842,27 @@ impl NotionFake {
     }
 
     /// The next `count` requests are answered `429` with `Retry-After: retry_after`.
-    pub(crate) fn rate_limit(&self, count: usize, retry_after: u64) {
+    pub fn rate_limit(&self, count: usize, retry_after: u64) {
         self.shared.lock().unwrap().limited.set(count, retry_after);
     }
 
+    /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    pub fn set_logging(&self, on: bool) {
+        self.shared.lock().unwrap().log.set_on(on);
+    }
+
     /// Every exchange so far, in order.
-    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
-        self.shared.lock().unwrap().log.clone()
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.shared.lock().unwrap().log.all()
     }
 }
 
 /// Where `make setup-test` puts Notion's client and the TypeScript compiler.
 fn cache() -> std::path::PathBuf {
-    let dir = crate::common::cache_dir().join("notion-api");
+    let dir = crate::cache_dir().join("notion-api");
     assert!(
         dir.join("client/build/src/api-endpoints.d.ts").is_file()
-            && crate::common::typescript::tsc().is_file(),
+            && crate::typescript::tsc().is_file(),
         "Notion's API types (@notionhq/client) and the TypeScript compiler are not in {}: run \
          `make setup-test`",
         dir.display()
@@ -920,7 +920,7 @@ fn query_value(value: &str) -> Value {
 
 /// Each exchange's problems against `@notionhq/client`'s endpoints and types (one list per
 /// exchange, empty when it conforms).
-pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
+pub fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
     let root = cache();
     let endpoints = endpoints();
     let mut problems = vec![Vec::new(); exchanges.len()];
@@ -1005,7 +1005,7 @@ pub(crate) fn problems(exchanges: &[Exchange]) -> Vec<Vec<String>> {
 
 /// Checks each exchange against `@notionhq/client`'s endpoints and types, and that each sent
 /// `Notion-Version: 2022-06-28`; panics with every problem found.
-pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
+pub fn assert_conforms(exchanges: &[Exchange]) {
     let found = problems(exchanges);
     let mut report = Vec::new();
     for (exchange, problems) in exchanges.iter().zip(found) {
@@ -1027,232 +1027,239 @@ pub(crate) fn assert_conforms(exchanges: &[Exchange]) {
 /// Every route the fake serves, each answer it can give (pages of results, errors, a rate
 /// limit), checked against `@notionhq/client`'s published endpoints and types; and the check
 /// has teeth.
-#[tokio::test]
-async fn the_notion_fake_answers_only_what_notions_published_types_allow() {
-    let token = "ntn_conformance";
-    let fake = NotionFake::start(token, 2).await;
-    let home = fake.add_page(Parent::Workspace, "Handbook");
-    let child = fake.add_page(Parent::Page(home.clone()), "On call");
-    for (kind, text) in [
-        ("heading_1", "Rotation"),
-        ("paragraph", "Weekly."),
-        ("bulleted_list_item", "Ana"),
-        ("numbered_list_item", "Bo"),
-        ("to_do", "Swap shifts"),
-        ("quote", "Calm."),
-        ("callout", "Page twice."),
-        ("code", "kubectl get pods"),
-        ("toggle", "More"),
-    ] {
-        fake.append(&child, kind, body(kind, text));
-    }
-    let table = fake.append(&child, "table", body("table", "2"));
-    fake.append(&table, "table_row", body("table_row", "Service | Owner"));
-    let db = fake.add_database(
-        Parent::Page(home.clone()),
-        "Tasks",
-        &[
-            ("Name", "title"),
-            ("Status", "status"),
-            ("Tags", "multi_select"),
-            ("Done", "checkbox"),
-            ("Points", "number"),
-            ("Due", "date"),
-            ("Owner", "people"),
-            ("Link", "url"),
-            ("Mail", "email"),
-            ("Notes", "rich_text"),
-            ("Kind", "select"),
-        ],
-    );
-    fake.add_row(
-        &db,
-        &[
-            ("Name", rich("Fix login")),
-            (
-                "Status",
-                json!({"id": "s1", "name": "Done", "color": "green"}),
-            ),
-            (
-                "Tags",
-                json!([{"id": "t1", "name": "auth", "color": "red"}]),
-            ),
-            ("Done", json!(true)),
-            ("Points", json!(3)),
-            (
-                "Due",
-                json!({"start": "2026-03-10", "end": null, "time_zone": null}),
-            ),
-            ("Owner", json!([{"object": "user", "id": USER}])),
-            ("Link", json!("https://example.com")),
-            ("Mail", json!("ana@example.com")),
-            ("Notes", rich("Safari only")),
-            ("Kind", json!(null)),
-        ],
-    );
-    fake.add_row(&db, &[("Name", rich("Write docs"))]);
-    let client = reqwest::Client::new();
-    let api = fake.api_url();
-    let call = |method: reqwest::Method, path: String, body: Option<Value>, token: &'static str| {
-        let mut request = client
-            .request(method, format!("{api}{path}"))
-            .header("authorization", format!("Bearer {token}"))
-            .header("notion-version", "2022-06-28");
-        if let Some(body) = body {
-            request = request.json(&body);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_notion_fake_answers_only_what_notions_published_types_allow() {
+        let token = "ntn_conformance";
+        let fake = NotionFake::start(token, 2).await;
+        let home = fake.add_page(Parent::Workspace, "Handbook");
+        let child = fake.add_page(Parent::Page(home.clone()), "On call");
+        for (kind, text) in [
+            ("heading_1", "Rotation"),
+            ("paragraph", "Weekly."),
+            ("bulleted_list_item", "Ana"),
+            ("numbered_list_item", "Bo"),
+            ("to_do", "Swap shifts"),
+            ("quote", "Calm."),
+            ("callout", "Page twice."),
+            ("code", "kubectl get pods"),
+            ("toggle", "More"),
+        ] {
+            fake.append(&child, kind, body(kind, text));
         }
-        async move { request.send().await.unwrap() }
-    };
-    use reqwest::Method;
-    let first: Value = call(
-        Method::POST,
-        "/v1/search".into(),
-        Some(json!({"page_size": 100})),
-        token,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
-    call(
-        Method::POST,
-        "/v1/search".into(),
-        Some(json!({"page_size": 100, "start_cursor": cursor})),
-        token,
-    )
-    .await;
-    call(
-        Method::POST,
-        "/v1/search".into(),
-        Some(
-            json!({"filter": {"property": "object", "value": "database"},
+        let table = fake.append(&child, "table", body("table", "2"));
+        fake.append(&table, "table_row", body("table_row", "Service | Owner"));
+        let db = fake.add_database(
+            Parent::Page(home.clone()),
+            "Tasks",
+            &[
+                ("Name", "title"),
+                ("Status", "status"),
+                ("Tags", "multi_select"),
+                ("Done", "checkbox"),
+                ("Points", "number"),
+                ("Due", "date"),
+                ("Owner", "people"),
+                ("Link", "url"),
+                ("Mail", "email"),
+                ("Notes", "rich_text"),
+                ("Kind", "select"),
+            ],
+        );
+        fake.add_row(
+            &db,
+            &[
+                ("Name", rich("Fix login")),
+                (
+                    "Status",
+                    json!({"id": "s1", "name": "Done", "color": "green"}),
+                ),
+                (
+                    "Tags",
+                    json!([{"id": "t1", "name": "auth", "color": "red"}]),
+                ),
+                ("Done", json!(true)),
+                ("Points", json!(3)),
+                (
+                    "Due",
+                    json!({"start": "2026-03-10", "end": null, "time_zone": null}),
+                ),
+                ("Owner", json!([{"object": "user", "id": USER}])),
+                ("Link", json!("https://example.com")),
+                ("Mail", json!("ana@example.com")),
+                ("Notes", rich("Safari only")),
+                ("Kind", json!(null)),
+            ],
+        );
+        fake.add_row(&db, &[("Name", rich("Write docs"))]);
+        let client = reqwest::Client::new();
+        let api = fake.api_url();
+        let call =
+            |method: reqwest::Method, path: String, body: Option<Value>, token: &'static str| {
+                let mut request = client
+                    .request(method, format!("{api}{path}"))
+                    .header("authorization", format!("Bearer {token}"))
+                    .header("notion-version", "2022-06-28");
+                if let Some(body) = body {
+                    request = request.json(&body);
+                }
+                async move { request.send().await.unwrap() }
+            };
+        use reqwest::Method;
+        let first: Value = call(
+            Method::POST,
+            "/v1/search".into(),
+            Some(json!({"page_size": 100})),
+            token,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+        call(
+            Method::POST,
+            "/v1/search".into(),
+            Some(json!({"page_size": 100, "start_cursor": cursor})),
+            token,
+        )
+        .await;
+        call(
+            Method::POST,
+            "/v1/search".into(),
+            Some(
+                json!({"filter": {"property": "object", "value": "database"},
                      "sort": {"timestamp": "last_edited_time", "direction": "descending"}}),
-        ),
-        token,
-    )
-    .await;
-    call(Method::GET, format!("/v1/pages/{home}"), None, token).await;
-    call(
-        Method::GET,
-        format!("/v1/blocks/{child}/children?page_size=100"),
-        None,
-        token,
-    )
-    .await;
-    let blocks: Value = call(
-        Method::GET,
-        format!("/v1/blocks/{child}/children?page_size=100"),
-        None,
-        token,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let cursor = blocks["next_cursor"].as_str().unwrap().to_owned();
-    call(
-        Method::GET,
-        format!("/v1/blocks/{child}/children?page_size=100&start_cursor={cursor}"),
-        None,
-        token,
-    )
-    .await;
-    call(
-        Method::GET,
-        format!("/v1/blocks/{table}/children"),
-        None,
-        token,
-    )
-    .await;
-    call(Method::GET, format!("/v1/databases/{db}"), None, token).await;
-    call(Method::POST, format!("/v1/databases/{db}/query"),
+            ),
+            token,
+        )
+        .await;
+        call(Method::GET, format!("/v1/pages/{home}"), None, token).await;
+        call(
+            Method::GET,
+            format!("/v1/blocks/{child}/children?page_size=100"),
+            None,
+            token,
+        )
+        .await;
+        let blocks: Value = call(
+            Method::GET,
+            format!("/v1/blocks/{child}/children?page_size=100"),
+            None,
+            token,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        let cursor = blocks["next_cursor"].as_str().unwrap().to_owned();
+        call(
+            Method::GET,
+            format!("/v1/blocks/{child}/children?page_size=100&start_cursor={cursor}"),
+            None,
+            token,
+        )
+        .await;
+        call(
+            Method::GET,
+            format!("/v1/blocks/{table}/children"),
+            None,
+            token,
+        )
+        .await;
+        call(Method::GET, format!("/v1/databases/{db}"), None, token).await;
+        call(Method::POST, format!("/v1/databases/{db}/query"),
          Some(json!({"page_size": 100, "sorts": [{"timestamp": "last_edited_time", "direction": "ascending"}],
                      "filter": {"timestamp": "last_edited_time", "last_edited_time": {"on_or_after": "2026-03-01T00:00:00.000Z"}}})),
          token).await;
-    fake.archive_page(&child);
-    call(Method::GET, format!("/v1/pages/{child}"), None, token).await;
-    call(
-        Method::GET,
-        "/v1/pages/00000000-0000-4000-8000-000000000000".into(),
-        None,
-        token,
-    )
-    .await;
-    assert_eq!(
-        call(Method::GET, format!("/v1/pages/{home}"), None, "ntn_wrong")
-            .await
-            .status(),
-        401
-    );
-    fake.rate_limit(1, 2);
-    let limited = call(Method::GET, format!("/v1/pages/{home}"), None, token).await;
-    assert_eq!(limited.status(), 429);
-    assert_eq!(limited.headers()["retry-after"], "2");
+        fake.archive_page(&child);
+        call(Method::GET, format!("/v1/pages/{child}"), None, token).await;
+        call(
+            Method::GET,
+            "/v1/pages/00000000-0000-4000-8000-000000000000".into(),
+            None,
+            token,
+        )
+        .await;
+        assert_eq!(
+            call(Method::GET, format!("/v1/pages/{home}"), None, "ntn_wrong")
+                .await
+                .status(),
+            401
+        );
+        fake.rate_limit(1, 2);
+        let limited = call(Method::GET, format!("/v1/pages/{home}"), None, token).await;
+        assert_eq!(limited.status(), 429);
+        assert_eq!(limited.headers()["retry-after"], "2");
 
-    let exchanges = fake.exchanges();
-    for (method, route, ..) in ROUTES {
-        assert!(
+        let exchanges = fake.exchanges();
+        for (method, route, ..) in ROUTES {
+            assert!(
+                exchanges
+                    .iter()
+                    .any(|e| e.method == *method && e.route == *route && e.status == 200),
+                "{method} {route} was not exercised"
+            );
+        }
+        let statuses: std::collections::BTreeSet<u16> =
+            exchanges.iter().map(|e| e.status).collect();
+        assert_eq!(statuses, [200, 401, 404, 429].into(), "{exchanges:#?}");
+
+        // The check has teeth: a page without `in_trash`, a heading without `is_toggleable`, a
+        // select option of no colour, an error code Notion lacks, an unknown query or body
+        // parameter and a route Notion lacks are each caught.
+        let answered = |route: &str| {
             exchanges
                 .iter()
-                .any(|e| e.method == *method && e.route == *route && e.status == 200),
-            "{method} {route} was not exercised"
-        );
-    }
-    let statuses: std::collections::BTreeSet<u16> = exchanges.iter().map(|e| e.status).collect();
-    assert_eq!(statuses, [200, 401, 404, 429].into(), "{exchanges:#?}");
-
-    // The check has teeth: a page without `in_trash`, a heading without `is_toggleable`, a
-    // select option of no colour, an error code Notion lacks, an unknown query or body
-    // parameter and a route Notion lacks are each caught.
-    let answered = |route: &str| {
-        exchanges
-            .iter()
-            .find(|e| e.route == route && e.status == 200)
+                .find(|e| e.route == route && e.status == 200)
+                .unwrap()
+                .clone()
+        };
+        let mut no_trash = answered("/v1/pages/{page_id}");
+        no_trash
+            .body
+            .as_mut()
             .unwrap()
-            .clone()
-    };
-    let mut no_trash = answered("/v1/pages/{page_id}");
-    no_trash
-        .body
-        .as_mut()
-        .unwrap()
-        .as_object_mut()
-        .unwrap()
-        .remove("in_trash");
-    let mut heading = answered("/v1/blocks/{block_id}/children");
-    let first_block = &mut heading.body.as_mut().unwrap()["results"][0];
-    assert_eq!(first_block["type"], "heading_1");
-    first_block["heading_1"]
-        .as_object_mut()
-        .unwrap()
-        .remove("is_toggleable");
-    let mut colourless = answered("/v1/databases/{database_id}/query");
-    colourless.body.as_mut().unwrap()["results"][0]["properties"]["Status"]["status"]["color"] =
-        json!("teal");
-    let mut code = exchanges.iter().find(|e| e.status == 404).unwrap().clone();
-    code.body.as_mut().unwrap()["code"] = json!("page_missing");
-    let mut query = answered("/v1/blocks/{block_id}/children");
-    query.query.push(("cursor".into(), "x".into()));
-    let mut search_body = answered("/v1/search");
-    search_body.request.as_mut().unwrap()["limit"] = json!(5);
-    let mut unrouted = answered("/v1/search");
-    unrouted.route = "/v1/pages".into();
-    let strays = [
-        no_trash,
-        heading,
-        colourless,
-        code,
-        query,
-        search_body,
-        unrouted,
-    ];
-    let mut all = exchanges.clone();
-    all.extend(strays.iter().cloned());
-    let found = problems(&all);
-    let (good, bad) = found.split_at(exchanges.len());
-    assert!(good.iter().all(Vec::is_empty), "{good:#?}");
-    for (stray, problems) in strays.iter().zip(bad) {
-        assert!(!problems.is_empty(), "{stray:#?} passed");
+            .as_object_mut()
+            .unwrap()
+            .remove("in_trash");
+        let mut heading = answered("/v1/blocks/{block_id}/children");
+        let first_block = &mut heading.body.as_mut().unwrap()["results"][0];
+        assert_eq!(first_block["type"], "heading_1");
+        first_block["heading_1"]
+            .as_object_mut()
+            .unwrap()
+            .remove("is_toggleable");
+        let mut colourless = answered("/v1/databases/{database_id}/query");
+        colourless.body.as_mut().unwrap()["results"][0]["properties"]["Status"]["status"]
+            ["color"] = json!("teal");
+        let mut code = exchanges.iter().find(|e| e.status == 404).unwrap().clone();
+        code.body.as_mut().unwrap()["code"] = json!("page_missing");
+        let mut query = answered("/v1/blocks/{block_id}/children");
+        query.query.push(("cursor".into(), "x".into()));
+        let mut search_body = answered("/v1/search");
+        search_body.request.as_mut().unwrap()["limit"] = json!(5);
+        let mut unrouted = answered("/v1/search");
+        unrouted.route = "/v1/pages".into();
+        let strays = [
+            no_trash,
+            heading,
+            colourless,
+            code,
+            query,
+            search_body,
+            unrouted,
+        ];
+        let mut all = exchanges.clone();
+        all.extend(strays.iter().cloned());
+        let found = problems(&all);
+        let (good, bad) = found.split_at(exchanges.len());
+        assert!(good.iter().all(Vec::is_empty), "{good:#?}");
+        for (stray, problems) in strays.iter().zip(bad) {
+            assert!(!problems.is_empty(), "{stray:#?} passed");
+        }
     }
 }

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 /// The TypeScript compiler `make setup-test` installs.
-pub(crate) fn tsc() -> PathBuf {
-    super::cache_dir().join("notion-api/typescript/bin/tsc")
+pub fn tsc() -> PathBuf {
+    crate::cache_dir().join("notion-api/typescript/bin/tsc")
 }
 
 /// The JSON a Node.js `script` (run with `node -e`, `args` after it) writes; `checks` names the
 /// checks that need Node.js (`Notion`, `Atlassian`).
-pub(crate) fn node_json(script: &str, args: &[PathBuf], checks: &str) -> Value {
+pub fn node_json(script: &str, args: &[PathBuf], checks: &str) -> Value {
     let out = std::process::Command::new("node")
         .args(["-e", script])
         .args(args)
@@ -31,7 +31,7 @@ pub(crate) fn node_json(script: &str, args: &[PathBuf], checks: &str) -> Value {
 
 /// A TypeScript file of checks: its head (imports and types) and a block of lines per checked
 /// item (an exchange's index).
-pub(crate) struct Checks {
+pub struct Checks {
     /// Ahead of every block; it may grow while blocks are added (imports a block needs).
     pub head: String,
     body: String,
@@ -40,7 +40,7 @@ pub(crate) struct Checks {
 }
 
 impl Checks {
-    pub(crate) fn new(head: String) -> Self {
+    pub fn new(head: String) -> Self {
         Self {
             head,
             body: String::new(),
@@ -49,7 +49,7 @@ impl Checks {
     }
 
     /// Adds the block (whole lines) that checks item `item`.
-    pub(crate) fn push(&mut self, item: usize, block: &str) {
+    pub fn push(&mut self, item: usize, block: &str) {
         self.owners
             .extend(std::iter::repeat_n(item, block.lines().count()));
         self.body.push_str(block);
@@ -59,7 +59,7 @@ impl Checks {
     /// `tsc --noEmit --strict` (ES2020, CommonJS) and `options`; each error goes to `problems` of
     /// the item its line checks, with its explanation lines after ` / `. Panics on an error
     /// outside every block, and when tsc fails without a word.
-    pub(crate) fn compile(self, file_name: &str, options: &[&str], problems: &mut [Vec<String>]) {
+    pub fn compile(self, file_name: &str, options: &[&str], problems: &mut [Vec<String>]) {
         let offset = self.head.lines().count();
         let ts = format!("{}{}", self.head, self.body);
         let dir = tempfile::tempdir().unwrap();
