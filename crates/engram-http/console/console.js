@@ -81,6 +81,33 @@
     }
   }
 
+  // A session belongs to the tab it was signed in in (and the tabs opened from that one, which
+  // inherit its sessionStorage): signing in marks the tab, and a signed-in page in a tab without
+  // the mark (a tab opened on its own, as after the first one was closed) ends the session.
+  var TAB = "engram-console-tab";
+  document.addEventListener(
+    "submit",
+    function (event) {
+      if (event.target && event.target.id === "sign-in") {
+        window.sessionStorage.setItem(TAB, "1");
+      }
+    },
+    true
+  );
+  if (document.getElementById("sign-out") && !window.sessionStorage.getItem(TAB)) {
+    var headers = {};
+    try {
+      headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
+    } catch (e) {
+      headers = {};
+    }
+    window
+      .fetch("/console/sign-out", { method: "POST", headers: headers, credentials: "same-origin" })
+      .finally(function () {
+        window.location.replace("/console");
+      });
+  }
+
   if (window.htmx) {
     window.htmx.onLoad(init);
   } else {

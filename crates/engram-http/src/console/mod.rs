@@ -9,7 +9,9 @@
 //!   `console.max_session_ms` after sign-in, and authenticates the key again (a revoked key ends
 //!   the session; a rate limit or a store that is away answers as the API does, the session
 //!   kept). The cookie has no expiry (it goes when the browser closes), is `HttpOnly` and
-//!   `SameSite=Strict`; nothing of the key reaches the page, its scripts or `localStorage`.
+//!   `SameSite=Strict`; nothing of the key reaches the page, its scripts or `localStorage`. A
+//!   session belongs to its tab: `console.js` marks the tab at sign-in (`sessionStorage`) and
+//!   signs out from a signed-in page loaded in a tab without the mark.
 //! - **State changes** are `POST`s that carry the session's CSRF token in `X-CSRF-Token` (htmx
 //!   sends it from the page's `hx-headers`), compared in constant time; an `Origin` other than
 //!   the console's (`console.public_origin`, or the request's scheme and host) or a cross-site

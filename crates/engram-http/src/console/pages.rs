@@ -57,7 +57,7 @@ pub(super) fn layout(title: &str, session: Option<&Session>, body: Markup) -> Ma
                             a href="/console/operations" { "Operations" }
                         }
                         span class="who" { "Key " code { (s.who.key.to_string()) } " · organization " code { (s.who.org.to_string()) } }
-                        form method="post" action="/console/sign-out" hx-post="/console/sign-out" {
+                        form id="sign-out" method="post" action="/console/sign-out" hx-post="/console/sign-out" {
                             button type="submit" class="link" { "Sign out" }
                         }
                     }
@@ -78,7 +78,7 @@ pub(super) fn sign_in(error: Option<&str>) -> Markup {
         None,
         html! {
             p { "Sign in with an API key. Make one with " code { "engram keys create --org <organization>" } "." }
-            form method="post" action="/console/sign-in" class="card narrow" {
+            form id="sign-in" method="post" action="/console/sign-in" class="card narrow" {
                 label for="key" { "API key" }
                 input id="key" name="key" type="password" autocomplete="off" required autofocus;
                 @if let Some(error) = error {
@@ -86,7 +86,7 @@ pub(super) fn sign_in(error: Option<&str>) -> Markup {
                 }
                 button type="submit" { "Sign in" }
             }
-            p class="hint" { "The key stays on the server, sealed in a cookie that ends when the browser closes or after a while without use." }
+            p class="hint" { "The key stays on the server, sealed in a cookie. The session ends when this tab closes (a tab opened from it shares it) or after a while without use." }
         },
     )
 }

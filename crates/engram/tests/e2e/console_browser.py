@@ -153,6 +153,14 @@ def main():
         expect(page.get_by_role("heading", name="Create a database")).to_have_count(0)
         visit(page, "11-restricted")
 
+        step("a session ends with its tab: a tab opened on its own starts at the sign-in page")
+        alone = page.context.new_page()
+        alone.goto(f"{BASE}/console/databases")
+        expect(alone.get_by_role("heading", name="Sign in")).to_be_visible()
+        alone.close()
+        page.reload()
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
     print("browser suite: ok")
 
 
