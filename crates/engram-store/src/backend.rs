@@ -178,6 +178,9 @@ pub(crate) trait Backend: sqlx::Database<Row: Columns> {
 
     /// A condition: the JSON object in `column` has a non-null `key` (a trusted name).
     fn json_has(column: &str, key: &str) -> String;
+    /// The bytes `column`'s value takes in the store (0 for NULL): SQLite's length as a blob,
+    /// PostgreSQL's `pg_column_size` (after compression, as it lies on disk).
+    fn octets(column: &str) -> String;
 
     /// `SELECT columns FROM` the chunks with these keys as `c`, then `joins`, with the
     /// ` AND …` conditions `conditions` writes on what the keys found.

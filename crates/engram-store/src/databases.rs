@@ -272,20 +272,30 @@ impl<B: Backend> DatabaseStore for SqlStore<B> {
     }
 
     async fn counts(&self, scope: &DatabaseScope, now: UnixMs) -> StoreResult<DatabaseCounts> {
+        // One pass over the live chunks counts both kinds and sums their bytes.
+        let bytes = format!("{} + {}", B::octets("c.content"), B::octets("c.embedding"));
         let row = self
             .optional(
-                Sql::new(
+                Sql::new(format!(
                     "SELECT
                         (SELECT COUNT(*) FROM collections WHERE database_id = d.id) AS collections,
-                        (SELECT COUNT(*) FROM chunks c JOIN items i ON i.item_key = c.item_key
-                          WHERE c.database_id = d.id AND c.kind = 'knowledge'
-                            AND (i.expires_at IS NULL OR i.expires_at > $1)) AS knowledge,
-                        (SELECT COUNT(*) FROM chunks c JOIN items i ON i.item_key = c.item_key
-                          WHERE c.database_id = d.id AND c.kind = 'memory'
-                            AND (i.expires_at IS NULL OR i.expires_at > $1)) AS memory
-                     FROM databases d WHERE d.id = $2 AND d.org_id = $3",
-                )
+                        COALESCE(t.knowledge, 0) AS knowledge,
+                        COALESCE(t.memory, 0) AS memory,
+                        COALESCE(t.bytes, 0) AS bytes
+                     FROM databases d
+                     LEFT JOIN (
+                        SELECT c.database_id,
+                            SUM(CASE WHEN c.kind = 'knowledge' THEN 1 ELSE 0 END) AS knowledge,
+                            SUM(CASE WHEN c.kind = 'memory' THEN 1 ELSE 0 END) AS memory,
+                            SUM({bytes}) AS bytes
+                        FROM chunks c JOIN items i ON i.item_key = c.item_key
+                        WHERE c.database_id = $2 AND (i.expires_at IS NULL OR i.expires_at > $1)
+                        GROUP BY c.database_id
+                     ) t ON t.database_id = d.id
+                     WHERE d.id = $3 AND d.org_id = $4",
+                ))
                 .bind(now)
+                .bind(scope.id.as_str())
                 .bind(scope.id.as_str())
                 .bind(scope.org.as_str()),
             )
@@ -297,6 +307,7 @@ impl<B: Backend> DatabaseStore for SqlStore<B> {
             collections: count(&row, "collections")?,
             knowledge_chunks: count(&row, "knowledge")?,
             memory_chunks: count(&row, "memory")?,
+            stored_bytes: count(&row, "bytes")?,
         })
     }
 }

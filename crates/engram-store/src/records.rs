@@ -147,6 +147,8 @@ pub struct DatabaseCounts {
     pub collections: u64,
     pub knowledge_chunks: u64,
     pub memory_chunks: u64,
+    /// The bytes the live chunks' text and vectors take in the store.
+    pub stored_bytes: u64,
 }
 
 /// The store's key of a chunk: what the derived indexes hold and every retrieval read names.

@@ -189,6 +189,22 @@ pub(super) fn time(ms: engram_app::UnixMs) -> Markup {
     html! { time datetime=(text) { (text.get(..19).unwrap_or(&text).replace('T', " ")) } }
 }
 
+/// A byte count as people read it (`512 B`, `1.5 KiB`, `20.3 MiB`), the exact count in its title.
+pub(super) fn bytes(n: u64) -> Markup {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut value, mut unit) = (n as f64, 0);
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let shown = if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    };
+    html! { span title={ (n) " bytes" } { (shown) } }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Databases
 
@@ -238,7 +254,7 @@ pub(super) async fn databases(
             } @else {
                 table {
                     caption class="visually-hidden" { "Databases" }
-                    thead { tr { th scope="col" { "Name" } th scope="col" { "State" } th scope="col" { "Items" } th scope="col" { "Collections" } th scope="col" { "Knowledge chunks" } th scope="col" { "Memory chunks" } th scope="col" { "Entities" } th scope="col" { "Schema fields" } th scope="col" { "Created" } } }
+                    thead { tr { th scope="col" { "Name" } th scope="col" { "State" } th scope="col" { "Items" } th scope="col" { "Collections" } th scope="col" { "Knowledge chunks" } th scope="col" { "Memory chunks" } th scope="col" { "Size" } th scope="col" { "Entities" } th scope="col" { "Schema fields" } th scope="col" { "Created" } } }
                     tbody {
                         @for (db, stats, states, graph) in &rows {
                             tr {
@@ -253,8 +269,9 @@ pub(super) async fn databases(
                                     td class="num" { (stats.counts.collections) }
                                     td class="num" { (stats.counts.knowledge_chunks) }
                                     td class="num" { (stats.counts.memory_chunks) }
+                                    td class="num" { (bytes(stats.counts.stored_bytes)) }
                                 } @else {
-                                    td {} td {} td {}
+                                    td {} td {} td {} td {}
                                 }
                                 td class="num" { @if let Some(graph) = graph { (graph.entities) } }
                                 td class="num" { (db.schema.fields().len()) }
@@ -419,6 +436,7 @@ pub(super) async fn database(
                 dt { "Collections" } dd { (stats.counts.collections) }
                 dt { "Knowledge chunks" } dd { (stats.counts.knowledge_chunks) }
                 dt { "Memory chunks" } dd { (stats.counts.memory_chunks) }
+                dt { "Size" } dd { (bytes(stats.counts.stored_bytes)) }
                 dt { "Default collection" } dd { code { (db.default_collection.as_str()) } }
                 dt { "Schema" } dd {
                     @if db.schema.fields().is_empty() { "none" }

@@ -154,6 +154,9 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
         1,
         "the same name in another database is untouched"
     );
+    // One chunk of four bytes of text and a vector of four f32s: at least those bytes.
+    let held = store.counts(&scope, moment(73)).await.unwrap().stored_bytes;
+    assert!((4 + 16..200).contains(&held), "{held}");
     assert_eq!(
         store
             .delete_collection(&scope, &collection("never"), true)
@@ -174,13 +177,12 @@ async fn a_collection_is_deleted_with_everything_in_it<S: Store>(store: &S) {
         .await
         .unwrap()
         .contains(&collection("kept")));
+    let emptied = store.counts(&scope, moment(73)).await.unwrap();
+    assert_eq!((emptied.knowledge_chunks, emptied.stored_bytes), (0, 0));
     assert_eq!(
-        store
-            .counts(&scope, moment(73))
-            .await
-            .unwrap()
-            .knowledge_chunks,
-        0
+        store.counts(&other, moment(73)).await.unwrap().stored_bytes,
+        held,
+        "another database's bytes are its own"
     );
 }
 

@@ -79,6 +79,10 @@ impl Backend for Postgres {
         format!("{column} ? '{key}'")
     }
 
+    fn octets(column: &str) -> String {
+        format!("COALESCE(pg_column_size({column}), 0)")
+    }
+
     /// The keys are probed first, alone (primary-key lookups), and scope and filter apply to
     /// what they found: planned with statistics from before a database filled up (its id
     /// unseen), the scope's index looked selective, and every chunk of the database was read

@@ -118,6 +118,10 @@ impl Backend for Sqlite {
         format!("json_extract({column}, '$.{key}') IS NOT NULL")
     }
 
+    fn octets(column: &str) -> String {
+        format!("COALESCE(length(CAST({column} AS BLOB)), 0)")
+    }
+
     /// The keys' condition comes last, as the plan tests and benchmarks have seen it (SQLite
     /// probes the keys by primary key either way).
     fn push_chunks_among(

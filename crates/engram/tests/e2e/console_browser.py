@@ -78,6 +78,10 @@ def main():
         expect(page.locator("#items .badge.completed")).to_have_count(3, timeout=240_000)
         expect(page.get_by_role("link", name=HOSTILE)).to_be_visible()
         visit(page, "04-items")
+        page.goto(f"{BASE}/console/databases")
+        demo = page.get_by_role("row").filter(has=page.get_by_role("link", name="console-demo"))
+        expect(demo).to_contain_text("KiB")  # the size its chunks' text and vectors take
+        page.goto(f"{BASE}/console/databases/console-demo")
 
         step("an item: its chunks with their pages")
         page.get_by_role("link", name="REPAIR-2022-INV-001_multipage.pdf").click()
