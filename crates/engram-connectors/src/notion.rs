@@ -6,11 +6,16 @@
 //! - `page:<id>` (`page`): a page shared with the integration whose parent is not, and every
 //!   page under it, each its own document: its blocks as text (headings as `#`, lists, to-dos,
 //!   quotes, code with its language, tables, toggles, callouts), walked through
-//!   `GET /v1/blocks/{id}/children` to a bounded depth. Every pass visits each page
-//!   (`GET /v1/pages/{id}`), and reads the blocks only of those whose `last_edited_time` moved
-//!   (or that changed within the last minutes: Notion keeps that time to the minute); the child
-//!   pages of an unchanged page are the ones it had. A pass lists the whole tree, so pages gone
-//!   since leave engram; an archived (`in_trash`) page is a deletion.
+//!   `GET /v1/blocks/{id}/children` to a bounded depth. A full pass (the first, then once a
+//!   day) visits each page (`GET /v1/pages/{id}`), reads the blocks only of those whose
+//!   `last_edited_time` moved (or that changed within the last minutes: Notion keeps that time
+//!   to the minute), takes the child pages of an unchanged page to be the ones it had, and lists
+//!   the whole tree, so pages gone since leave engram. The passes in between cost what changed,
+//!   not the tree's size: `POST /v1/search` for pages, newest edit first, down to the last
+//!   pass's newest edit (less those minutes); a listed page in the tree (the root, a page held
+//!   from it, or a page whose parent is one) is read as above, with its new child pages, and
+//!   the child pages it no longer holds are asked for: archived (`in_trash`), no longer shared
+//!   or gone, they are deletions.
 //! - `database:<id>` (`database`): the rows of a database (`POST /v1/databases/{id}/query`),
 //!   each a document: its properties as fields (`additional_metadata`, by their names in
 //!   snake_case) and its page content as text. Passes are incremental by `last_edited_time`
@@ -25,7 +30,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -53,8 +58,9 @@ const PAGES_PER_PASS_MAX: usize = 10_000;
 const PAGE_DEPTH_MAX: usize = 32;
 /// Pages visited per page of a pass.
 const PAGES_PER_LIST: usize = 25;
-/// How often a database pass lists every row, so archived and deleted ones leave.
-const FULL_DATABASE_PASS_EVERY_S: i64 = 86_400;
+/// How often a pass lists every row of a database or every page of a tree, so archived and
+/// deleted ones leave (the passes in between read what was edited since).
+const FULL_PASS_EVERY_S: i64 = 86_400;
 /// Pages edited this recently are read again even when their `last_edited_time` did not move
 /// (Notion rounds it to the minute); their text decides whether they changed.
 const RECENT_EDIT_S: i64 = 300;
@@ -860,13 +866,35 @@ fn target(resource: &ResourceRef) -> Result<Target, ProviderError> {
     }
 }
 
-/// Where a pass over a page tree is: the pages still to visit (a stack, with their depth).
+/// Where a pass over a page tree is. A full pass walks the tree from its root (so pages gone
+/// since leave); a pass in between reads only what Notion's search lists as edited since the
+/// last pass's newest edit, in the tree, and the pages a changed page no longer holds.
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
 struct PagesWalk {
+    /// The pages still to visit (a stack, with their depth).
     queue: Vec<(String, usize)>,
     visited: usize,
     /// Some pages were left out (bounds): the pass does not list every page.
     truncated: bool,
+    full: bool,
+    /// The search of a pass in between; `None` in a full pass.
+    search: Option<EditedSince>,
+    /// The pages a pass in between put in its queue (each is visited once).
+    taken: BTreeSet<String>,
+    /// The newest `last_edited_time` seen (the next pass's start).
+    high: String,
+    /// When the last full pass ended (Unix seconds).
+    full_at: i64,
+}
+
+/// A search for the pages edited since a time, newest first.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+struct EditedSince {
+    /// Unix seconds: pages edited before this are not read (the last pass's newest edit, less
+    /// [`RECENT_EDIT_S`], as Notion rounds edit times to the minute).
+    since: i64,
+    start_cursor: Option<String>,
+    done: bool,
 }
 
 /// What a page keeps until the next pass: its child pages.
@@ -889,7 +917,7 @@ struct RowsWalk {
     full_at: i64,
 }
 
-/// The cursor a database pass leaves.
+/// The cursor a database or page pass leaves.
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
 struct RowsCursor {
     since: String,
@@ -924,8 +952,22 @@ impl NotionProvider {
         known: &dyn Known,
     ) -> Result<Page, ProviderError> {
         let mut walk: PagesWalk = if position.within.is_empty() {
+            let cursor: RowsCursor = serde_json::from_str(&position.cursor).unwrap_or_default();
+            let since = unix_of(&cursor.since);
+            let full = since.is_none() || now_unix() - cursor.full_at >= FULL_PASS_EVERY_S;
             PagesWalk {
-                queue: vec![(root.to_owned(), 0)],
+                queue: if full {
+                    vec![(root.to_owned(), 0)]
+                } else {
+                    Vec::new()
+                },
+                full,
+                search: since.filter(|_| !full).map(|since| EditedSince {
+                    since: since - RECENT_EDIT_S,
+                    ..EditedSince::default()
+                }),
+                high: cursor.since.clone(),
+                full_at: cursor.full_at,
                 ..PagesWalk::default()
             }
         } else {
@@ -935,6 +977,12 @@ impl NotionProvider {
         let mut visited = 0;
         while visited < PAGES_PER_LIST {
             let Some((id, depth)) = walk.queue.pop() else {
+                if walk.search.as_ref().is_some_and(|s| !s.done) {
+                    // A page of the search counts as a visit: a list call stays bounded.
+                    visited += 1;
+                    self.edited_since(api, root, &mut walk, known).await?;
+                    continue;
+                }
                 break;
             };
             visited += 1;
@@ -946,7 +994,10 @@ impl NotionProvider {
                 Err(ProviderError::Resource { http_status, .. })
                     if id != root && (http_status == 403 || http_status == 404) =>
                 {
-                    continue
+                    if !walk.full {
+                        deleted.push(id);
+                    }
+                    continue;
                 }
                 Err(err) => return Err(err),
             };
@@ -955,16 +1006,21 @@ impl NotionProvider {
                 continue;
             }
             let edited = text_of(&page, "last_edited_time").to_owned();
+            if edited > walk.high {
+                walk.high.clone_from(&edited);
+            }
             let recent = unix_of(&edited).is_none_or(|at| now_unix() - at < RECENT_EDIT_S);
             let held = known.objects(std::slice::from_ref(&id)).await?.remove(&id);
+            let had: Vec<String> = held
+                .as_ref()
+                .and_then(|h| serde_json::from_str::<PageState>(&h.state).ok())
+                .map(|s| s.children)
+                .unwrap_or_default();
             let (entry, children) = match held {
                 Some(held) if !recent && held.version.starts_with(&format!("{edited}|")) => {
-                    let children = serde_json::from_str::<PageState>(&held.state)
-                        .map(|s| s.children)
-                        .unwrap_or_default();
                     let mut entry = page_entry(&page, held.version, "page");
                     entry.state = held.state;
-                    (entry, children)
+                    (entry, had.clone())
                 }
                 Some(_) | None => {
                     let tree = api.block_tree(&id, &what).await?;
@@ -982,6 +1038,25 @@ impl NotionProvider {
                 }
             };
             entries.push(entry);
+            let children = if walk.full {
+                children
+            } else {
+                // Between full passes a page's known children are read only when the search
+                // lists them; its new ones now, and those it no longer holds to see whether
+                // they are gone (archived or no longer shared).
+                let new: Vec<String> = children
+                    .iter()
+                    .filter(|c| !had.contains(c))
+                    .cloned()
+                    .collect();
+                let held_new = known.objects(&new).await?;
+                let mut visit: Vec<String> = new
+                    .into_iter()
+                    .filter(|c| !held_new.contains_key(c))
+                    .collect();
+                visit.extend(had.into_iter().filter(|c| !children.contains(c)));
+                visit
+            };
             // Depth first, in the order the page holds them.
             for child in children.into_iter().rev() {
                 if depth + 1 > PAGE_DEPTH_MAX
@@ -990,22 +1065,104 @@ impl NotionProvider {
                     walk.truncated = true;
                     continue;
                 }
-                walk.queue.push((child, depth + 1));
+                // A tree holds a page once; between full passes a page may be listed twice.
+                if walk.full || walk.taken.insert(child.clone()) {
+                    walk.queue.push((child, depth + 1));
+                }
             }
         }
-        let next = if walk.queue.is_empty() {
-            None
+        let searching = walk.search.as_ref().is_some_and(|s| !s.done);
+        let (next, cursor) = if walk.queue.is_empty() && !searching {
+            let cursor = RowsCursor {
+                since: walk.high.clone(),
+                full_at: if walk.full { now_unix() } else { walk.full_at },
+            };
+            (
+                None,
+                serde_json::to_string(&cursor)
+                    .map_err(|e| ProviderError::Invalid(e.to_string()))?,
+            )
         } else {
-            Some(serde_json::to_string(&walk).map_err(|e| ProviderError::Invalid(e.to_string()))?)
+            let within =
+                serde_json::to_string(&walk).map_err(|e| ProviderError::Invalid(e.to_string()))?;
+            (Some(within), String::new())
         };
         Ok(Page {
             entries,
             deleted,
             next,
-            cursor: String::new(),
-            complete_listing: !walk.truncated,
+            cursor,
+            complete_listing: walk.full && !walk.truncated,
             ..Page::default()
         })
+    }
+
+    /// One page of the search for pages edited since the walk's time, newest first: those in
+    /// the tree (the root, a page engram holds from it, or a page whose parent is one of those
+    /// or was taken by this pass) join the queue. The search ends at the first page edited
+    /// before the time.
+    async fn edited_since(
+        &self,
+        api: &Api<'_>,
+        root: &str,
+        walk: &mut PagesWalk,
+        known: &dyn Known,
+    ) -> Result<(), ProviderError> {
+        let Some(search) = walk.search.as_mut() else {
+            return Ok(());
+        };
+        let mut body = json!({
+            "filter": {"property": "object", "value": "page"},
+            "sort": {"timestamp": "last_edited_time", "direction": "descending"},
+            "page_size": PAGE_SIZE,
+        });
+        if let Some(cursor) = &search.start_cursor {
+            body["start_cursor"] = Value::from(cursor.clone());
+        }
+        let answer = api
+            .post(&["search"], &body, "the pages edited since the last pass")
+            .await?;
+        let mut found = Vec::new();
+        for page in results(&answer) {
+            let edited = unix_of(text_of(page, "last_edited_time"));
+            if edited.is_some_and(|at| at < search.since) {
+                search.done = true;
+                break;
+            }
+            let id = text_of(page, "id");
+            if !id.is_empty() && !archived(page) {
+                found.push((
+                    id.to_owned(),
+                    parent_id(page).unwrap_or_default().to_owned(),
+                ));
+            }
+        }
+        search.start_cursor = next_cursor(&answer);
+        search.done |= search.start_cursor.is_none();
+        let asked: Vec<String> = found
+            .iter()
+            .flat_map(|(id, parent)| [id.clone(), parent.clone()])
+            .collect();
+        let held = known.objects(&asked).await?;
+        // Parents first or not, a page joins once its parent has.
+        loop {
+            let mut grew = false;
+            for (id, parent) in &found {
+                let inside = id == root
+                    || held.contains_key(id)
+                    || parent == root
+                    || held.contains_key(parent)
+                    || walk.taken.contains(parent);
+                if inside && walk.taken.insert(id.clone()) {
+                    walk.queue.push((id.clone(), 1));
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        Ok(())
     }
 
     async fn list_rows(
@@ -1025,8 +1182,7 @@ impl NotionProvider {
                     ..Page::default()
                 });
             }
-            let full = cursor.since.is_empty()
-                || now_unix() - cursor.full_at >= FULL_DATABASE_PASS_EVERY_S;
+            let full = cursor.since.is_empty() || now_unix() - cursor.full_at >= FULL_PASS_EVERY_S;
             RowsWalk {
                 title: database_title(&database),
                 full,

@@ -77,6 +77,9 @@ struct Repo {
     private: bool,
     default_branch: String,
     files: BTreeMap<String, Vec<u8>>,
+    /// Every blob a file ever held, by its id (blobs outlive the files that held them, as in
+    /// Git).
+    blobs: HashMap<String, Vec<u8>>,
     issues: Vec<Issue>,
     /// Who has access (logins); `None`: the token may not list them (it lacks push access).
     collaborators: Option<Vec<String>>,
@@ -533,7 +536,7 @@ async fn get_blob(
     let Some(repo) = shared.repos.get(&format!("{owner}/{name}")) else {
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
-    let Some(bytes) = repo.files.values().find(|b| blob_sha(b) == file_sha) else {
+    let Some(bytes) = repo.blobs.get(&file_sha) else {
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
     json_reply(
@@ -860,6 +863,7 @@ impl GitHubFake {
                 private,
                 default_branch: "main".to_owned(),
                 files: BTreeMap::new(),
+                blobs: HashMap::new(),
                 issues: Vec::new(),
                 collaborators: Some(vec![owner.to_owned()]),
                 created_at: at.clone(),
@@ -882,6 +886,7 @@ impl GitHubFake {
         let at = s.tick();
         let repo = s.repos.get_mut(repo).unwrap();
         repo.files.insert(path.to_owned(), bytes.to_vec());
+        repo.blobs.insert(blob_sha(bytes), bytes.to_vec());
         repo.pushed_at = at;
     }
 

@@ -386,8 +386,12 @@ async fn search(
             found.push((edited, object));
         }
     }
-    // Most recently edited first, as Notion lists without a sort.
+    // Most recently edited first, as Notion lists without a sort or asked to; oldest first
+    // when asked.
     found.sort_by(|a, b| b.0.cmp(&a.0));
+    if body.pointer("/sort/direction").and_then(Value::as_str) == Some("ascending") {
+        found.reverse();
+    }
     let items = found.into_iter().map(|(_, o)| o).collect();
     list(
         &s,

@@ -293,6 +293,15 @@ async fn a_notion_workspace_syncs_pages_and_database_rows_follows_edits_and_arch
     let status = sync(&server, &key, &id, 3).await;
     assert_nothing_changed(&status);
     assert!(calls(&fake, before, CHILDREN).is_empty(), "no blocks read");
+    // Between full passes the page tree is not walked: the search lists what was edited.
+    let searched = calls(&fake, before, "/v1/search");
+    assert!(
+        searched.iter().any(|e| e
+            .request
+            .as_ref()
+            .is_some_and(|r| r.pointer("/sort/direction") == Some(&json!("descending")))),
+        "{searched:#?}"
+    );
     let queries = calls(&fake, before, "/v1/databases/{database_id}/query");
     assert!(
         queries.iter().all(|q| q
