@@ -405,11 +405,55 @@ impl App {
         serde_json::from_slice(&plain).map_err(|e| AppError::Internal(Box::new(e)))
     }
 
+    /// Takes connector `record`'s lease for `hold` outside a sync (a token refresh, a kept
+    /// webhook secret), so no sync or other instance writes its credentials meanwhile; `None`
+    /// when a live lease holds it. The caller gives it back with `release_lease`.
+    pub(crate) async fn take_connector_lease(
+        &self,
+        record: &ConnectorRecord,
+        kind: &str,
+        hold: std::time::Duration,
+    ) -> AppResult<Option<engram_store::SyncLease>> {
+        let lease = engram_store::SyncLease {
+            connector_id: record.id.clone(),
+            run_id: new_id(kind),
+        };
+        let taken = self
+            .store()
+            .take_lease(
+                &record.org,
+                &record.id,
+                &lease.run_id,
+                self.now(),
+                self.now().after(hold),
+            )
+            .await?;
+        Ok(taken.then_some(lease))
+    }
+
+    /// The connector as stored now and its credentials, read again under its lease (another
+    /// holder may have just written them).
+    pub(crate) async fn current_credentials(
+        &self,
+        record: &ConnectorRecord,
+    ) -> AppResult<(ConnectorRecord, Map<String, Value>)> {
+        let current = self
+            .store()
+            .get_connector(&record.org, &record.id)
+            .await?
+            .ok_or_else(|| AppError::ConnectorNotFound(record.id.clone()))?;
+        let credentials = self.open_credentials(&current).await?;
+        Ok((current, credentials))
+    }
+
     pub(crate) fn access(&self, owner: &str, credentials: Map<String, Value>) -> Access {
+        let public_url = self.config().connectors.public_url.trim_end_matches('/');
         Access {
             credentials,
             outbound: self.inner.outbound.clone(),
             owner: owner.to_owned(),
+            events_url: (!public_url.is_empty() && !owner.is_empty())
+                .then(|| format!("{public_url}/connectors/{owner}/events")),
         }
     }
 

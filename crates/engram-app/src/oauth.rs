@@ -407,28 +407,12 @@ impl App {
             if !oauth.wants_refresh(to_offset(self.now()), margin) {
                 return Ok(OAuthCredentials::provider_view(&credentials));
             }
-            let lease = SyncLease {
-                connector_id: record.id.clone(),
-                run_id: new_id("refresh"),
-            };
-            if self
-                .store()
-                .take_lease(
-                    &record.org,
-                    &record.id,
-                    &lease.run_id,
-                    self.now(),
-                    self.now().after(REFRESH_LEASE),
-                )
+            if let Some(lease) = self
+                .take_connector_lease(&record, "refresh", REFRESH_LEASE)
                 .await?
             {
                 // Read again under the lease: another holder may have just refreshed.
-                let current = self
-                    .store()
-                    .get_connector(&record.org, &record.id)
-                    .await?
-                    .ok_or_else(|| AppError::ConnectorNotFound(record.id.clone()))?;
-                let credentials = self.open_credentials(&current).await?;
+                let (current, credentials) = self.current_credentials(&record).await?;
                 let refreshed = self
                     .refresh_under_lease(&current, &lease, credentials, false)
                     .await;

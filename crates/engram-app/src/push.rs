@@ -7,14 +7,18 @@
 
 use std::time::Duration;
 
-use engram_connectors::push::{PushError, PushRequest};
-use engram_store::SyncRequest;
+use engram_connectors::oauth::Secret;
+use engram_connectors::push::{PushError, PushRequest, SECRET_FIELD};
+use engram_store::{ConnectorRecord, SyncLease, SyncRequest};
+use serde_json::{Map, Value};
 
 use crate::connectors::new_id;
 use crate::{App, AppError, AppResult};
 
 /// How long delivery ids are remembered to refuse replays.
 const DELIVERIES_KEPT: Duration = Duration::from_secs(86_400);
+/// How long keeping a provider's endpoint secret may hold the connector's lease.
+const SECRET_LEASE: Duration = Duration::from_secs(30);
 /// The largest event body read (GitHub caps its payloads at 25 MB; what engram needs is small).
 pub const PUSH_MAX_BYTES: usize = 25 * 1024 * 1024;
 
@@ -50,6 +54,11 @@ impl App {
             body,
             now_unix: self.now().as_millis() / 1000,
         };
+        if let Some(token) = provider.push_endpoint_secret(&request) {
+            return self
+                .keep_endpoint_secret(&record, &credentials, &token)
+                .await;
+        }
         let event = match provider.verify_push(&credentials, &request) {
             None => {
                 return Err(AppError::ConnectorNotFound(format!(
@@ -132,5 +141,91 @@ impl App {
             message,
             answer: None,
         })
+    }
+}
+
+impl App {
+    /// Keeps the signing secret a provider handed the endpoint (Notion's verification token) as
+    /// the connector's `webhook_secret`, sealed, under the connector's lease so that no sync's
+    /// token refresh writes over it. Refused when the connector keeps another secret already
+    /// (a stranger cannot replace it; clearing it through the connector's update takes a new
+    /// one), and answered 503 while a sync holds the lease (the provider's "resend" sends it
+    /// again). The secret is never logged nor answered: the vault's reveal shows it.
+    async fn keep_endpoint_secret(
+        &self,
+        record: &ConnectorRecord,
+        credentials: &Map<String, Value>,
+        token: &Secret,
+    ) -> AppResult<PushReceived> {
+        let kept = |message: &str| PushReceived {
+            connector_id: record.id.clone(),
+            sync_run_id: None,
+            message: message.to_owned(),
+            answer: None,
+        };
+        let reveal = format!(
+            "read it with POST /credential-vault/{}/reveal (field `{SECRET_FIELD}`) and paste it \
+             into the provider's verification",
+            record.id
+        );
+        if let Some(current) = credentials.get(SECRET_FIELD).and_then(Value::as_str) {
+            if engram_connectors::push::same_secret(current, token.expose()) {
+                return Ok(kept(&format!(
+                    "the verification token is the connector's webhook_secret already: {reveal}"
+                )));
+            }
+            tracing::warn!(connector = %record.id, "a verification token was refused: the connector keeps another webhook_secret");
+            return Err(AppError::Unauthorized(
+                "the connector keeps another webhook_secret; to take a new verification token, \
+                 update the connector's credentials without one first",
+            ));
+        }
+        let Some(lease) = self
+            .take_connector_lease(record, "secret", SECRET_LEASE)
+            .await?
+        else {
+            return Err(AppError::Unavailable(
+                "a sync of the connector is running; send the verification again in a minute"
+                    .into(),
+            ));
+        };
+        let kept_secret = self.kept_under_lease(record, &lease, token).await;
+        self.store().release_lease(&lease).await?;
+        kept_secret?;
+        tracing::info!(connector = %record.id, provider = %record.provider, "the provider's verification token is kept as the connector's webhook_secret");
+        Ok(kept(&format!(
+            "the verification token is kept as the connector's webhook_secret: {reveal}"
+        )))
+    }
+
+    /// The write of [`App::keep_endpoint_secret`], with the credentials read again under the
+    /// lease.
+    async fn kept_under_lease(
+        &self,
+        record: &ConnectorRecord,
+        lease: &SyncLease,
+        token: &Secret,
+    ) -> AppResult<()> {
+        let (_, mut credentials) = self.current_credentials(record).await?;
+        if credentials.contains_key(SECRET_FIELD) {
+            return Err(AppError::Unauthorized(
+                "the connector keeps another webhook_secret; to take a new verification token, \
+                 update the connector's credentials without one first",
+            ));
+        }
+        credentials.insert(SECRET_FIELD.to_owned(), Value::from(token.expose()));
+        let sealed = self.seal(&record.id, &credentials).await?;
+        if !self
+            .store()
+            .replace_credentials(lease, &sealed, self.now())
+            .await?
+        {
+            return Err(AppError::Unavailable(
+                "the connector's lease was lost while keeping the verification token; send it \
+                 again"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }

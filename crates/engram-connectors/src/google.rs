@@ -228,6 +228,24 @@ impl<'a> Api<'a> {
         }
     }
 
+    /// POSTs `body` as JSON; the JSON answer (`null` for an empty one).
+    pub(crate) async fn post(
+        &self,
+        path: &[&str],
+        query: &[(&str, String)],
+        body: &Value,
+        what: &str,
+    ) -> Result<Value, ProviderError> {
+        let body = Some(body.to_string().into_bytes());
+        match self
+            .send("POST", path, query, body, what, ANSWER_MAX_BYTES, true)
+            .await?
+        {
+            Body::Json(value) => Ok(value),
+            Body::Bytes(_) => Ok(Value::Null),
+        }
+    }
+
     /// GETs content (a download, an export), at most `max_bytes`.
     pub(crate) async fn download(
         &self,

@@ -127,6 +127,10 @@ pub struct Access {
     /// The connector reading (keeps its local state, such as a git mirror, apart); empty when
     /// no connector exists yet (discovery before creating).
     pub owner: String,
+    /// Where the provider can push the connector's events (`<public_url>/connectors/{id}/events`),
+    /// for providers whose push channels engram registers itself (Drive's `changes.watch`);
+    /// `None` when engram's public address is not configured or no connector exists yet.
+    pub events_url: Option<String>,
 }
 
 /// A resource the account offers.
@@ -318,6 +322,14 @@ pub trait Provider: Send + Sync {
     /// The JSON body the provider expects back for a verified event instead of engram's own
     /// answer (Slack's `url_verification` wants its `challenge`); answered at once with `200`.
     fn push_answer(&self, _event: &push::PushEvent, _body: &[u8]) -> Option<Value> {
+        None
+    }
+
+    /// The signing secret a provider hands the endpoint in a first, unsigned request when its
+    /// webhook is registered (Notion's `verification_token`, which the user then pastes back
+    /// into Notion to activate the subscription); `None` for anything else. engram keeps it as
+    /// the connector's `webhook_secret` when the connector has none.
+    fn push_endpoint_secret(&self, _request: &push::PushRequest<'_>) -> Option<oauth::Secret> {
         None
     }
 
@@ -548,6 +560,7 @@ pub(crate) fn test_access(credentials: Value) -> Access {
         outbound: engram_outbound::Outbound::new(engram_outbound::AddressPolicy::default())
             .expect("an outbound client"),
         owner: String::new(),
+        events_url: None,
     }
 }
 
@@ -652,6 +665,7 @@ mod tests {
             [
                 "github",
                 "linear",
+                "notion",
                 "confluence",
                 "jira",
                 "slack",

@@ -26,6 +26,11 @@
 //! second (with some burst); a `429` is waited out inside the pass when the wait is short, and
 //! otherwise ends it as a transient failure naming when to retry. The token only ever travels in
 //! the `Authorization` header; no message repeats it.
+//!
+//! Push: Notion's webhook subscription first sends the endpoint an unsigned
+//! `verification_token`, which engram keeps as the connector's `webhook_secret` (the user reads
+//! it from the vault and pastes it into Notion); each event after is signed with it and asks
+//! for a sync ([`crate::push`]).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -109,7 +114,7 @@ impl NotionProvider {
                 connector_type: "workspace",
                 rank: Some(11),
                 rbac_support: false,
-                webhook_support: false,
+                webhook_support: true,
                 is_beta: true,
                 indexed_object_types: &["page", "database_row"],
                 fields: vec![
@@ -159,7 +164,8 @@ impl NotionProvider {
                         "token": {"type": "string", "minLength": 1},
                         "access_token": {"type": "string", "minLength": 1},
                         "api_url": {"type": "string", "pattern": "^https?://"},
-                        "oauth": crate::oauth::credential_schema()
+                        "oauth": crate::oauth::credential_schema(),
+                        "webhook_secret": {"type": "string", "minLength": 16, "maxLength": 1000}
                     },
                     "anyOf": [{"required": ["token"]}, {"required": ["access_token"]}, {"required": ["oauth"]}],
                     "additionalProperties": false
@@ -171,8 +177,14 @@ impl NotionProvider {
                     shared with it: on each top-level page or database open ••• → Connections → add the \
                     integration (its child pages follow). Discovery offers each shared page whose parent \
                     is not shared (`page:<id>`: it and every page under it) and each database \
-                    (`database:<id>`: its rows, with their properties as fields). `api_url` is for tests \
-                    and proxies (default https://api.notion.com).",
+                    (`database:<id>`: its rows, with their properties as fields). Push: in the \
+                    integration's Webhooks tab create a subscription to \
+                    `<engram>/connectors/{id}/events` (page and database events); Notion sends it a \
+                    `verification_token`, which engram keeps as the connector's `webhook_secret`; \
+                    read it with `POST /credential-vault/{id}/reveal` (field `webhook_secret`) and \
+                    paste it into Notion's Verify dialog. Events are then signed with it \
+                    (`X-Notion-Signature`) and each starts a sync. `api_url` is for tests and \
+                    proxies (default https://api.notion.com).",
                 interval: IntervalBounds {
                     min_s: 300,
                     max_s: 7 * 86_400,
@@ -1250,10 +1262,82 @@ impl NotionProvider {
     }
 }
 
+/// The largest verification request taken as one (Notion's is a one-member object).
+const VERIFICATION_MAX_BYTES: usize = 4096;
+
+/// Notion's verification request: an unsigned body `{"verification_token": "secret_…"}`, sent
+/// once when a webhook subscription is created (and again on "Resend token").
+fn verification_token(request: &crate::push::PushRequest<'_>) -> Option<crate::oauth::Secret> {
+    if request.header("x-notion-signature").is_some() || request.body.len() > VERIFICATION_MAX_BYTES
+    {
+        return None;
+    }
+    let body: Map<String, Value> = serde_json::from_slice(request.body).ok()?;
+    let token = body.get("verification_token")?.as_str()?;
+    (body.len() == 1 && (16..=1000).contains(&token.len()) && !token.chars().any(char::is_control))
+        .then(|| crate::oauth::Secret::new(token))
+}
+
+/// Event types that change nothing engram reads: comments, which it does not sync.
+const NOT_SYNCED_EVENTS: &[&str] = &["comment."];
+
+/// A Notion webhook event: `X-Notion-Signature: sha256=<hex HMAC-SHA256 of the body under the
+/// subscription's verification token>` (kept as `webhook_secret`); its `id` names the delivery
+/// (the same on Notion's retries) and `type` the event (`page.content_updated`, …). Notion's
+/// events carry no signed sending time, so replays are refused by id only; a replay costs at
+/// most an incremental pass.
+fn verify_notion_push(
+    credentials: &Map<String, Value>,
+    request: &crate::push::PushRequest<'_>,
+) -> Result<crate::push::PushEvent, crate::push::PushError> {
+    use crate::push::{hmac_sha256_matches, secret, PushError, PushEvent};
+    let secret = secret(credentials, "Notion")?;
+    let signature = request
+        .header("x-notion-signature")
+        .ok_or_else(|| PushError::Unsigned("the event has no X-Notion-Signature".to_owned()))?;
+    let hex = signature.strip_prefix("sha256=").ok_or_else(|| {
+        PushError::Unsigned("the event's X-Notion-Signature is not `sha256=…`".to_owned())
+    })?;
+    if !hmac_sha256_matches(secret, request.body, hex) {
+        return Err(PushError::Unsigned(
+            "the event's X-Notion-Signature does not match the connector's webhook_secret"
+                .to_owned(),
+        ));
+    }
+    let body: Value = serde_json::from_slice(request.body)
+        .map_err(|_| PushError::Malformed("the event's body is not JSON".to_owned()))?;
+    let delivery_id = body
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= 200)
+        .ok_or_else(|| PushError::Malformed("the event has no `id`".to_owned()))?;
+    let event = text_of(&body, "type").chars().take(100).collect::<String>();
+    Ok(PushEvent {
+        delivery_id: delivery_id.to_owned(),
+        ping: NOT_SYNCED_EVENTS.iter().any(|p| event.starts_with(p)),
+        event,
+    })
+}
+
 #[async_trait]
 impl Provider for NotionProvider {
     fn info(&self) -> &ProviderInfo {
         &self.info
+    }
+
+    fn verify_push(
+        &self,
+        credentials: &Map<String, Value>,
+        request: &crate::push::PushRequest<'_>,
+    ) -> Option<Result<crate::push::PushEvent, crate::push::PushError>> {
+        Some(verify_notion_push(credentials, request))
+    }
+
+    fn push_endpoint_secret(
+        &self,
+        request: &crate::push::PushRequest<'_>,
+    ) -> Option<crate::oauth::Secret> {
+        verification_token(request)
     }
 
     fn oauth(&self) -> Option<crate::oauth::ProviderOAuth> {
@@ -1390,6 +1474,83 @@ impl Provider for NotionProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verification_token_is_taken_only_unsigned_and_alone_and_events_only_signed() {
+        use crate::push::{hmac_sha256_hex, PushError, PushRequest};
+        let request = |headers: &[(String, String)], body: &[u8]| {
+            verification_token(&PushRequest {
+                headers,
+                body,
+                now_unix: 1_800_000_000,
+            })
+            .map(|t| t.expose().to_owned())
+        };
+        let token = "secret_verifyToken000000000001";
+        let body = json!({"verification_token": token}).to_string();
+        assert_eq!(request(&[], body.as_bytes()).as_deref(), Some(token));
+        let signed = [("x-notion-signature".to_owned(), "sha256=00".to_owned())];
+        assert_eq!(
+            request(&signed, body.as_bytes()),
+            None,
+            "a signed body is an event"
+        );
+        let more = json!({"verification_token": token, "type": "page.created"}).to_string();
+        assert_eq!(request(&[], more.as_bytes()), None);
+        assert_eq!(request(&[], br#"{"verification_token":"short"}"#), None);
+        assert_eq!(request(&[], b"not json"), None);
+
+        let credentials = json!({"token": "ntn_x", "webhook_secret": token});
+        let credentials = credentials.as_object().unwrap();
+        let event = |kind: &str| {
+            json!({"id": "evt-1", "type": kind, "entity": {"id": "p1", "type": "page"}}).to_string()
+        };
+        let verify = |body: &str, signature: Option<String>| {
+            let headers: Vec<(String, String)> = signature
+                .map(|s| ("x-notion-signature".to_owned(), s))
+                .into_iter()
+                .collect();
+            verify_notion_push(
+                credentials,
+                &PushRequest {
+                    headers: &headers,
+                    body: body.as_bytes(),
+                    now_unix: 1_800_000_000,
+                },
+            )
+        };
+        let sign = |body: &str| {
+            Some(format!(
+                "sha256={}",
+                hmac_sha256_hex(token, body.as_bytes())
+            ))
+        };
+        let updated = event("page.content_updated");
+        let verified = verify(&updated, sign(&updated)).unwrap();
+        assert_eq!(
+            (
+                verified.delivery_id.as_str(),
+                verified.event.as_str(),
+                verified.ping
+            ),
+            ("evt-1", "page.content_updated", false)
+        );
+        let comment = event("comment.created");
+        assert!(verify(&comment, sign(&comment)).unwrap().ping);
+        assert!(matches!(
+            verify(&updated, None),
+            Err(PushError::Unsigned(_))
+        ));
+        assert!(matches!(
+            verify(&updated, sign(&comment)),
+            Err(PushError::Unsigned(_))
+        ));
+        let no_id = json!({"type": "page.created"}).to_string();
+        assert!(matches!(
+            verify(&no_id, sign(&no_id)),
+            Err(PushError::Malformed(_))
+        ));
+    }
 
     fn rich(text: &str) -> Value {
         json!([{"type": "text", "text": {"content": text, "link": null}, "plain_text": text,

@@ -82,6 +82,14 @@ pub(crate) fn hmac_sha256_matches(secret: &str, body: &[u8], signature_hex: &str
     ring::hmac::verify(&key, body, &signature).is_ok()
 }
 
+/// Whether `given` equals `expected`, compared in constant time (both HMACed under a fixed key,
+/// the tags compared by `ring`).
+pub fn same_secret(expected: &str, given: &str) -> bool {
+    const KEY: &str = "engram secret comparison";
+    let tag = hmac_sha256_hex(KEY, expected.as_bytes());
+    hmac_sha256_matches(KEY, given.as_bytes(), &tag)
+}
+
 /// The hex HMAC-SHA256 of `body` under `secret` (for tests and fakes).
 pub fn hmac_sha256_hex(secret: &str, body: &[u8]) -> String {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
@@ -100,5 +108,18 @@ mod tests {
         assert!(!hmac_sha256_matches("s3cret", b"{\"a\":2}", &signed));
         assert!(!hmac_sha256_matches("s3cret", b"{\"a\":1}", "zz"));
         assert!(!hmac_sha256_matches("s3cret", b"{\"a\":1}", ""));
+    }
+
+    #[test]
+    fn secrets_are_the_same_only_when_equal() {
+        assert!(same_secret(
+            "secret_abcdefghijklmnop",
+            "secret_abcdefghijklmnop"
+        ));
+        assert!(!same_secret(
+            "secret_abcdefghijklmnop",
+            "secret_abcdefghijklmnoq"
+        ));
+        assert!(!same_secret("secret_abcdefghijklmnop", ""));
     }
 }

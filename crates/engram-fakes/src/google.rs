@@ -7,6 +7,10 @@
 //! messages (`format=full`, attachments read apart), a history (`messagesAdded`,
 //! `messagesDeleted`, `labelsAdded`, `labelsRemoved`) that can be made to expire (`404`), small
 //! pages everywhere; `429` or `403 userRateLimitExceeded` on demand, `401` for a bad token.
+//! Push: `changes.watch` registers a `web_hook` channel, which is sent a `sync` notification at
+//! once and a `change` one for each change to its drive after (posted to its `address` with
+//! Google's `X-Goog-*` headers, the channel's `token` among them), until `channels.stop`; a
+//! changes feed can be made to refuse its older page tokens (`400`).
 //!
 //! It is a test double of Google, so it is held to Google's own description of those APIs: the
 //! clients Google generates from its discovery documents, `@googleapis/drive` and
@@ -47,6 +51,22 @@ pub struct Exchange {
     /// The JSON answer (none for content).
     pub body: Option<Value>,
     pub bearer: bool,
+    /// The JSON request body (`changes.watch`'s channel), if any.
+    pub request: Option<Value>,
+}
+
+/// A push channel `changes.watch` registered.
+#[derive(Clone)]
+struct ChannelRec {
+    id: String,
+    resource_id: String,
+    address: String,
+    token: String,
+    expiration: String,
+    /// The drive whose changes it reports (`None`: My Drive).
+    drive: Option<String>,
+    /// The last message number sent.
+    number: u64,
 }
 
 #[derive(Clone)]
@@ -88,6 +108,9 @@ struct Shared {
     files: BTreeMap<String, FileRec>,
     /// The changes feed: (file id) in order; a page token is an index into it.
     changes: Vec<String>,
+    /// Page tokens below this are refused (`400`).
+    changes_floor: usize,
+    channels: Vec<ChannelRec>,
     owner: String,
     labels: BTreeMap<String, (String, bool)>,
     messages: BTreeMap<String, MessageRec>,
@@ -130,6 +153,8 @@ const ROUTES: &[(&str, &str, &str, &str)] = &[
         "/drive/v3/changes/startPageToken",
     ),
     ("drive", "Changes$List", "GET", "/drive/v3/changes"),
+    ("drive", "Changes$Watch", "POST", "/drive/v3/changes/watch"),
+    ("drive", "Channels$Stop", "POST", "/drive/v3/channels/stop"),
     (
         "gmail",
         "Users$Getprofile",
@@ -254,6 +279,84 @@ impl Shared {
 
     fn change(&mut self, id: &str) {
         self.changes.push(id.to_owned());
+        let drive = self.files.get(id).and_then(|f| f.drive.clone());
+        for i in 0..self.channels.len() {
+            if self.channels[i].drive == drive {
+                self.notify(i, "change");
+            }
+        }
+    }
+
+    /// Posts the next notification of channel `i` with `state`, as Google does: no body, the
+    /// channel and the change in `X-Goog-*` headers.
+    fn notify(&mut self, i: usize, state: &'static str) {
+        let channel = &mut self.channels[i];
+        channel.number += 1;
+        let headers = [
+            ("x-goog-channel-id", channel.id.clone()),
+            ("x-goog-channel-token", channel.token.clone()),
+            ("x-goog-channel-expiration", channel.expiration.clone()),
+            ("x-goog-resource-id", channel.resource_id.clone()),
+            (
+                "x-goog-resource-uri",
+                "https://www.googleapis.com/drive/v3/changes?alt=json".to_owned(),
+            ),
+            ("x-goog-resource-state", state.to_owned()),
+            ("x-goog-message-number", channel.number.to_string()),
+        ];
+        let address = channel.address.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let mut request = reqwest::Client::new().post(&address);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            // Google retries failed deliveries with backoff; the tests need no more than one.
+            let _ = request.send().await;
+        });
+    }
+
+    /// `changes.watch`: a `web_hook` channel on the changes of `drive`, notified `sync` at once.
+    fn watch(&mut self, drive: Option<String>, body: Option<&Value>) -> Answer {
+        let text = |key: &str| {
+            body.and_then(|b| b.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if text("type") != "web_hook"
+            || text("id").is_empty()
+            || !text("address").starts_with("http")
+        {
+            let (status, body) = error(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                "A channel needs an id, type web_hook and an address.",
+            );
+            return Answer::Json(status, body);
+        }
+        let resource_id = self.id("res");
+        let expiration = Some(text("expiration"))
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| "3600000".to_owned());
+        self.channels.push(ChannelRec {
+            id: text("id"),
+            resource_id: resource_id.clone(),
+            address: text("address"),
+            token: text("token"),
+            expiration: expiration.clone(),
+            drive,
+            number: 0,
+        });
+        self.notify(self.channels.len() - 1, "sync");
+        Answer::Json(
+            StatusCode::OK,
+            json!({"kind": "api#channel", "id": text("id"), "resourceId": resource_id,
+                   "resourceUri": "https://www.googleapis.com/drive/v3/changes?alt=json",
+                   "token": text("token"), "expiration": expiration}),
+        )
     }
 
     fn message_json(&self, id: &str) -> Value {
@@ -315,9 +418,16 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
 enum Answer {
     Json(StatusCode, Value),
     Bytes(String, Vec<u8>),
+    /// `204 No Content`.
+    Empty,
 }
 
-fn answer(s: &mut Shared, route: usize, params: &[(String, String)]) -> Answer {
+fn answer(
+    s: &mut Shared,
+    route: usize,
+    params: &[(String, String)],
+    request: Option<&Value>,
+) -> Answer {
     let (_, method, _, _) = ROUTES[route];
     let p = |name: &str| param(params, name).map(str::to_owned);
     let page_max = s.page_max;
@@ -391,6 +501,32 @@ fn answer(s: &mut Shared, route: usize, params: &[(String, String)]) -> Answer {
         },
         "Changes$Getstartpagetoken" => ok(json!({"kind": "drive#startPageToken",
             "startPageToken": s.changes.len().to_string()})),
+        "Changes$Watch" => s.watch(p("driveId"), request),
+        "Channels$Stop" => {
+            let field = |key: &str| request.and_then(|r| r.get(key)).and_then(Value::as_str);
+            let before = s.channels.len();
+            s.channels.retain(|c| {
+                Some(c.id.as_str()) != field("id")
+                    || Some(c.resource_id.as_str()) != field("resourceId")
+            });
+            if s.channels.len() == before {
+                fail(error(
+                    StatusCode::NOT_FOUND,
+                    "notFound",
+                    "Channel not found",
+                ))
+            } else {
+                Answer::Empty
+            }
+        }
+        "Changes$List"
+            if p("pageToken")
+                .and_then(|t| t.parse::<usize>().ok())
+                .unwrap_or(0)
+                < s.changes_floor =>
+        {
+            fail(error(StatusCode::BAD_REQUEST, "invalid", "Invalid Value"))
+        }
         "Changes$List" => {
             let from: usize = p("pageToken").and_then(|t| t.parse().ok()).unwrap_or(0);
             let drive = p("driveId");
@@ -551,7 +687,9 @@ async fn serve(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    sent: axum::body::Bytes,
 ) -> Response {
+    let request: Option<Value> = serde_json::from_slice(&sent).ok();
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -599,7 +737,7 @@ async fn serve(
         Answer::Json(status, body)
     } else {
         match &found {
-            Some((i, _)) => answer(&mut s, *i, &params),
+            Some((i, _)) => answer(&mut s, *i, &params, request.as_ref()),
             None => {
                 let (status, body) = error(StatusCode::NOT_FOUND, "notFound", "Not Found");
                 Answer::Json(status, body)
@@ -613,6 +751,11 @@ async fn serve(
             None,
             (StatusCode::OK, [("content-type", mime)], bytes).into_response(),
         ),
+        Answer::Empty => (
+            StatusCode::NO_CONTENT,
+            None,
+            StatusCode::NO_CONTENT.into_response(),
+        ),
     };
     s.log.push(Exchange {
         api,
@@ -623,6 +766,7 @@ async fn serve(
         status: status.as_u16(),
         body,
         bearer: token.is_some(),
+        request,
     });
     match retry {
         Some(seconds) => with_retry_after(response, seconds),
@@ -804,6 +948,22 @@ impl GoogleFake {
         });
     }
 
+    /// The changes feed refuses the page tokens it gave before now (`400 Invalid Value`), as
+    /// Drive does for a token too old or not its own.
+    pub fn expire_changes(&self) {
+        self.with(|s| s.changes_floor = s.changes.len());
+    }
+
+    /// The push channels open: (id, address).
+    pub fn channels(&self) -> Vec<(String, String)> {
+        self.with(|s| {
+            s.channels
+                .iter()
+                .map(|c| (c.id.clone(), c.address.clone()))
+                .collect()
+        })
+    }
+
     /// History before now is gone: a `startHistoryId` before it answers `404`.
     pub fn expire_history(&self) {
         self.with(|s| s.expired_before = s.history_id + 1);
@@ -980,6 +1140,9 @@ pub fn problems(
                 problems[i].push(format!("`{key}` sent more than once"));
             }
             args.insert(key.to_owned(), param_value(key, &values));
+        }
+        if let Some(request) = &e.request {
+            args.insert("requestBody".to_owned(), request.clone());
         }
         // Only successful answers are typed by the client (errors share Google's error body).
         let body = e.body.clone().filter(|_| (200..300).contains(&e.status));
@@ -1169,6 +1332,59 @@ mod tests {
             .unwrap();
         assert!(changes["nextPageToken"].is_string(), "{changes:#}");
         get("/drive/v3/changes", vec![("pageToken", "4".into())], token).await;
+        // A push channel: registered, sent `sync` then one `change` per change, stopped.
+        let (sent, mut received) = tokio::sync::mpsc::unbounded_channel::<HeaderMap>();
+        let receiver = Loopback::bind().await;
+        let address = format!("{}/connectors/con_1/events", receiver.host);
+        let _receiving = receiver.serve(Router::new().fallback(move |headers: HeaderMap| {
+            let sent = sent.clone();
+            async move {
+                sent.send(headers).unwrap();
+                StatusCode::OK
+            }
+        }));
+        let watched: Value = client
+            .post(format!("{base}/drive/v3/changes/watch"))
+            .bearer_auth(token)
+            .query(&[("pageToken", "4"), ("supportsAllDrives", "true")])
+            .json(
+                &json!({"id": "engram-ch1", "type": "web_hook", "address": address,
+                          "token": "channel-token-0001", "expiration": "1800000000000"}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        fake.edit(&doc, b"doc 3");
+        let mut states = Vec::new();
+        for _ in 0..2 {
+            let headers = received.recv().await.unwrap();
+            assert_eq!(headers["x-goog-channel-token"], "channel-token-0001");
+            assert_eq!(headers["x-goog-channel-id"], "engram-ch1");
+            states.push(
+                headers["x-goog-resource-state"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        states.sort();
+        assert_eq!(states, ["change", "sync"]);
+        let stop = |id: &str| {
+            client
+                .post(format!("{base}/drive/v3/channels/stop"))
+                .bearer_auth(token)
+                .json(&json!({"id": id, "resourceId": watched["resourceId"]}))
+                .send()
+        };
+        assert_eq!(stop("engram-ch1").await.unwrap().status(), 204);
+        assert_eq!(stop("engram-ch1").await.unwrap().status(), 404);
+        assert!(fake.channels().is_empty());
+        fake.expire_changes();
+        let refused = get("/drive/v3/changes", vec![("pageToken", "4".into())], token).await;
+        assert_eq!(refused.status(), 400);
         get("/gmail/v1/users/me/profile", vec![], token).await;
         get("/gmail/v1/users/me/labels", vec![], token).await;
         get(

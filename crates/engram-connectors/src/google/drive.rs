@@ -36,9 +36,13 @@
 //! with `X-Goog-Channel-ID`, `X-Goog-Channel-Token`, `X-Goog-Resource-State` and
 //! `X-Goog-Message-Number`: the token must equal the credentials' `channel_token` (compared in
 //! constant time), a `sync` state only confirms the channel, any other state asks for a sync
-//! (which reads the changes feed); a message number seen before is a replay. The user registers
-//! the channel (`changes.watch` with `type=web_hook`, the events URL as `address` and the
-//! `channel_token` as `token`; channels expire within a week and are renewed the same way).
+//! (which reads the changes feed); a message number seen before is a replay. When engram's
+//! public address is configured (`connectors.public_url`), each pass keeps a channel open on the
+//! drive itself: `changes.watch` with `type=web_hook`, the connector's events URL as `address`
+//! and the `channel_token` as `token`, a week long, renewed two days before it expires (the
+//! channel it replaces stopped); its state lives in the cursor. Without that address the user
+//! registers the channel the same way. A changes token Drive refuses (expired, 400/404/410)
+//! makes the pass a full listing instead of a failure.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -114,7 +118,24 @@ const METHODS: &[(&str, &[&str])] = &[
             "fields",
         ],
     ),
+    (
+        "Changes$Watch",
+        &[
+            "pageToken",
+            "driveId",
+            "includeItemsFromAllDrives",
+            "supportsAllDrives",
+            "includeRemoved",
+            "spaces",
+        ],
+    ),
+    ("Channels$Stop", &[]),
 ];
+
+/// How long a push channel engram registers lives (Drive's longest for the changes feed).
+const CHANNEL_LIFE_MS: i64 = 7 * 86_400_000;
+/// A channel is renewed by the first pass that finds less than this left of it.
+const CHANNEL_RENEW_MS: i64 = 2 * 86_400_000;
 
 /// The Google types exported, with the format and the extension of the export.
 const EXPORTS: &[(&str, &str, &str)] = &[
@@ -231,10 +252,12 @@ impl GoogleDriveProvider {
                     files leave engram. Each file is readable by the addresses it is shared with \
                     (`group:<address>` for a Google Group, `group:domain:<domain>` for a domain, \
                     everyone for anyone with the link). For push, set a random `channel_token` \
-                    (16+ characters) and register a channel yourself: `POST \
-                    https://www.googleapis.com/drive/v3/changes/watch?pageToken=<token>` with \
-                    {\"id\": <a UUID>, \"type\": \"web_hook\", \"address\": <the connector's events \
-                    URL>, \"token\": <channel_token>} (renew it before it expires).",
+                    (16+ characters): with engram's `connectors.public_url` set (an https address \
+                    Google can reach), each sync keeps a week-long `changes.watch` channel open \
+                    to the connector's events URL and renews it; without it, register one \
+                    yourself: `POST https://www.googleapis.com/drive/v3/changes/watch?pageToken=<token>` \
+                    with {\"id\": <a UUID>, \"type\": \"web_hook\", \"address\": <the connector's \
+                    events URL>, \"token\": <channel_token>} (renew it before it expires).",
                 interval: IntervalBounds {
                     min_s: 60,
                     max_s: 7 * 86_400,
@@ -324,6 +347,38 @@ struct Cursor {
     /// When the last full listing ended (Unix seconds; 0 for a cursor from before this was kept).
     #[serde(default)]
     full_at: i64,
+    /// The push channel engram registered on the drive's changes, while it lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    channel: Option<Channel>,
+}
+
+/// A `changes.watch` channel: Drive's ids for it, when it expires, and where it posts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+struct Channel {
+    id: String,
+    resource_id: String,
+    expiration_ms: i64,
+    address: String,
+}
+
+/// A new channel id (Drive wants a unique string of letters, digits and `-_+/=`).
+fn new_channel_id() -> Result<String, ProviderError> {
+    let mut bytes = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| ProviderError::Invalid("no randomness for a channel id".to_owned()))?;
+    Ok(format!("engram-{}", hex::encode(bytes)))
+}
+
+/// Whether Drive refused a changes feed's page token (too old, or not one of this feed's): the
+/// pass lists every file instead.
+fn token_refused(err: &ProviderError) -> bool {
+    matches!(
+        err,
+        ProviderError::Resource {
+            http_status: 400 | 404 | 410,
+            ..
+        }
+    )
 }
 
 impl Cursor {
@@ -354,6 +409,110 @@ fn drive_params(drive: &str) -> Vec<(&'static str, String)> {
 }
 
 impl GoogleDriveProvider {
+    /// The page of the changes feed at the walk's token.
+    async fn changes_page(
+        &self,
+        api: &Api<'_>,
+        drive: &str,
+        walk: &Walk,
+    ) -> Result<Value, ProviderError> {
+        let mut params = vec![
+            ("includeRemoved", "true".to_owned()),
+            ("spaces", "drive".to_owned()),
+            ("pageSize", PAGE_SIZE.to_string()),
+            (
+                "fields",
+                format!(
+                    "nextPageToken,newStartPageToken,changes(changeType,removed,fileId,file({FILE_FIELDS}))"
+                ),
+            ),
+            ("pageToken", walk.page_token.clone().unwrap_or_default()),
+        ];
+        params.extend(drive_params(drive));
+        api.get(
+            &["drive", "v3", "changes"],
+            &params,
+            &format!("the changes of drive {drive}"),
+        )
+        .await
+    }
+
+    /// Keeps a push channel open on the drive's changes when engram knows its events address
+    /// and the credentials hold a `channel_token`: a channel is registered (`changes.watch`,
+    /// `type=web_hook`, a week long) when there is none, when it expires within two days, or
+    /// when the address moved, and the one it replaces is stopped (`channels.stop`). A refusal
+    /// leaves the cursor as it was: the scheduled syncs go on, and the next pass tries again.
+    async fn watched(&self, api: &Api<'_>, drive: &str, mut cursor: Cursor) -> Cursor {
+        let (Some(address), Some(token)) = (
+            api.access.events_url.clone(),
+            crate::credential(api.access, "channel_token"),
+        ) else {
+            return cursor;
+        };
+        let now_ms = crate::now_unix().saturating_mul(1000);
+        if cursor
+            .channel
+            .as_ref()
+            .is_some_and(|c| c.address == address && c.expiration_ms - now_ms > CHANNEL_RENEW_MS)
+        {
+            return cursor;
+        }
+        let id = match new_channel_id() {
+            Ok(id) => id,
+            Err(_) => return cursor,
+        };
+        let mut params = vec![
+            ("pageToken", cursor.page_token.clone()),
+            ("includeRemoved", "true".to_owned()),
+            ("spaces", "drive".to_owned()),
+        ];
+        params.extend(drive_params(drive));
+        let body = json!({"id": id, "type": "web_hook", "address": address, "token": token,
+                          "expiration": (now_ms + CHANNEL_LIFE_MS).to_string()});
+        let what = format!("a push channel on drive {drive}");
+        match api
+            .post(&["drive", "v3", "changes", "watch"], &params, &body, &what)
+            .await
+        {
+            Ok(answer) => {
+                let channel = Channel {
+                    id: Some(text_of(&answer, "/id"))
+                        .filter(|i| !i.is_empty())
+                        .unwrap_or(&id)
+                        .to_owned(),
+                    resource_id: text_of(&answer, "/resourceId").to_owned(),
+                    expiration_ms: text_of(&answer, "/expiration")
+                        .parse()
+                        .unwrap_or(now_ms + CHANNEL_LIFE_MS),
+                    address,
+                };
+                tracing::info!(
+                    drive,
+                    expiration_ms = channel.expiration_ms,
+                    "a Google Drive push channel was registered"
+                );
+                if let Some(old) = cursor.channel.replace(channel) {
+                    let stop = json!({"id": old.id, "resourceId": old.resource_id});
+                    if let Err(err) = api
+                        .post(
+                            &["drive", "v3", "channels", "stop"],
+                            &[],
+                            &stop,
+                            "the old push channel",
+                        )
+                        .await
+                    {
+                        tracing::info!(drive, error = %err, "the old Google Drive push channel was not stopped; it expires on its own");
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(drive, error = %err, "a Google Drive push channel could not be registered; scheduled syncs go on");
+            }
+        }
+        cursor
+    }
+
     async fn start_walk(
         &self,
         api: &Api<'_>,
@@ -580,32 +739,28 @@ impl GoogleDriveProvider {
                 .map(str::to_owned);
             if walk.page_token.is_none() {
                 page.complete_listing = true;
-                page.cursor = serialized(&Cursor {
+                let next = Cursor {
                     page_token: walk.start_token.clone(),
                     full_at: crate::now_unix(),
-                })?;
+                    channel: cursor.channel.clone(),
+                };
+                page.cursor = serialized(&self.watched(api, drive, next).await)?;
             }
         } else {
-            let mut params = vec![
-                ("includeRemoved", "true".to_owned()),
-                ("spaces", "drive".to_owned()),
-                ("pageSize", PAGE_SIZE.to_string()),
-                (
-                    "fields",
-                    format!(
-                        "nextPageToken,newStartPageToken,changes(changeType,removed,fileId,file({FILE_FIELDS}))"
-                    ),
-                ),
-                ("pageToken", walk.page_token.clone().unwrap_or_default()),
-            ];
-            params.extend(drive_params(drive));
-            let answer = api
-                .get(
-                    &["drive", "v3", "changes"],
-                    &params,
-                    &format!("the changes of drive {drive}"),
-                )
-                .await?;
+            let answer = match self.changes_page(api, drive, &walk).await {
+                Ok(answer) => answer,
+                Err(err) if walk.pages == 1 && token_refused(&err) => {
+                    // A token Drive refuses (expired, or from another feed): the pass goes on
+                    // as a full listing rather than failing, and every pass after it.
+                    tracing::warn!(drive, error = %err, "Google Drive refused the changes feed's token: the pass lists every file");
+                    let full = self.start_walk(api, drive, true, &cursor).await?;
+                    return Ok(Page {
+                        next: Some(serialized(&full)?),
+                        ..Page::default()
+                    });
+                }
+                Err(err) => return Err(err),
+            };
             for change in answer["changes"].as_array().into_iter().flatten() {
                 if !matches!(text_of(change, "/changeType"), "file" | "") {
                     continue;
@@ -639,14 +794,16 @@ impl GoogleDriveProvider {
                 .map(str::to_owned);
             if walk.page_token.is_none() {
                 let next = text_of(&answer, "/newStartPageToken");
-                page.cursor = serialized(&Cursor {
+                let next = Cursor {
                     page_token: if next.is_empty() {
                         cursor.page_token.clone()
                     } else {
                         next.to_owned()
                     },
                     full_at: cursor.full_at,
-                })?;
+                    channel: cursor.channel.clone(),
+                };
+                page.cursor = serialized(&self.watched(api, drive, next).await)?;
             }
         }
         if warnings > 0 {
@@ -660,14 +817,6 @@ impl GoogleDriveProvider {
         }
         Ok(page)
     }
-}
-
-/// Whether `given` equals `expected`, compared in constant time (both HMACed under a fixed key,
-/// the tags compared by `ring`).
-fn same_secret(expected: &str, given: &str) -> bool {
-    const KEY: &str = "engram google channel token";
-    let tag = crate::push::hmac_sha256_hex(KEY, expected.as_bytes());
-    crate::push::hmac_sha256_matches(KEY, given.as_bytes(), &tag)
 }
 
 /// Verifies a Drive notification (see the module's documentation).
@@ -687,7 +836,7 @@ fn verify(
             )
         })?;
     let given = request.header("x-goog-channel-token").unwrap_or_default();
-    if !same_secret(expected, given) {
+    if !crate::push::same_secret(expected, given) {
         return Err(PushError::Unsigned(
             "the notification's X-Goog-Channel-Token is not the connector's `channel_token`"
                 .to_owned(),
@@ -858,6 +1007,7 @@ mod tests {
         let cursor = Cursor {
             page_token: "42".into(),
             full_at: now - 3_600,
+            channel: None,
         };
         assert!(!cursor.wants_full_listing(now));
         assert!(cursor.wants_full_listing(now + FULL_PASS_EVERY_S));

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use serde_json::{json, Value};
+
 use crate::common::{cache_dir, Server};
 
 /// Webhook deliveries fail fast and retry quickly, so that a failed delivery can be retried by
@@ -107,48 +109,211 @@ async fn official_python_client_drives_connectors() {
     suite.await.expect("the suite");
 }
 
+/// One hosted provider's case of `hydra_hosted_suite.py`.
+fn case(
+    provider: &str,
+    credentials: Value,
+    resources: &[String],
+    added: u64,
+    secrets: &[&str],
+) -> Value {
+    json!({"provider": provider, "database": provider.replace('_', "-"),
+           "credentials": credentials, "resources": resources, "added": added, "secrets": secrets})
+}
+
 #[tokio::test]
-async fn official_python_client_drives_a_slack_connector() {
-    let token = "xoxb-client-SecretValue-5678";
-    let fake = engram_fakes::slack::SlackFake::start(token, 2).await;
-    let ana = fake.add_user("Ana", "ana@example.com");
-    let bo = fake.add_user("Bo", "bo@example.com");
-    let general = fake.add_channel("general", false, true, &[&ana, &bo]);
-    let leads = fake.add_channel("leads", true, true, &[&ana]);
-    fake.add_channel("random", false, false, &[&bo]);
-    let root = fake.post(&general, &ana, "How do we roll back a bad deploy?", None);
-    fake.post(
+async fn official_python_client_drives_every_hosted_provider() {
+    let slack_token = "xoxb-client-SecretValue-5678";
+    let slack = engram_fakes::slack::SlackFake::start(slack_token, 2).await;
+    let ana = slack.add_user("Ana", "ana@example.com");
+    let bo = slack.add_user("Bo", "bo@example.com");
+    let general = slack.add_channel("general", false, true, &[&ana, &bo]);
+    let leads = slack.add_channel("leads", true, true, &[&ana]);
+    slack.add_channel("random", false, false, &[&bo]);
+    let root = slack.post(&general, &ana, "How do we roll back a bad deploy?", None);
+    slack.post(
         &general,
         &bo,
         "Run kubectl rollout undo on the api deployment.",
         Some(&root),
     );
-    fake.post(
+    slack.post(
         &general,
         &bo,
         "The staging database restarts on Sundays.",
         None,
     );
-    fake.post(&leads, &ana, "Salaries are reviewed every June.", None);
+    slack.post(&leads, &ana, "Salaries are reviewed every June.", None);
+
+    let github_token = "ghp_clientSecretValue0001";
+    let github = engram_fakes::github::GitHubFake::start(github_token).await;
+    github.add_repo("octo-org/handbook", false);
+    github.put_file(
+        "octo-org/handbook",
+        "README.md",
+        b"# Handbook\nHow the team works.\n",
+    );
+    github.put_file(
+        "octo-org/handbook",
+        "docs/deploy.md",
+        b"# Deploys\nDeploys go out on Tuesdays.\n",
+    );
+
+    let (linear_key, linear_token) = ("lin_api_clientSecret0001", "lin_oauth_clientSecret0001");
+    let linear = engram_fakes::linear::LinearFake::start(linear_key, linear_token).await;
+    let team = linear.add_team("ENG", "Engineering");
+    linear.open_issue(
+        "ENG",
+        "Rotate the VPN keys",
+        "Rotate them before Friday.",
+        "Ana Lima",
+    );
+    linear.open_issue(
+        "ENG",
+        "Upgrade the runners",
+        "The runners need more memory.",
+        "Bo Chen",
+    );
+
+    let notion_token = "ntn_clientSecretValue1234";
+    let notion = engram_fakes::notion::NotionFake::start(notion_token, 2).await;
+    let handbook = notion.add_page(engram_fakes::notion::Parent::Workspace, "Handbook");
+    notion.append(
+        &handbook,
+        "paragraph",
+        engram_fakes::notion::body("paragraph", "The deploy window is Tuesday at 10:00."),
+    );
+    let oncall = notion.add_page(
+        engram_fakes::notion::Parent::Page(handbook.clone()),
+        "On call",
+    );
+    notion.append(
+        &oncall,
+        "paragraph",
+        engram_fakes::notion::body("paragraph", "The pager hands over every Monday."),
+    );
+
+    let (email, atlassian_token) = ("bot@example.com", "atl_clientSecretToken0001");
+    let atlassian = engram_fakes::atlassian::AtlassianFake::start(email, atlassian_token, 2).await;
+    let space = atlassian.add_space("ENG", "Engineering");
+    let home = atlassian.add_page(&space, None, "Runbooks", "<p>Start here.</p>");
+    atlassian.add_page(
+        &space,
+        Some(&home),
+        "Deploys",
+        "<p>Deploys go out on Tuesdays.</p>",
+    );
+    atlassian.add_project("OPS", "Operations");
+    atlassian.add_issue(
+        "OPS",
+        "Badge readers reject cards",
+        "The badge readers on floor nine reject every card.",
+        "To Do",
+        "High",
+        "Bug",
+        "Ana Lima",
+        &["facilities"],
+    );
+
+    let google_token = "ya29.client-SecretValue-1234";
+    let google = engram_fakes::google::GoogleFake::start(google_token, "ana@example.com", 2).await;
+    google.add_file(
+        None,
+        "runbook.txt",
+        "text/plain",
+        b"The pager rotation changes on Mondays.",
+        &[],
+    );
+    google.add_file(
+        None,
+        "lunch.txt",
+        "text/plain",
+        b"Lunch is at noon on Fridays.",
+        &[],
+    );
+    let label = google.add_label("Projects");
+    google.deliver(
+        &["INBOX", &label],
+        "Bo <bo@example.com>",
+        "Launch plan",
+        "The launch moves to March.",
+        &[],
+    );
+
+    let site =
+        json!({"site_url": atlassian.site_url(), "email": email, "api_token": atlassian_token});
+    let cases = json!([
+        case(
+            "slack",
+            json!({"token": slack_token, "api_url": slack.api_url()}),
+            &[format!("channel:{general}"), format!("channel:{leads}")],
+            3,
+            &[slack_token]
+        ),
+        case(
+            "github",
+            json!({"token": github_token, "api_url": github.api_url()}),
+            &["octo-org/handbook".to_owned()],
+            2,
+            &[github_token]
+        ),
+        case(
+            "linear",
+            json!({"api_key": linear_key, "api_url": linear.api_url()}),
+            &[team],
+            2,
+            &[linear_key]
+        ),
+        case(
+            "notion",
+            json!({"token": notion_token, "api_url": notion.api_url()}),
+            &[format!("page:{handbook}")],
+            2,
+            &[notion_token]
+        ),
+        case(
+            "confluence",
+            site.clone(),
+            &[format!("space:{space}")],
+            2,
+            &[atlassian_token]
+        ),
+        case(
+            "jira",
+            site,
+            &["project:OPS".to_owned()],
+            1,
+            &[atlassian_token]
+        ),
+        case(
+            "google_drive",
+            json!({"access_token": google_token, "api_url": google.api_url()}),
+            &["drive:root".to_owned()],
+            2,
+            &[google_token]
+        ),
+        case(
+            "gmail",
+            json!({"access_token": google_token, "api_url": google.api_url()}),
+            &[format!("label:{label}")],
+            1,
+            &[google_token]
+        ),
+    ]);
     let mut env = ENV.to_vec();
     env.push(("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"));
     let server = Server::start_with(&env);
-    let key = server.key("org-slack-clients", &[]);
-    let api_url = fake.api_url();
+    let key = server.key("org-hosted-clients", &[]);
     let suite = tokio::task::spawn_blocking(move || {
         run_suite(
             &server,
             "hydradb-sdk",
-            "hydra_slack_suite.py",
-            &[
-                ("ENGRAM_KEY", key),
-                ("SLACK_API_URL", api_url),
-                ("SLACK_TOKEN", token.to_owned()),
-            ],
+            "hydra_hosted_suite.py",
+            &[("ENGRAM_KEY", key), ("CASES", cases.to_string())],
         );
     });
     suite.await.expect("the suite");
-    drop(fake);
+    drop((slack, github, linear, notion, atlassian, google));
 }
 
 #[tokio::test]

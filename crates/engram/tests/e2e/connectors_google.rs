@@ -4,17 +4,21 @@
 //! through the changes feed (an edit, a trash, a sharing change), a Drive notification (signed
 //! with the channel token, forged), a rate limit and a bad token; a Gmail label synced (a message
 //! with an attachment), followed through its history (a message added, one deleted, one
-//! unlabelled) and an expired history (a full pass). Every call the connectors made and the fake
-//! answered is held to Google's published clients.
+//! unlabelled) and an expired history (a full pass). With engram's public address configured,
+//! the Drive pass opens its own push channel: a change in Drive is notified by the fake and
+//! found at once, and a changes token Drive refuses makes a full listing. Every call the
+//! connectors made and the fake answered is held to Google's published clients.
 #![allow(clippy::unwrap_used)] // test code
+
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::common::connectors::{
     after_run, assert_rate_limited, assert_secrets_hidden, configure, counts, create, discover,
-    indexed, listed, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+    indexed, listed, plain, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
 };
-use crate::common::Server;
+use crate::common::{eventually, Server};
 use engram_fakes::google::{assert_conforms, GoogleFake};
 
 const CHANNEL: &str = "drive-channel-token-never-logged-01";
@@ -444,5 +448,109 @@ async fn a_gmail_label_syncs_messages_and_attachments_and_follows_its_history() 
     assert_rate_limited(&status, &["Gmail is rate limiting"]);
     fake.rate_limit(0, 0, false);
     assert_secrets_hidden(&server, &key, &id, &status, &[token]).await;
+    assert_conforms(&fake.exchanges());
+}
+
+#[tokio::test]
+async fn a_drive_channel_engram_registers_pushes_changes_and_a_refused_token_lists_again() {
+    const DB: &str = "pushed";
+    let token = "ya29.drive-PushValue-5678";
+    let fake = GoogleFake::start(token, "ana@example.com", 2).await;
+    let runbook = fake.add_file(
+        None,
+        "runbook.txt",
+        "text/plain",
+        b"The pager rotation changes hands every Monday at nine.",
+        &[],
+    );
+    let server = Server::start_public(&[
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
+    ]);
+    let key = server.key("conn-gdrive-push", &[]);
+    server.ready_database(&key, DB).await;
+    let id = create(
+        &server,
+        &key,
+        json!({"provider": "google_drive", "database": DB,
+               "credentials": {"access_token": token, "api_url": fake.api_url(), "channel_token": CHANNEL}}),
+    )
+    .await;
+    configure(
+        &server,
+        &key,
+        &id,
+        json!([{"resource_id": "drive:root", "resource_type": "drive"}]),
+    )
+    .await;
+    after_run(&server, &key, &id, 0).await;
+    indexed(&server, &key, DB).await;
+
+    // The pass opened a channel on the drive's changes to the connector's events URL (Drive
+    // then sends it `sync`, which engram answers without syncing).
+    let channels = fake.channels();
+    assert_eq!(channels.len(), 1, "{channels:?}");
+    assert_eq!(
+        channels[0].1,
+        server.url(&format!("/connectors/{id}/events"))
+    );
+
+    // A file added in Drive: Drive notifies the channel, engram syncs at once.
+    let posted = Instant::now();
+    fake.add_file(
+        None,
+        "lunch.txt",
+        "text/plain",
+        b"Lunch is served at noon on Fridays in the atrium.",
+        &[],
+    );
+    eventually(
+        Duration::from_secs(20),
+        "the pushed Drive file in /query",
+        || async {
+            readable(
+                &server,
+                &key,
+                DB,
+                "where is lunch served on Fridays",
+                json!(["ana@example.com"]),
+            )
+            .await
+            .contains(&"lunch.txt".to_owned())
+            .then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "drive push: the new file was found by /query {} ms after it was added (the issue wants 2 s)",
+        posted.elapsed().as_millis()
+    );
+
+    // Drive refuses the stored changes token (too old): the pass, pushed by the next change,
+    // lists every file instead of failing, so the trashed file leaves.
+    fake.expire_changes();
+    fake.trash(&runbook);
+    eventually(
+        Duration::from_secs(20),
+        "the trashed file gone after a full listing",
+        || async {
+            (!titles(&server, &key, DB)
+                .await
+                .contains(&"runbook.txt".to_owned()))
+            .then_some(())
+        },
+    )
+    .await;
+    let status = server.get(&format!("/connectors/{id}/status"), &key).await;
+    let runs = plain(&status, 200)["runs"].as_array().unwrap().clone();
+    assert!(
+        runs.iter().all(|r| r["status"] != "failed"),
+        "no pass failed on the refused token: {runs:#?}"
+    );
+    assert_eq!(
+        fake.channels().len(),
+        1,
+        "the channel is kept, not registered again"
+    );
     assert_conforms(&fake.exchanges());
 }

@@ -30,6 +30,8 @@ pub(crate) struct Server {
     envs: Vec<(String, String)>,
     /// Where the server's stderr (its log) goes; inherited when `None`.
     log: Option<PathBuf>,
+    /// The address it listens on (`127.0.0.1:0`: a free port).
+    listen: String,
     pub client: reqwest::Client,
 }
 
@@ -134,6 +136,23 @@ impl Server {
         server
     }
 
+    /// Starts a server that knows its own public address (`connectors.public_url`, on a port
+    /// chosen before it starts), as one behind a public host name does: providers whose push
+    /// channels engram registers are given its events URL.
+    pub(crate) fn start_public(envs: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let public = format!("http://127.0.0.1:{port}");
+        let mut all = envs.to_vec();
+        all.push(("ENGRAM_CONNECTORS__PUBLIC_URL", &public));
+        let mut server = Self::unstarted(&all);
+        server.listen = format!("127.0.0.1:{port}");
+        server.spawn();
+        server
+    }
+
     /// Starts a server whose log (stderr) is written to `log`.
     pub(crate) fn start_logged(envs: &[(&str, &str)], log: &Path) -> Self {
         let mut server = Self::unstarted(envs);
@@ -194,6 +213,7 @@ impl Server {
             _tmp: Some(tmp),
             envs,
             log: None,
+            listen: "127.0.0.1:0".to_owned(),
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()
@@ -203,7 +223,7 @@ impl Server {
 
     fn spawn(&mut self) {
         let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        cmd.args(["serve", "--listen", &self.listen, "--data-dir"])
             .arg(&self.data_dir)
             .env_remove("ENGRAM_LISTEN")
             .env_remove("ENGRAM_DATA_DIR")
