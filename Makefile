@@ -75,7 +75,7 @@ test: setup-toolchain check-fmt
 	$(TEST_ENV) $(CARGO) test --workspace --locked --test e2e
 	@[ -z "$(OTHER_DIR_TESTS)" ] || { echo "make test: $(OTHER_DIR_TESTS) is run by no rule here: add it to OTHER_TESTS" >&2; exit 1; }
 	@log="$(CACHE_DIR)/unit-tests.log"; \
-	  $(TEST_ENV) $(CARGO) test --workspace --locked $(OTHER_TESTS) >"$$log" 2>&1 & others=$$!; \
+	  $(TEST_ENV) $(CARGO) test --workspace --locked --no-fail-fast $(OTHER_TESTS) >"$$log" 2>&1 & others=$$!; \
 	  $(TEST_ENV) scripts/with-postgres.sh $(CARGO) test --workspace --locked --test e2e -- $(PG_SKIP); \
 	  pg=$$?; wait $$others; unit=$$?; cat "$$log"; \
 	  [ $$unit -eq 0 ] || echo "make test: a unit, conformance or crate test failed (above)" >&2; \

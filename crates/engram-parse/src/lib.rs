@@ -140,6 +140,23 @@ pub(crate) mod tests {
 
     use super::*;
 
+    /// Asserts `run(n)` grows linearly with `n`: four times the input may take at most ten times
+    /// as long (linear work takes four, a quadratic path sixteen). Timed against itself rather
+    /// than a clock budget, so a loaded machine does not fail it.
+    pub(crate) fn assert_linear(n: usize, run: impl Fn(usize)) {
+        let timed = |n: usize| {
+            let start = std::time::Instant::now();
+            run(n);
+            start.elapsed()
+        };
+        let small = timed(n);
+        let large = timed(4 * n);
+        assert!(
+            large < small * 10 + std::time::Duration::from_millis(50),
+            "{small:?} for {n} units, {large:?} for four times as many"
+        );
+    }
+
     /// A file of `fixtures/markitdown` (a subset of the markitdown test files).
     pub(crate) fn sample(name: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
