@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::common::connectors::{
     after_run, assert_rate_limited, assert_secrets_hidden, configure, counts, create, discover,
     indexed, listed, plain, rejected_credentials_are_a_reconnect, server_for_fakes, sync,
+    FAKES_ENV,
 };
 use crate::common::{eventually, Server};
 use engram_fakes::google::{assert_conforms, GoogleFake};
@@ -463,10 +464,7 @@ async fn a_drive_channel_engram_registers_pushes_changes_and_a_refused_token_lis
         b"The pager rotation changes hands every Monday at nine.",
         &[],
     );
-    let server = Server::start_public(&[
-        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
-        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
-    ]);
+    let server = Server::start_public(FAKES_ENV);
     let key = server.key("conn-gdrive-push", &[]);
     server.ready_database(&key, DB).await;
     let id = create(

@@ -67,11 +67,15 @@ pub(crate) async fn sync(server: &Server, key: &str, id: &str, runs_before: usiz
 /// A server that reaches a fake on loopback and retries no failed run by itself: each run is
 /// one the test starts.
 pub(crate) fn server_for_fakes() -> Server {
-    Server::start_with(&[
-        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
-        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
-    ])
+    Server::start_with(FAKES_ENV)
 }
+
+/// What a server reading the fakes runs with: loopback sources allowed, and no automatic retry
+/// during a test (each run is one the test starts).
+pub(crate) const FAKES_ENV: &[(&str, &str)] = &[
+    ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+    ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
+];
 
 /// The connector's discovery (`GET /connectors/{id}/discover`): the answer and the resources it
 /// offers.
