@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use engram_connectors::{
-    Access, Catalog, CatalogOptions, Provider, ProviderError, ProviderInfo, Sealer,
+    Access, Catalog, CatalogOptions, Provider, ProviderError, ProviderInfo, ResourceRef, Sealer,
 };
 use engram_store::{
     ConnectorRecord, ConnectorSnapshot, ConnectorUpdate, NewConnector, NewResource, PlanCap,
@@ -31,6 +31,16 @@ use engram_types::Scope;
 const LABEL_MAX: usize = 1024;
 /// Most resources one connector may sync.
 const RESOURCES_MAX: usize = 500;
+/// How long reading the credentials, and then letting go of one resource's hold at the source,
+/// may take when a connector or resource is deleted.
+const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// What deleted resources held open at their source, and the access to let go of it.
+struct HeldOpen {
+    provider: String,
+    access: Access,
+    resources: Vec<(ResourceRef, String)>,
+}
 
 /// The connector half of the application's state.
 pub(crate) struct Connectors {
@@ -646,15 +656,95 @@ impl App {
         Ok(self.view(record))
     }
 
-    /// Deletes a connector, its resources and credentials; what it synced stays.
+    /// Deletes a connector, its resources and credentials; what it synced stays. What its
+    /// resources held open at the source (Drive's push channels) is let go of.
     pub async fn delete_connector(&self, who: &Principal, id: &str) -> AppResult<()> {
         who.require(Scope::Admin)?;
-        self.own_connector(who, id).await?;
+        let record = self.own_connector(who, id).await?;
+        let resources = self
+            .store()
+            .list_resources(&who.org, id)
+            .await?
+            .unwrap_or_default();
+        let held = self.held_open(&record, resources).await;
         if self.store().delete_connector(&who.org, id).await? {
+            self.let_go(held);
             Ok(())
         } else {
             Err(AppError::ConnectorNotFound(id.to_owned()))
         }
+    }
+
+    /// What `resources` hold open at the source, with the credentials to let go of it, read
+    /// while the connector still has them; `None` when they hold nothing (most providers).
+    async fn held_open(
+        &self,
+        record: &ConnectorRecord,
+        resources: Vec<ResourceRecord>,
+    ) -> Option<HeldOpen> {
+        let provider = self.catalog().get(&record.provider)?;
+        let resources: Vec<(ResourceRef, String)> = resources
+            .into_iter()
+            .filter(|r| provider.holds_open(&r.provider_cursor))
+            .map(|r| (crate::sync::resource_ref(&r), r.provider_cursor))
+            .collect();
+        if resources.is_empty() {
+            return None;
+        }
+        let credentials =
+            tokio::time::timeout(RELEASE_TIMEOUT, self.provider_credentials(record)).await;
+        match credentials {
+            Ok(Ok(credentials)) => Some(HeldOpen {
+                provider: record.provider.clone(),
+                access: self.access(&record.id, credentials),
+                resources,
+            }),
+            failed => {
+                let error = match failed {
+                    Ok(Err(err)) => err.to_string(),
+                    _ => "timed out".to_owned(),
+                };
+                tracing::info!(connector_id = %record.id, error, "the credentials to let go of what the connector held open at its source were not read; it expires there on its own");
+                None
+            }
+        }
+    }
+
+    /// Lets go of what was held open, in the background (bounded in time; a failure is logged,
+    /// and the source lets it expire).
+    fn let_go(&self, held: Option<HeldOpen>) {
+        let Some(held) = held else { return };
+        let app = self.clone();
+        tokio::spawn(async move {
+            let Some(provider) = app.catalog().get(&held.provider) else {
+                return;
+            };
+            for (resource, cursor) in &held.resources {
+                let released = tokio::time::timeout(
+                    RELEASE_TIMEOUT,
+                    provider.release(&held.access, resource, cursor),
+                )
+                .await;
+                match released {
+                    Ok(Ok(())) => tracing::info!(
+                        connector_id = %held.access.owner,
+                        resource_id = %resource.id,
+                        "what the resource held open at its source was let go of"
+                    ),
+                    Ok(Err(err)) => tracing::info!(
+                        connector_id = %held.access.owner,
+                        resource_id = %resource.id,
+                        error = %err,
+                        "what the resource held open at its source was not let go of; it expires there on its own"
+                    ),
+                    Err(_) => tracing::info!(
+                        connector_id = %held.access.owner,
+                        resource_id = %resource.id,
+                        "letting go of what the resource held open at its source timed out; it expires there on its own"
+                    ),
+                }
+            }
+        });
     }
 
     pub async fn pause_connector(
@@ -893,12 +983,22 @@ impl App {
         resource_id: &str,
     ) -> AppResult<()> {
         who.require(Scope::Admin)?;
-        self.own_connector(who, id).await?;
+        let record = self.own_connector(who, id).await?;
+        let resources = self
+            .store()
+            .list_resources(&who.org, id)
+            .await?
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.resource.resource_id == resource_id)
+            .collect();
+        let held = self.held_open(&record, resources).await;
         if self
             .store()
             .delete_resource(&who.org, id, resource_id)
             .await?
         {
+            self.let_go(held);
             Ok(())
         } else {
             Err(AppError::ConnectorNotFound(format!(

@@ -370,12 +370,7 @@ impl App {
             Ok(target) => target,
             Err(err) => return Ok(ResourceRun::Failed(ProviderError::Invalid(err.to_string()))),
         };
-        let rref = ResourceRef {
-            id: resource.resource.resource_id.clone(),
-            resource_type: resource.resource.resource_type.clone(),
-            filters: resource.resource.filters.clone(),
-            provider_metadata: resource.resource.provider_metadata.clone(),
-        };
+        let rref = resource_ref(resource);
         // A pass interrupted mid-way goes on under its id; otherwise a new pass starts.
         let pass_id = if resource.pass_position.is_empty() {
             new_id("pass")
@@ -921,4 +916,14 @@ enum ResourceRun {
     },
     Failed(ProviderError),
     Lost,
+}
+
+/// What a provider is told of a resource.
+pub(crate) fn resource_ref(resource: &ResourceRecord) -> ResourceRef {
+    ResourceRef {
+        id: resource.resource.resource_id.clone(),
+        resource_type: resource.resource.resource_type.clone(),
+        filters: resource.resource.filters.clone(),
+        provider_metadata: resource.resource.provider_metadata.clone(),
+    }
 }

@@ -21,9 +21,11 @@
 //! ever travels in the `Authorization` header; no message repeats it.
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::hosted::{not_json, object_failure, saved_pass, unanswered};
@@ -45,6 +47,8 @@ const FILES_PER_PAGE: usize = 2000;
 /// Trees read per page when a truncated tree is walked, and at most in one pass.
 const TREES_PER_PAGE: usize = 20;
 const TREES_MAX: usize = 50_000;
+/// Recursive trees kept for the passes reading them (see `TreeCache`).
+const TREES_CACHED: usize = 4;
 /// The blobs API serves files up to 100 MB.
 const BLOB_MAX_BYTES: u64 = 100 * 1024 * 1024;
 /// Collaborator pages read for a private repository at most (1,000 people).
@@ -66,6 +70,7 @@ const BINARY_EXTENSIONS: &[&str] = &[
 
 pub struct GitHubProvider {
     info: ProviderInfo,
+    trees: TreeCache,
 }
 
 impl Default for GitHubProvider {
@@ -168,7 +173,87 @@ impl GitHubProvider {
                     default_s: 3600,
                 },
             },
+            trees: TreeCache::default(),
         }
+    }
+}
+
+/// A Git tree as the trees API answers it: what a pass reads of it, no more (its other fields,
+/// such as each item's `url`, are not kept).
+#[derive(Debug, Default, Deserialize)]
+struct Tree {
+    #[serde(default)]
+    sha: String,
+    #[serde(default)]
+    truncated: bool,
+    #[serde(default)]
+    tree: Vec<TreeItem>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+struct TreeItem {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    sha: String,
+    #[serde(default)]
+    size: Option<u64>,
+}
+
+impl TreeItem {
+    /// A file's content: not a folder, a submodule (`commit`) or a symbolic link.
+    fn is_file(&self) -> bool {
+        self.kind == "blob" && self.mode != "120000"
+    }
+}
+
+/// A file of a recursive tree, as a pass's later pages need it.
+#[derive(Debug, Clone, PartialEq)]
+struct TreeFile {
+    path: Box<str>,
+    sha: Box<str>,
+    size: Option<u64>,
+}
+
+/// The files of the recursive trees that passes are reading, so that a pass's later pages do not
+/// ask GitHub for the same tree again: a repository of 20,000 files is ten pages, and each read
+/// all 20,000 entries again. A tree is named by the hash of its content, so what is kept never
+/// goes stale. Kept per connector (`Access::owner`) and address, never shared between
+/// connectors: each reads its trees with its own token. Holds the last `TREES_CACHED` trees,
+/// each bounded by what GitHub serves in one recursive answer (100,000 entries, 7 MB; a larger
+/// tree comes truncated and is walked a folder at a time instead); a pass's last page drops its
+/// tree. A pass resumed elsewhere (another instance, after a restart) reads it again.
+#[derive(Default)]
+struct TreeCache {
+    trees: Mutex<VecDeque<(String, Arc<[TreeFile]>)>>,
+}
+
+impl TreeCache {
+    fn key(access: &Access, api: &Api, full_name: &str, sha: &str) -> String {
+        format!("{}\n{}\n{full_name}\n{sha}", access.owner, api.base)
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<[TreeFile]>> {
+        let trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        trees.iter().find(|(k, _)| k == key).map(|(_, t)| t.clone())
+    }
+
+    fn put(&self, key: String, files: Arc<[TreeFile]>) {
+        let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        trees.retain(|(k, _)| *k != key);
+        if trees.len() >= TREES_CACHED {
+            trees.pop_front();
+        }
+        trees.push_back((key, files));
+    }
+
+    fn drop_tree(&self, key: &str) {
+        let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        trees.retain(|(k, _)| k != key);
     }
 }
 
@@ -210,10 +295,10 @@ struct Api {
 }
 
 /// A JSON answer and its `ETag`.
-struct Answer {
+struct Answer<T = Value> {
     status: u16,
     etag: Option<String>,
-    body: Value,
+    body: T,
 }
 
 /// The first `QUOTED_MAX` characters of GitHub's `message` in an error body.
@@ -386,15 +471,16 @@ impl Api {
             .body)
     }
 
-    /// GETs a JSON answer; `304` comes back as such, other failures as errors.
-    async fn get(
+    /// GETs a JSON answer read straight into `T` (`T::default()` for a `304`, which comes back
+    /// as such); other failures as errors.
+    async fn get<T: DeserializeOwned + Default>(
         &self,
         access: &Access,
         url: &url::Url,
         what: &str,
         etag: Option<&str>,
         max_bytes: usize,
-    ) -> Result<Answer, ProviderError> {
+    ) -> Result<Answer<T>, ProviderError> {
         let fetched = access
             .outbound
             .get_read(url, &self.headers(etag), TIMEOUT, max_bytes)
@@ -404,7 +490,7 @@ impl Api {
             return Ok(Answer {
                 status: 304,
                 etag: fetched.etag,
-                body: Value::Null,
+                body: T::default(),
             });
         }
         if !(200..300).contains(&fetched.status) {
@@ -642,13 +728,9 @@ impl FileFilter {
         }
     }
 
-    /// Whether a tree item is a file to list.
-    fn wants(&self, item: &Value, path: &str) -> bool {
-        if text_of(item, "type") != "blob" || text_of(item, "mode") == "120000" {
-            return false; // trees, submodules, symbolic links
-        }
-        let size = item.get("size").and_then(Value::as_u64).unwrap_or(0);
-        if size > self.max_bytes {
+    /// Whether a file (a tree item that `is_file`) of `size` bytes at `path` is to be listed.
+    fn wants(&self, path: &str, size: Option<u64>) -> bool {
+        if size.unwrap_or(0) > self.max_bytes {
             return false;
         }
         let name = path.rsplit('/').next().unwrap_or(path);
@@ -674,15 +756,32 @@ impl FileFilter {
     }
 }
 
+/// A page of a files pass: `entries`, and where the pass goes on when there is `more`.
+fn files_page(entries: Vec<Entry>, walk: &FilesWalk, more: bool) -> Result<Page, ProviderError> {
+    Ok(Page {
+        entries,
+        deleted: Vec::new(),
+        next: more
+            .then(|| serde_json::to_string(walk))
+            .transpose()
+            .map_err(|e| ProviderError::Invalid(e.to_string()))?,
+        cursor: String::new(),
+        complete_listing: true,
+        acl_warning: walk.readers.warning.clone(),
+        ..Page::default()
+    })
+}
+
 /// A file's entry.
-fn file_entry(owner: &str, repo: &str, walk: &FilesWalk, path: &str, item: &Value) -> Entry {
+fn file_entry(owner: &str, repo: &str, walk: &FilesWalk, file: &TreeFile) -> Entry {
+    let path: &str = &file.path;
     let full_name = format!("{owner}/{repo}");
     let mut fields = Map::new();
     fields.insert("repository".into(), Value::from(full_name.clone()));
     fields.insert("kind".into(), Value::from("file"));
     fields.insert("path".into(), Value::from(path));
     fields.insert("branch".into(), Value::from(walk.branch.clone()));
-    if let Some(size) = item.get("size").and_then(Value::as_u64) {
+    if let Some(size) = file.size {
         fields.insert("size".into(), Value::from(size));
     }
     let url = if walk.html_url.is_empty() {
@@ -696,7 +795,7 @@ fn file_entry(owner: &str, repo: &str, walk: &FilesWalk, path: &str, item: &Valu
     };
     let mut entry = Entry {
         native_id: format!("{full_name}:{path}"),
-        version: text_of(item, "sha").to_owned(),
+        version: file.sha.to_string(),
         title: path.to_owned(),
         file_name: path.rsplit('/').next().unwrap_or(path).to_owned(),
         url,
@@ -890,63 +989,99 @@ impl GitHubProvider {
         };
         let mut entries = Vec::new();
         if walk.queue.is_none() {
-            // The whole tree at once (most repositories), from where earlier pages stopped.
-            let reference = if walk.tree.is_empty() {
-                walk.branch.clone()
+            // The whole tree at once (most repositories): read at the pass's first page, kept
+            // for its later ones.
+            let cached = if walk.tree.is_empty() {
+                None
             } else {
-                walk.tree.clone()
+                self.trees
+                    .get(&TreeCache::key(access, api, &full_name, &walk.tree))
             };
-            let what = format!("the tree of {full_name} at `{reference}`");
-            let url = api.url(
-                &["repos", owner, repo, "git", "trees", &reference],
-                &[("recursive", "1".to_owned())],
-            )?;
-            let tree = match api.get(access, &url, &what, None, LISTING_MAX_BYTES).await {
-                Ok(answer) => answer.body,
-                // An empty repository has no tree: nothing to list, and nothing left.
-                Err(err) if err.http_status() == 409 => {
-                    return Ok(Page {
-                        complete_listing: true,
-                        ..Page::default()
-                    })
+            let files = match cached {
+                Some(files) => files,
+                None => {
+                    let reference = if walk.tree.is_empty() {
+                        walk.branch.clone()
+                    } else {
+                        walk.tree.clone()
+                    };
+                    let what = format!("the tree of {full_name} at `{reference}`");
+                    let url = api.url(
+                        &["repos", owner, repo, "git", "trees", &reference],
+                        &[("recursive", "1".to_owned())],
+                    )?;
+                    let tree: Tree =
+                        match api.get(access, &url, &what, None, LISTING_MAX_BYTES).await {
+                            Ok(answer) => answer.body,
+                            // An empty repository has no tree: nothing to list, and nothing left.
+                            Err(err) if err.http_status() == 409 => {
+                                return Ok(Page {
+                                    complete_listing: true,
+                                    ..Page::default()
+                                })
+                            }
+                            Err(err) => return Err(err),
+                        };
+                    walk.tree = tree.sha;
+                    if tree.truncated {
+                        // Too large to list at once: walked a tree at a time.
+                        walk.queue = Some(VecDeque::from([(String::new(), walk.tree.clone())]));
+                        return self
+                            .walk_trees(api, access, &full_name, owner, repo, &filter, walk)
+                            .await;
+                    }
+                    let files: Arc<[TreeFile]> = tree
+                        .tree
+                        .into_iter()
+                        .filter(TreeItem::is_file)
+                        .map(|item| TreeFile {
+                            path: item.path.into(),
+                            sha: item.sha.into(),
+                            size: item.size,
+                        })
+                        .collect();
+                    self.trees.put(
+                        TreeCache::key(access, api, &full_name, &walk.tree),
+                        files.clone(),
+                    );
+                    files
                 }
-                Err(err) => return Err(err),
             };
-            walk.tree = text_of(&tree, "sha").to_owned();
-            if tree.get("truncated").and_then(Value::as_bool) == Some(true) {
-                // Too large to list at once: walked a tree at a time.
-                walk.queue = Some(VecDeque::from([(String::new(), walk.tree.clone())]));
-            } else {
-                let items = tree
-                    .get("tree")
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                let mut wanted = items
-                    .iter()
-                    .filter(|item| filter.wants(item, text_of(item, "path")))
-                    .skip(walk.offset)
-                    .peekable();
-                while entries.len() < FILES_PER_PAGE {
-                    let Some(item) = wanted.next() else { break };
-                    entries.push(file_entry(owner, repo, &walk, text_of(item, "path"), item));
-                }
-                let more = wanted.peek().is_some();
-                walk.offset += entries.len();
-                return Ok(Page {
-                    entries,
-                    deleted: Vec::new(),
-                    next: more
-                        .then(|| serde_json::to_string(&walk))
-                        .transpose()
-                        .map_err(|e| ProviderError::Invalid(e.to_string()))?,
-                    cursor: String::new(),
-                    complete_listing: true,
-                    acl_warning: walk.readers.warning.clone(),
-                    ..Page::default()
-                });
+            let mut wanted = files
+                .iter()
+                .filter(|file| filter.wants(&file.path, file.size))
+                .skip(walk.offset)
+                .peekable();
+            while entries.len() < FILES_PER_PAGE {
+                let Some(file) = wanted.next() else { break };
+                entries.push(file_entry(owner, repo, &walk, file));
             }
+            let more = wanted.peek().is_some();
+            walk.offset += entries.len();
+            if !more {
+                self.trees
+                    .drop_tree(&TreeCache::key(access, api, &full_name, &walk.tree));
+            }
+            return files_page(entries, &walk, more);
         }
+        self.walk_trees(api, access, &full_name, owner, repo, &filter, walk)
+            .await
+    }
+
+    /// A page of a truncated tree's walk: up to `TREES_PER_PAGE` folders read, their files
+    /// listed and their folders queued.
+    #[allow(clippy::too_many_arguments)]
+    async fn walk_trees(
+        &self,
+        api: &Api,
+        access: &Access,
+        full_name: &str,
+        owner: &str,
+        repo: &str,
+        filter: &FileFilter,
+        mut walk: FilesWalk,
+    ) -> Result<Page, ProviderError> {
+        let mut entries = Vec::new();
         let mut queue = walk.queue.take().unwrap_or_default();
         for _ in 0..TREES_PER_PAGE {
             let Some((prefix, sha)) = queue.pop_front() else {
@@ -954,19 +1089,14 @@ impl GitHubProvider {
             };
             let what = format!("the tree of {full_name} at `{prefix}`");
             let url = api.url(&["repos", owner, repo, "git", "trees", &sha], &[])?;
-            let tree = api
+            let tree: Tree = api
                 .get(access, &url, &what, None, LISTING_MAX_BYTES)
                 .await?
                 .body;
             walk.walked += 1;
-            for item in tree
-                .get("tree")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
-                let path = format!("{prefix}{}", text_of(item, "path"));
-                if text_of(item, "type") == "tree" {
+            for item in tree.tree {
+                let path = format!("{prefix}{}", item.path);
+                if item.kind == "tree" {
                     let folder = format!("{path}/");
                     if filter.may_hold(&folder) {
                         if walk.walked + queue.len() >= TREES_MAX {
@@ -974,27 +1104,21 @@ impl GitHubProvider {
                                 "{full_name} holds more than {TREES_MAX} folders; keep fewer with `filters.paths`"
                             )));
                         }
-                        queue.push_back((folder, text_of(item, "sha").to_owned()));
+                        queue.push_back((folder, item.sha));
                     }
-                } else if filter.wants(item, &path) {
-                    entries.push(file_entry(owner, repo, &walk, &path, item));
+                } else if item.is_file() && filter.wants(&path, item.size) {
+                    let file = TreeFile {
+                        path: path.as_str().into(),
+                        sha: item.sha.into(),
+                        size: item.size,
+                    };
+                    entries.push(file_entry(owner, repo, &walk, &file));
                 }
             }
         }
-        let done = queue.is_empty();
+        let more = !queue.is_empty();
         walk.queue = Some(queue);
-        Ok(Page {
-            entries,
-            deleted: Vec::new(),
-            next: (!done)
-                .then(|| serde_json::to_string(&walk))
-                .transpose()
-                .map_err(|e| ProviderError::Invalid(e.to_string()))?,
-            cursor: String::new(),
-            complete_listing: true,
-            acl_warning: walk.readers.warning.clone(),
-            ..Page::default()
-        })
+        files_page(entries, &walk, more)
     }
 
     async fn list_issues(
@@ -1271,7 +1395,7 @@ impl GitHubProvider {
             .ok_or_else(|| ProviderError::Object(format!("{} has no number", entry.native_id)))?
             .to_string();
         let url = api.url(&["repos", owner, repo, "issues", &number], &[])?;
-        let issue = api
+        let issue: Value = api
             .get(access, &url, &entry.native_id, None, LISTING_MAX_BYTES)
             .await?
             .body;
@@ -1426,7 +1550,7 @@ impl GitHubProvider {
                     ("page", page.to_string()),
                 ],
             )?;
-            let answer = api.get(access, &url, what, None, LISTING_MAX_BYTES).await?;
+            let answer: Answer = api.get(access, &url, what, None, LISTING_MAX_BYTES).await?;
             let repos = array(
                 answer
                     .body
@@ -1595,22 +1719,21 @@ mod tests {
             "",
             json!({"paths": ["docs/", "/README"], "max_file_bytes": 100}),
         ));
-        let blob = |size: u64| json!({"type": "blob", "mode": "100644", "size": size, "sha": "s"});
-        assert!(filter.wants(&blob(10), "docs/a.md"));
-        assert!(filter.wants(&blob(10), "README.md"));
-        assert!(!filter.wants(&blob(10), "src/main.rs"));
-        assert!(!filter.wants(&blob(1000), "docs/big.md"));
-        assert!(!filter.wants(&blob(10), "docs/font.WOFF2"));
-        assert!(!filter.wants(
-            &json!({"type": "blob", "mode": "120000", "size": 5}),
-            "docs/link"
-        ));
-        assert!(!filter.wants(&json!({"type": "commit", "mode": "160000"}), "docs/sub"));
+        assert!(filter.wants("docs/a.md", Some(10)));
+        assert!(filter.wants("README.md", Some(10)));
+        assert!(!filter.wants("src/main.rs", Some(10)));
+        assert!(!filter.wants("docs/big.md", Some(1000)));
+        assert!(!filter.wants("docs/font.WOFF2", Some(10)));
+        let item = |value: Value| serde_json::from_value::<TreeItem>(value).unwrap();
+        assert!(item(json!({"type": "blob", "mode": "100644", "size": 5, "sha": "s"})).is_file());
+        assert!(!item(json!({"type": "blob", "mode": "120000", "size": 5})).is_file());
+        assert!(!item(json!({"type": "commit", "mode": "160000"})).is_file());
+        assert!(!item(json!({"type": "tree", "mode": "040000"})).is_file());
         assert!(
             filter.may_hold("docs/") && filter.may_hold("docs/deep/") && !filter.may_hold("src/")
         );
         let all = FileFilter::of(&resource("o/r", "", json!({})));
-        assert!(all.wants(&blob(10), "src/main.rs") && all.may_hold("src/"));
+        assert!(all.wants("src/main.rs", Some(10)) && all.may_hold("src/"));
     }
 
     #[test]

@@ -354,6 +354,23 @@ pub trait Provider: Send + Sync {
         entry: &Entry,
         max_bytes: usize,
     ) -> Result<Content, ProviderError>;
+
+    /// Whether a resource whose pass left `cursor` holds something open at the source that
+    /// should be let go of when the resource leaves engram (its connector deleted, or the
+    /// resource removed): Drive's push channel. `false` for most providers.
+    fn holds_open(&self, _cursor: &str) -> bool {
+        false
+    }
+
+    /// Lets go of what [`Provider::holds_open`] found in `cursor` (Drive stops its channel).
+    async fn release(
+        &self,
+        _access: &Access,
+        _resource: &ResourceRef,
+        _cursor: &str,
+    ) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 /// The providers this instance offers, in display order.

@@ -1414,4 +1414,112 @@ mod tests {
             assert!(caught.is_err(), "{stray:#?} passed");
         }
     }
+
+    /// What a pass of `engram-connectors`' GitHub provider knows: nothing (it asks for nothing).
+    struct NothingKnown;
+
+    #[async_trait::async_trait]
+    impl engram_connectors::Known for NothingKnown {
+        async fn objects(
+            &self,
+            _: &[String],
+        ) -> Result<HashMap<String, engram_connectors::KnownObject>, engram_connectors::ProviderError>
+        {
+            Ok(HashMap::new())
+        }
+    }
+
+    /// A pass over a repository of more files than a page holds reads its tree once, not once a
+    /// page; another connector's pass of the same tree reads it with its own token.
+    #[tokio::test]
+    async fn a_pass_over_a_large_tree_reads_it_once() {
+        use engram_connectors::{Access, Position, Provider, ResourceRef};
+        let fake = GitHubFake::start("ghp_tree").await;
+        let repo = "octo-org/monorepo";
+        fake.add_repo(repo, false);
+        for n in 0..4_500 {
+            fake.put_file(
+                repo,
+                &format!("src/m{}/f{n}.md", n % 30),
+                format!("file {n}").as_bytes(),
+            );
+        }
+        let access = |owner: &str| Access {
+            credentials: json!({"token": "ghp_tree", "api_url": fake.api_url()})
+                .as_object()
+                .unwrap()
+                .clone(),
+            outbound: engram_outbound::Outbound::new(engram_outbound::AddressPolicy {
+                allow_private: true,
+            })
+            .unwrap(),
+            owner: owner.to_owned(),
+            events_url: None,
+        };
+        let resource = ResourceRef {
+            id: repo.to_owned(),
+            resource_type: "repository".to_owned(),
+            filters: json!({}),
+            provider_metadata: json!({}),
+        };
+        let trees = || {
+            fake.exchanges()
+                .iter()
+                .filter(|e| e.route.contains("/git/trees/"))
+                .count()
+        };
+        let provider = engram_connectors::GitHubProvider::new();
+        let pass = |access: Access, position: Position| {
+            let (provider, resource) = (&provider, &resource);
+            async move {
+                let mut position = position;
+                let mut paths = Vec::new();
+                loop {
+                    let page = provider
+                        .list(&access, resource, &position, &NothingKnown)
+                        .await
+                        .unwrap();
+                    assert!(page.complete_listing);
+                    paths.extend(page.entries.into_iter().map(|e| e.native_id));
+                    match page.next {
+                        Some(next) => position.within = next,
+                        None => return paths,
+                    }
+                }
+            }
+        };
+        let first = pass(access("conn_a"), Position::default()).await;
+        assert_eq!(first.len(), 4_500);
+        let unique: std::collections::HashSet<_> = first.iter().collect();
+        assert_eq!(unique.len(), 4_500, "no file listed twice");
+        assert_eq!(trees(), 1, "three pages, one tree read");
+
+        // A second pass reads it again (the first one's last page let it go); so does another
+        // connector's pass.
+        assert_eq!(pass(access("conn_a"), Position::default()).await, first);
+        assert_eq!(trees(), 2);
+        // Another connector's page in the middle of a pass reads the tree for itself.
+        let start = Position::default();
+        let page = provider
+            .list(&access("conn_b"), &resource, &start, &NothingKnown)
+            .await
+            .unwrap();
+        assert_eq!(trees(), 3);
+        let within = Position {
+            within: page.next.unwrap(),
+            ..Position::default()
+        };
+        let rest = pass(access("conn_c"), within).await;
+        assert_eq!(rest, first[2_000..]);
+        assert_eq!(
+            trees(),
+            4,
+            "a pass resumed by another reader reads the tree by its SHA"
+        );
+        assert!(fake
+            .exchanges()
+            .iter()
+            .filter(|e| e.route.contains("/git/trees/"))
+            .all(|e| e.status == 200));
+    }
 }

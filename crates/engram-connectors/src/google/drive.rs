@@ -361,6 +361,27 @@ struct Channel {
     address: String,
 }
 
+/// Stops a push channel (`channels.stop`): Drive posts nothing more through it.
+async fn stop_channel(api: &Api<'_>, channel: &Channel) -> Result<(), ProviderError> {
+    let stop = json!({"id": channel.id, "resourceId": channel.resource_id});
+    api.post(
+        &["drive", "v3", "channels", "stop"],
+        &[],
+        &stop,
+        "a push channel",
+    )
+    .await
+    .map(drop)
+}
+
+/// The push channel a cursor holds open that has not expired yet.
+fn open_channel(cursor: &str) -> Option<Channel> {
+    let cursor: Cursor = serde_json::from_str(cursor).ok()?;
+    cursor
+        .channel
+        .filter(|c| c.expiration_ms > crate::now_unix().saturating_mul(1000))
+}
+
 /// A new channel id (Drive wants a unique string of letters, digits and `-_+/=`).
 fn new_channel_id() -> Result<String, ProviderError> {
     let mut bytes = [0u8; 16];
@@ -492,16 +513,7 @@ impl GoogleDriveProvider {
                     "a Google Drive push channel was registered"
                 );
                 if let Some(old) = cursor.channel.replace(channel) {
-                    let stop = json!({"id": old.id, "resourceId": old.resource_id});
-                    if let Err(err) = api
-                        .post(
-                            &["drive", "v3", "channels", "stop"],
-                            &[],
-                            &stop,
-                            "the old push channel",
-                        )
-                        .await
-                    {
+                    if let Err(err) = stop_channel(api, &old).await {
                         tracing::info!(drive, error = %err, "the old Google Drive push channel was not stopped; it expires on its own");
                     }
                 }
@@ -939,6 +951,25 @@ impl Provider for GoogleDriveProvider {
         let drive = drive_of(resource)?;
         let api = Api::new(access, SOURCE, "api_url", DEFAULT_API, true).await?;
         self.list_drive(&api, drive, position).await
+    }
+
+    fn holds_open(&self, cursor: &str) -> bool {
+        open_channel(cursor).is_some()
+    }
+
+    /// Stops the push channel engram registered, so Drive stops posting to a connector that
+    /// is gone (it would answer 404 until the channel expired, a week at most).
+    async fn release(
+        &self,
+        access: &Access,
+        _resource: &ResourceRef,
+        cursor: &str,
+    ) -> Result<(), ProviderError> {
+        let Some(channel) = open_channel(cursor) else {
+            return Ok(());
+        };
+        let api = Api::new(access, SOURCE, "api_url", DEFAULT_API, true).await?;
+        stop_channel(&api, &channel).await
     }
 
     async fn fetch(

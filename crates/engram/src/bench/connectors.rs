@@ -7,8 +7,8 @@
 //! Notion sync is paced to Notion's three requests a second (two requests a page), so its rate
 //! is that bound's, whatever engram does.
 //!
-//! Documents are real text: SciFact abstracts cut into pieces of about 110 tokens (one chunk
-//! each).
+//! Documents are real text: SciFact abstracts cut into pieces of `--words` words (70 by
+//! default, about 110 tokens; one chunk each).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -405,7 +405,14 @@ pub(crate) async fn connectors(args: ConnectorBench, mut config: Config) -> anyh
 
     let n = texts.len() as f64;
     let (bare_rate, sync_rate) = (n / bare.as_secs_f64(), n / synced.as_secs_f64());
-    report!("engram bench connectors --provider {:?}: {} documents of about 110 tokens (SciFact), one chunk each", args.provider, texts.len());
+    // SciFact's words are about 11 tokens in 7 (70 words, 110 tokens).
+    report!(
+        "engram bench connectors --provider {:?}: {} documents of {} words of SciFact (about {} tokens), one chunk each",
+        args.provider,
+        texts.len(),
+        args.words,
+        args.words * 11 / 7
+    );
     report!(
         "  baseline (the same files uploaded, {} per request): {bare_rate:8.1} files/s  ({:.1} s)",
         args.per_request,

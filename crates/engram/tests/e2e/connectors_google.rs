@@ -550,5 +550,15 @@ async fn a_drive_channel_engram_registers_pushes_changes_and_a_refused_token_lis
         1,
         "the channel is kept, not registered again"
     );
+
+    // The connector deleted: engram stops its channel, so Drive posts nothing more to it.
+    let deleted = server.delete(&format!("/connectors/{id}"), &key).await;
+    assert_eq!(plain(&deleted, 200)["deleted"], true);
+    eventually(
+        Duration::from_secs(20),
+        "the channel stopped once its connector is deleted",
+        || async { fake.channels().is_empty().then_some(()) },
+    )
+    .await;
     assert_conforms(&fake.exchanges());
 }
