@@ -83,6 +83,9 @@ struct IssueRec {
 
 #[derive(Default)]
 struct Shared {
+    /// The authorization server whose active access tokens are accepted too (as Data Center
+    /// takes an OAuth 2.0 bearer token at the site itself).
+    introspection: Option<crate::serve::Introspection>,
     authorization: String,
     spaces: Vec<(String, String, String)>,
     pages: BTreeMap<String, PageRec>,
@@ -412,14 +415,20 @@ async fn gate(
     let method = request.method().to_string();
     let query = query_pairs(request.uri());
     let jira = route.starts_with("/rest/");
+    let given = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let introspection = shared.lock().unwrap().introspection.clone();
+    let vouched = match (introspection, given.strip_prefix("Bearer ")) {
+        (Some(introspection), Some(token)) => introspection.active(token).await,
+        _ => false,
+    };
     let early = {
         let mut s = shared.lock().unwrap();
-        let given = request
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if given != s.authorization {
+        if given != s.authorization && !vouched {
             Some(if jira {
                 json_reply(
                     StatusCode::UNAUTHORIZED,
@@ -664,6 +673,15 @@ impl AtlassianFake {
 
     pub fn rate_limit(&self, count: usize, retry_after: u64) {
         self.shared.lock().unwrap().limited.set(count, retry_after);
+    }
+
+    /// Accepts, besides its e-mail and API token, the bearer access tokens the authorization
+    /// server whose introspection endpoint is `endpoint` holds active (checked with `client_id`,
+    /// `secret`), as a Data Center site takes OAuth 2.0 tokens.
+    pub fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
+        self.shared.lock().unwrap().introspection = Some(crate::serve::Introspection::new(
+            endpoint, client_id, secret,
+        ));
     }
 
     /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.

@@ -25,8 +25,7 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 
 use crate::serve::{
-    assert_no_problems, clock_time, json_of, json_reply, query_pairs, read_answer, Loopback,
-    Serving,
+    assert_no_problems, clock_time, json_reply, query_pairs, read_answer, Loopback, Serving,
 };
 
 /// Where the API lives on the fake's host (as on GitHub Enterprise Server).
@@ -104,7 +103,7 @@ struct Shared {
     host: String,
     /// Where other bearer tokens are checked (an authorization server's token introspection,
     /// RFC 7662), with the resource server's client id and secret: OAuth access tokens.
-    introspection: Option<(String, String, String)>,
+    introspection: Option<crate::serve::Introspection>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -713,9 +712,7 @@ async fn gate(
         )
     };
     let introspected = match (known, introspection, bearer(request.headers())) {
-        (false, Some((endpoint, id, secret)), Some(token)) => {
-            introspect(&endpoint, &id, &secret, token).await
-        }
+        (false, Some(introspection), Some(token)) => introspection.active(token).await,
         _ => false,
     };
     let early = {
@@ -756,18 +753,6 @@ async fn gate(
         body,
     });
     response
-}
-
-/// Whether the authorization server at `endpoint` holds `token` active (RFC 7662; the client
-/// authenticates in the form, `client_secret_post`).
-async fn introspect(endpoint: &str, id: &str, secret: &str, token: &str) -> bool {
-    let answer = json_of(reqwest::Client::new().post(endpoint).form(&[
-        ("token", token),
-        ("client_id", id),
-        ("client_secret", secret),
-    ]))
-    .await;
-    answer["active"] == true
 }
 
 /// A request no route takes: logged (a conformance failure) and answered like GitHub.
@@ -841,8 +826,9 @@ impl GitHubFake {
     /// Accepts, besides its own tokens, the access tokens the authorization server whose
     /// introspection endpoint is `endpoint` holds active (checked with `client_id`, `secret`).
     pub fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
-        self.shared.lock().unwrap().introspection =
-            Some((endpoint.to_owned(), client_id.to_owned(), secret.to_owned()));
+        self.shared.lock().unwrap().introspection = Some(crate::serve::Introspection::new(
+            endpoint, client_id, secret,
+        ));
     }
 
     /// The `api_url` a connector is given.

@@ -100,6 +100,8 @@ struct MessageRec {
 
 #[derive(Default)]
 struct Shared {
+    /// The authorization server whose active access tokens are accepted too.
+    introspection: Option<crate::serve::Introspection>,
     tokens: Vec<String>,
     page_max: usize,
     clock: u64,
@@ -686,9 +688,17 @@ async fn serve(
     State(state): State<SharedState>,
     method: Method,
     uri: Uri,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
     sent: axum::body::Bytes,
 ) -> Response {
+    let (introspection, own) = {
+        let s = state.lock().unwrap();
+        (
+            s.introspection.clone(),
+            s.tokens.first().cloned().unwrap_or_default(),
+        )
+    };
+    crate::serve::vouch(&mut headers, introspection, &own).await;
     let request: Option<Value> = serde_json::from_slice(&sent).ok();
     let token = headers
         .get("authorization")
@@ -977,6 +987,13 @@ impl GoogleFake {
             s.retry_after = retry_after;
             s.limit_as_403 = as_403;
         });
+    }
+
+    /// Accepts, besides its own tokens, the access tokens the authorization server whose
+    /// introspection endpoint is `endpoint` holds active (checked with `client_id`, `secret`).
+    pub fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
+        let introspection = crate::serve::Introspection::new(endpoint, client_id, secret);
+        self.with(|s| s.introspection = Some(introspection));
     }
 
     /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.

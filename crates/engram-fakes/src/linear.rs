@@ -98,6 +98,8 @@ struct Comment {
 
 #[derive(Default)]
 struct Shared {
+    /// The authorization server whose active access tokens are accepted too.
+    introspection: Option<crate::serve::Introspection>,
     key: String,
     token: String,
     rate_limited: bool,
@@ -1046,9 +1048,14 @@ fn answer(
 
 async fn graphql(
     State(shared): State<SharedState>,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let (introspection, own) = {
+        let s = shared.lock().unwrap();
+        (s.introspection.clone(), s.token.clone())
+    };
+    crate::serve::vouch(&mut headers, introspection, &own).await;
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let mut s = shared.lock().unwrap();
     let (status, extra, body) = answer(&s, &headers, &request);
@@ -1238,6 +1245,13 @@ impl LinearFake {
 
     pub fn set_rate_limited(&self, limited: bool) {
         self.shared.lock().unwrap().rate_limited = limited;
+    }
+
+    /// Accepts, besides its own tokens, the access tokens the authorization server whose
+    /// introspection endpoint is `endpoint` holds active (checked with `client_id`, `secret`).
+    pub fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
+        let introspection = crate::serve::Introspection::new(endpoint, client_id, secret);
+        self.shared.lock().unwrap().introspection = Some(introspection);
     }
 
     /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.

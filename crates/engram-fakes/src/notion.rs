@@ -95,6 +95,8 @@ struct DatabaseRec {
 
 #[derive(Default)]
 struct Shared {
+    /// The authorization server whose active access tokens are accepted too.
+    introspection: Option<crate::serve::Introspection>,
     token: String,
     pages: BTreeMap<String, PageRec>,
     blocks: BTreeMap<String, BlockRec>,
@@ -538,7 +540,12 @@ async fn gate(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let (introspection, own) = {
+        let s = shared.lock().unwrap();
+        (s.introspection.clone(), s.token.clone())
+    };
+    crate::serve::vouch(&mut parts.headers, introspection, &own).await;
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     let request_json: Option<Value> =
         (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap());
@@ -851,6 +858,13 @@ impl NotionFake {
     }
 
     /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    /// Accepts, besides its own tokens, the access tokens the authorization server whose
+    /// introspection endpoint is `endpoint` holds active (checked with `client_id`, `secret`).
+    pub fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
+        let introspection = crate::serve::Introspection::new(endpoint, client_id, secret);
+        self.shared.lock().unwrap().introspection = Some(introspection);
+    }
+
     pub fn set_logging(&self, on: bool) {
         self.shared.lock().unwrap().log.set_on(on);
     }

@@ -85,6 +85,8 @@ struct FileRec {
 
 #[derive(Default)]
 struct Shared {
+    /// The authorization server whose active access tokens are accepted too.
+    introspection: Option<crate::serve::Introspection>,
     tokens: Vec<String>,
     revoked: Vec<String>,
     host: String,
@@ -422,6 +424,13 @@ impl SlackFake {
     }
 
     /// Logs every exchange (the default) or none: a benchmark's fake turns its log off.
+    /// Accepts, besides its own tokens, the access tokens the authorization server whose
+    /// introspection endpoint is `endpoint` holds active (checked with `client_id`, `secret`).
+    pub fn accept_introspected(&self, endpoint: &str, client_id: &str, secret: &str) {
+        let introspection = crate::serve::Introspection::new(endpoint, client_id, secret);
+        self.with(|s| s.introspection = Some(introspection));
+    }
+
     pub fn set_logging(&self, on: bool) {
         self.with(|s| s.log.set_on(on));
     }
@@ -439,10 +448,22 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// A token the authorization server vouches for, read as the fake's first token.
+async fn vouch(state: &SharedState, headers: &mut HeaderMap) {
+    let (introspection, own) = {
+        let s = state.lock().unwrap();
+        (
+            s.introspection.clone(),
+            s.tokens.first().cloned().unwrap_or_default(),
+        )
+    };
+    crate::serve::vouch(headers, introspection, &own).await;
+}
+
 async fn api(
     State(state): State<SharedState>,
     Path(method): Path<String>,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Response {
@@ -459,6 +480,7 @@ async fn api(
                 .map(|(k, v)| (k.into_owned(), v.into_owned())),
         );
     }
+    vouch(&state, &mut headers).await;
     let token = bearer(&headers);
     let mut shared = state.lock().unwrap();
     let (status, answer, retry) = answer(&mut shared, &method, &params, token.as_deref());
@@ -629,8 +651,9 @@ fn answer(
 async fn download(
     State(state): State<SharedState>,
     Path((id, _name)): Path<(String, String)>,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
 ) -> Response {
+    vouch(&state, &mut headers).await;
     let token = bearer(&headers);
     let mut shared = state.lock().unwrap();
     let allowed = token

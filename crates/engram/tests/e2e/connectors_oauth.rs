@@ -439,3 +439,310 @@ async fn a_connector_is_authorized_from_the_console_and_comes_back_to_its_page()
     let after = owner.get(&page).await;
     assert!(!after.body.contains(CLIENT_SECRET), "secrets never shown");
 }
+
+/// A hosted provider authorized with OAuth: its fake's address in the credentials (less
+/// `oauth`), the resource to sync, how many documents its first sync lists, what changes at the
+/// source (an object edited or added, one deleted), and how many documents are listed after.
+struct OAuthCase<'a> {
+    provider: &'static str,
+    credentials: Value,
+    resource: String,
+    filters: Value,
+    first: usize,
+    change: Box<dyn FnOnce() + 'a>,
+    after: usize,
+}
+
+/// Every hosted provider besides GitHub (above), each authorized through the real authorization
+/// server with engram's code flow and reading its fake with the access token that server issued
+/// (each fake asks the server, by token introspection, as a provider's API checks its own
+/// tokens): its first sync, then an edit or a new object and a deletion at the source synced.
+/// Notion's integrations authenticate to the token endpoint with HTTP Basic, the others in the
+/// form, so there are two authorization servers.
+#[tokio::test]
+async fn every_hosted_provider_syncs_updates_and_deletes_with_oauth_credentials() {
+    let server = Server::start_with(&[
+        ("ENGRAM_OUTBOUND_ALLOW_PRIVATE", "true"),
+        ("ENGRAM_CONNECTORS__RETRY_BASE_MS", "3600000"),
+    ]);
+    let redirect = server.url("/connectors/oauth/callback");
+    let authorization_server = |auth_method: &str| {
+        OAuthServer::start(&OAuthServerOptions {
+            client_id: CLIENT_ID.to_owned(),
+            client_secret: CLIENT_SECRET.to_owned(),
+            redirect_uri: redirect.clone(),
+            auth_method: auth_method.to_owned(),
+            access_ttl: 600,
+        })
+    };
+    let (post, basic) = (
+        authorization_server("client_secret_post"),
+        authorization_server("client_secret_basic"),
+    );
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let (post_found, basic_found) = (
+        endpoints(&browser, &post.issuer).await,
+        endpoints(&browser, &basic.issuer).await,
+    );
+    let introspection =
+        |found: &Value| found["introspection_endpoint"].as_str().unwrap().to_owned();
+    let (post_check, basic_check) = (introspection(&post_found), introspection(&basic_found));
+
+    // No token of the fakes' own is ever given to engram: only the server's.
+    let slack = engram_fakes::slack::SlackFake::start("xoxb-unused-0001", 10).await;
+    slack.accept_introspected(&post_check, CLIENT_ID, CLIENT_SECRET);
+    let ana = slack.add_user("Ana", "ana@example.com");
+    let general = slack.add_channel("general", false, true, &[&ana]);
+    let rollback = slack.post(&general, &ana, "Roll back with kubectl rollout undo.", None);
+    let staging = slack.post(&general, &ana, "Staging restarts on Sundays.", None);
+
+    let linear =
+        engram_fakes::linear::LinearFake::start("lin_api_unused", "lin_oauth_unused").await;
+    linear.accept_introspected(&post_check, CLIENT_ID, CLIENT_SECRET);
+    let team = linear.add_team("ENG", "Engineering");
+    let vpn = linear.open_issue("ENG", "Rotate the VPN keys", "Before Friday.", "Ana Lima");
+    let runners = linear.open_issue("ENG", "Upgrade the runners", "More memory.", "Bo Chen");
+
+    let notion = engram_fakes::notion::NotionFake::start("ntn_unused_0001", 10).await;
+    notion.accept_introspected(&basic_check, CLIENT_ID, CLIENT_SECRET);
+    let handbook = notion.add_page(engram_fakes::notion::Parent::Workspace, "Handbook");
+    let window = notion.append(
+        &handbook,
+        "paragraph",
+        engram_fakes::notion::body("paragraph", "The deploy window is Tuesday at 10:00."),
+    );
+    let oncall = notion.add_page(
+        engram_fakes::notion::Parent::Page(handbook.clone()),
+        "On call",
+    );
+    notion.append(
+        &oncall,
+        "paragraph",
+        engram_fakes::notion::body("paragraph", "The pager hands over every Monday."),
+    );
+
+    let atlassian =
+        engram_fakes::atlassian::AtlassianFake::start("bot@example.com", "atl_unused", 10).await;
+    atlassian.accept_introspected(&post_check, CLIENT_ID, CLIENT_SECRET);
+    let space = atlassian.add_space("ENG", "Engineering");
+    let runbooks = atlassian.add_page(&space, None, "Runbooks", "<p>Start here.</p>");
+    let deploys = atlassian.add_page(
+        &space,
+        Some(&runbooks),
+        "Deploys",
+        "<p>Deploys go out on Tuesdays.</p>",
+    );
+    atlassian.add_project("OPS", "Operations");
+    let badge = atlassian.add_issue(
+        "OPS",
+        "Badge readers reject cards",
+        "Floor nine.",
+        "To Do",
+        "High",
+        "Bug",
+        "Ana Lima",
+        &[],
+    );
+    let coffee = atlassian.add_issue(
+        "OPS",
+        "Coffee machine leaks",
+        "Kitchen two.",
+        "To Do",
+        "Low",
+        "Bug",
+        "Bo Chen",
+        &[],
+    );
+
+    let google =
+        engram_fakes::google::GoogleFake::start("ya29.unused", "ana@example.com", 10).await;
+    google.accept_introspected(&post_check, CLIENT_ID, CLIENT_SECRET);
+    let runbook = google.add_file(
+        None,
+        "runbook.txt",
+        "text/plain",
+        b"The pager rotates.",
+        &[],
+    );
+    let lunch = google.add_file(None, "lunch.txt", "text/plain", b"Lunch at noon.", &[]);
+    let label = google.add_label("Projects");
+    let plan = google.deliver(
+        &[&label],
+        "Bo <bo@example.com>",
+        "Launch plan",
+        "The launch moves to March.",
+        &[],
+    );
+
+    let site = atlassian.site_url();
+    let cases = vec![
+        OAuthCase {
+            provider: "slack",
+            credentials: json!({"api_url": slack.api_url()}),
+            resource: format!("channel:{general}"),
+            filters: json!({}),
+            first: 2,
+            change: Box::new(|| {
+                slack.edit(
+                    &general,
+                    &rollback,
+                    "Roll back with the deploy tool instead.",
+                );
+                slack.delete(&general, &staging);
+            }),
+            after: 1,
+        },
+        OAuthCase {
+            provider: "linear",
+            credentials: json!({"api_url": linear.api_url()}),
+            resource: team,
+            filters: json!({}),
+            first: 2,
+            change: Box::new(|| {
+                linear.edit(&vpn, |e| e.description = "Before Thursday now.".to_owned());
+                linear.archive(&runners, true);
+            }),
+            after: 1,
+        },
+        OAuthCase {
+            provider: "notion",
+            credentials: json!({"api_url": notion.api_url()}),
+            resource: format!("page:{handbook}"),
+            filters: json!({}),
+            first: 2,
+            change: Box::new(|| {
+                notion.edit_block(&window, "The deploy window moved to Wednesday.");
+                notion.archive_page(&oncall);
+            }),
+            after: 1,
+        },
+        OAuthCase {
+            provider: "confluence",
+            credentials: json!({"site_url": site}),
+            resource: format!("space:{space}"),
+            filters: json!({}),
+            first: 2,
+            change: Box::new(|| {
+                atlassian.edit_page(&runbooks, "<p>Start at the index.</p>");
+                atlassian.trash_page(&deploys);
+            }),
+            after: 1,
+        },
+        OAuthCase {
+            provider: "jira",
+            credentials: json!({"site_url": site}),
+            // Deleted issues leave at a full pass: every pass is one here.
+            resource: "project:OPS".to_owned(),
+            filters: json!({"full_pass_every_hours": 0}),
+            first: 2,
+            change: Box::new(|| {
+                atlassian.comment(&badge, "Bo Chen", "The firmware update fixed it.");
+                atlassian.delete_issue(&coffee);
+            }),
+            after: 1,
+        },
+        OAuthCase {
+            provider: "google_drive",
+            credentials: json!({"api_url": google.api_url()}),
+            resource: "drive:root".to_owned(),
+            filters: json!({}),
+            first: 2,
+            change: Box::new(|| {
+                google.edit(&runbook, b"The pager rotates on Mondays now.");
+                google.trash(&lunch);
+            }),
+            after: 1,
+        },
+        OAuthCase {
+            provider: "gmail",
+            credentials: json!({"api_url": google.api_url()}),
+            resource: format!("label:{label}"),
+            filters: json!({}),
+            first: 1,
+            change: Box::new(|| {
+                google.deliver(
+                    &[&label],
+                    "Ana <ana@example.com>",
+                    "Launch venue",
+                    "The launch is in the atrium.",
+                    &[],
+                );
+                google.delete_message(&plan);
+            }),
+            after: 1,
+        },
+    ];
+
+    let key = server.key("conn-oauth-hosted", &[]);
+    for case in cases {
+        let provider = case.provider;
+        let (issuer, found) = if provider == "notion" {
+            (&basic.issuer, &basic_found)
+        } else {
+            (&post.issuer, &post_found)
+        };
+        let database = format!("oauth-{}", provider.replace('_', "-"));
+        server.ready_database(&key, &database).await;
+        let mut credentials = case.credentials.clone();
+        credentials["oauth"] = json!({
+            "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+            "authorization_url": found["authorization_endpoint"],
+            "token_url": found["token_endpoint"],
+            "issuer": issuer, "scope": "openid read"});
+        let id = create(
+            &server,
+            &key,
+            json!({"provider": provider, "database": database, "auth_type": "oauth2",
+                   "credentials": credentials}),
+        )
+        .await;
+        let location = start_and_consent(&server, &key, &id, &browser, issuer).await;
+        let (status, done) = follow(&browser, &location).await;
+        assert_eq!(status, 200, "{provider}: {done:#?}");
+        assert!(
+            revealed(&server, &key, &id).await["access_token"].is_string(),
+            "{provider}"
+        );
+
+        configure(
+            &server,
+            &key,
+            &id,
+            json!([{ "resource_id": case.resource, "filters": case.filters }]),
+        )
+        .await;
+        let status = after_run(&server, &key, &id, 0).await;
+        assert_eq!(status["status"], "healthy", "{provider}: {status:#?}");
+        assert_eq!(
+            listed(&server, &key, &database).await.len(),
+            case.first,
+            "{provider}: the first sync"
+        );
+
+        // The change at the source, synced (a source that sees a deletion a pass late, as
+        // Notion's search does, gets a second pass).
+        (case.change)();
+        let (mut changed, mut deleted, mut runs) = (0, 0, 1);
+        while runs < 4 && (changed == 0 || deleted == 0) {
+            let status = sync(&server, &key, &id, runs).await;
+            assert_eq!(status["status"], "healthy", "{provider}: {status:#?}");
+            let run = &status["runs"][0];
+            changed += run["added"].as_u64().unwrap() + run["updated"].as_u64().unwrap();
+            deleted += run["deleted"].as_u64().unwrap();
+            runs += 1;
+        }
+        assert!(
+            changed >= 1 && deleted >= 1,
+            "{provider}: {changed} added or updated, {deleted} deleted in {runs} runs"
+        );
+        assert_eq!(
+            listed(&server, &key, &database).await.len(),
+            case.after,
+            "{provider}: after the change"
+        );
+    }
+    drop((slack, linear, notion, atlassian, google));
+}
