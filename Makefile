@@ -59,8 +59,11 @@ OTHER_DIR_TESTS = $(filter-out crates/engram/tests/e2e/main.rs,$(wildcard crates
 ## Four tests at a time on two cores: the end-to-end tests wait on their servers (indexing,
 ## polls, webhooks) for a third of their time, so two threads left the cores 36% idle (the SQLite
 ## pass: 219 s at two, 174 s at four, measured with `/usr/bin/time` on the e2e binary).
+## The C and C++ of the test build at -O1, as the profile builds the Rust dependencies: numkong's
+## kernels (usearch's distances) and usearch ask for -O3 themselves, which took 226 s of one core
+## against 102 s at -O1 (`cargo build -p numkong -j1`, each alone); release builds keep -O3.
 TEST_ENV = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" RUSTFLAGS="-D warnings" CARGO_INCREMENTAL=0 \
-  RUST_TEST_THREADS=4
+  RUST_TEST_THREADS=4 CFLAGS="-O1" CXXFLAGS="-O1 -g0"
 ## The tests' set-up (downloads, packages, fixtures: the network and the disk more than the
 ## CPU, 2 m 40 s on a clean clone) runs beside the test build, which needs only the toolchain;
 ## the tests start once both are done, with the set-up's output printed after the build's.

@@ -205,15 +205,17 @@ pub(crate) struct ConnectorBench {
     provider: Provider,
 }
 
-/// Peak resident memory (MiB) sampled every 100 ms until `stop` is cancelled.
-fn sample_memory(stop: tokio_util::sync::CancellationToken) -> tokio::task::JoinHandle<u64> {
+/// Peak resident memory and peak anonymous resident memory (MiB), sampled every 100 ms until
+/// `stop` is cancelled.
+fn sample_memory(stop: tokio_util::sync::CancellationToken) -> tokio::task::JoinHandle<(u64, u64)> {
     tokio::spawn(async move {
-        let mut peak = 0;
+        let (mut peak, mut anonymous) = (0, 0);
         while !stop.is_cancelled() {
             peak = peak.max(memory().0);
+            anonymous = anonymous.max(super::anonymous_memory());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        peak
+        (peak, anonymous)
     })
 }
 
@@ -302,7 +304,7 @@ pub(crate) async fn connectors(args: ConnectorBench, mut config: Config) -> anyh
     service.database(&auth, "bare").await?;
     service.database(&auth, "synced").await?;
     let (client, base) = (service.client.clone(), service.base.clone());
-    let idle = memory().0;
+    let idle = (memory().0, super::anonymous_memory());
 
     // Baseline: the same files uploaded through the bare ingestion path.
     let stop = tokio_util::sync::CancellationToken::new();
@@ -428,6 +430,17 @@ pub(crate) async fn connectors(args: ConnectorBench, mut config: Config) -> anyh
         "  re-sync with nothing changed: {:.2} s, {changed} objects dispatched again",
         resync.as_secs_f64()
     );
-    report!("  resident memory: idle {idle} MiB, peak while uploading {bare_peak} MiB, peak while syncing {sync_peak} MiB");
+    report!(
+        "  resident memory: idle {} MiB, peak while uploading {} MiB, peak while syncing {} MiB",
+        idle.0,
+        bare_peak.0,
+        sync_peak.0
+    );
+    report!(
+        "  of it anonymous (heaps, without mapped index files): idle {} MiB, uploading {} MiB, syncing {} MiB",
+        idle.1,
+        bare_peak.1,
+        sync_peak.1
+    );
     Ok(())
 }

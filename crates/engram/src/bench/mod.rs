@@ -20,15 +20,23 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// The process' resident memory and its peak, in MiB.
 pub(crate) fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb / 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (status_mib("VmRSS:"), status_mib("VmHWM:"))
+}
+
+/// The process's anonymous resident memory (MiB): its heaps and stacks, without the pages of
+/// files it maps (the indexes' segments), which the kernel can drop.
+pub(crate) fn anonymous_memory() -> u64 {
+    status_mib("RssAnon:")
+}
+
+/// A field of `/proc/self/status` in MiB (0 where it cannot be read).
+fn status_mib(name: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
 }
 
 /// The real service for a benchmark: the app over a temporary data directory, its workers and
