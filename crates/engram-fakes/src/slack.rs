@@ -17,7 +17,7 @@
 //! does not have, a parameter it does not take or a shape its answer type does not allow fails.
 #![allow(clippy::unwrap_used)] // test code
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
@@ -73,6 +73,9 @@ struct ChannelRec {
     private: bool,
     members: Vec<String>,
     messages: BTreeMap<String, MessageRec>,
+    /// Each thread's replies (their ts, oldest first) by its root's ts: a root's replies are
+    /// found without reading every message of the channel.
+    threads: HashMap<String, Vec<String>>,
 }
 
 struct FileRec {
@@ -190,9 +193,11 @@ impl Shared {
             Some(root) => out["thread_ts"] = json!(root),
             None => {
                 let replies: Vec<(&String, &MessageRec)> = channel
-                    .messages
-                    .iter()
-                    .filter(|(_, m)| m.thread_ts.as_deref() == Some(ts))
+                    .threads
+                    .get(ts)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| channel.messages.get_key_value(r))
                     .collect();
                 if let Some((latest, _)) = replies.last() {
                     let mut users: Vec<String> =
@@ -316,6 +321,7 @@ impl SlackFake {
                     private,
                     members: all,
                     messages: BTreeMap::new(),
+                    threads: HashMap::new(),
                 },
             );
             id
@@ -326,7 +332,8 @@ impl SlackFake {
     pub fn post(&self, channel: &str, user: &str, text: &str, thread: Option<&str>) -> String {
         self.with(|s| {
             let ts = s.tick();
-            s.channels.get_mut(channel).unwrap().messages.insert(
+            let channel = s.channels.get_mut(channel).unwrap();
+            channel.messages.insert(
                 ts.clone(),
                 MessageRec {
                     user: user.to_owned(),
@@ -336,6 +343,13 @@ impl SlackFake {
                     files: Vec::new(),
                 },
             );
+            if let Some(root) = thread {
+                channel
+                    .threads
+                    .entry(root.to_owned())
+                    .or_default()
+                    .push(ts.clone());
+            }
             ts
         })
     }
@@ -396,9 +410,14 @@ impl SlackFake {
         self.with(|s| {
             let channel = s.channels.get_mut(channel).unwrap();
             let gone = channel.messages.remove(ts).unwrap();
-            channel
-                .messages
-                .retain(|_, m| m.thread_ts.as_deref() != Some(ts));
+            for reply in channel.threads.remove(ts).unwrap_or_default() {
+                channel.messages.remove(&reply);
+            }
+            if let Some(root) = &gone.thread_ts {
+                if let Some(replies) = channel.threads.get_mut(root) {
+                    replies.retain(|r| r != ts);
+                }
+            }
             for file in gone.files {
                 s.files.remove(&file);
             }
@@ -620,13 +639,7 @@ fn answer(
                 return error("thread_not_found");
             }
             let mut thread: Vec<String> = vec![root.to_owned()];
-            thread.extend(
-                channel
-                    .messages
-                    .iter()
-                    .filter(|(_, m)| m.thread_ts.as_deref() == Some(root))
-                    .map(|(ts, _)| ts.clone()),
-            );
+            thread.extend(channel.threads.get(root).into_iter().flatten().cloned());
             let (page, next) = paged(&thread, cursor, limit);
             let messages: Vec<Value> = page.iter().map(|ts| s.message_json(channel, ts)).collect();
             let more = !next.is_empty();
