@@ -331,6 +331,9 @@ pub(crate) async fn connectors(args: ConnectorBench, mut config: Config) -> anyh
     let bare = started.elapsed();
     stop.cancel();
     let bare_peak = sampler.await?;
+    // What the uploaded database holds from here on (its indexes stay in memory): the sync's
+    // growth is measured from it.
+    let uploaded = (memory().0, super::anonymous_memory());
 
     // The connector: create, configure, and wait until every file is an indexed item.
     let stop = tokio_util::sync::CancellationToken::new();
@@ -430,17 +433,24 @@ pub(crate) async fn connectors(args: ConnectorBench, mut config: Config) -> anyh
         "  re-sync with nothing changed: {:.2} s, {changed} objects dispatched again",
         resync.as_secs_f64()
     );
+    let grew = |peak: u64, from: u64| peak.saturating_sub(from);
     report!(
-        "  resident memory: idle {} MiB, peak while uploading {} MiB, peak while syncing {} MiB",
+        "  resident memory: idle {} MiB, peak while uploading {} MiB (+{} over idle), peak while syncing {} MiB (+{} over the {} MiB held after the upload)",
         idle.0,
         bare_peak.0,
-        sync_peak.0
+        grew(bare_peak.0, idle.0),
+        sync_peak.0,
+        grew(sync_peak.0, uploaded.0),
+        uploaded.0
     );
     report!(
-        "  of it anonymous (heaps, without mapped index files): idle {} MiB, uploading {} MiB, syncing {} MiB",
+        "  of it anonymous (heaps, without mapped index files): idle {} MiB, uploading {} MiB (+{}), syncing {} MiB (+{} over {} MiB)",
         idle.1,
         bare_peak.1,
-        sync_peak.1
+        grew(bare_peak.1, idle.1),
+        sync_peak.1,
+        grew(sync_peak.1, uploaded.1),
+        uploaded.1
     );
     Ok(())
 }
