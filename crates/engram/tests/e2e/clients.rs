@@ -177,21 +177,7 @@ async fn official_python_client_drives_every_hosted_provider() {
 
     let notion_token = "ntn_clientSecretValue1234";
     let notion = engram_fakes::notion::NotionFake::start(notion_token, 2).await;
-    let handbook = notion.add_page(engram_fakes::notion::Parent::Workspace, "Handbook");
-    notion.append(
-        &handbook,
-        "paragraph",
-        engram_fakes::notion::body("paragraph", "The deploy window is Tuesday at 10:00."),
-    );
-    let oncall = notion.add_page(
-        engram_fakes::notion::Parent::Page(handbook.clone()),
-        "On call",
-    );
-    notion.append(
-        &oncall,
-        "paragraph",
-        engram_fakes::notion::body("paragraph", "The pager hands over every Monday."),
-    );
+    let (handbook, _, _) = crate::common::connectors::notion_handbook(&notion);
 
     let (email, atlassian_token) = ("bot@example.com", "atl_clientSecretToken0001");
     let atlassian = engram_fakes::atlassian::AtlassianFake::start(email, atlassian_token, 2).await;

@@ -508,21 +508,7 @@ async fn every_hosted_provider_syncs_updates_and_deletes_with_oauth_credentials(
 
     let notion = engram_fakes::notion::NotionFake::start("ntn_unused_0001", 10).await;
     notion.accept_introspected(&basic_check, CLIENT_ID, CLIENT_SECRET);
-    let handbook = notion.add_page(engram_fakes::notion::Parent::Workspace, "Handbook");
-    let window = notion.append(
-        &handbook,
-        "paragraph",
-        engram_fakes::notion::body("paragraph", "The deploy window is Tuesday at 10:00."),
-    );
-    let oncall = notion.add_page(
-        engram_fakes::notion::Parent::Page(handbook.clone()),
-        "On call",
-    );
-    notion.append(
-        &oncall,
-        "paragraph",
-        engram_fakes::notion::body("paragraph", "The pager hands over every Monday."),
-    );
+    let (handbook, window, oncall) = crate::common::connectors::notion_handbook(&notion);
 
     let atlassian =
         engram_fakes::atlassian::AtlassianFake::start("bot@example.com", "atl_unused", 10).await;

@@ -295,3 +295,24 @@ pub(crate) async fn assert_secrets_hidden(
         }
     }
 }
+
+/// A small Notion workspace on `notion`: a shared "Handbook" page with one paragraph and an
+/// "On call" subpage with another. Their ids: (handbook, its paragraph block, on call).
+pub(crate) fn notion_handbook(
+    notion: &engram_fakes::notion::NotionFake,
+) -> (String, String, String) {
+    use engram_fakes::notion::{body, Parent};
+    let handbook = notion.add_page(Parent::Workspace, "Handbook");
+    let window = notion.append(
+        &handbook,
+        "paragraph",
+        body("paragraph", "The deploy window is Tuesday at 10:00."),
+    );
+    let oncall = notion.add_page(Parent::Page(handbook.clone()), "On call");
+    notion.append(
+        &oncall,
+        "paragraph",
+        body("paragraph", "The pager hands over every Monday."),
+    );
+    (handbook, window, oncall)
+}
