@@ -1,7 +1,9 @@
 //! The vector index at scale: 100k chunks of 384 dimensions (the default model), top 100 (the
 //! fast pool), no filter, by the exact scan and through the HNSW graph, with the graph's
-//! recall@100 against the exact scan, its build time and its memory. Not a timed test: it
-//! prints ms per search.
+//! recall@100 against the exact scan, its build time and its memory; then filters passing 1 in
+//! 2, 10 and 100 (the exact scan of what each passes, and the search as planned with its
+//! recall@10 against it). Not a timed test: it prints ms per search. `VECTOR_BENCH_GRAPH=0`
+//! builds no graph (the planned search then scans, through the sign codes).
 //!
 //!     cargo bench -p engram-index --bench vectors
 //!     VECTOR_BENCH_CHUNKS=1000000 cargo bench -p engram-index --bench vectors
@@ -17,7 +19,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use engram_index::{AnnOptions, ChunkKey, VectorEntry, Vectors};
+use engram_index::{AnnOptions, ChunkKey, Keys, VectorEntry, Vectors};
 use engram_types::{DatabaseId, ItemKind};
 
 const DIMENSION: usize = 384;
@@ -90,6 +92,50 @@ fn percentiles(mut times: Vec<f64>) -> (f64, f64) {
     )
 }
 
+/// Filters passing 1 in 2, 10 and 100 of the chunks, chosen by a hash of the key (independent
+/// of where a vector lies, as a metadata value is).
+fn filters(chunks: usize) -> Vec<(u64, Keys)> {
+    [2, 10, 100]
+        .into_iter()
+        .map(|share| {
+            let keys = (0..chunks as u64)
+                .filter(|k| (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % share == 0)
+                .map(|k| ChunkKey(k as i64))
+                .collect();
+            (share, keys)
+        })
+        .collect()
+}
+
+/// Times the planned search (`Vectors::search`) of each filter, with its recall@10 against
+/// the exact scan of what the filter passes.
+fn filtered_searches(
+    index: &Vectors,
+    database: &DatabaseId,
+    queries: &[Vec<f32>],
+    filters: &[(u64, Keys)],
+    plan: &str,
+) {
+    let accept = |_: &str, _: ItemKind| true;
+    for (share, only) in filters {
+        let (mut found_10, mut times) = (0, Vec::new());
+        for q in queries {
+            let truth = index.search_exact(database, q, 10, &accept, Some(only));
+            let started = Instant::now();
+            let hits = index.search(database, q, 100, &accept, Some(only));
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            let ten: HashSet<ChunkKey> = truth.iter().map(|t| t.0).collect();
+            found_10 += hits.iter().take(10).filter(|h| ten.contains(&h.0)).count();
+        }
+        let (p50, p99) = percentiles(times);
+        println!(
+            "search ({plan}) of a filter passing 1 in {share}: p50 {p50:.2} ms, p99 {p99:.2} ms, \
+             recall@10 against its exact scan {:.4}",
+            found_10 as f64 / (queries.len() * 10.min(only.len())) as f64,
+        );
+    }
+}
+
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     // `cargo test --all-targets` runs this binary without `--bench`: a small smoke run.
@@ -151,6 +197,29 @@ fn main() {
          {loaded_rss:.0} MiB",
         chunks as f64 / p50 / 1000.0,
     );
+    let filters = filters(chunks);
+    if env("VECTOR_BENCH_GRAPH", 1) == 0 {
+        // No graph: the planned search scans, through the sign codes where it passes many.
+        filtered_searches(&index, &database, &queries, &filters, "scan");
+    }
+    for (share, only) in &filters {
+        let times: Vec<f64> = queries
+            .iter()
+            .map(|q| {
+                let started = Instant::now();
+                let hits = index.search_exact(&database, q, 100, &accept, Some(only));
+                assert!(hits.len() == 100.min(only.len()), "a full answer");
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        let (p50, p99) = percentiles(times);
+        println!(
+            "exact scan of a filter passing 1 in {share} ({} keys): p50 {p50:.2} ms, p99 {p99:.2} ms \
+             ({:.0} ns a key)",
+            only.len(),
+            p50 * 1e6 / only.len() as f64,
+        );
+    }
     if env("VECTOR_BENCH_GRAPH", 1) == 0 {
         return;
     }
@@ -191,6 +260,14 @@ fn main() {
             found as f64 / (scans * 100.min(chunks)) as f64,
         );
     }
+    index.set_graph_breadth(default_breadth);
+    filtered_searches(
+        &index,
+        &database,
+        &queries,
+        &filters,
+        "graph or scan as planned",
+    );
     assert!(index.graph_searches() >= scans as u64, "the graph answered");
     println!(
         "graph built {built:.1} s after the first insert ({} threads), {total_rss:.0} MiB in all",

@@ -16,6 +16,7 @@ mod ann;
 pub mod conformance;
 mod facets;
 mod keyword;
+mod slots;
 mod vector;
 
 use std::collections::{HashMap, HashSet};
