@@ -1077,16 +1077,36 @@ impl Vectors {
                 && passing * GRAPH_SELECTIVITY >= segment.keys.len()
         });
         if let Some(graph) = graph {
-            let keep = |key: u64| {
+            let keep = |key: u64, keys: Option<&Keys>| {
                 let chunk = ChunkKey(key as i64);
                 segment.slots.get(chunk).is_some_and(|slot| {
                     passes_meta(slot)
-                        && only.is_none_or(|keys| keys.contains(chunk))
+                        && keys.is_none_or(|keys| keys.contains(chunk))
                         && !segment.unindexed.contains_key(&chunk)
                 })
             };
-            let found = graph.search(&code, k, keep);
-            if found.len() >= k.min(passing.saturating_sub(segment.unindexed.len())) {
+            let wanted = k.min(passing.saturating_sub(segment.unindexed.len()));
+            // A filter's keys are applied after a walk without them first, asked for enough
+            // answers that `k` pass at the filter's share and half again: the walk costs what an
+            // unfiltered one does (with the keys inside, it visits about as many more nodes as
+            // the filter drops: 10.5 ms against 5.7 at half of a million vectors), and the
+            // passing answers are the filter's nearest, as every passing vector nearer than the
+            // last answer is an answer. Where fewer pass (the filter's share near the query is
+            // smaller than overall), the walk with the keys inside follows.
+            let found = match only {
+                Some(keys) => {
+                    let at_share = k.saturating_mul(segment.keys.len()) / keys.len().max(1);
+                    let ask = at_share.saturating_mul(3) / 2 + 16;
+                    let mut found = graph.search(&code, ask, |key| keep(key, None));
+                    found.retain(|key| keys.contains(ChunkKey(*key as i64)));
+                    if found.len() < wanted {
+                        found = graph.search(&code, k, |key| keep(key, Some(keys)));
+                    }
+                    found
+                }
+                None => graph.search(&code, k, |key| keep(key, None)),
+            };
+            if found.len() >= wanted {
                 // Rescored exactly, beside an exact scan of what the graph lacks.
                 let from_graph = found.into_iter().filter_map(|key| {
                     let chunk = ChunkKey(key as i64);
@@ -1464,6 +1484,29 @@ mod tests {
         );
         let recall = found as f64 / asked as f64;
         assert!(recall >= 0.97, "recall@20 against the exact scan: {recall}");
+        // Keys passing a third: the walk without them, then the passing answers; and a third
+        // the walk finds none of (the query's farthest), so the walk with the keys follows.
+        let third: Keys = (0..4_000).filter(|k| k % 3 == 0).map(ChunkKey).collect();
+        let (mut found, mut asked) = (0, 0);
+        for q in 0..50u64 {
+            let query = clustered(60_000 + q, DIM);
+            let exact_all = index.search_exact(&a, &query, 4_000, &all, None);
+            let farthest: Keys = exact_all[2_667..].iter().map(|h| h.0).collect();
+            for only in [&third, &farthest] {
+                let through_graph = index.search(&a, &query, 20, &all, Some(only));
+                let exact = index.search_exact(&a, &query, 20, &all, Some(only));
+                assert_eq!(through_graph.len(), 20);
+                assert!(through_graph.iter().all(|h| only.contains(h.0)));
+                found += through_graph.iter().filter(|h| exact.contains(h)).count();
+                asked += exact.len();
+            }
+        }
+        assert!(index.graph_searches() >= 200, "through the graph");
+        let recall = found as f64 / asked as f64;
+        assert!(
+            recall >= 0.97,
+            "filtered recall@20 against the exact scan: {recall}"
+        );
     }
 
     #[test]
