@@ -84,9 +84,19 @@ impl SlotMap {
                     return;
                 }
                 if key.0 < *base {
-                    let grow = (*base - key.0) as usize;
+                    // Room below as well, as much as is held (if it fits), so keys arriving
+                    // in falling order move the array a logarithmic number of times.
+                    let needed = (*base - key.0) as usize;
+                    let below =
+                        usize::try_from(key.0.saturating_sub(i64::MIN)).unwrap_or(usize::MAX);
+                    let room = (*len).min(below);
+                    let grow = if fits(slots.len() + needed + room, *len + 1) {
+                        needed + room
+                    } else {
+                        needed
+                    };
                     slots.splice(0..0, std::iter::repeat_n(NONE, grow));
-                    *base = key.0;
+                    *base -= grow as i64;
                 }
                 let at = (key.0 - *base) as usize;
                 if at >= slots.len() {
@@ -241,5 +251,23 @@ mod tests {
         assert_eq!(map.len(), 0);
         put(&mut map, &mut reference, -40, 3);
         check(&map, &reference);
+    }
+
+    /// Keys in falling order stay in an array and it moves a few times, not once a key.
+    #[test]
+    fn falling_keys_stay_dense() {
+        let mut map = SlotMap::default();
+        for (slot, k) in (0..100_000i64).rev().enumerate() {
+            map.insert(ChunkKey(k), slot);
+        }
+        let SlotMap::Dense { slots, len, .. } = &map else {
+            panic!("sparse");
+        };
+        assert_eq!(*len, 100_000);
+        assert!(slots.len() < 2 * 100_000 + SLACK);
+        for k in [0, 1, 50_000, 99_999] {
+            assert_eq!(map.get(ChunkKey(k)), Some(99_999 - k as usize));
+        }
+        assert_eq!(map.get(ChunkKey(-1)), None);
     }
 }
