@@ -682,7 +682,8 @@ impl Retriever<'_> {
     /// Keyword and vector pools (and app-only pools when asked) as candidates, unread. BM25
     /// comes from the keyword pools: a chunk outside them scores below the pool's last, and
     /// counts as 0 (scoring it exactly costs a second pass over the postings). The keyword
-    /// search runs while the model embeds the query.
+    /// search runs while the model embeds the query and the vector search follows (each on a
+    /// blocking thread of its own), so a query takes the longer of the two sides, not their sum.
     async fn first_stage(
         &self,
         request: &SearchRequest,
@@ -699,16 +700,21 @@ impl Retriever<'_> {
                 .keyword_ranked(&request.scope, &request.filter, lexical, pool, request.now)
                 .await
         };
-        let (query_vector, found) = tokio::join!(
-            self.clock.time(Stage::Embed, self.embed(&request.query)),
-            self.clock.time(Stage::Keyword, keyword_side)
-        );
-        let query_vector = query_vector?;
+        let vector_side = async {
+            let query_vector = self
+                .clock
+                .time(Stage::Embed, self.embed(&request.query))
+                .await?;
+            let keys = self.nearest_passing(request, &query_vector, pool, restriction, all_passing);
+            let keys = self.clock.time(Stage::Vector, keys).await?;
+            Ok::<_, SearchError>((query_vector, keys))
+        };
+        let (vector_side, found) =
+            tokio::join!(vector_side, self.clock.time(Stage::Keyword, keyword_side));
+        let (query_vector, keys) = vector_side?;
         let mut keyword: HashMap<ChunkKey, f32> = found?.into_iter().collect();
         let mut candidates = HashMap::new();
         add_candidates(&mut candidates, keyword.keys().copied());
-        let keys = self.nearest_passing(request, &query_vector, pool, restriction, all_passing);
-        let keys = self.clock.time(Stage::Vector, keys).await?;
         add_candidates(&mut candidates, keys);
         if request.query_apps {
             let pools = self.app_pools(request, lexical, &query_vector, pool, restriction);
