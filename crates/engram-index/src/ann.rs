@@ -286,6 +286,13 @@ impl Graph {
         }
     }
 
+    /// The breadth (efSearch) a search keeps now: a search asked for more answers keeps that
+    /// many instead.
+    pub(crate) fn search_breadth(&self) -> usize {
+        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        index.expansion_search()
+    }
+
     /// Waits until fewer than [`SEARCH_CONTEXTS`] searches run; the slot is given back when
     /// the guard is dropped.
     fn search_slot(&self) -> SearchSlot<'_> {

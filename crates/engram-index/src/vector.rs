@@ -1099,13 +1099,19 @@ impl Vectors {
             // passing answers are the filter's nearest, as every passing vector nearer than the
             // last answer is an answer. Where fewer pass (the filter's share near the query is
             // smaller than overall), the walk with the keys inside follows where the filter is
-            // broad enough for it, the scan otherwise.
+            // broad enough for it, the scan otherwise. A walk keeps at least its breadth of
+            // candidates, so where `k` at the share is more than the breadth (a small graph's is
+            // small) and the filter is broad, the walk with the keys inside costs less.
             let found = match only {
                 Some(keys) => {
                     let at_share = k.saturating_mul(segment.keys.len()) / keys.len().max(1);
                     let ask = at_share.saturating_mul(3) / 2 + 16;
-                    let mut found = graph.search(&code, ask, |key| keep(key, None));
-                    found.retain(|key| keys.contains(ChunkKey(*key as i64)));
+                    let first = !inside || k.saturating_mul(3) / 2 + 16 <= graph.search_breadth();
+                    let mut found = Vec::new();
+                    if first {
+                        found = graph.search(&code, ask, |key| keep(key, None));
+                        found.retain(|key| keys.contains(ChunkKey(*key as i64)));
+                    }
                     if found.len() < wanted && inside {
                         found = graph.search(&code, k, |key| keep(key, Some(keys)));
                     }
